@@ -1,0 +1,62 @@
+/* common.h — small helpers shared by every module: error values, overflow-checked size
+ * arithmetic, half-precision conversions. Internal; not part of the public API. */
+#ifndef HEARTH_COMMON_H
+#define HEARTH_COMMON_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hearth.h"
+
+/* Fill err with a one-line message and return -1, so call sites read `return herr(err, ...)`. */
+int herr(hearth_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Overflow-checked arithmetic: return false on overflow, leaving *out unspecified. */
+static inline bool add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
+static inline bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+
+/* IEEE half and bfloat16 <-> float. */
+static inline float fp16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) bits = sign;
+        else { /* subnormal: renormalise */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400)) { man <<= 1; exp--; }
+            man &= 0x3ff;
+            bits = sign | (exp << 23) | (man << 13);
+        }
+    } else if (exp == 0x1f) bits = sign | 0x7f800000u | (man << 13);
+    else bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    float f; memcpy(&f, &bits, 4); return f;
+}
+static inline uint16_t f32_to_fp16(float f) {   /* round to nearest even */
+    uint32_t x; memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);            /* overflow -> inf */
+    if (ax < 0x38800000u) {                                               /* subnormal or zero */
+        if (ax < 0x33000000u) return (uint16_t)sign;
+        uint32_t e = ax >> 23, m = (ax & 0x7fffff) | 0x800000, shift = 126 - e;
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ((ax >> 13) - ((127 - 15) << 10)), rem = ax & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) r++;
+    return (uint16_t)(sign | r);
+}
+static inline float bf16_to_f32(uint16_t h) { uint32_t b = (uint32_t)h << 16; float f; memcpy(&f, &b, 4); return f; }
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 64); /* quiet NaN */
+    return (uint16_t)((x + (0x7fff + ((x >> 16) & 1))) >> 16);
+}
+
+#define HT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define HT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif

@@ -1,0 +1,17 @@
+# Every tests/test_*.c is one test program and every tests/test_*.sh one script; both run from tests/
+# (so data is at data/...), with HEARTH set to the CLI's path and HEARTH_BUILD to the build directory.
+file(GLOB HEARTH_C_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
+foreach(src ${HEARTH_C_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PRIVATE hearth_core)
+  add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests)
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "HEARTH=$<TARGET_FILE:hearth>;HEARTH_BUILD=${CMAKE_BINARY_DIR}")
+endforeach()
+file(GLOB HEARTH_SH_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.sh)
+foreach(src ${HEARTH_SH_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME ${name} COMMAND bash ${src} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests)
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "HEARTH=$<TARGET_FILE:hearth>;HEARTH_BUILD=${CMAKE_BINARY_DIR}")
+endforeach()

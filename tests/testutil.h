@@ -1,0 +1,14 @@
+/* testutil.h — tiny assertion helpers for hearth's C tests. A test prints what failed and exits 1. */
+#ifndef HEARTH_TESTUTIL_H
+#define HEARTH_TESTUTIL_H
+#include <stdio.h>
+#include <stdlib.h>
+
+static int tu_failures;
+#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); tu_failures++; } } while (0)
+#define REQUIRE(cond, ...) do { if (!(cond)) { fprintf(stderr, "%s:%d: REQUIRE(%s) failed: ", __FILE__, __LINE__, #cond); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } } while (0)
+#define TEST_DONE() do { if (tu_failures) { fprintf(stderr, "%d check(s) failed\n", tu_failures); return 1; } \
+    printf("ok\n"); return 0; } while (0)
+#endif
