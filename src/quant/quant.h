@@ -1,0 +1,111 @@
+/* quant.h — tensor types: block layouts (identical to ggml's, so GGUF data is used in place) and the
+ * traits table that describes each type: block size, bytes per block, to-float, quantize (from-float),
+ * the activation format its dot product takes, and the dot product itself.
+ *
+ * Adding a type = one traits row + its kernels. Call sites never switch on the type.
+ * The scalar kernels (quant_ref.c) are the reference; SIMD kernels (quant_avx2.c, quant_avx512.c,
+ * quant_neon.c) are chosen at run time by quant_init() and tested against them. */
+#ifndef HEARTH_QUANT_H
+#define HEARTH_QUANT_H
+
+#include "../common.h"
+
+enum ht_type {
+    HT_F32 = 0, HT_F16 = 1, HT_Q4_0 = 2, HT_Q4_1 = 3, HT_Q5_0 = 6, HT_Q5_1 = 7, HT_Q8_0 = 8, HT_Q8_1 = 9,
+    HT_Q2_K = 10, HT_Q3_K = 11, HT_Q4_K = 12, HT_Q5_K = 13, HT_Q6_K = 14, HT_Q8_K = 15,
+    HT_IQ4_NL = 20, HT_IQ4_XS = 23, HT_BF16 = 30, HT_NTYPES = 40
+};
+
+#define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK5_1 32
+#define QK8_0 32
+#define QK8_1 32
+#define QK4_NL 32
+#define QK_K 256
+#define K_SCALE_SIZE 12
+
+typedef uint16_t ht_half;
+typedef struct { ht_half d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
+typedef struct { ht_half d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
+typedef struct { ht_half d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; } block_q5_0;
+typedef struct { ht_half d, m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; } block_q5_1;
+typedef struct { ht_half d; int8_t qs[QK8_0]; } block_q8_0;
+typedef struct { ht_half d, s; int8_t qs[QK8_1]; } block_q8_1;   /* s = d * sum(qs) */
+typedef struct { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; ht_half d, dmin; } block_q2_K;
+typedef struct { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; ht_half d; } block_q3_K;
+typedef struct { ht_half d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; } block_q4_K;
+typedef struct { ht_half d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K;
+typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; ht_half d; } block_q6_K;
+typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
+typedef struct { ht_half d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;
+typedef struct { ht_half d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
+
+_Static_assert(sizeof(block_q4_0) == 18, "q4_0");
+_Static_assert(sizeof(block_q4_1) == 20, "q4_1");
+_Static_assert(sizeof(block_q5_0) == 22, "q5_0");
+_Static_assert(sizeof(block_q5_1) == 24, "q5_1");
+_Static_assert(sizeof(block_q8_0) == 34, "q8_0");
+_Static_assert(sizeof(block_q8_1) == 36, "q8_1");
+_Static_assert(sizeof(block_q2_K) == 84, "q2_K");
+_Static_assert(sizeof(block_q3_K) == 110, "q3_K");
+_Static_assert(sizeof(block_q4_K) == 144, "q4_K");
+_Static_assert(sizeof(block_q5_K) == 176, "q5_K");
+_Static_assert(sizeof(block_q6_K) == 210, "q6_K");
+_Static_assert(sizeof(block_q8_K) == 292, "q8_K");
+_Static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl");
+_Static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs");
+
+/* n is always a multiple of the type's block size. */
+typedef void (*ht_to_float_fn)(const void *src, float *dst, int64_t n);
+typedef void (*ht_from_float_fn)(const float *src, void *dst, int64_t n);
+/* Dot product of n elements: w in this type, a in the type's vec_dot_type. */
+typedef float (*ht_vec_dot_fn)(int n, const void *w, const void *a);
+
+typedef struct {
+    const char *name;         /* "Q4_K", as ggml names it */
+    int blck;                 /* elements per block */
+    size_t type_size;         /* bytes per block */
+    bool is_quant;
+    ht_to_float_fn to_float;
+    ht_from_float_fn from_float;   /* reference round-to-nearest quantizer */
+    int vec_dot_type;         /* the format activations are converted to for vec_dot */
+    ht_vec_dot_fn vec_dot;
+} ht_traits;
+
+/* NULL for unknown / unsupported type ids. The active table: scalar until quant_init() picks SIMD kernels. */
+const ht_traits *ht_get_traits(uint32_t type);
+/* The scalar reference table (quant_ref.c), whatever the active backend: tests compare against it, and
+ * file writers (quantize) use its from_float, which is bit-identical to ggml's reference quantizers
+ * (a SIMD from_float for an activation format may round ties differently). */
+const ht_traits *ht_get_traits_ref(uint32_t type);
+/* Bytes of a row of n elements; 0 for an unknown type or n not a multiple of the block size. */
+size_t ht_row_size(uint32_t type, int64_t n);
+/* Converts a row of n activations to vec_dot_type (a traits' vec_dot_type) with the active from_float:
+ * a copy for F32, Q8_0 / Q8_1 / Q8_K blocks otherwise. dst holds ht_row_size(vec_dot_type, n) bytes. */
+void ht_quantize_row(uint32_t vec_dot_type, const float *x, void *dst, int64_t n);
+/* Pick the fastest kernels this CPU supports (idempotent; thread-safe to call once at start). */
+void quant_init(void);
+/* The kernel level in use: "avx512vnni", "avx512", "avx2", "neon" or "scalar". */
+const char *quant_backend(void);
+/* Force a level for tests ("scalar", ...); returns false if it is not built in or this CPU can't run it.
+ * Swaps the active table: call only while no kernel is running. */
+bool quant_set_backend(const char *name);
+/* Name of the i-th built-in kernel set, best first ("scalar" last); NULL past the end. */
+const char *quant_backend_name(int i);
+
+/* How a SIMD kernel file plugs in. quant_avx2.c (say) defines
+ *     const ht_kernel_set quant_kernels_avx2 = { "avx2", cpu_has_avx2, install_avx2 };
+ * where install_avx2(t) overwrites entries of t (indexed by type id, already a copy of the scalar table):
+ * typically t[HT_Q4_0].vec_dot, t[HT_Q8_0].from_float, ... — any entry it does not touch stays scalar, and
+ * it may first call a lower set's install (avx512 over avx2). The build defines HEARTH_QUANT_AVX2 (and
+ * _AVX512, _AVX512VNNI, _NEON) for quant.c when it compiles the file with its target flags; quant.c then
+ * lists the set. Overrides must give the same per-block integer sums and float formula as quant_ref.c. */
+typedef struct {
+    const char *name;                       /* as quant_backend() reports it */
+    bool (*cpu_ok)(void);                   /* can this CPU run the kernels? (NULL: always) */
+    void (*install)(ht_traits t[HT_NTYPES]); /* NULL: nothing to override */
+} ht_kernel_set;
+
+#endif
