@@ -1,0 +1,86 @@
+/* layers.c — the shared transformer blocks (see layers.h). Scratch comes from the context: q/k/v and
+ * the attention output have their own buffers, hb/hb2 hold the FFN's wide activations. */
+#include "layers.h"
+
+#include "matmul.h"
+#include "ops.h"
+
+#include <math.h>
+
+void layer_norm_rows(const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w, const ht_tensor *b,
+                     int width, float eps, int kind) {
+    for (int i = 0; i < ub->n; i++) {
+        const float *x = in + (size_t)i * width;
+        float *y = out + (size_t)i * width;
+        if (kind == NORM_RMS) op_rmsnorm(y, x, w ? w->data : NULL, width, eps);
+        else op_layernorm(y, x, w ? w->data : NULL, b && b->data ? b->data : NULL, width, eps);
+    }
+}
+
+void layer_residual(const ht_ubatch *ub, float *x, const float *y, int width) {
+    op_add(x, y, ub->n * width);
+}
+
+/* Splits fused QKV rows [n][QD + 2 KD] into q, k, v. */
+static void split_qkv(const ht_ubatch *ub, const float *qkv, float *q, float *k, float *v, int QD, int KD, int VD) {
+    for (int i = 0; i < ub->n; i++) {
+        const float *r = qkv + (size_t)i * (QD + KD + VD);
+        memcpy(q + (size_t)i * QD, r, (size_t)QD * sizeof(float));
+        memcpy(k + (size_t)i * KD, r + QD, (size_t)KD * sizeof(float));
+        memcpy(v + (size_t)i * VD, r + QD + KD, (size_t)VD * sizeof(float));
+    }
+}
+
+/* Per-head RMSNorm (Qwen3, Gemma 3): rows of n_heads * head_dim. */
+static void head_norm(const ht_ubatch *ub, float *x, const ht_tensor *w, int n_heads, int hd, float eps) {
+    for (int i = 0; i < ub->n * n_heads; i++) op_rmsnorm(x + (size_t)i * hd, x + (size_t)i * hd, w->data, hd, eps);
+}
+
+void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in, float *out, float rope_base,
+                     int window) {
+    const hearth_model *m = c->m;
+    const ht_hparams *hp = &m->hp;
+    const ht_layer *L = &m->layers[il];
+    int QD = hp->n_head * hp->head_dim, KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
+    float *q = c->q, *k = c->k, *v = c->v;
+    if (L->wqkv.data) {
+        matmul_bias(c, &L->wqkv, &L->bqkv, in, ub->n, c->hb);
+        split_qkv(ub, c->hb, q, k, v, QD, KD, VD);
+    } else {
+        matmul_bias(c, &L->wq, &L->bq, in, ub->n, q);
+        matmul_bias(c, &L->wk, &L->bk, in, ub->n, k);
+        matmul_bias(c, &L->wv, &L->bv, in, ub->n, v);
+    }
+    if (L->q_norm.data) head_norm(ub, q, &L->q_norm, hp->n_head, hp->head_dim, hp->norm_eps);
+    if (L->k_norm.data) head_norm(ub, k, &L->k_norm, hp->n_head_kv, hp->head_dim, hp->norm_eps);
+    if (rope_base > 0) {
+        ctx_rope_tables(c, ub, rope_base, ctx_layer_is_swa(m, il) ? hp->rope_scale_swa : hp->rope_scale);
+        ctx_rope(c, ub, q, hp->n_head);
+        ctx_rope(c, ub, k, hp->n_head_kv);
+    }
+    ctx_attention(c, il, ub, q, k, v, c->att, hp->attn_scale, window);
+    matmul_bias(c, &L->wo, &L->bo, c->att, ub->n, out);
+}
+
+static void activate(float *x, int n, int act) {
+    if (act == ACT_SILU) for (int i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+    else if (act == ACT_GELU_TANH) op_gelu_tanh(x, n);
+    else op_gelu_erf(x, n);
+}
+
+void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
+    int ff = (int)L->ffn_up.ne[1];
+    matmul(c, &L->ffn_gate, in, ub->n, c->hb);
+    matmul(c, &L->ffn_up, in, ub->n, c->hb2);
+    if (act == ACT_SILU) op_silu_mul(c->hb, c->hb2, ub->n * ff);
+    else if (act == ACT_GELU_TANH) op_gelu_tanh_mul(c->hb, c->hb2, ub->n * ff);
+    else { activate(c->hb, ub->n * ff, act); for (int i = 0; i < ub->n * ff; i++) c->hb[i] *= c->hb2[i]; }
+    matmul(c, &L->ffn_down, c->hb, ub->n, out);
+}
+
+void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
+    int ff = (int)L->ffn_up.ne[1];
+    matmul_bias(c, &L->ffn_up, &L->ffn_up_b, in, ub->n, c->hb);
+    activate(c->hb, ub->n * ff, act);
+    matmul_bias(c, &L->ffn_down, &L->ffn_down_b, c->hb, ub->n, out);
+}

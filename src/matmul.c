@@ -1,0 +1,67 @@
+/* matmul.c — quantized matrix × activation-batch products over the thread pool.
+ *
+ * Two pool jobs per product: (1) each thread quantizes a share of the activation rows into the
+ * context's qact scratch, in the traits table's vec_dot format; (2) output rows are cut into chunks
+ * dealt round-robin to threads; inside a chunk the loop runs token-outer, row-inner, so a chunk of
+ * weights stays in cache while every token of the batch passes over it. */
+#include "matmul.h"
+
+#define MM_CHUNK_ROWS 16
+
+typedef struct {
+    const ht_tensor *W;
+    const ht_traits *tr;
+    const float *x;
+    float *y;
+    int n_tok;
+    const uint8_t *qa;      /* quantized activations (or x itself for F32 formats) */
+    size_t qa_row;          /* bytes per quantized activation row */
+    uint8_t *qa_w;
+} mm_job;
+
+size_t matmul_act_row_bytes(int64_t n) { return (size_t)n / QK_K * sizeof(block_q8_K) + sizeof(block_q8_K) + (size_t)n * 2 + 64; }
+
+static void quantize_job(void *arg, int ith, int nth) {
+    mm_job *j = arg;
+    int64_t n = j->W->ne[0];
+    for (int t = ith; t < j->n_tok; t += nth)
+        ht_quantize_row((uint32_t)j->tr->vec_dot_type, j->x + (size_t)t * n, j->qa_w + (size_t)t * j->qa_row, n);
+}
+
+static void dot_job(void *arg, int ith, int nth) {
+    mm_job *j = arg;
+    int n = (int)j->W->ne[0], rows = (int)j->W->ne[1];
+    int n_chunks = (rows + MM_CHUNK_ROWS - 1) / MM_CHUNK_ROWS;
+    const uint8_t *w = j->W->data;
+    size_t rb = j->W->row_bytes;
+    for (int ch = ith; ch < n_chunks; ch += nth) {
+        int r0 = ch * MM_CHUNK_ROWS, r1 = HT_MIN(rows, r0 + MM_CHUNK_ROWS);
+        for (int t = 0; t < j->n_tok; t++) {
+            const uint8_t *a = j->qa + (size_t)t * j->qa_row;
+            float *yt = j->y + (size_t)t * rows;
+            for (int r = r0; r < r1; r++) yt[r] = j->tr->vec_dot(n, w + (size_t)r * rb, a);
+        }
+    }
+}
+
+void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) {
+    mm_job j = { .W = W, .tr = ht_get_traits(W->type), .x = x, .y = y, .n_tok = n_tok };
+    if (j.tr->vec_dot_type == HT_F32) {
+        j.qa = (const uint8_t *)x;
+        j.qa_row = (size_t)W->ne[0] * sizeof(float);
+    } else {
+        j.qa_w = c->qact;
+        j.qa = c->qact;
+        j.qa_row = ht_row_size((uint32_t)j.tr->vec_dot_type, W->ne[0]);
+        pool_run(c->pool, quantize_job, &j);
+    }
+    pool_run(c->pool, dot_job, &j);
+}
+
+void matmul_bias(hearth_ctx *c, const ht_tensor *W, const ht_tensor *b, const float *x, int n_tok, float *y) {
+    matmul(c, W, x, n_tok, y);
+    if (!b->data) return;
+    int rows = (int)W->ne[1];
+    for (int t = 0; t < n_tok; t++)
+        for (int r = 0; r < rows; r++) y[(size_t)t * rows + r] += ((const float *)b->data)[r];
+}

@@ -1,0 +1,16 @@
+/* matmul.h — y = W·x for a batch of activation rows, on the context's thread pool.
+ * W is a weight matrix in any tensor type (used in place), x is [n_tok][W.ne[0]] floats, y is
+ * [n_tok][W.ne[1]] floats. The activations are quantized once to W's vec_dot format. Each output element
+ * is produced by one dot-product call, so results do not depend on the thread count. */
+#ifndef HEARTH_MATMUL_H
+#define HEARTH_MATMUL_H
+
+#include "model.h"
+
+void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y);
+/* Same, then adds bias b (a vector of W.ne[1] floats, may be absent) to every row. */
+void matmul_bias(hearth_ctx *c, const ht_tensor *W, const ht_tensor *b, const float *x, int n_tok, float *y);
+/* Bytes of quantized-activation scratch a row of n elements may need in any format. */
+size_t matmul_act_row_bytes(int64_t n);
+
+#endif

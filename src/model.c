@@ -1,0 +1,261 @@
+/* model.c — loading a model: open the GGUF, pick the architecture by general.architecture, read the
+ * hyperparameters, index the tensors (views into the mapping), bind the weights, load the vocabulary.
+ * Also the public model / tokenizer entry points of hearth.h. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_gemma3, &ht_arch_gpt2,
+                                         &ht_arch_bert };
+
+const ht_arch *ht_find_arch(const char *name) {
+    for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
+        if (!strcmp(ARCHS[i]->name, name)) return ARCHS[i];
+    return NULL;
+}
+
+void model_own(hearth_model *m, void *p) {
+    void **o = realloc(m->owned, sizeof(void *) * (size_t)(m->n_owned + 1));
+    if (!o) { free(p); return; }  /* caller keeps using p only while the model lives; leak avoided */
+    m->owned = o;
+    m->owned[m->n_owned++] = p;
+}
+
+static bool meta_key(const hearth_model *m, const char *suffix, char *key, size_t cap) {
+    return snprintf(key, cap, "%s.%s", m->arch->name, suffix) < (int)cap;
+}
+
+bool model_meta_u32(const hearth_model *m, const char *suffix, uint32_t *out) {
+    char key[256];
+    return meta_key(m, suffix, key, sizeof key) && gguf_get_u32(m->gguf, key, out);
+}
+
+bool model_meta_f32(const hearth_model *m, const char *suffix, float *out) {
+    char key[256];
+    return meta_key(m, suffix, key, sizeof key) && gguf_get_f32(m->gguf, key, out);
+}
+
+static const ht_tensor *find_tensor(const hearth_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, int64_t ne0, int64_t ne1,
+               const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    const ht_tensor *t = find_tensor(m, name);
+    if (!t) {
+        memset(dst, 0, sizeof *dst);
+        return required ? herr(err, "missing tensor '%s'", name) : 0;
+    }
+    if ((ne0 >= 0 && t->ne[0] != ne0) || (ne1 >= 0 && t->ne[1] != ne1))
+        return herr(err, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name, (long long)t->ne[0],
+                    (long long)t->ne[1], (long long)ne0, (long long)ne1);
+    *dst = *t;
+    if (t->n_dims == 1 && t->type != HT_F32) {
+        /* norms and biases are used as float vectors: convert the (small) vector once */
+        const ht_traits *tr = ht_get_traits(t->type);
+        float *f = malloc((size_t)t->ne[0] * sizeof(float));
+        if (!f) return herr(err, "out of memory converting '%s'", name);
+        tr->to_float(t->data, f, t->ne[0]);
+        model_own(m, f);
+        dst->data = f;
+        dst->type = HT_F32;
+        dst->row_bytes = dst->nbytes = (size_t)t->ne[0] * sizeof(float);
+    }
+    return 0;
+}
+
+int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *err, int64_t n, const char *prefix, int il) {
+    char name[200];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(name, sizeof name, prefix, il);
+#pragma GCC diagnostic pop
+    return model_bind(m, w, true, err, n, 1, "%s.weight", name) || model_bind(m, b, true, err, n, 1, "%s.bias", name) ? -1 : 0;
+}
+
+int model_common_hparams(hearth_model *m, hearth_err *err) {
+    ht_hparams *hp = &m->hp;
+    uint32_t u;
+    const char *need[] = { "embedding_length", "block_count", "attention.head_count" };
+    for (int i = 0; i < 3; i++)
+        if (!model_meta_u32(m, need[i], &u) || u == 0 || u > (1u << 20))
+            return herr(err, "metadata %s.%s missing or out of range", m->arch->name, need[i]);
+    model_meta_u32(m, "embedding_length", &u); hp->n_embd = (int)u;
+    model_meta_u32(m, "block_count", &u); hp->n_layer = (int)u;
+    model_meta_u32(m, "attention.head_count", &u); hp->n_head = (int)u;
+    hp->n_head_kv = model_meta_u32(m, "attention.head_count_kv", &u) ? (int)u : hp->n_head;
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv)
+        return herr(err, "head_count_kv %d does not divide head_count %d", hp->n_head_kv, hp->n_head);
+    hp->n_ff = model_meta_u32(m, "feed_forward_length", &u) ? (int)u : 4 * hp->n_embd;
+    hp->n_ctx_train = model_meta_u32(m, "context_length", &u) ? (int)u : 2048;
+    hp->head_dim = model_meta_u32(m, "attention.key_length", &u) ? (int)u : hp->n_embd / hp->n_head;
+    hp->head_dim_v = model_meta_u32(m, "attention.value_length", &u) ? (int)u : hp->head_dim;
+    if (hp->head_dim <= 0 || hp->head_dim > 4096 || hp->head_dim_v <= 0 || hp->head_dim_v > 4096 || hp->n_ff > (1 << 24))
+        return herr(err, "implausible head or FFN size (head_dim %d, n_ff %d)", hp->head_dim, hp->n_ff);
+    if (!model_meta_f32(m, "attention.layer_norm_rms_epsilon", &hp->norm_eps) &&
+        !model_meta_f32(m, "attention.layer_norm_epsilon", &hp->norm_eps))
+        hp->norm_eps = 1e-5f;
+    if (!model_meta_f32(m, "rope.freq_base", &hp->rope_base)) hp->rope_base = 10000.0f;
+    if (!model_meta_f32(m, "rope.freq_base_swa", &hp->rope_base_swa)) hp->rope_base_swa = hp->rope_base;
+    hp->rope_scale = 1.0f;
+    float f;
+    if (model_meta_f32(m, "rope.scaling.factor", &f) && f > 0) {
+        gguf_str st;
+        char key[256];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch->name);
+        if (gguf_get_str(m->gguf, key, &st) && st.n == 6 && !memcmp(st.p, "linear", 6)) hp->rope_scale = f;
+    }
+    hp->rope_scale_swa = hp->rope_scale;
+    hp->n_rot = model_meta_u32(m, "rope.dimension_count", &u) ? (int)u : hp->head_dim;
+    if (hp->n_rot > hp->head_dim || hp->n_rot % 2) return herr(err, "rope dimension %d invalid for head_dim %d", hp->n_rot, hp->head_dim);
+    if (model_meta_u32(m, "attention.sliding_window", &u)) hp->sliding_window = (int)u;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->embd_scale = 1.0f;
+    hp->causal = true;
+    return 0;
+}
+
+/* Builds the name -> view index over the GGUF's tensors. */
+static int index_tensors(hearth_model *m, hearth_err *err) {
+    gguf_file *g = m->gguf;
+    m->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *m->tensors);
+    if (!m->tensors) return herr(err, "out of memory");
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *gt = &g->tensors[i];
+        ht_tensor *t = &m->tensors[i];
+        t->name = gt->name;
+        t->type = gt->type;
+        t->n_dims = (int)gt->n_dims;
+        for (int d = 0; d < 4; d++) t->ne[d] = gt->ne[d];
+        t->data = gt->data;
+        t->nbytes = gt->nbytes;
+        t->row_bytes = ht_row_size(gt->type, gt->ne[0]);
+    }
+    m->n_tensors = (int)g->n_tensors;
+    return 0;
+}
+
+static int load_gguf(hearth_model *m, const char *path, hearth_err *err) {
+    if (gguf_open(path, &m->gguf, err)) return -1;
+    struct stat st;
+    if (!stat(path, &st)) m->file_bytes = (uint64_t)st.st_size;
+    gguf_str arch;
+    if (!gguf_get_str(m->gguf, "general.architecture", &arch)) return herr(err, "no general.architecture in %s", path);
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)HT_MIN(arch.n, 63), arch.p);
+    m->arch = ht_find_arch(name);
+    if (!m->arch) return herr(err, "unsupported architecture '%s'", name);
+    gguf_str gn;
+    if (gguf_get_str(m->gguf, "general.name", &gn)) snprintf(m->name, sizeof m->name, "%.*s", (int)HT_MIN(gn.n, 127), gn.p);
+    if (index_tensors(m, err) || m->arch->load_hparams(m, err)) return -1;
+    m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
+    if (!m->layers) return herr(err, "out of memory");
+    if (m->arch->bind(m, err)) return -1;
+    if (vocab_from_gguf(m->gguf, &m->vocab, err)) return -1;
+    if (vocab_size(m->vocab) < m->hp.n_vocab) return herr(err, "vocabulary has %d tokens, embeddings have %d", vocab_size(m->vocab), m->hp.n_vocab);
+    return 0;
+}
+
+int hearth_model_load(const char *path, hearth_model **out, hearth_err *err) {
+    *out = NULL;
+    quant_init();
+    hearth_model *m = calloc(1, sizeof *m);
+    if (!m) return herr(err, "out of memory");
+    if (load_gguf(m, path, err)) { hearth_model_free(m); return -1; }
+    *out = m;
+    return 0;
+}
+
+void hearth_model_free(hearth_model *m) {
+    if (!m) return;
+    if (m->vocab) vocab_free(m->vocab);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    free(m->tensors);
+    free(m->arch_data);
+    if (m->gguf) gguf_close(m->gguf);
+    free(m);
+}
+
+void hearth_model_get_info(const hearth_model *m, hearth_model_info *o) {
+    const ht_hparams *hp = &m->hp;
+    memset(o, 0, sizeof *o);
+    o->arch = m->arch->name;
+    o->name = m->name;
+    o->n_vocab = hp->n_vocab; o->n_ctx_train = hp->n_ctx_train; o->n_embd = hp->n_embd; o->n_layer = hp->n_layer;
+    o->n_head = hp->n_head; o->n_head_kv = hp->n_head_kv; o->head_dim = hp->head_dim; o->n_ff = hp->n_ff;
+    o->is_encoder = m->arch->encoder;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const ht_tensor *t = &m->tensors[i];
+        o->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        o->weight_bytes += t->nbytes;
+    }
+    o->file_bytes = m->file_bytes;
+}
+
+/* ---- tokenizer entry points ---- */
+int hearth_tokenize(const hearth_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
+                    hearth_token *out, int cap, hearth_err *err) {
+    int32_t *ids = NULL;
+    int n = 0;
+    if (tok_encode(m->vocab, text, len, add_bos, parse_special, &ids, &n, err)) return -1;
+    if (n <= cap) memcpy(out, ids, (size_t)n * sizeof *ids);
+    free(ids);
+    return n;
+}
+
+int hearth_token_piece(const hearth_model *m, hearth_token t, char *buf, int cap) {
+    if (t < 0 || t >= vocab_size(m->vocab)) return 0;
+    return tok_piece(m->vocab, t, false, buf, cap);
+}
+
+hearth_token hearth_token_bos(const hearth_model *m) { return vocab_bos(m->vocab); }
+hearth_token hearth_token_eos(const hearth_model *m) { return vocab_eos(m->vocab); }
+bool hearth_token_is_eog(const hearth_model *m, hearth_token t) { return vocab_is_eog(m->vocab, t); }
+
+/* Length of the UTF-8 sequence a lead byte announces (1 for stray continuation / invalid bytes). */
+static int utf8_len(unsigned char c) {
+    if (c >= 0xf0 && c < 0xf8) return 4;
+    if (c >= 0xe0) return c < 0xf0 ? 3 : 1;
+    if (c >= 0xc0) return 2;
+    return 1;
+}
+
+int hearth_detok_push(const hearth_model *m, hearth_detok *d, hearth_token t, char *buf, int cap) {
+    char piece[256];
+    int n = hearth_token_piece(m, t, piece, sizeof piece);
+    if (n > (int)sizeof piece) n = (int)sizeof piece;
+    int o = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)piece[i];
+        if (d->n_pend > 0 && (c & 0xc0) != 0x80) {   /* broken sequence: emit what we held as-is */
+            for (int k = 0; k < d->n_pend && o < cap; k++) buf[o++] = d->pend[k];
+            d->n_pend = 0;
+        }
+        if (d->n_pend == 0 && utf8_len(c) == 1) { if (o < cap) buf[o++] = (char)c; continue; }
+        d->pend[d->n_pend++] = (char)c;
+        if (d->n_pend == utf8_len((unsigned char)d->pend[0])) {
+            for (int k = 0; k < d->n_pend && o < cap; k++) buf[o++] = d->pend[k];
+            d->n_pend = 0;
+        }
+    }
+    return o;
+}
+
+int hearth_detok_flush(hearth_detok *d, char *buf, int cap) {
+    int o = 0;
+    for (int k = 0; k < d->n_pend && o < cap; k++) buf[o++] = d->pend[k];
+    d->n_pend = 0;
+    return o;
+}

@@ -1,0 +1,158 @@
+/* model.h — internal model, context and architecture interfaces.
+ *
+ * A model is hyperparameters + named tensor views (pointing into the mmap'd file, never copied unless a
+ * layout must change) + a vocabulary + an architecture. An architecture (src/arch/<name>.c) is one row
+ * of ht_arch: it reads its hyperparameters, binds its weights by GGUF name, and runs the forward pass
+ * over a micro-batch using the shared layers in ops.h / matmul.h / attention in context.c. */
+#ifndef HEARTH_MODEL_H
+#define HEARTH_MODEL_H
+
+#include "common.h"
+#include "gguf.h"
+#include "quant/quant.h"
+#include "threads.h"
+#include "tokenizer/tokenizer.h"
+
+/* A tensor view: type, shape (ne[0] contiguous) and data. A matrix of n_out rows × n_in columns has
+ * ne[0] = n_in, ne[1] = n_out. data == NULL means "absent" for optional weights. */
+typedef struct {
+    const char *name;
+    uint32_t type;
+    int n_dims;
+    int64_t ne[4];
+    const void *data;
+    size_t row_bytes;     /* bytes of one ne[0]-row */
+    size_t nbytes;
+} ht_tensor;
+
+enum { ROPE_NORM = 0, ROPE_NEOX = 2 };
+enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
+
+typedef struct {
+    int n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, head_dim_v, n_ff;
+    float norm_eps;
+    float rope_base, rope_base_swa, rope_scale;   /* rope_scale: linear position scaling factor (1 = none) */
+    float rope_scale_swa;     /* rope_scale of sliding-window layers (Gemma 3: 1) */
+    int rope_type, n_rot;
+    int sliding_window;       /* 0 = none */
+    int swa_period;           /* layer il is global when (il + 1) % swa_period == 0; 0 = all global */
+    float attn_scale;         /* multiplies q·k; default 1/sqrt(head_dim) */
+    float embd_scale;         /* multiplies token embeddings; default 1 */
+    bool causal;
+    int pooling;
+    int n_token_types;
+} ht_hparams;
+
+/* Per-layer weights; each architecture binds the ones it uses. */
+typedef struct {
+    ht_tensor attn_norm, attn_norm_b;
+    ht_tensor wq, wk, wv, wqkv, wo;
+    ht_tensor bq, bk, bv, bqkv, bo;
+    ht_tensor q_norm, k_norm;
+    ht_tensor attn_post_norm, attn_post_norm_b;   /* gemma3 post-attention norm; bert attention-output LayerNorm */
+    ht_tensor ffn_norm, ffn_norm_b;
+    ht_tensor ffn_gate, ffn_up, ffn_down;
+    ht_tensor ffn_up_b, ffn_down_b;
+    ht_tensor ffn_post_norm, ffn_post_norm_b;     /* gemma3 post-FFN norm; bert layer-output LayerNorm */
+} ht_layer;
+
+typedef struct hearth_ctx hearth_ctx;
+typedef struct ht_arch ht_arch;
+
+struct hearth_model {
+    const ht_arch *arch;
+    gguf_file *gguf;          /* metadata source (a real file, or metadata built in memory for HF dirs) */
+    ht_hparams hp;
+    ht_vocab *vocab;
+    ht_tensor *tensors;       /* every tensor by (GGUF) name */
+    int n_tensors;
+    ht_tensor tok_embd, pos_embd, type_embd, tok_embd_norm, tok_embd_norm_b, output_norm, output_norm_b, output,
+              output_b, rope_freqs;
+    ht_layer *layers;
+    void **owned;             /* buffers the model owns (converted tensors, HF metadata image, ...) */
+    int n_owned;
+    void *arch_data;
+    uint64_t file_bytes;
+    char name[128];
+};
+
+/* A micro-batch as the forward pass sees it: at most ctx->n_batch tokens. */
+typedef struct {
+    int n;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *seq;
+    const int8_t *want;       /* rows whose output (logits / hidden) is needed */
+    int row0;                 /* index of the first row in the whole batch */
+} ht_ubatch;
+
+struct ht_arch {
+    const char *name;
+    bool encoder;                                             /* bidirectional: no generation */
+    int (*load_hparams)(hearth_model *m, hearth_err *err);    /* from m->gguf metadata */
+    int (*bind)(hearth_model *m, hearth_err *err);            /* weights by name, shapes checked */
+    void (*forward)(hearth_ctx *c, const ht_ubatch *ub);      /* fills c->out_logits / c->out_hidden rows */
+};
+
+/* Registered architectures (one file each under src/arch). */
+extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert;
+/* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
+ * -> tied) and the pre-norm SwiGLU forward pass. */
+int llama_bind_common(hearth_model *m, hearth_err *err);
+void llama_forward(hearth_ctx *c, const ht_ubatch *ub);
+const ht_arch *ht_find_arch(const char *name);
+
+/* ---- helpers for architecture files ---- */
+/* Metadata "<arch>.<suffix>" getters. */
+bool model_meta_u32(const hearth_model *m, const char *suffix, uint32_t *out);
+bool model_meta_f32(const hearth_model *m, const char *suffix, float *out);
+/* Looks a tensor up by name; with required, a missing one is an error. Checks the shape: ne[i] must equal
+ * the expected dims (pass -1 to accept any). Returns 0, or -1 with err set. */
+int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, int64_t ne0, int64_t ne1,
+               const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* Binds the vector pair "<prefix>.weight" and "<prefix>.bias" (a LayerNorm, both required), n floats each;
+ * prefix is a printf format taking il (e.g. "blk.%d.attn_norm"), or a plain name. */
+int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *err, int64_t n, const char *prefix, int il);
+/* Reads the hyperparameters common to decoder families (n_embd, n_layer, heads, ff, context, eps, rope). */
+int model_common_hparams(hearth_model *m, hearth_err *err);
+/* Records a buffer for the model to free. */
+void model_own(hearth_model *m, void *p);
+
+/* ---- context ---- */
+typedef struct {
+    int cap;                  /* cached positions per sequence (ring size for sliding-window layers) */
+    bool ring;                /* positions stored at pos % cap */
+    void *k, *v;              /* [n_seq][cap][n_head_kv * head_dim] in cache_type */
+} ht_kv_layer;
+
+struct hearth_ctx {
+    hearth_model *m;
+    ht_pool *pool;
+    int n_ctx, n_seq, n_batch, n_threads;
+    uint32_t kv_type;         /* HT_F32 or HT_F16 */
+    ht_kv_layer *kv;
+    int *seq_len;             /* tokens cached per sequence */
+
+    /* scratch, sized once at creation for n_batch tokens */
+    float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2;
+    void *qact;               /* activations quantized for vec_dot (largest row format × n_batch) */
+    size_t qact_row_cap;
+    float *att_scores;        /* [n_threads][n_ctx] */
+    float *rope_cos, *rope_sin;   /* [n_batch][head_dim/2] */
+
+    /* per-batch bookkeeping, sized for the largest batch (n_ctx * n_seq rows) */
+    int max_rows;
+    int32_t *b_pos, *b_seq;
+    int8_t *b_want;
+    int *seq_next;
+
+    /* outputs of the last decode */
+    int n_rows;               /* rows of the last batch */
+    int *row_out;             /* batch row -> output slot, or -1 */
+    float *out_logits;        /* [n_out_cap][n_vocab] */
+    float *out_hidden;        /* [n_out_cap][n_embd] */
+    int n_out_cap;
+    int n_out;
+};
+
+#endif

@@ -1,0 +1,25 @@
+/* ops.h — the element-wise and row-wise layers shared by every architecture: norms, rope, activations,
+ * softmax. All work on contiguous float rows; none allocates. */
+#ifndef HEARTH_OPS_H
+#define HEARTH_OPS_H
+
+#include <stdint.h>
+
+/* out = x / rms(x) * w (w may be NULL; out may alias x). */
+void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
+/* out = (x - mean) / sqrt(var + eps) * w + b (w, b may be NULL; out may alias x). */
+void op_layernorm(float *out, const float *x, const float *w, const float *b, int n, float eps);
+/* cos/sin table for one position: n_rot/2 entries, theta_i = pos / scale * base^(-2i/n_rot) / ff[i]. */
+void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, float scale, const float *freq_factors);
+/* Rotates the first n_rot dims of each of n_heads heads (head_dim apart): NORM = adjacent pairs, NEOX = halves. */
+void op_rope(float *x, int n_heads, int head_dim, int n_rot, const float *cosv, const float *sinv, int neox);
+void op_softmax(float *x, int n);
+void op_silu_mul(float *gate, const float *up, int n);        /* gate = silu(gate) * up */
+void op_gelu_tanh_mul(float *gate, const float *up, int n);   /* gate = gelu_tanh(gate) * up */
+void op_gelu_tanh(float *x, int n);
+void op_gelu_erf(float *x, int n);
+void op_add(float *y, const float *x, int n);                 /* y += x */
+void op_scale(float *y, float s, int n);
+float op_dot(const float *a, const float *b, int n);
+
+#endif

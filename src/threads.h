@@ -1,0 +1,15 @@
+/* threads.h — a persistent worker pool. Workers are started once (per context) and wait on a
+ * spin-then-sleep barrier between jobs; a job runs fn(arg, ith, nth) on every thread, the caller
+ * being thread 0, and returns when all are done. No thread is created or memory allocated per job. */
+#ifndef HEARTH_THREADS_H
+#define HEARTH_THREADS_H
+
+typedef struct ht_pool ht_pool;
+typedef void (*ht_job_fn)(void *arg, int ith, int nth);
+
+ht_pool *pool_new(int n_threads);
+void pool_free(ht_pool *p);
+int pool_size(const ht_pool *p);
+void pool_run(ht_pool *p, ht_job_fn fn, void *arg);
+
+#endif

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The CLI's contracts: the demo runs on the embedded model, the same seed gives the same text, bad flags
+# and bad files give one "error:" line and exit 1, and `info`/`tokenize` print what they should.
+set -uo pipefail
+fail=0
+check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
+one_error_line() {   # command... : exit 1 and exactly one stderr line starting with "error: "
+    local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
+    [[ $rc -eq 1 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == error:* ]] || { echo "  rc=$rc out=[$err]"; return 1; }
+}
+
+a=$("$HEARTH" run -p "Once upon a time" -n 40 --seed 7 2>/dev/null)
+b=$("$HEARTH" run -p "Once upon a time" -n 40 --seed 7 -t 1 2>/dev/null)
+check "run produces text" '[[ ${#a} -gt 40 ]]'
+check "same seed, same text (1 vs default threads)" '[[ "$a" == "$b" ]]'
+stats=$("$HEARTH" run -n 8 --seed 1 2>&1 >/dev/null)
+check "stats line" '[[ $stats == prefill*ms/tok*decode*ms/tok*ctx* ]]'
+g=$("$HEARTH" run -p "" -n 20 --temp 0 2>/dev/null)
+check "greedy from BOS" '[[ $g == " Once upon a time, there was a little girl named Lily."* ]]'
+
+check "unknown flag" 'one_error_line "$HEARTH" run --bogus 1'
+check "bad number" 'one_error_line "$HEARTH" run -n abc'
+check "missing model" 'one_error_line "$HEARTH" run -m /nonexistent.gguf'
+check "not a gguf" 'one_error_line "$HEARTH" info -m data/README.md'
+check "unknown command" 'one_error_line "$HEARTH" frobnicate'
+
+info=$("$HEARTH" info -m data/models/llama-Q4_K_M.gguf)
+check "info names the architecture" '[[ $info == *"architecture llama"* ]]'
+check "info counts tensor types" '[[ $info == *Q4_K* && $info == *Q6_K* ]]'
+
+ids=$("$HEARTH" tokenize -m data/models/stories260K.gguf "Once upon a time")
+check "tokenize with BOS" '[[ $ids == "1 "* ]]'
+ids2=$("$HEARTH" tokenize --no-bos -m data/models/stories260K.gguf "Once upon a time")
+check "tokenize --no-bos" '[[ "1 $ids2" == "$ids" ]]'
+
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+"$HEARTH" golden -m data/models/llama.gguf -i data/golden/llama.golden -o "$tmp/out.golden"
+check "golden writes a file of the reference's size" '[[ $(stat -c %s "$tmp/out.golden") -eq $(stat -c %s data/golden/llama.golden) ]]'
+
+[[ $fail -eq 0 ]] && echo "all CLI checks passed"
+exit $fail

@@ -1,0 +1,92 @@
+/* test_golden.c — every model fixture against the reference engine's outputs, under the fixture
+ * README's bars: F32 files by max relative diff (≤ 5e-3 per case) and argmax agreement (≥ 99%);
+ * quantized files by KL(ref F32 ‖ ours) ≤ 1.1 × KL(ref F32 ‖ ref on the quantized file) + 1e-5.
+ * Each file is also evaluated token by token through the KV cache, which must match the batched pass.
+ * Runs with the default context settings (F16 KV cache) and with the F32 cache the reference used. */
+#include <string.h>
+
+#include "golden_check.h"
+#include "hearth.h"
+#include "testutil.h"
+
+typedef struct { const char *model, *golden, *f32_ref; } fixture;   /* f32_ref NULL: judge by the F32 rule */
+
+static const fixture FIXTURES[] = {
+    { "llama", "llama", NULL }, { "llama3", "llama3", NULL }, { "stories260K", "stories260K", NULL },
+    { "llama-F16", "llama-F16", "llama" }, { "llama-BF16", "llama-BF16", "llama" },
+    { "llama-Q8_0", "llama-Q8_0", "llama" }, { "llama-Q4_0", "llama-Q4_0", "llama" },
+    { "llama-Q4_1", "llama-Q4_1", "llama" }, { "llama-Q5_0", "llama-Q5_0", "llama" },
+    { "llama-Q5_1", "llama-Q5_1", "llama" }, { "llama-Q2_K", "llama-Q2_K", "llama" },
+    { "llama-Q3_K", "llama-Q3_K", "llama" }, { "llama-Q4_K", "llama-Q4_K", "llama" },
+    { "llama-Q5_K", "llama-Q5_K", "llama" }, { "llama-Q6_K", "llama-Q6_K", "llama" },
+    { "llama-IQ4_NL", "llama-IQ4_NL", "llama" }, { "llama-IQ4_XS", "llama-IQ4_XS", "llama" },
+    { "llama-Q4_K_M", "llama-Q4_K_M", "llama" },
+};
+
+static int eval_file(hearth_model *m, const golden_file *ref, bool by_token, hearth_cache_type ct, golden_file *out) {
+    hearth_err err;
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = 128;
+    cp.cache_type = ct;
+    hearth_ctx *ctx;
+    REQUIRE(!hearth_ctx_new(m, &cp, &ctx, &err), "ctx: %s", err.msg);
+    out->n_cases = ref->n_cases;
+    out->cases = calloc(ref->n_cases, sizeof *out->cases);
+    for (uint32_t i = 0; i < ref->n_cases; i++)
+        REQUIRE(!golden_eval(ctx, &ref->cases[i], by_token, &out->cases[i], &err), "eval: %s", err.msg);
+    hearth_ctx_free(ctx);
+    return 0;
+}
+
+static void check_fixture(const fixture *f) {
+    char path[256], gpath[256];
+    hearth_err err;
+    snprintf(path, sizeof path, "data/models/%s.gguf", f->model);
+    snprintf(gpath, sizeof gpath, "data/golden/%s.golden", f->golden);
+    hearth_model *m;
+    golden_file ref;
+    REQUIRE(!hearth_model_load(path, &m, &err), "%s: %s", path, err.msg);
+    REQUIRE(!golden_read(gpath, &ref, &err), "%s", err.msg);
+    hearth_cache_type types[2] = { HEARTH_CACHE_F32, HEARTH_CACHE_F16 };
+    for (int ti = 0; ti < 2; ti++) {
+        golden_file ours = { 0 }, seq = { 0 };
+        eval_file(m, &ref, false, types[ti], &ours);
+        eval_file(m, &ref, true, types[ti], &seq);
+        const char *tn = types[ti] == HEARTH_CACHE_F32 ? "f32" : "f16";
+        /* batched == token by token through the cache */
+        double bs = 0;
+        for (uint32_t c = 0; c < ref.n_cases; c++) { double d = gc_rel_diff(&seq.cases[c], &ours.cases[c]); if (d > bs) bs = d; }
+        CHECK(bs <= 1e-5, "%s (%s cache): token-by-token differs from batched by %.3g", f->model, tn, bs);
+        if (!f->f32_ref) {
+            double worst = 0;
+            int agree = 0, total = 0;
+            for (uint32_t c = 0; c < ref.n_cases; c++) {
+                double d = gc_rel_diff(&ours.cases[c], &ref.cases[c]);
+                if (!(d <= worst)) worst = d;
+                gc_argmax_agree(&ours.cases[c], &ref.cases[c], &agree, &total);
+            }
+            printf("%-14s %s cache: max rel diff %.2e, argmax %d/%d, batch vs token %.1e\n", f->model, tn, worst, agree, total, bs);
+            CHECK(worst <= 5e-3, "%s (%s cache): max rel diff %.3g > 5e-3", f->model, tn, worst);
+            CHECK(agree >= 0.99 * total, "%s (%s cache): argmax agrees at %d/%d", f->model, tn, agree, total);
+        } else {
+            golden_file base;
+            snprintf(gpath, sizeof gpath, "data/golden/%s.golden", f->f32_ref);
+            REQUIRE(!golden_read(gpath, &base, &err), "%s", err.msg);
+            double kl_ref = gc_mean_kl(&base, &ref), kl_ours = gc_mean_kl(&base, &ours);
+            double bar = 1.1 * kl_ref + 1e-5;
+            printf("%-14s %s cache: KL ours %.3e, reference %.3e, bar %.3e, batch vs token %.1e\n", f->model, tn, kl_ours, kl_ref, bar, bs);
+            CHECK(kl_ours <= bar, "%s (%s cache): KL %.4g above bar %.4g (reference %.4g)", f->model, tn, kl_ours, bar, kl_ref);
+            golden_free(&base);
+        }
+        golden_free(&ours);
+        golden_free(&seq);
+    }
+    golden_free(&ref);
+    hearth_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++)
+        if (argc < 2 || !strcmp(argv[1], FIXTURES[i].model)) check_fixture(&FIXTURES[i]);
+    TEST_DONE();
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds the project with AddressSanitizer + UndefinedBehaviorSanitizer in a sibling build directory
+# and runs the rest of the suite there. Any sanitizer report fails the run.
+set -euo pipefail
+B="${HEARTH_BUILD}-asan"
+cmake -S .. -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_SANITIZE=ON > "$B.log" 2>&1 || { cat "$B.log"; exit 1; }
+cmake --build "$B" -j2 >> "$B.log" 2>&1 || { tail -50 "$B.log"; exit 1; }
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir "$B" -E 'test_sanitizers|_slow$' --output-on-failure

@@ -1,0 +1,36 @@
+/* cli.h — the hearth command-line tool: one cmd_*.c file per subcommand, dispatched from hearth.c.
+ * Each command takes the arguments after its name (argv[0] is the command name) and returns the exit code. */
+#ifndef HEARTH_CLI_H
+#define HEARTH_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include "hearth.h"
+
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_golden(int argc, char **argv);
+int cmd_template(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_fill_mask(int argc, char **argv);
+
+/* Shared helpers (cli_util.c). */
+const char *cli_default_model(void);          /* the embedded stories260K.gguf */
+/* Parses an integer / float flag value; on failure prints "error: bad value for FLAG: VAL" and returns false. */
+bool cli_int(const char *flag, const char *val, long lo, long hi, long *out);
+bool cli_float(const char *flag, const char *val, double *out);
+/* Prints "error: MSG" as one line to stderr and returns 1. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Loads a model (or exits 1 with one line). */
+hearth_model *cli_load_model(const char *path);
+/* Reads a whole file; NULL + message on failure. */
+char *cli_read_file(const char *path, size_t *len);
+
+#endif

@@ -1,0 +1,87 @@
+/* cli_util.c — helpers shared by the CLI commands: flag parsing, one-line errors, model loading. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+const char *cli_default_model(void) {
+    /* Next to the binary first (build/hearth -> ../models), then the source tree the binary was built from. */
+    static char path[PATH_MAX];
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%.*s/../models/stories260K.gguf", (int)(sizeof path - 32), exe);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    return HEARTH_DEFAULT_MODEL;
+}
+
+int cli_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+bool cli_int(const char *flag, const char *val, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = val ? strtol(val, &end, 10) : 0;
+    if (!val || !*val || *end || errno || v < lo || v > hi) {
+        cli_fail("bad value for %s: '%s' (expected an integer in %ld..%ld)", flag, val ? val : "", lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_float(const char *flag, const char *val, double *out) {
+    char *end;
+    errno = 0;
+    double v = val ? strtod(val, &end) : 0;
+    if (!val || !*val || *end || errno || v != v) {
+        cli_fail("bad value for %s: '%s' (expected a number)", flag, val ? val : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+hearth_model *cli_load_model(const char *path) {
+    hearth_err err;
+    hearth_model *m;
+    if (hearth_model_load(path, &m, &err)) {
+        cli_fail("%s: %s", path, err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { cli_fail("cannot open %s: %s", path, strerror(errno)); return NULL; }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += r;
+        if (n == cap) { char *nb = realloc(buf, cap * 2 + 1); if (!nb) { free(buf); buf = NULL; break; } buf = nb; cap *= 2; }
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) { free(buf); cli_fail("cannot read %s", path); return NULL; }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}

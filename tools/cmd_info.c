@@ -1,0 +1,36 @@
+/* cmd_info.c — `hearth info -m MODEL`: architecture, hyperparameters, tensors by type, sizes. */
+#include <string.h>
+
+#include "cli.h"
+#include "model.h"
+
+int cmd_info(int argc, char **argv) {
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { printf("usage: hearth info -m MODEL\n"); return 0; }
+        if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
+        else return cli_fail("unknown option '%s' for info (usage: hearth info -m MODEL)", argv[i]);
+    }
+    if (!path) path = cli_default_model();
+    hearth_model *m = cli_load_model(path);
+    if (!m) return 1;
+    hearth_model_info in;
+    hearth_model_get_info(m, &in);
+    const ht_hparams *hp = &m->hp;
+    printf("model        %s\n", path);
+    printf("name         %s\n", in.name[0] ? in.name : "(none)");
+    printf("architecture %s%s\n", in.arch, in.is_encoder ? " (encoder)" : "");
+    printf("vocab        %d\ncontext      %d\nembedding    %d\nlayers       %d\nheads        %d (kv %d, head dim %d)\n"
+           "ffn          %d\nnorm eps     %g\nrope         %s, base %g, %d dims\n",
+           in.n_vocab, in.n_ctx_train, in.n_embd, in.n_layer, in.n_head, in.n_head_kv, in.head_dim, in.n_ff,
+           hp->norm_eps, hp->rope_type == ROPE_NEOX ? "neox" : "norm", hp->rope_base, hp->n_rot);
+    if (hp->sliding_window) printf("sliding win  %d (every %d-th layer global, local base %g)\n", hp->sliding_window, hp->swa_period, hp->rope_base_swa);
+    int count[HT_NTYPES] = { 0 };
+    for (int i = 0; i < m->n_tensors; i++) if (m->tensors[i].type < HT_NTYPES) count[m->tensors[i].type]++;
+    printf("tensors      %d:", m->n_tensors);
+    for (int t = 0; t < HT_NTYPES; t++) if (count[t]) printf(" %s×%d", ht_get_traits((uint32_t)t)->name, count[t]);
+    printf("\nparameters   %.2f M\nweights      %.2f MiB\nfile         %.2f MiB\n", in.n_params / 1e6,
+           in.weight_bytes / 1048576.0, in.file_bytes / 1048576.0);
+    hearth_model_free(m);
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* cmd_tokenize.c — `hearth tokenize`: token ids of a text, space-separated on one line. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *path = NULL, *file = NULL, *text = NULL;
+    bool bos = true, pieces = false, special = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: hearth tokenize [-m MODEL] [--no-bos] [--special] [--pieces] (-f FILE | TEXT)\n"
+                   "--special parses special-token text (e.g. <|im_start|>) as the special token.\n");
+            return 0;
+        }
+        if (!strcmp(a, "-m") && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(a, "-f") && i + 1 < argc) file = argv[++i];
+        else if (!strcmp(a, "--no-bos")) bos = false;
+        else if (!strcmp(a, "--pieces")) pieces = true;
+        else if (!strcmp(a, "--special")) special = true;
+        else if (a[0] == '-' && a[1]) return cli_fail("unknown option '%s' for tokenize", a);
+        else if (!text) text = a;
+        else return cli_fail("tokenize takes one TEXT (quote it)");
+    }
+    if (!!file == !!text) return cli_fail("tokenize needs exactly one of -f FILE or TEXT");
+    size_t len = 0;
+    char *owned = NULL;
+    if (file) { if (!(owned = cli_read_file(file, &len))) return 1; text = owned; }
+    else len = strlen(text);
+    hearth_model *m = cli_load_model(path ? path : cli_default_model());
+    if (!m) { free(owned); return 1; }
+    hearth_err err;
+    int rc = 1, cap = (int)(len + 16 > 0x7fffffff ? 0x7fffffff : len + 16);
+    hearth_token *ids = malloc((size_t)cap * sizeof *ids);
+    int n = ids ? hearth_tokenize(m, text, len, bos, special, ids, cap, &err) : -1;
+    if (n > cap) { /* cannot happen: at most one token per byte plus specials */ n = -1; snprintf(err.msg, sizeof err.msg, "token buffer too small"); }
+    if (n < 0) cli_fail("%s", ids ? err.msg : "out of memory");
+    else {
+        char piece[256];
+        for (int i = 0; i < n; i++) {
+            printf(i ? " %d" : "%d", ids[i]);
+            if (pieces) {
+                int k = hearth_token_piece(m, ids[i], piece, sizeof piece);
+                printf(":'%.*s'", k < (int)sizeof piece ? k : (int)sizeof piece, piece);
+            }
+        }
+        printf("\n");
+        rc = 0;
+    }
+    free(ids);
+    free(owned);
+    hearth_model_free(m);
+    return rc;
+}
