@@ -3,6 +3,9 @@
  * Also the public model / tokenizer entry points of hearth.h. */
 #include "model.h"
 
+#include "hf.h"
+#include "safetensors.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +174,9 @@ int hearth_model_load(const char *path, hearth_model **out, hearth_err *err) {
     quant_init();
     hearth_model *m = calloc(1, sizeof *m);
     if (!m) return herr(err, "out of memory");
-    if (load_gguf(m, path, err)) { hearth_model_free(m); return -1; }
+    struct stat st;
+    bool is_dir = !stat(path, &st) && S_ISDIR(st.st_mode);
+    if (is_dir ? hf_load(m, path, err) : load_gguf(m, path, err)) { hearth_model_free(m); return -1; }
     *out = m;
     return 0;
 }
@@ -185,6 +190,7 @@ void hearth_model_free(hearth_model *m) {
     free(m->tensors);
     free(m->arch_data);
     if (m->gguf) gguf_close(m->gguf);
+    if (m->st) st_close(m->st);
     free(m);
 }
 
@@ -209,6 +215,7 @@ int hearth_tokenize(const hearth_model *m, const char *text, size_t len, bool ad
                     hearth_token *out, int cap, hearth_err *err) {
     int32_t *ids = NULL;
     int n = 0;
+    if (!m->vocab) return herr(err, "this model has no tokenizer (pass token ids instead)");
     if (tok_encode(m->vocab, text, len, add_bos, parse_special, &ids, &n, err)) return -1;
     if (n <= cap) memcpy(out, ids, (size_t)n * sizeof *ids);
     free(ids);
@@ -216,13 +223,13 @@ int hearth_tokenize(const hearth_model *m, const char *text, size_t len, bool ad
 }
 
 int hearth_token_piece(const hearth_model *m, hearth_token t, char *buf, int cap) {
-    if (t < 0 || t >= vocab_size(m->vocab)) return 0;
+    if (!m->vocab || t < 0 || t >= vocab_size(m->vocab)) return 0;
     return tok_piece(m->vocab, t, false, buf, cap);
 }
 
-hearth_token hearth_token_bos(const hearth_model *m) { return vocab_bos(m->vocab); }
-hearth_token hearth_token_eos(const hearth_model *m) { return vocab_eos(m->vocab); }
-bool hearth_token_is_eog(const hearth_model *m, hearth_token t) { return vocab_is_eog(m->vocab, t); }
+hearth_token hearth_token_bos(const hearth_model *m) { return m->vocab ? vocab_bos(m->vocab) : -1; }
+hearth_token hearth_token_eos(const hearth_model *m) { return m->vocab ? vocab_eos(m->vocab) : -1; }
+bool hearth_token_is_eog(const hearth_model *m, hearth_token t) { return m->vocab && vocab_is_eog(m->vocab, t); }
 
 /* Length of the UTF-8 sequence a lead byte announces (1 for stray continuation / invalid bytes). */
 static int utf8_len(unsigned char c) {

@@ -62,6 +62,7 @@ typedef struct ht_arch ht_arch;
 struct hearth_model {
     const ht_arch *arch;
     gguf_file *gguf;          /* metadata source (a real file, or metadata built in memory for HF dirs) */
+    struct st_set *st;        /* safetensors shards of an HF directory, or NULL */
     ht_hparams hp;
     ht_vocab *vocab;
     ht_tensor *tensors;       /* every tensor by (GGUF) name */
