@@ -8,9 +8,10 @@
  * lookups and expose duplicates. Error messages are one line naming the problem and where it is.
  *
  * Writer: each key/value is serialized into its own byte blob when added (so copying a kv from a reader is a
- * byte copy, nested arrays included); tensors keep a pointer to the caller's data, which is streamed to the
- * file by gguf_writer_write. The adders return void: their first failure is remembered and reported by the
- * write, which refuses to produce a file the reader would reject. */
+ * byte copy, nested arrays included); tensors keep a pointer to the caller's data (or a callback producing
+ * it), which is streamed to the file by gguf_writer_write, never copied whole. The adders return void: their
+ * first failure is remembered and reported by the write, which refuses to produce a file the reader would
+ * reject. */
 #include "gguf.h"
 
 #include <errno.h>
@@ -164,10 +165,8 @@ typedef struct {
 } gguf_impl;
 
 static int parse_header(cursor *c, gguf_file *f) {
-    char magic[4];
     snprintf(c->where, sizeof c->where, "header");
-    if (c->size < 4 || (memcpy(magic, c->base, 4), memcmp(magic, GGUF_MAGIC, 4) != 0))
-        return herr(c->err, "bad magic (not a GGUF file)");
+    if (c->size < 4 || memcmp(c->base, GGUF_MAGIC, 4) != 0) return herr(c->err, "bad magic (not a GGUF file)");
     c->pos = 4;
     if (rd_u32(c, &f->version)) return -1;
     if (f->version != 2 && f->version != 3) {
@@ -332,7 +331,10 @@ static int parse_tensor_index(cursor *c, gguf_file *f) {
         return herr(c->err, "tensor count %llu too large for the %llu bytes after the metadata", (ull)f->n_tensors,
                     (ull)(c->size - c->pos));
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        if (grow((void **)&f->tensors, &cap, i, f->n_tensors, sizeof *f->tensors, c->err)) { f->n_tensors = i; return -1; }
+        if (grow((void **)&f->tensors, &cap, i, f->n_tensors, sizeof *f->tensors, c->err)) {
+            f->n_tensors = i;
+            return -1;
+        }
         if (parse_tensor_info(c, i, &f->tensors[i])) { f->n_tensors = i + 1; return -1; }
     }
     return 0;
@@ -345,7 +347,7 @@ static int place_tensor_data(const cursor *c, gguf_file *f) {
     start -= start % f->alignment;
     if (start > f->size) {
         if (f->n_tensors > 0)
-            return herr(c->err, "file truncated before tensor data (data section starts at byte %llu, file has %llu bytes)",
+            return herr(c->err, "file truncated before tensor data (data starts at byte %llu, file has %llu bytes)",
                         (ull)start, (ull)f->size);
         start = f->size;   /* a file without tensors may end right after its index, without padding */
     }
@@ -356,7 +358,8 @@ static int place_tensor_data(const cursor *c, gguf_file *f) {
         const char *name = tname(t->name, sb);
         uint64_t pos, tend;
         if (t->offset % f->alignment != 0)
-            return herr(c->err, "tensor '%s': offset %llu not aligned to %llu", name, (ull)t->offset, (ull)f->alignment);
+            return herr(c->err, "tensor '%s': offset %llu not aligned to %llu", name, (ull)t->offset,
+                        (ull)f->alignment);
         if (!add_ok(start, t->offset, &pos) || !add_ok(pos, t->nbytes, &tend))
             return herr(c->err, "tensor '%s': offset %llu runs past end of file (%llu)", name, (ull)t->offset,
                         (ull)f->size);
@@ -417,28 +420,25 @@ int gguf_open(const char *path, gguf_file **out, hearth_err *err) {
     struct stat st;
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return herr(err, "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return herr(err, "cannot open: %s", strerror(errno));
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return herr(err, "cannot open %s: %s", path, strerror(e));
+        return herr(err, "cannot open: %s", strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return herr(err, "cannot open %s: not a regular file", path);
+        return herr(err, "not a regular file");
     }
-    if ((uint64_t)st.st_size < 24) {
+    if (st.st_size == 0) {   /* mmap cannot map nothing */
         close(fd);
-        return herr(err, "%s: file too small to be GGUF (%llu bytes)", path, (ull)st.st_size);
+        return herr(err, "empty file (not a GGUF file)");
     }
-    if ((uint64_t)st.st_size > SIZE_MAX) { close(fd); return herr(err, "%s: file too large to map", path); }
+    if ((uint64_t)st.st_size > SIZE_MAX) { close(fd); return herr(err, "file too large to map"); }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (map == MAP_FAILED) return herr(err, "cannot map %s: %s", path, strerror(errno));
-    if (open_over(map, (uint64_t)st.st_size, true, out, err) == 0) return 0;
-    char msg[sizeof err->msg];
-    snprintf(msg, sizeof msg, "%s", err->msg);
-    return herr(err, "%s: %s", path, msg);
+    if (map == MAP_FAILED) return herr(err, "cannot map: %s", strerror(errno));
+    return open_over(map, (uint64_t)st.st_size, true, out, err);
 }
 
 void gguf_close(gguf_file *f) {
@@ -475,12 +475,15 @@ const gguf_kv *gguf_find(const gguf_file *f, const char *key) {
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
     const gguf_impl *g = (const gguf_impl *)f;
     if (!f->n_tensors) return NULL;
-    const gguf_tensor *const *hit = bsearch(name, g->t_sorted, (size_t)f->n_tensors, sizeof *g->t_sorted, cmp_name_tptr);
+    const gguf_tensor *const *hit =
+        bsearch(name, g->t_sorted, (size_t)f->n_tensors, sizeof *g->t_sorted, cmp_name_tptr);
     return hit ? *hit : NULL;
 }
 
 /* Reads an integer value of type t at p as a sign flag and a value: *neg set => *s is valid, else *u. */
 static bool int_value(uint32_t t, const uint8_t *p, bool *neg, int64_t *s, uint64_t *u) {
+    *s = 0;
+    *u = 0;
     switch (t) {
     case GGUF_U8:  *u = p[0]; break;
     case GGUF_U16: *u = le16(p); break;
@@ -612,7 +615,9 @@ typedef struct {
     char *name;
     uint32_t type, n_dims;
     int64_t ne[GGUF_MAX_DIMS];
-    const void *data;          /* the caller's; NULL = zeros */
+    const void *data;          /* the caller's; NULL (and no fill) = zeros */
+    gguf_fill_fn fill;         /* or: produces the bytes at write time */
+    void *fill_ctx;
     uint64_t nbytes, offset;
 } wtensor;
 
@@ -671,8 +676,8 @@ static void w_note_alignment(gguf_writer *w, const wbuf *b, uint64_t key_len) {
     if (key_len != sizeof ak - 1 || memcmp(b->p + 8, ak, key_len) != 0) return;
     uint32_t type = le32(b->p + 8 + key_len), a = 0;
     if (type == GGUF_U32) a = le32(b->p + 12 + key_len);
-    if (type != GGUF_U32 || a == 0 || (a & (a - 1)) != 0) {
-        w_fail(w, "general.alignment must be a u32 nonzero power of two");
+    if (type != GGUF_U32 || a < 4 || (a & (a - 1)) != 0) {   /* < 4 could leave float data misaligned */
+        w_fail(w, "general.alignment must be a u32 power of two, at least 4");
         return;
     }
     w->alignment = a;
@@ -706,7 +711,10 @@ static void w_commit(gguf_writer *w, wbuf *b, uint64_t key_len) {
 
 void gguf_w_val(gguf_writer *w, const char *key, uint32_t type, const void *v) {
     if (!w) return;
-    if (!fixed_size(type)) { w_fail(w, "metadata key '%.64s': gguf_w_val takes fixed-size types, not %s", key, gguf_type_name(type)); return; }
+    if (!fixed_size(type)) {
+        w_fail(w, "metadata key '%.64s': gguf_w_val takes fixed-size types, not %s", key, gguf_type_name(type));
+        return;
+    }
     wbuf b = w_begin(key, strlen(key), type);
     wb_put(&b, v, fixed_size(type));
     w_commit(w, &b, strlen(key));
@@ -727,7 +735,10 @@ void gguf_w_str(gguf_writer *w, const char *key, const char *v) {
 void gguf_w_arr(gguf_writer *w, const char *key, uint32_t elem_type, const void *v, uint64_t n) {
     uint64_t bytes;
     if (!w) return;
-    if (!fixed_size(elem_type)) { w_fail(w, "metadata key '%.64s': gguf_w_arr takes fixed-size types, not %s", key, gguf_type_name(elem_type)); return; }
+    if (!fixed_size(elem_type)) {
+        w_fail(w, "metadata key '%.64s': gguf_w_arr takes fixed-size types, not %s", key, gguf_type_name(elem_type));
+        return;
+    }
     if (!mul_ok(n, fixed_size(elem_type), &bytes)) { w_fail(w, "metadata key '%.64s': array too large", key); return; }
     wbuf b = w_begin(key, strlen(key), GGUF_ARR);
     wb_u32(&b, elem_type);
@@ -736,8 +747,12 @@ void gguf_w_arr(gguf_writer *w, const char *key, uint32_t elem_type, const void 
     w_commit(w, &b, strlen(key));
 }
 
-void gguf_w_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t n) { gguf_w_arr(w, key, GGUF_F32, v, n); }
-void gguf_w_arr_i32(gguf_writer *w, const char *key, const int32_t *v, uint64_t n) { gguf_w_arr(w, key, GGUF_I32, v, n); }
+void gguf_w_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t n) {
+    gguf_w_arr(w, key, GGUF_F32, v, n);
+}
+void gguf_w_arr_i32(gguf_writer *w, const char *key, const int32_t *v, uint64_t n) {
+    gguf_w_arr(w, key, GGUF_I32, v, n);
+}
 
 void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *v, uint64_t n) {
     if (!w) return;
@@ -776,26 +791,39 @@ static bool w_tensor_ok(gguf_writer *w, const char *name, uint32_t type, int n_d
     return true;
 }
 
-void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
-                   const void *data, uint64_t nbytes) {
-    if (!w || w->failed || !w_tensor_ok(w, name, type, n_dims, ne, nbytes)) return;
+/* Appends a checked tensor without data; NULL if the writer has failed. */
+static wtensor *w_add_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
+                             uint64_t nbytes) {
+    if (!w || w->failed || !w_tensor_ok(w, name, type, n_dims, ne, nbytes)) return NULL;
     if (w->n_t == w->cap_t) {
         uint64_t ncap = w->cap_t ? w->cap_t * 2 : 64;
         wtensor *p = ncap < SIZE_MAX / sizeof *p ? realloc(w->t, (size_t)ncap * sizeof *p) : NULL;
-        if (!p) { w_fail(w, "gguf writer: out of memory"); return; }
+        if (!p) { w_fail(w, "gguf writer: out of memory"); return NULL; }
         w->t = p;
         w->cap_t = ncap;
     }
     wtensor *t = &w->t[w->n_t];
     memset(t, 0, sizeof *t);
     t->name = strdup(name);
-    if (!t->name) { w_fail(w, "gguf writer: out of memory"); return; }
+    if (!t->name) { w_fail(w, "gguf writer: out of memory"); return NULL; }
     t->type = type;
     t->n_dims = (uint32_t)n_dims;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
-    t->data = data;
     t->nbytes = nbytes;
     w->n_t++;
+    return t;
+}
+
+void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
+                   const void *data, uint64_t nbytes) {
+    wtensor *t = w_add_tensor(w, name, type, n_dims, ne, nbytes);
+    if (t) t->data = data;
+}
+
+void gguf_w_tensor_fill(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
+                        uint64_t nbytes, gguf_fill_fn fill, void *ctx) {
+    wtensor *t = w_add_tensor(w, name, type, n_dims, ne, nbytes);
+    if (t) { t->fill = fill; t->fill_ctx = ctx; }
 }
 
 static int cmp_wtensor_name(const void *a, const void *b) {
@@ -822,7 +850,12 @@ static int w_layout(gguf_writer *w, hearth_err *err) {
     return 0;
 }
 
-typedef struct { FILE *fp; uint64_t pos; int error; } wfile;   /* error: errno of the first failure */
+typedef struct {
+    FILE *fp;
+    uint64_t pos;
+    int error;                 /* errno of the first failure */
+    const char *fill_failed;   /* the tensor whose fill callback failed */
+} wfile;
 
 static void wf_put(wfile *f, const void *p, uint64_t n) {
     if (f->error || n == 0) return;
@@ -841,6 +874,25 @@ static void wf_zeros(wfile *f, uint64_t n) {
 }
 
 static void wf_pad(wfile *f, uint64_t alignment) { wf_zeros(f, (alignment - f->pos % alignment) % alignment); }
+
+/* Writes a tensor produced by its fill callback, through a buffer of its size. */
+static void wf_filled(wfile *f, const wtensor *t) {
+    void *buf = t->nbytes <= SIZE_MAX ? malloc((size_t)t->nbytes) : NULL;
+    if (!buf) { f->error = ENOMEM; return; }
+    if (t->fill(t->fill_ctx, buf, t->nbytes) != 0) {
+        f->error = ECANCELED;
+        f->fill_failed = t->name;
+    } else {
+        wf_put(f, buf, t->nbytes);
+    }
+    free(buf);
+}
+
+static void wf_tensor(wfile *f, const wtensor *t) {
+    if (t->fill) wf_filled(f, t);
+    else if (t->data) wf_put(f, t->data, t->nbytes);
+    else wf_zeros(f, t->nbytes);
+}
 
 static void w_emit(const gguf_writer *w, wfile *f) {
     wbuf h = {0};
@@ -862,8 +914,7 @@ static void w_emit(const gguf_writer *w, wfile *f) {
     free(h.p);
     if (w->n_t) wf_pad(f, w->alignment);   /* a file without tensors has no data section to align */
     for (uint64_t i = 0; i < w->n_t && !f->error; i++) {
-        if (w->t[i].data) wf_put(f, w->t[i].data, w->t[i].nbytes);
-        else wf_zeros(f, w->t[i].nbytes);
+        wf_tensor(f, &w->t[i]);
         wf_pad(f, w->alignment);
     }
 }
@@ -872,12 +923,14 @@ int gguf_writer_write(gguf_writer *w, const char *path, hearth_err *err) {
     if (!w) return herr(err, "gguf writer: out of memory");
     if (w->failed) return herr(err, "%s", w->err.msg);
     if (w_layout(w, err)) return -1;
-    wfile f = {fopen(path, "wb"), 0, 0};
+    wfile f = {fopen(path, "wb"), 0, 0, NULL};
     if (!f.fp) return herr(err, "cannot create %s: %s", path, strerror(errno));
     w_emit(w, &f);
     errno = 0;
     if (fflush(f.fp) != 0 && !f.error) f.error = errno ? errno : EIO;
     if (fclose(f.fp) != 0 && !f.error) f.error = errno ? errno : EIO;
+    if (f.fill_failed)
+        return herr(err, "cannot write %s: producing the data of tensor '%.64s' failed", path, f.fill_failed);
     if (f.error) return herr(err, "cannot write %s: %s", path, strerror(f.error));
     return 0;
 }

@@ -54,7 +54,7 @@ typedef struct gguf_file {
     uint64_t data_offset;   /* start of tensor data (the file size for a tensorless file that ends unpadded) */
 } gguf_file;
 
-/* Messages of gguf_open start with the path ("PATH: tensor 'x': unknown type 99"). */
+/* Messages do not name the file: callers prefix the path ("PATH: tensor 'x': unknown type 99"). */
 int  gguf_open(const char *path, gguf_file **out, hearth_err *err);
 /* Same checks over a buffer the caller owns (kept alive while the gguf_file is used). */
 int  gguf_open_memory(const void *buf, uint64_t size, gguf_file **out, hearth_err *err);
@@ -79,10 +79,10 @@ const char *gguf_type_name(uint32_t t);
 
 /* ---- writer: builds a GGUF v3 file in memory order, then writes it ----
  * Keys are written in the order first added; setting a key again replaces its value in place. A u32
- * general.alignment sets the data alignment (default 32). The adders cannot fail visibly: a mistake (bad
- * tensor shape/type/size, bad alignment, out of memory) is remembered and gguf_writer_write reports the first
- * one, so a writer never produces a file gguf_open would reject. A NULL writer (gguf_writer_new out of
- * memory) is accepted everywhere and makes the write fail. */
+ * general.alignment sets the data alignment (default 32; must be a power of two >= 4). The adders cannot
+ * fail visibly: a mistake (bad tensor shape/type/size, duplicate tensor name, bad alignment, out of memory)
+ * is remembered and gguf_writer_write reports the first one, so a writer never produces a file gguf_open
+ * would reject. A NULL writer (gguf_writer_new out of memory) is accepted everywhere and makes the write fail. */
 typedef struct gguf_writer gguf_writer;
 gguf_writer *gguf_writer_new(void);
 void gguf_writer_free(gguf_writer *w);
@@ -107,6 +107,11 @@ void gguf_w_copy_kv(gguf_writer *w, const gguf_kv *kv);
  * order added, each at an offset aligned to the alignment. The name is copied. */
 void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
                    const void *data, uint64_t nbytes);
+/* Like gguf_w_tensor, but the bytes are produced at write time, one tensor at a time (so a huge model needs
+ * memory for its largest tensor only): fill(ctx, buf, nbytes) fills buf and returns 0, or -1 to fail the write. */
+typedef int (*gguf_fill_fn)(void *ctx, void *buf, uint64_t nbytes);
+void gguf_w_tensor_fill(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
+                        uint64_t nbytes, gguf_fill_fn fill, void *ctx);
 /* Writes the file (creating or truncating path). On failure the file may be left partly written. */
 int  gguf_writer_write(gguf_writer *w, const char *path, hearth_err *err);
 

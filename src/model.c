@@ -153,7 +153,7 @@ static int load_gguf(hearth_model *m, const char *path, hearth_err *err) {
     struct stat st;
     if (!stat(path, &st)) m->file_bytes = (uint64_t)st.st_size;
     gguf_str arch;
-    if (!gguf_get_str(m->gguf, "general.architecture", &arch)) return herr(err, "no general.architecture in %s", path);
+    if (!gguf_get_str(m->gguf, "general.architecture", &arch)) return herr(err, "no general.architecture key");
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)HT_MIN(arch.n, 63), arch.p);
     m->arch = ht_find_arch(name);

@@ -257,6 +257,7 @@ static void reject_truncated(const char *what, const uint8_t *base, uint64_t len
 
 static void reject_patch(const char *what, const uint8_t *base, uint64_t size, uint64_t pos, const void *v,
                          size_t n, bool cli) {
+    REQUIRE(pos + n <= size, "%s: patch outside the file", what);
     uint8_t *b = dup_buf(base, size);
     memcpy(b + pos, v, n);
     expect_reject(what, b, size, cli);
@@ -264,13 +265,13 @@ static void reject_patch(const char *what, const uint8_t *base, uint64_t size, u
 }
 
 static void reject_u32(const char *what, const uint8_t *base, uint64_t size, uint64_t pos, uint32_t v, bool cli) {
-    char name[160];
+    char name[200];
     snprintf(name, sizeof name, "%s = %u", what, v);
     reject_patch(name, base, size, pos, &v, 4, cli);
 }
 
 static void reject_u64(const char *what, const uint8_t *base, uint64_t size, uint64_t pos, uint64_t v, bool cli) {
-    char name[160];
+    char name[200];
     snprintf(name, sizeof name, "%s = %llu", what, (ull)v);
     reject_patch(name, base, size, pos, &v, 8, cli);
 }
@@ -375,6 +376,11 @@ static void corrupt_alignment(const char *tag, const uint8_t *b, uint64_t size, 
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         g_want = i == 5 ? "before tensor data" : "general.alignment";
         reject_u32(what, b, size, kv->val_pos, bad[i], i < 3 || i == 5);
+    }
+    if (L->index_end % 4) {   /* alignment 1 puts the data section right after the index, not 4-byte aligned */
+        snprintf(what, sizeof what, "%s: general.alignment", tag);
+        g_want = "4-byte aligned";
+        reject_u32(what, b, size, kv->val_pos, 1, true);
     }
     snprintf(what, sizeof what, "%s: general.alignment type", tag);
     g_want = "general.alignment has type";
@@ -692,11 +698,13 @@ static void test_open_errors(void) {
     hearth_err err = {{0}};
     char path[128];
     CHECK(gguf_open("data/no-such-file.gguf", &f, &err) == -1 && f == NULL && one_line(err.msg) &&
-          strstr(err.msg, "no-such-file"), "missing file: %s", err.msg);
+          strstr(err.msg, "No such file"), "missing file: %s", err.msg);
     CHECK(gguf_open("data", &f, &err) == -1 && one_line(err.msg), "directory: %s", err.msg);
     snprintf(path, sizeof path, "%s/empty.gguf", g_tmpdir);
     write_all(path, "", 0);
-    CHECK(gguf_open(path, &f, &err) == -1 && one_line(err.msg) && strstr(err.msg, path), "empty file: %s", err.msg);
+    CHECK(gguf_open(path, &f, &err) == -1 && one_line(err.msg) && strstr(err.msg, "empty"), "empty file: %s", err.msg);
+    write_all(path, "GGUF\x03\0\0\0\0", 9);
+    CHECK(gguf_open(path, &f, &err) == -1 && strstr(err.msg, "truncated in header"), "9 bytes: %s", err.msg);
     write_all(path, "GGUF\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 24);
     CHECK(gguf_open(path, &f, &err) == -1 && strstr(err.msg, "unsupported GGUF version 1"), "v1: %s", err.msg);
     unlink(path);
@@ -764,7 +772,21 @@ static const int64_t  A_I64[] = {INT64_MIN, INT64_MAX};
 static const double   A_F64[] = {1e300, -2.5};
 static const char *const A_STR[] = {"a", "", "three", "\xc3\xbcnic\xc3\xb6\144e"};   /* ..., "ünicöde" */
 
-/* Writes the round-trip file: every value type, nested arrays copied from src, the tensors. */
+/* A gguf_fill_fn that copies a src_tensor's bytes. */
+static int fill_from_src(void *ctx, void *buf, uint64_t nbytes) {
+    const src_tensor *t = ctx;
+    if (nbytes != t->nbytes) return -1;
+    memcpy(buf, t->data, nbytes);
+    return 0;
+}
+
+static int fill_fails(void *ctx, void *buf, uint64_t nbytes) {
+    (void)ctx, (void)buf, (void)nbytes;
+    return -1;
+}
+
+/* Writes the round-trip file: every value type, nested arrays copied from src, the tensors (one of them
+ * through a fill callback). */
 static void write_full(const char *path, const gguf_file *nest, const src_tensor *t, uint32_t alignment) {
     gguf_writer *w = gguf_writer_new();
     REQUIRE(w, "writer");
@@ -800,7 +822,11 @@ static void write_full(const char *path, const gguf_file *nest, const src_tensor
     gguf_w_str(w, "v.replaced", "first");
     for (uint64_t i = 0; i < nest->n_kv; i++) gguf_w_copy_kv(w, &nest->kv[i]);
     gguf_w_str(w, "v.replaced", "second");
-    for (int i = 0; i < N_SRC_T; i++) gguf_w_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, t[i].data, t[i].nbytes);
+    for (int i = 0; i < N_SRC_T; i++) {
+        if (i == 3) gguf_w_tensor_fill(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, t[i].nbytes, fill_from_src,
+                                       (void *)&t[i]);
+        else gguf_w_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, t[i].data, t[i].nbytes);
+    }
     hearth_err err = {{0}};
     CHECK(gguf_writer_write(w, path, &err) == 0, "write %s: %s", path, err.msg);
     gguf_writer_free(w);
@@ -952,11 +978,18 @@ static void test_writer_errors(void) {
     gguf_w_u32(w, "general.alignment", 24);
     expect_write_error(w, path, "general.alignment", "bad alignment");
     w = gguf_writer_new();
+    gguf_w_u32(w, "general.alignment", 2);
+    expect_write_error(w, path, "general.alignment", "alignment 2");
+    w = gguf_writer_new();
     gguf_w_i32(w, "general.alignment", 32);
     expect_write_error(w, path, "general.alignment", "alignment type");
     w = gguf_writer_new();
     gguf_w_val(w, "k", GGUF_STR, "x");
     expect_write_error(w, path, "fixed-size", "w_val str");
+    w = gguf_writer_new();
+    gguf_w_tensor(w, "x", HT_F32, 2, ne, data, 256);
+    gguf_w_tensor_fill(w, "y", HT_F32, 2, ne, 256, fill_fails, NULL);
+    expect_write_error(w, path, "tensor 'y' failed", "fill fails");
     w = gguf_writer_new();
     expect_write_error(w, "/nonexistent-dir/x.gguf", "cannot create", "bad path");
     if (access("/dev/full", W_OK) == 0) {
@@ -1045,10 +1078,25 @@ static void test_malformed(void) {
     printf("malformed: %d cases rejected, %d checked through `hearth info`\n", g_rejected, g_cli_runs);
 }
 
+/* Removes the temp directory and whatever a failed check left in it (runs on every exit). */
+static void remove_tmpdir(void) {
+    DIR *d = opendir(g_tmpdir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        char p[sizeof g_tmpdir + 260];
+        if (e->d_name[0] == '.') continue;
+        snprintf(p, sizeof p, "%s/%s", g_tmpdir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(g_tmpdir);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     snprintf(g_tmpdir, sizeof g_tmpdir, "/tmp/hearth-gguf-XXXXXX");
     REQUIRE(mkdtemp(g_tmpdir), "mkdtemp: %s", strerror(errno));
+    atexit(remove_tmpdir);
     g_hearth = getenv("HEARTH");
     if (g_hearth && !*g_hearth) g_hearth = NULL;
     if (g_hearth && access(g_hearth, X_OK) != 0) {
@@ -1059,6 +1107,5 @@ int main(void) {
     test_open_errors();
     test_writer();
     test_malformed();
-    rmdir(g_tmpdir);
     TEST_DONE();
 }
