@@ -394,6 +394,7 @@ static int add_rope_freqs(hearth_model *m, const cJSON *cfg, hearth_err *err) {
     m->rope_freqs = (ht_tensor){ .name = "rope_freqs.weight", .type = HT_F32, .n_dims = 1,
                                  .ne = { m->hp.n_rot / 2, 1, 1, 1 }, .data = ff,
                                  .row_bytes = (size_t)(m->hp.n_rot / 2) * 4, .nbytes = (size_t)(m->hp.n_rot / 2) * 4 };
+    m->hf_rope_freqs = true;
     return 0;
 }
 
@@ -441,7 +442,7 @@ int hf_load(hearth_model *m, const char *dir, hearth_err *err) {
     if (st_open_dir(dir, &st, err) || map_tensors(m, fam, st, err)) goto out;
     snprintf(m->name, sizeof m->name, "%s", fam->hf_arch);
     if (m->arch->load_hparams(m, err)) goto out;
-    if (fam->neox_from_hf) m->hp.rope_type = ROPE_NEOX;
+    if (fam->neox_from_hf) { m->hp.rope_type = ROPE_NEOX; m->qk_rotate_half = true; }
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) { herr(err, "out of memory"); goto out; }
     if (m->arch->bind(m, err) || add_rope_freqs(m, cfg, err) || load_tokenizer(m, dir, err)) goto out;

@@ -164,6 +164,7 @@ static int load_gguf(hearth_model *m, const char *path, hearth_err *err) {
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) return herr(err, "out of memory");
     if (m->arch->bind(m, err)) return -1;
+    if (!gguf_find(m->gguf, "tokenizer.ggml.model")) return 0;   /* no tokenizer: ids only */
     if (vocab_from_gguf(m->gguf, &m->vocab, err)) return -1;
     if (vocab_size(m->vocab) < m->hp.n_vocab) return herr(err, "vocabulary has %d tokens, embeddings have %d", vocab_size(m->vocab), m->hp.n_vocab);
     return 0;

@@ -73,6 +73,8 @@ struct hearth_model {
     void **owned;             /* buffers the model owns (converted tensors, HF metadata image, ...) */
     int n_owned;
     void *arch_data;
+    bool qk_rotate_half;      /* HF Llama layout: q/k rows in rotate-half order (run with NEOX rope) */
+    bool hf_rope_freqs;       /* rope_freqs computed from config.json rather than stored as a tensor */
     uint64_t file_bytes;
     char name[128];
 };

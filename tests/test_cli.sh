@@ -37,5 +37,10 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$HEARTH" golden -m data/models/llama.gguf -i data/golden/llama.golden -o "$tmp/out.golden"
 check "golden writes a file of the reference's size" '[[ $(stat -c %s "$tmp/out.golden") -eq $(stat -c %s data/golden/llama.golden) ]]'
 
+"$HEARTH" quantize data/models/stories260K.gguf "$tmp/q8.gguf" Q8_0 2>/dev/null
+check "quantize writes a loadable file" '"$HEARTH" info -m "$tmp/q8.gguf" | grep -q "Q8_0"'
+check "quantize: unknown type" 'one_error_line "$HEARTH" quantize data/models/llama.gguf "$tmp/x.gguf" Q9_9'
+check "quantize: bad input" 'one_error_line "$HEARTH" quantize data/README.md "$tmp/x.gguf" Q8_0'
+
 [[ $fail -eq 0 ]] && echo "all CLI checks passed"
 exit $fail

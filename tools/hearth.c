@@ -12,6 +12,8 @@ static const command COMMANDS[] = {
     { "tokenize", cmd_tokenize, "print the token ids of a text" },
     { "golden", cmd_golden, "evaluate the token sequences of a golden file and write our outputs" },
     { "embed", cmd_embed, "print the pooled embedding of each text as a JSON array" },
+    { "perplexity", cmd_perplexity, "perplexity of a model on a text; KL divergence against a saved base run" },
+    { "quantize", cmd_quantize, "write a GGUF or Hugging Face model as a GGUF of another tensor type" },
 };
 
 static void usage(FILE *f) {

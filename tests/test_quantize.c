@@ -1,0 +1,93 @@
+/* test_quantize.c — `hearth quantize` semantics through the library: quantizing llama.gguf (F32) to Q8_0
+ * and Q4_0 gives the reference's blocks byte for byte (the fixtures were made with llama-quantize
+ * --pure), every type's output loads and meets the fixtures' KL rule against the reference's own
+ * quantized file, Q4_K_M follows llama.cpp's per-tensor recipe, and an HF directory quantizes to a GGUF
+ * that reproduces the golden (q/k rows permuted back to GGUF's layout). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "golden_check.h"
+#include "gguf.h"
+#include "hearth.h"
+#include "quantize.h"
+#include "testutil.h"
+
+static double eval_kl(const char *path, const golden_file *base) {
+    hearth_err err;
+    hearth_model *m;
+    REQUIRE(!hearth_model_load(path, &m, &err), "%s: %s", path, err.msg);
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = 128;
+    cp.cache_type = HEARTH_CACHE_F32;
+    hearth_ctx *ctx;
+    REQUIRE(!hearth_ctx_new(m, &cp, &ctx, &err), "%s", err.msg);
+    golden_file ours = { base->n_cases, calloc(base->n_cases, sizeof(golden_case)) };
+    for (uint32_t i = 0; i < base->n_cases; i++)
+        REQUIRE(!golden_eval(ctx, &base->cases[i], false, &ours.cases[i], &err), "%s", err.msg);
+    double kl = gc_mean_kl(base, &ours);
+    golden_free(&ours);
+    hearth_ctx_free(ctx);
+    hearth_model_free(m);
+    return kl;
+}
+
+/* Every tensor of a equals the same-named tensor of b: type, shape and bytes. */
+static void same_tensors(const char *pa, const char *pb, bool bytes) {
+    hearth_err err;
+    gguf_file *a, *b;
+    REQUIRE(!gguf_open(pa, &a, &err) && !gguf_open(pb, &b, &err), "%s", err.msg);
+    CHECK(a->n_tensors == b->n_tensors, "%s: %llu tensors, %s has %llu", pa, (unsigned long long)a->n_tensors, pb,
+          (unsigned long long)b->n_tensors);
+    for (uint64_t i = 0; i < a->n_tensors; i++) {
+        const gguf_tensor *ta = &a->tensors[i], *tb = gguf_find_tensor(b, ta->name);
+        if (!tb) { CHECK(0, "%s missing in %s", ta->name, pb); continue; }
+        CHECK(ta->type == tb->type, "%s: type %u vs %u", ta->name, ta->type, tb->type);
+        if (bytes && ta->nbytes == tb->nbytes)
+            CHECK(!memcmp(ta->data, tb->data, ta->nbytes), "%s: blocks differ from the reference's", ta->name);
+    }
+    gguf_close(a);
+    gguf_close(b);
+}
+
+int main(void) {
+    static const char *TYPES[] = { "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
+                                   "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "Q4_K_M" };
+    hearth_err err;
+    golden_file base;
+    REQUIRE(!golden_read("data/golden/llama.golden", &base, &err), "%s", err.msg);
+    hearth_model *m;
+    REQUIRE(!hearth_model_load("data/models/llama.gguf", &m, &err), "%s", err.msg);
+    char dir[] = "/tmp/hearth-quantize-XXXXXX", out[256], ref[256];
+    REQUIRE(mkdtemp(dir), "mkdtemp");
+    for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++) {
+        snprintf(out, sizeof out, "%s/llama-%s.gguf", dir, TYPES[i]);
+        REQUIRE(!model_quantize(m, out, TYPES[i], 2, NULL, NULL, &err), "%s: %s", TYPES[i], err.msg);
+        snprintf(ref, sizeof ref, "data/models/llama-%s.gguf", TYPES[i]);
+        bool exact = !strcmp(TYPES[i], "Q8_0") || !strcmp(TYPES[i], "Q4_0");
+        same_tensors(out, ref, exact);   /* types always (the recipe), bytes for the round-to-nearest types */
+        snprintf(ref, sizeof ref, "data/golden/llama-%s.golden", TYPES[i]);
+        golden_file rq;
+        REQUIRE(!golden_read(ref, &rq, &err), "%s", err.msg);
+        double kl_ref = gc_mean_kl(&base, &rq), kl = eval_kl(out, &base), bar = 1.1 * kl_ref + 1e-5;
+        printf("%-7s KL %.3e (reference's quantization %.3e, bar %.3e)%s\n", TYPES[i], kl, kl_ref, bar, exact ? ", blocks identical" : "");
+        CHECK(kl <= bar, "%s: KL %.4g above %.4g", TYPES[i], kl, bar);
+        golden_free(&rq);
+        unlink(out);
+    }
+    hearth_model_free(m);
+
+    /* an HF directory (rotate-half q/k) quantized to F32 GGUF must reproduce the golden like the original */
+    REQUIRE(!hearth_model_load("data/hf/llama-hf", &m, &err), "%s", err.msg);
+    snprintf(out, sizeof out, "%s/llama-hf.gguf", dir);
+    REQUIRE(!model_quantize(m, out, "F32", 2, NULL, NULL, &err), "%s", err.msg);
+    hearth_model_free(m);
+    same_tensors(out, "data/models/llama.gguf", true);
+    double kl = eval_kl(out, &base);
+    printf("llama-hf -> GGUF F32: KL %.3e\n", kl);
+    CHECK(kl < 1e-9, "HF -> GGUF changed the model (KL %.3g)", kl);
+    unlink(out);
+    rmdir(dir);
+    golden_free(&base);
+    TEST_DONE();
+}
