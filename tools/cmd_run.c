@@ -1,9 +1,28 @@
-/* cmd_run.c — `hearth run`: prefill the prompt in one batch, then sample and stream tokens. */
+/* cmd_run.c — `hearth run`: prefill the prompt in one batch, then sample and stream tokens, with the sampler
+ * chain's flags (bias, word constraint, penalties, least-likely) and optional per-token log-probabilities. */
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli.h"
+
+typedef struct { long id; float bias; } id_bias;
+typedef struct { const char *text; int len; float bias; } text_bias;   /* text[0..len) of an argv string */
+
+typedef struct {
+    const char *model_path, *prompt, *only_words;
+    long n_predict, threads, n_ctx, top_k, seed, repeat_last_n, n_logprobs;
+    double temp, top_p, min_p, typical_p, rep, freq, pres;
+    bool least_likely, json;
+    id_bias *logit_bias;
+    text_bias *bias_text;
+    int n_logit_bias, n_bias_text;
+} run_opts;
+
+/* Token texts for --bias-text and --only-words-starting: NUL-terminated, control and end-of-text tokens "". */
+typedef struct { char *buf; const char **ptr; } piece_table;
 
 static double now_ms(void) {
     struct timespec ts;
@@ -12,97 +31,412 @@ static double now_ms(void) {
 }
 
 static void run_usage(void) {
-    printf("usage: hearth run [-m MODEL] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-           "                  [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]\n"
+    printf("usage: hearth run [-m MODEL] [-p PROMPT] [-n N] [--seed S] [-t THREADS] [-c CTX] [sampling options]\n"
            "Prints the prompt's continuation as it is generated, then a stats line on stderr.\n"
            "Defaults: the embedded stories260K model, empty prompt (BOS only), -n 128, temp 0.8, top-k 40,\n"
-           "top-p 0.95, min-p 0.05, repeat-penalty 1.0, random seed. -n -1 runs until end of text or context.\n");
+           "top-p 0.95, min-p 0.05, random seed; penalties off. -n -1 runs until end of text or context.\n"
+           "Sampling (applied in this order; see hearth.h):\n"
+           "  --logit-bias ID+V | ID-V     add V to token ID's logit (repeatable; a later one for the same ID\n"
+           "                               replaces an earlier one); ID-inf bans the token\n"
+           "  --bias-text TEXT=V           add V to every token whose text contains TEXT, e.g. \"bard=+3\"\n"
+           "                               (repeatable; biases add up)\n"
+           "  --only-words-starting L      every word of the reply starts with one of the letters L (e.g. BW,\n"
+           "                               case-insensitive); words are runs of letters, digits and non-ASCII\n"
+           "  --repeat-penalty R           penalize tokens seen in the last --repeat-last-n tokens (1 = off)\n"
+           "  --frequency-penalty F        subtract F x (times seen) from their logits (0 = off)\n"
+           "  --presence-penalty F         subtract F from the logits of tokens seen at all (0 = off)\n"
+           "  --repeat-last-n N            tokens looked back for the penalties (default 64, -1 = all, 0 = none)\n"
+           "  --temp T                     temperature (<= 0: greedy)\n"
+           "  --top-k K  --top-p P  --min-p P  --typical-p P    truncation (0, 1, 0, 1 = off)\n"
+           "  --least-likely               pick the least probable token that survives the truncation\n"
+           "Output:\n"
+           "  --logprobs K                 per generated token, its log-probability and the K most likely tokens\n"
+           "                               (log-softmax of the model's raw logits, before bias, penalties and\n"
+           "                               temperature): one line per token on stderr\n"
+           "  --json                       instead of the text, print one JSON object per generated token per line\n"
+           "                               on stdout: {\"token\":ID,\"piece\":\"...\",\"logprob\":X,\"top\":[{\"token\":ID,\n"
+           "                               \"piece\":\"...\",\"logprob\":Y},...]} (top has --logprobs K entries). A piece\n"
+           "                               that is not valid UTF-8 shows its bad bytes as U+FFFD and also gets\n"
+           "                               \"bytes\":[...] with its raw bytes. The end-of-text token is not listed.\n");
+}
+
+/* ---- option parsing ---- */
+
+/* "15043+1.5", "15043-1.5", "15043-inf": token id, then a signed bias (+inf and NaN refused). */
+static bool parse_logit_bias(const char *v, id_bias *out) {
+    char *end;
+    errno = 0;
+    long id = strtol(v, &end, 10);
+    bool ok = end != v && *v >= '0' && *v <= '9' && !errno && id <= 0x7fffffffL && (*end == '+' || *end == '-');
+    double b = 0;
+    if (ok) {
+        const char *s = end;
+        b = strtod(s, &end);
+        ok = end != s && !*end && !isnan(b) && (float)b != INFINITY;
+    }
+    if (!ok) { cli_fail("bad value for --logit-bias: '%s' (expected ID+VALUE or ID-VALUE, e.g. 15043+1.5 or 15043-inf)", v); return false; }
+    *out = (id_bias){ id, (float)b };
+    return true;
+}
+
+/* "TEXT=VALUE", split at the last '=': TEXT non-empty, VALUE a number (+inf and NaN refused). */
+static bool parse_bias_text(const char *v, text_bias *out) {
+    const char *eq = strrchr(v, '=');
+    char *end = NULL;
+    double b = eq ? strtod(eq + 1, &end) : 0;
+    if (!eq || eq == v || end == eq + 1 || *end || isnan(b) || (float)b == INFINITY) {
+        cli_fail("bad value for --bias-text: '%s' (expected TEXT=VALUE, e.g. bard=+3)", v);
+        return false;
+    }
+    *out = (text_bias){ v, (int)(eq - v), (float)b };
+    return true;
+}
+
+static void opts_free(run_opts *o) { free(o->logit_bias); free(o->bias_text); }
+
+/* Flags without a value; returns false if a is not one. */
+static bool parse_switch(run_opts *o, const char *a) {
+    if (!strcmp(a, "--least-likely")) o->least_likely = true;
+    else if (!strcmp(a, "--json")) o->json = true;
+    else return false;
+    return true;
+}
+
+static const char *const VALUED_FLAGS[] = {
+    "-m", "-p", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--repeat-penalty",
+    "--frequency-penalty", "--presence-penalty", "--repeat-last-n", "--seed", "-t", "-c", "--logprobs",
+    "--logit-bias", "--bias-text", "--only-words-starting", NULL,
+};
+
+static bool takes_value(const char *a) {
+    for (int i = 0; VALUED_FLAGS[i]; i++) if (!strcmp(a, VALUED_FLAGS[i])) return true;
+    return false;
+}
+
+/* A flag of VALUED_FLAGS with value v; false if the value is bad (message printed). */
+static bool parse_valued(run_opts *o, const char *a, const char *v) {
+    if (!strcmp(a, "-m")) o->model_path = v;
+    else if (!strcmp(a, "-p")) o->prompt = v;
+    else if (!strcmp(a, "-n")) return cli_int(a, v, -1, 1 << 30, &o->n_predict);
+    else if (!strcmp(a, "--temp")) return cli_float(a, v, &o->temp);
+    else if (!strcmp(a, "--top-k")) return cli_int(a, v, 0, 1 << 30, &o->top_k);
+    else if (!strcmp(a, "--top-p")) return cli_float(a, v, &o->top_p);
+    else if (!strcmp(a, "--min-p")) return cli_float(a, v, &o->min_p);
+    else if (!strcmp(a, "--typical-p")) return cli_float(a, v, &o->typical_p);
+    else if (!strcmp(a, "--repeat-penalty")) return cli_float(a, v, &o->rep);
+    else if (!strcmp(a, "--frequency-penalty")) return cli_float(a, v, &o->freq);
+    else if (!strcmp(a, "--presence-penalty")) return cli_float(a, v, &o->pres);
+    else if (!strcmp(a, "--repeat-last-n")) return cli_int(a, v, -1, 1 << 30, &o->repeat_last_n);
+    else if (!strcmp(a, "--seed")) return cli_int(a, v, 0, 0x7fffffffL, &o->seed);
+    else if (!strcmp(a, "-t")) return cli_int(a, v, 1, 256, &o->threads);
+    else if (!strcmp(a, "-c")) return cli_int(a, v, 1, 1 << 22, &o->n_ctx);
+    else if (!strcmp(a, "--logprobs")) return cli_int(a, v, 0, 1 << 20, &o->n_logprobs);
+    else if (!strcmp(a, "--logit-bias")) return parse_logit_bias(v, &o->logit_bias[o->n_logit_bias++]);
+    else if (!strcmp(a, "--bias-text")) return parse_bias_text(v, &o->bias_text[o->n_bias_text++]);
+    else if (!*v) { cli_fail("bad value for --only-words-starting: '' (expected letters, e.g. BW)"); return false; }
+    else o->only_words = v;
+    return true;
+}
+
+/* Returns -1 when parsed (go on), else the exit code (0 after --help). */
+static int parse_opts(int argc, char **argv, run_opts *o) {
+    *o = (run_opts){ .prompt = "", .n_predict = 128, .top_k = 40, .seed = -1, .repeat_last_n = 64, .n_logprobs = -1,
+                     .temp = 0.8, .top_p = 0.95, .min_p = 0.05, .typical_p = 1.0, .rep = 1.0 };
+    o->logit_bias = malloc((size_t)argc * sizeof *o->logit_bias);
+    o->bias_text = malloc((size_t)argc * sizeof *o->bias_text);
+    if (!o->logit_bias || !o->bias_text) return cli_fail("out of memory");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { run_usage(); return 0; }
+        if (parse_switch(o, a)) continue;
+        if (!takes_value(a)) return cli_fail("unknown option '%s' for run (see hearth run --help)", a);
+        if (!v) return cli_fail("missing value for %s", a);
+        if (!parse_valued(o, a, v)) return 1;
+        i++;
+    }
+    return -1;
+}
+
+/* ---- pieces ---- */
+
+static void pieces_free(piece_table *p) { free(p->buf); free(p->ptr); }
+
+static int pieces_build(hearth_model *m, int n_vocab, piece_table *p) {
+    char tmp[256];
+    size_t total = 0;
+    for (int t = 0; t < n_vocab; t++) {
+        int k = hearth_token_is_eog(m, t) ? 0 : hearth_token_piece(m, t, tmp, sizeof tmp);
+        total += (size_t)(k < (int)sizeof tmp ? k : (int)sizeof tmp) + 1;
+    }
+    p->buf = malloc(total);
+    p->ptr = malloc((size_t)n_vocab * sizeof *p->ptr);
+    if (!p->buf || !p->ptr) return cli_fail("out of memory");
+    char *w = p->buf;
+    for (int t = 0; t < n_vocab; t++) {
+        int k = hearth_token_is_eog(m, t) ? 0 : hearth_token_piece(m, t, tmp, sizeof tmp);
+        if (k > (int)sizeof tmp) k = (int)sizeof tmp;
+        memcpy(w, tmp, (size_t)k);
+        w[k] = 0;
+        p->ptr[t] = w;
+        w += k + 1;
+    }
+    return 0;
+}
+
+/* ---- sampler setup ---- */
+
+static hearth_sampler *make_sampler(const run_opts *o, int n_vocab) {
+    hearth_sampler_params sp = hearth_sampler_default_params();
+    sp.temperature = (float)o->temp; sp.top_k = (int)o->top_k; sp.top_p = (float)o->top_p; sp.min_p = (float)o->min_p;
+    sp.typical_p = (float)o->typical_p; sp.repeat_penalty = (float)o->rep;
+    sp.frequency_penalty = (float)o->freq; sp.presence_penalty = (float)o->pres;
+    sp.repeat_last_n = (int)o->repeat_last_n; sp.least_likely = o->least_likely;
+    sp.seed = o->seed >= 0 ? (uint64_t)o->seed : (uint64_t)time(NULL) ^ (uint64_t)clock();
+    hearth_sampler *s = hearth_sampler_new(&sp, n_vocab);
+    if (!s) cli_fail("out of memory");
+    return s;
+}
+
+static int apply_biases(hearth_sampler *s, const run_opts *o, const piece_table *p, int n_vocab) {
+    for (int i = 0; i < o->n_logit_bias; i++)
+        if (o->logit_bias[i].id >= n_vocab || hearth_sampler_set_bias(s, (hearth_token)o->logit_bias[i].id, o->logit_bias[i].bias))
+            return cli_fail("--logit-bias: token %ld is out of range (the vocabulary has %d tokens)", o->logit_bias[i].id, n_vocab);
+    for (int i = 0; i < o->n_bias_text; i++) {
+        const text_bias *tb = &o->bias_text[i];
+        char *needle = malloc((size_t)tb->len + 1);
+        if (!needle) return cli_fail("out of memory");
+        memcpy(needle, tb->text, (size_t)tb->len);
+        needle[tb->len] = 0;
+        int n = hearth_sampler_bias_text(s, p->ptr, n_vocab, needle, tb->bias);
+        if (n == 0) fprintf(stderr, "warning: --bias-text: no token contains '%s'\n", needle);
+        free(needle);
+        if (n < 0) return cli_fail("--bias-text: cannot apply '%.*s'", tb->len, tb->text);
+    }
+    return 0;
+}
+
+/* ---- log-probability output ---- */
+
+/* Length of the valid UTF-8 character at s[0..n), or 0 if the bytes there are not one. */
+static int utf8_valid_len(const unsigned char *s, int n) {
+    unsigned char c = s[0];
+    int len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (len == 0 || len > n) return 0;
+    unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    for (int i = 1; i < len; i++)
+        if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xbf)) return 0;
+    return len;
+}
+
+/* Writes a piece as a JSON string; returns false if it was not valid UTF-8 (bad bytes written as U+FFFD). */
+static bool json_piece(FILE *f, const char *piece, int n) {
+    const unsigned char *s = (const unsigned char *)piece;
+    bool valid = true;
+    fputc('"', f);
+    for (int i = 0; i < n;) {
+        int len = utf8_valid_len(s + i, n - i);
+        if (len == 0) { fputs("\\ufffd", f); valid = false; i++; continue; }
+        if (s[i] == '"' || s[i] == '\\') fprintf(f, "\\%c", s[i]);
+        else if (s[i] == '\n') fputs("\\n", f);
+        else if (s[i] == '\t') fputs("\\t", f);
+        else if (s[i] == '\r') fputs("\\r", f);
+        else if (s[i] < 0x20) fprintf(f, "\\u%04x", s[i]);
+        else fwrite(s + i, 1, (size_t)len, f);
+        i += len;
+    }
+    fputc('"', f);
+    return valid;
+}
+
+static void json_number(FILE *f, float v) {
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+}
+
+/* {"token":ID,"piece":"...","logprob":X} without the closing brace. */
+static void json_token(FILE *f, const hearth_model *m, hearth_token t, float lp) {
+    char piece[256];
+    int n = hearth_token_piece(m, t, piece, sizeof piece);
+    if (n > (int)sizeof piece) n = (int)sizeof piece;
+    fprintf(f, "{\"token\":%d,\"piece\":", (int)t);
+    if (!json_piece(f, piece, n)) {
+        fputs(",\"bytes\":[", f);
+        for (int i = 0; i < n; i++) fprintf(f, i ? ",%u" : "%u", (unsigned char)piece[i]);
+        fputc(']', f);
+    }
+    fputs(",\"logprob\":", f);
+    json_number(f, lp);
+}
+
+/* A piece in single quotes with C escapes for anything not printable ASCII. */
+static void text_piece(FILE *f, const hearth_model *m, hearth_token t) {
+    char piece[256];
+    int n = hearth_token_piece(m, t, piece, sizeof piece);
+    if (n > (int)sizeof piece) n = (int)sizeof piece;
+    fputc('\'', f);
+    for (int i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)piece[i];
+        if (c == '\n') fputs("\\n", f);
+        else if (c == '\\' || c == '\'') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+    fputc('\'', f);
+}
+
+typedef struct { int k; hearth_token *ids; float *lps; } lp_buf;
+
+/* Prints token t's log-probability and the top k (as JSON on stdout, or a line on stderr). */
+static int report_logprobs(const hearth_model *m, const float *logits, int n_vocab, hearth_token t, lp_buf *b, bool json) {
+    float lp;
+    int k = hearth_logprobs(logits, n_vocab, t, b->k, &lp, b->ids, b->lps);
+    if (k < 0) return cli_fail("the model's logits are not finite: no log-probabilities");
+    FILE *f = json ? stdout : stderr;
+    if (json) {
+        json_token(f, m, t, lp);
+        fputs(",\"top\":[", f);
+        for (int i = 0; i < k; i++) { if (i) fputc(',', f); json_token(f, m, b->ids[i], b->lps[i]); fputc('}', f); }
+        fputs("]}\n", f);
+    } else {
+        fprintf(f, "logprob %9.4f ", lp);
+        text_piece(f, m, t);
+        if (k) fputs("  top:", f);
+        for (int i = 0; i < k; i++) { fputs(i ? ", " : " ", f); text_piece(f, m, b->ids[i]); fprintf(f, " %.4f", b->lps[i]); }
+        fputc('\n', f);
+    }
+    fflush(f);
+    return 0;
+}
+
+/* ---- generation ---- */
+
+typedef struct {
+    hearth_model *m;
+    hearth_ctx *ctx;
+    hearth_sampler *smp;
+    hearth_token *toks;
+    int n, cap, n_vocab;
+    piece_table pieces;
+    hearth_words_constraint wc;
+    lp_buf lp;
+} run_state;
+
+/* Creates the context and evaluates the prompt; *ms is the time the evaluation took. */
+static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
+    hearth_err err;
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = (int)o->n_ctx;
+    cp.n_threads = (int)o->threads;
+    if (hearth_ctx_new(r->m, &cp, &r->ctx, &err)) return cli_fail("%s", err.msg);
+    r->cap = hearth_ctx_n_ctx(r->ctx);
+    if (!(r->toks = malloc((size_t)r->cap * sizeof *r->toks))) return cli_fail("out of memory");
+    int n = hearth_tokenize(r->m, o->prompt, strlen(o->prompt), true, false, r->toks, r->cap, &err);
+    if (n < 0) return cli_fail("%s", err.msg);
+    if (n == 0) {
+        hearth_token bos = hearth_token_bos(r->m);
+        if (bos < 0) return cli_fail("empty prompt and the model has no BOS token");
+        r->toks[n++] = bos;
+    }
+    if (n >= r->cap) return cli_fail("prompt is %d tokens, context is %d", n, r->cap);
+    r->n = n;
+    hearth_batch b = { .n = n, .tokens = r->toks };
+    double t0 = now_ms();
+    if (hearth_decode(r->ctx, &b, &err)) return cli_fail("%s", err.msg);
+    *ms = now_ms() - t0;
+    return 0;
+}
+
+static int setup_sampling(run_state *r, const run_opts *o) {
+    if (!(r->smp = make_sampler(o, r->n_vocab))) return 1;
+    if ((o->n_bias_text || o->only_words) && pieces_build(r->m, r->n_vocab, &r->pieces)) return 1;
+    if (apply_biases(r->smp, o, &r->pieces, r->n_vocab)) return 1;
+    if (o->only_words) {
+        hearth_words_constraint_init(&r->wc, o->only_words, r->pieces.ptr, r->n_vocab);
+        hearth_sampler_set_allow(r->smp, hearth_words_constraint_allow, &r->wc);
+        hearth_sampler_set_accept_hook(r->smp, hearth_words_constraint_accept, &r->wc);
+    }
+    r->lp.k = (int)(o->n_logprobs > r->n_vocab ? r->n_vocab : o->n_logprobs < 0 ? 0 : o->n_logprobs);
+    r->lp.ids = malloc((size_t)(r->lp.k + 1) * sizeof *r->lp.ids);
+    r->lp.lps = malloc((size_t)(r->lp.k + 1) * sizeof *r->lp.lps);
+    if (!r->lp.ids || !r->lp.lps) return cli_fail("out of memory");
+    return 0;
+}
+
+/* Samples and streams up to n_predict tokens; returns the count generated, or -1 after printing an error. */
+static int generate(run_state *r, const run_opts *o, int last_row) {
+    bool want_lp = o->json || o->n_logprobs >= 0;
+    int n_gen = 0;
+    hearth_detok dt = { 0 };
+    hearth_err err;
+    char buf[512];
+    while (o->n_predict < 0 || n_gen < o->n_predict) {
+        const float *logits = hearth_logits(r->ctx, last_row);
+        hearth_token t = hearth_sample(r->smp, logits, r->toks, r->n);
+        if (t < 0) {
+            if (!o->json) printf("\n");
+            fflush(stdout);
+            cli_fail("no token can be sampled: every token is masked out (by --logit-bias, --bias-text or --only-words-starting)");
+            return -1;
+        }
+        hearth_sampler_accept(r->smp, t);
+        if (hearth_token_is_eog(r->m, t)) break;
+        if (want_lp && report_logprobs(r->m, logits, r->n_vocab, t, &r->lp, o->json)) return -1;
+        if (!o->json) {
+            int k = hearth_detok_push(r->m, &dt, t, buf, sizeof buf);
+            fwrite(buf, 1, (size_t)k, stdout);
+            fflush(stdout);
+        }
+        r->toks[r->n++] = t;
+        n_gen++;
+        if (r->n >= r->cap) { fprintf(stderr, "\n[context full at %d tokens]", r->cap); break; }
+        hearth_batch b = { .n = 1, .tokens = &r->toks[r->n - 1] };
+        if (hearth_decode(r->ctx, &b, &err)) { cli_fail("%s", err.msg); return -1; }
+        last_row = 0;
+    }
+    if (!o->json) {
+        int k = hearth_detok_flush(&dt, buf, sizeof buf);
+        fwrite(buf, 1, (size_t)k, stdout);
+        printf("\n");
+    }
+    return n_gen;
+}
+
+static void run_free(run_state *r) {
+    free(r->lp.ids);
+    free(r->lp.lps);
+    pieces_free(&r->pieces);
+    free(r->toks);
+    hearth_sampler_free(r->smp);
+    hearth_ctx_free(r->ctx);
+    hearth_model_free(r->m);
+}
+
+static int run_model(run_state *r, const run_opts *o) {
+    hearth_model_info info;
+    hearth_model_get_info(r->m, &info);
+    r->n_vocab = info.n_vocab;
+    if (info.is_encoder)
+        return cli_fail("%s is an encoder (%s): it embeds text, it does not generate; use hearth embed", o->model_path, info.arch);
+    double prefill_ms = 0;
+    if (prefill_prompt(r, o, &prefill_ms) || setup_sampling(r, o)) return 1;
+    double t1 = now_ms();
+    int n_prompt = r->n, n_gen = generate(r, o, n_prompt - 1);
+    if (n_gen < 0) return 1;
+    double t2 = now_ms();
+    fprintf(stderr, "prefill %d tok, %.2f ms/tok · decode %d tok, %.2f ms/tok · ctx %d/%d\n", n_prompt,
+            prefill_ms / n_prompt, n_gen, n_gen ? (t2 - t1) / n_gen : 0.0, r->n, r->cap);
+    return 0;
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = "";
-    long n_predict = 128, threads = 0, n_ctx = 0, top_k = 40, seed = -1;
-    double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { run_usage(); return 0; }
-        else if (!v) return cli_fail("missing value for %s", a);
-        else if (!strcmp(a, "-m")) model_path = v;
-        else if (!strcmp(a, "-p")) prompt = v;
-        else if (!strcmp(a, "-n")) ok = cli_int(a, v, -1, 1 << 30, &n_predict);
-        else if (!strcmp(a, "--temp")) ok = cli_float(a, v, &temp);
-        else if (!strcmp(a, "--top-k")) ok = cli_int(a, v, 0, 1 << 30, &top_k);
-        else if (!strcmp(a, "--top-p")) ok = cli_float(a, v, &top_p);
-        else if (!strcmp(a, "--min-p")) ok = cli_float(a, v, &min_p);
-        else if (!strcmp(a, "--repeat-penalty")) ok = cli_float(a, v, &rep);
-        else if (!strcmp(a, "--seed")) ok = cli_int(a, v, 0, 0x7fffffffL, &seed);
-        else if (!strcmp(a, "-t")) ok = cli_int(a, v, 1, 256, &threads);
-        else if (!strcmp(a, "-c")) ok = cli_int(a, v, 1, 1 << 22, &n_ctx);
-        else return cli_fail("unknown option '%s' for run (see hearth run --help)", a);
-        if (!ok) return 1;
-        i++;
+    run_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc < 0) {
+        run_state r = { 0 };
+        r.m = cli_load_model(o.model_path ? o.model_path : cli_default_model());
+        rc = r.m ? run_model(&r, &o) : 1;
+        run_free(&r);
     }
-    hearth_model *m = cli_load_model(model_path ? model_path : cli_default_model());
-    if (!m) return 1;
-    hearth_model_info info;
-    hearth_model_get_info(m, &info);
-    int rc = 1;
-    hearth_ctx *ctx = NULL;
-    hearth_sampler *smp = NULL;
-    hearth_token *toks = NULL;
-    hearth_err err;
-    if (info.is_encoder) { cli_fail("%s is an encoder (%s): it embeds text, it does not generate; use hearth embed", model_path, info.arch); goto out; }
-    hearth_ctx_params cp = hearth_ctx_default_params();
-    cp.n_ctx = (int)n_ctx;
-    cp.n_threads = (int)threads;
-    if (hearth_ctx_new(m, &cp, &ctx, &err)) { cli_fail("%s", err.msg); goto out; }
-    int cap = hearth_ctx_n_ctx(ctx);
-    toks = malloc((size_t)cap * sizeof *toks);
-    if (!toks) { cli_fail("out of memory"); goto out; }
-    int n = hearth_tokenize(m, prompt, strlen(prompt), true, false, toks, cap, &err);
-    if (n < 0) { cli_fail("%s", err.msg); goto out; }
-    if (n == 0) { hearth_token bos = hearth_token_bos(m); if (bos < 0) { cli_fail("empty prompt and the model has no BOS token"); goto out; } toks[n++] = bos; }
-    if (n >= cap) { cli_fail("prompt is %d tokens, context is %d", n, cap); goto out; }
-
-    hearth_sampler_params sp = hearth_sampler_default_params();
-    sp.temperature = (float)temp; sp.top_k = (int)top_k; sp.top_p = (float)top_p; sp.min_p = (float)min_p;
-    sp.repeat_penalty = (float)rep;
-    sp.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) ^ (uint64_t)clock();
-    smp = hearth_sampler_new(&sp, info.n_vocab);
-    if (!smp) { cli_fail("out of memory"); goto out; }
-
-    double t0 = now_ms();
-    hearth_batch b = { .n = n, .tokens = toks };
-    if (hearth_decode(ctx, &b, &err)) { cli_fail("%s", err.msg); goto out; }
-    double t1 = now_ms();
-    int n_prompt = n, n_gen = 0;
-    hearth_detok dt = { 0 };
-    char buf[512];
-    while (n_predict < 0 || n_gen < n_predict) {
-        hearth_token t = hearth_sample(smp, hearth_logits(ctx, b.n - 1), toks, n);
-        hearth_sampler_accept(smp, t);
-        if (hearth_token_is_eog(m, t)) break;
-        int k = hearth_detok_push(m, &dt, t, buf, sizeof buf);
-        fwrite(buf, 1, (size_t)k, stdout);
-        fflush(stdout);
-        toks[n++] = t;
-        n_gen++;
-        if (n >= cap) { fprintf(stderr, "\n[context full at %d tokens]", cap); break; }
-        b = (hearth_batch){ .n = 1, .tokens = &toks[n - 1] };
-        if (hearth_decode(ctx, &b, &err)) { cli_fail("%s", err.msg); goto out; }
-    }
-    int k = hearth_detok_flush(&dt, buf, sizeof buf);
-    fwrite(buf, 1, (size_t)k, stdout);
-    printf("\n");
-    double t2 = now_ms();
-    fprintf(stderr, "prefill %d tok, %.2f ms/tok · decode %d tok, %.2f ms/tok · ctx %d/%d\n", n_prompt,
-            (t1 - t0) / n_prompt, n_gen, n_gen ? (t2 - t1) / n_gen : 0.0, n, cap);
-    rc = 0;
-out:
-    free(toks);
-    hearth_sampler_free(smp);
-    hearth_ctx_free(ctx);
-    hearth_model_free(m);
+    opts_free(&o);
     return rc;
 }
