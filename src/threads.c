@@ -8,6 +8,7 @@
 #include "threads.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -105,5 +106,9 @@ void pool_run(ht_pool *p, ht_job_fn fn, void *arg) {
         pthread_mutex_unlock(&p->mu);
     }
     fn(arg, 0, p->n);
-    while (atomic_load(&p->pending) > 0) cpu_relax();
+    /* spin while the others finish; yield if that takes long (an oversubscribed machine) */
+    for (int spins = 0; atomic_load(&p->pending) > 0; spins++) {
+        if (spins < SPIN_ITERS) cpu_relax();
+        else sched_yield();
+    }
 }
