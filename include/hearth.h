@@ -37,6 +37,10 @@ typedef struct {
     uint64_t file_bytes;
 } hearth_model_info;
 void hearth_model_get_info(const hearth_model *m, hearth_model_info *out);
+/* A string metadata value, e.g. "tokenizer.chat_template" (the model's Jinja chat template) or "general.name":
+ * copies it NUL-terminated into buf (at most cap - 1 bytes; buf may be NULL when cap is 0) and returns its full
+ * length, or -1 if the key is missing or not a string. */
+int hearth_model_meta_str(const hearth_model *m, const char *key, char *buf, size_t cap);
 
 /* ---- tokenizer ---- */
 /* Tokenize text into out (capacity cap). Returns the number of tokens, or -1 on error. If the result would

@@ -263,28 +263,36 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
 }
 
 /* ---- output head ---- */
-void ctx_output(hearth_ctx *c, const ht_ubatch *ub, const float *x) {
-    hearth_model *m = c->m;
-    int E = m->hp.n_embd, n = 0, first = -1;
-    for (int i = 0; i < ub->n; i++) {
-        if (!ub->want[i]) continue;
-        if (first < 0) first = c->row_out[ub->row0 + i];
-        memcpy(c->xb2 + (size_t)n * E, x + (size_t)i * E, (size_t)E * sizeof(float));
-        n++;
-    }
-    if (!n) return;
-    memcpy(c->out_hidden + (size_t)first * E, c->xb2, (size_t)n * E * sizeof(float));
-    const ht_tensor *W = m->output.data ? &m->output : &m->tok_embd;
-    if (!m->arch->encoder) matmul_bias(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
+/* Packs the rows of src ([ub->n][E]) the batch wants into dst, in order; returns their count. */
+static int gather_wanted(const ht_ubatch *ub, const float *src, float *dst, int E) {
+    int n = 0;
+    for (int i = 0; i < ub->n; i++)
+        if (ub->want[i]) memmove(dst + (size_t)n++ * E, src + (size_t)i * E, (size_t)E * sizeof(float));
+    return n;
 }
+
+void ctx_output_head(hearth_ctx *c, const ht_ubatch *ub, const float *hidden, const float *head) {
+    hearth_model *m = c->m;
+    int E = m->hp.n_embd, first = -1;
+    for (int i = 0; i < ub->n && first < 0; i++)
+        if (ub->want[i]) first = c->row_out[ub->row0 + i];
+    if (first < 0) return;
+    int n = gather_wanted(ub, hidden, c->out_hidden + (size_t)first * E, E);
+    if (!m->hp.logits || !head) return;
+    gather_wanted(ub, head, c->xb2, E);
+    const ht_tensor *W = m->output.data ? &m->output : &m->tok_embd;
+    matmul_bias(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
+}
+
+void ctx_output(hearth_ctx *c, const ht_ubatch *ub, const float *x) { ctx_output_head(c, ub, x, x); }
 
 /* ---- decode ---- */
 static int ensure_outputs(hearth_ctx *c, int n_out, hearth_err *err) {
     if (n_out <= c->n_out_cap) return 0;
     int cap = HT_MAX(n_out, 8);
     const ht_hparams *hp = &c->m->hp;
-    float *lg = c->m->arch->encoder ? NULL : realloc(c->out_logits, (size_t)cap * hp->n_vocab * sizeof(float));
-    if (!c->m->arch->encoder && !lg) return herr(err, "out of memory for %d rows of logits", n_out);
+    float *lg = hp->logits ? realloc(c->out_logits, (size_t)cap * hp->n_vocab * sizeof(float)) : NULL;
+    if (hp->logits && !lg) return herr(err, "out of memory for %d rows of logits", n_out);
     if (lg) c->out_logits = lg;
     float *hd = realloc(c->out_hidden, (size_t)cap * hp->n_embd * sizeof(float));
     if (!hd) return herr(err, "out of memory for %d output rows", n_out);
@@ -296,9 +304,15 @@ static int ensure_outputs(hearth_ctx *c, int n_out, hearth_err *err) {
 int hearth_decode(hearth_ctx *c, const hearth_batch *b, hearth_err *err) {
     const ht_hparams *hp = &c->m->hp;
     if (!b || b->n <= 0 || !b->tokens) return herr(err, "empty batch");
-    if (b->n > c->max_rows) return herr(err, "batch of %d tokens exceeds the context (%d)", b->n, c->max_rows);
+    if (b->n > c->max_rows) {
+        if (c->m->pos_embd.data && c->n_seq == 1 && b->n > c->m->pos_embd.ne[1])
+            return herr(err, "sequence of %d tokens passes the model's context length (%lld learned positions)", b->n,
+                        (long long)c->m->pos_embd.ne[1]);
+        return herr(err, "batch of %d tokens exceeds the context (%d)", b->n, c->max_rows);
+    }
     if (!hp->causal && b->n > c->n_batch)   /* bidirectional: every token must see the whole sequence at once */
-        return herr(err, "batch of %d tokens exceeds n_batch %d: an encoder evaluates a whole batch at once", b->n, c->n_batch);
+        return herr(err, "batch of %d tokens exceeds n_batch %d: an encoder sees its whole batch at once (raise n_batch)",
+                    b->n, c->n_batch);
     int32_t *pos = c->b_pos, *seq = c->b_seq;
     int8_t *want = c->b_want;
     int *next = c->seq_next;

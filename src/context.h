@@ -24,7 +24,11 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
                    float *out, float scale, int window);
 /* Bytes of KV cache layer il holds (both K and V, all sequences); il < 0: the whole cache. */
 size_t ctx_kv_bytes(const hearth_ctx *c, int il);
-/* For the rows the batch wants: keeps x (the final normed hidden state) and computes logits. */
+/* For the rows the batch wants: keeps x (the final normed hidden state) and, if the model has logits,
+ * computes them from x with the output matrix (or the tied embeddings) and output bias. */
 void ctx_output(hearth_ctx *c, const ht_ubatch *ub, const float *x);
+/* Same with the logits computed from `head` rows instead (a head transform applied to x, e.g. BERT's
+ * masked-LM dense + GELU + LayerNorm); head NULL: hidden states only. */
+void ctx_output_head(hearth_ctx *c, const ht_ubatch *ub, const float *hidden, const float *head);
 
 #endif

@@ -81,7 +81,11 @@ static int eval_rows(hearth_ctx *ctx, const golden_case *ref, bool token_by_toke
         if (hearth_decode(ctx, &b, err)) { free(want); return -1; }
         for (int i = 0; i < m; i++) {
             const float *row = ref->kind == GOLDEN_LOGITS ? hearth_logits(ctx, i) : hearth_hidden(ctx, i);
-            if (!row) { free(want); return herr(err, "no output for row %d", i0 + i); }
+            if (!row) {
+                free(want);
+                return ref->kind == GOLDEN_LOGITS ? herr(err, "no logits for row %d (an encoder without a language-model head?)", i0 + i)
+                                                  : herr(err, "no output for row %d", i0 + i);
+            }
             memcpy(values + (size_t)(i0 + i) * width, row, (size_t)width * sizeof(float));
         }
     }
@@ -104,7 +108,6 @@ int golden_eval(hearth_ctx *ctx, const golden_case *ref, bool token_by_token, go
     hearth_model_get_info(hearth_ctx_model(ctx), &info);
     int n = (int)ref->n_tokens, width = ref->kind == GOLDEN_LOGITS ? info.n_vocab : info.n_embd;
     if (n <= 0) return herr(err, "golden case has no tokens");
-    if (info.is_encoder && ref->kind == GOLDEN_LOGITS) return herr(err, "%s is an encoder: it has no logits", info.arch);
     if (info.is_encoder && token_by_token)
         return herr(err, "%s is an encoder: it sees whole sequences, so token-by-token evaluation does not apply", info.arch);
     out->n_tokens = ref->n_tokens;

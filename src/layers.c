@@ -65,7 +65,14 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
 static void activate(float *x, int n, int act) {
     if (act == ACT_SILU) for (int i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
     else if (act == ACT_GELU_TANH) op_gelu_tanh(x, n);
-    else op_gelu_erf(x, n);
+    else if (act == ACT_GELU_ERF) op_gelu_erf(x, n);
+}
+
+void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const ht_tensor *b, const float *in, float *out,
+                 int act) {
+    if (b) matmul_bias(c, W, b, in, ub->n, out);
+    else matmul(c, W, in, ub->n, out);
+    activate(out, ub->n * (int)W->ne[1], act);
 }
 
 void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {

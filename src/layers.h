@@ -8,7 +8,7 @@
 #include "context.h"
 
 enum { NORM_RMS = 0, NORM_LAYER = 1 };
-enum { ACT_SILU = 0, ACT_GELU_TANH = 1, ACT_GELU_ERF = 2 };
+enum { ACT_SILU = 0, ACT_GELU_TANH = 1, ACT_GELU_ERF = 2, ACT_NONE = 3 };
 
 /* out[i] = norm(in[i]) * w (+ b) for each of the n rows of width `width`. */
 void layer_norm_rows(const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w, const ht_tensor *b,
@@ -23,6 +23,9 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
 void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
 /* Plain FFN with biases: out = down(act(up(in) + b_up)) + b_down. */
 void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
+/* out = act(W·in + b) over the micro-batch (b may be absent): a dense layer, e.g. a head transform. */
+void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const ht_tensor *b, const float *in, float *out,
+                 int act);
 /* x += y over n rows of width. */
 void layer_residual(const ht_ubatch *ub, float *x, const float *y, int width);
 

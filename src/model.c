@@ -125,6 +125,7 @@ int model_common_hparams(hearth_model *m, hearth_err *err) {
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = 1.0f;
     hp->causal = true;
+    hp->logits = true;
     return 0;
 }
 
@@ -209,6 +210,17 @@ void hearth_model_get_info(const hearth_model *m, hearth_model_info *o) {
         o->weight_bytes += t->nbytes;
     }
     o->file_bytes = m->file_bytes;
+}
+
+int hearth_model_meta_str(const hearth_model *m, const char *key, char *buf, size_t cap) {
+    gguf_str s;
+    if (!m->gguf || !key || !gguf_get_str(m->gguf, key, &s) || s.n > INT32_MAX) return -1;
+    if (buf && cap) {
+        size_t n = HT_MIN((size_t)s.n, cap - 1);
+        memcpy(buf, s.p, n);
+        buf[n] = 0;
+    }
+    return (int)s.n;
 }
 
 /* ---- tokenizer entry points ---- */

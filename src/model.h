@@ -39,6 +39,7 @@ typedef struct {
     float attn_scale;         /* multiplies q·k; default 1/sqrt(head_dim) */
     float embd_scale;         /* multiplies token embeddings; default 1 */
     bool causal;
+    bool logits;              /* produces logits: decoders, and encoders with a language-model head */
     int pooling;
     int n_token_types;
 } ht_hparams;

@@ -10,7 +10,7 @@
 #include "golden.h"
 
 /* max |a - r| / std(r) over one case's values. */
-static double gc_rel_diff(const golden_case *ours, const golden_case *ref) {
+static inline double gc_rel_diff(const golden_case *ours, const golden_case *ref) {
     size_t n = (size_t)golden_rows(ref) * ref->n_out;
     double mean = 0, var = 0, mx = 0;
     for (size_t i = 0; i < n; i++) mean += ref->values[i];
@@ -24,14 +24,14 @@ static double gc_rel_diff(const golden_case *ours, const golden_case *ref) {
     return sd > 0 ? mx / sd : mx;
 }
 
-static int gc_argmax(const float *v, int n) {
+static inline int gc_argmax(const float *v, int n) {
     int b = 0;
     for (int i = 1; i < n; i++) if (v[i] > v[b]) b = i;
     return b;
 }
 
 /* Positions (rows) whose argmax agrees, and total rows. */
-static void gc_argmax_agree(const golden_case *ours, const golden_case *ref, int *agree, int *total) {
+static inline void gc_argmax_agree(const golden_case *ours, const golden_case *ref, int *agree, int *total) {
     for (uint32_t r = 0; r < golden_rows(ref); r++) {
         *agree += gc_argmax(ours->values + (size_t)r * ref->n_out, (int)ref->n_out) ==
                   gc_argmax(ref->values + (size_t)r * ref->n_out, (int)ref->n_out);
@@ -40,7 +40,7 @@ static void gc_argmax_agree(const golden_case *ours, const golden_case *ref, int
 }
 
 /* KL(softmax(p) || softmax(q)) for one row of logits, in double. */
-static double gc_kl_row(const float *p, const float *q, int n) {
+static inline double gc_kl_row(const float *p, const float *q, int n) {
     double mp = -INFINITY, mq = -INFINITY, sp = 0, sq = 0, kl = 0;
     for (int i = 0; i < n; i++) { if (p[i] > mp) mp = p[i]; if (q[i] > mq) mq = q[i]; }
     for (int i = 0; i < n; i++) { sp += exp(p[i] - mp); sq += exp(q[i] - mq); }
@@ -53,7 +53,7 @@ static double gc_kl_row(const float *p, const float *q, int n) {
 }
 
 /* Mean KL over every position of every case. */
-static double gc_mean_kl(const golden_file *p, const golden_file *q) {
+static inline double gc_mean_kl(const golden_file *p, const golden_file *q) {
     double sum = 0;
     long rows = 0;
     for (uint32_t c = 0; c < p->n_cases; c++)
