@@ -63,7 +63,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->hb2 = xcalloc(B * (size_t)hp->n_ff, sizeof(float), &fail);
     c->qact_row_cap = matmul_act_row_bytes((int64_t)wide);
     c->qact = xcalloc(B, c->qact_row_cap, &fail);
-    c->att_scores = xcalloc((size_t)c->n_threads * (size_t)c->n_ctx, sizeof(float), &fail);
+    c->att_scores = xcalloc((size_t)c->n_threads * 2 * (size_t)c->n_ctx, sizeof(float), &fail);   /* scores + gather */
     c->rope_cos = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
     c->rope_sin = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
     c->max_rows = c->n_ctx * c->n_seq;
@@ -190,58 +190,64 @@ typedef struct {
     const int *seq_end;      /* per sequence: cached length after this micro-batch */
 } att_job;
 
-static inline float kv_dot(const void *k, uint32_t type, const float *q, int n) {
-    float s = 0;
-    if (type == HT_F32) { const float *kf = k; for (int i = 0; i < n; i++) s += q[i] * kf[i]; }
-    else { const uint16_t *kh = k; for (int i = 0; i < n; i++) s += q[i] * fp16_to_f32(kh[i]); }
-    return s;
-}
-
-static inline void kv_axpy(float *out, const void *v, uint32_t type, float a, int n) {
-    if (type == HT_F32) { const float *vf = v; for (int i = 0; i < n; i++) out[i] += a * vf[i]; }
-    else { const uint16_t *vh = v; for (int i = 0; i < n; i++) out[i] += a * fp16_to_f32(vh[i]); }
+/* Attention's two products go through the tensor-type kernels: q·k is the F16 (or F32) weight dot with
+ * F32 activations, and V is cached transposed ([seq][kv head][dim][position]) so that softmax·V is, per
+ * output dimension, a dot product over contiguous positions. A ring buffer's range may wrap: then the
+ * positions are two contiguous segments. */
+static float dot_range(ht_vec_dot_fn dot, const uint8_t *row, size_t esz, int cap, int lo, int n, const float *p,
+                       uint8_t *tmp) {
+    int s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
+    if (n0 == n) return dot(n, row + (size_t)s0 * esz, p);
+    /* wrapped: gather in position order so the sum does not depend on where the ring wrapped */
+    memcpy(tmp, row + (size_t)s0 * esz, (size_t)n0 * esz);
+    memcpy(tmp + (size_t)n0 * esz, row, (size_t)(n - n0) * esz);
+    return dot(n, tmp, p);
 }
 
 static void attention_job(void *arg, int ith, int nth) {
     att_job *j = arg;
     hearth_ctx *c = j->c;
     const ht_hparams *hp = &c->m->hp;
-    int hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
+    int hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv, cap = j->L->cap;
     size_t esz = c->kv_type == HT_F32 ? 4 : 2;
-    size_t KD = (size_t)hp->n_head_kv * hd, VD = (size_t)hp->n_head_kv * hdv;
-    float *sc = c->att_scores + (size_t)ith * c->n_ctx;
+    size_t KD = (size_t)hp->n_head_kv * hd;
+    ht_vec_dot_fn dot = ht_get_traits(c->kv_type)->vec_dot;
+    float *sc = c->att_scores + (size_t)ith * 2 * c->n_ctx;
+    uint8_t *tmp = (uint8_t *)(sc + c->n_ctx);
     int total = j->ub->n * hp->n_head;
     for (int task = ith; task < total; task += nth) {
         int i = task / hp->n_head, h = task % hp->n_head, kvh = h / group;
         int s = j->ub->seq[i], p = j->ub->pos[i];
         int hi = j->causal ? p : j->seq_end[s] - 1;
-        int lo = 0;
-        if (j->window > 0) lo = HT_MAX(0, p - j->window + 1);
+        int lo = j->window > 0 ? HT_MAX(0, p - j->window + 1) : 0;
         const float *q = j->q + ((size_t)i * hp->n_head + h) * hd;
-        const uint8_t *kbase = (const uint8_t *)j->L->k + (size_t)s * j->L->cap * KD * esz;
-        const uint8_t *vbase = (const uint8_t *)j->L->v + (size_t)s * j->L->cap * VD * esz;
+        const uint8_t *kbase = (const uint8_t *)j->L->k + ((size_t)s * cap * KD + (size_t)kvh * hd) * esz;
+        const uint8_t *vbase = (const uint8_t *)j->L->v + (((size_t)s * hp->n_head_kv + kvh) * hdv) * cap * esz;
         int n = hi - lo + 1;
         float mx = -INFINITY;
         for (int t = 0; t < n; t++) {
-            int slot = (lo + t) % j->L->cap;
-            sc[t] = kv_dot(kbase + ((size_t)slot * KD + (size_t)kvh * hd) * esz, c->kv_type, q, hd) * j->scale;
+            sc[t] = dot(hd, kbase + (size_t)((lo + t) % cap) * KD * esz, q) * j->scale;
             if (sc[t] > mx) mx = sc[t];
         }
         double sum = 0;
         for (int t = 0; t < n; t++) { sc[t] = expf(sc[t] - mx); sum += sc[t]; }
         float inv = (float)(1.0 / sum);
+        for (int t = 0; t < n; t++) sc[t] *= inv;
         float *o = j->out + ((size_t)i * hp->n_head + h) * hdv;
-        memset(o, 0, (size_t)hdv * sizeof(float));
-        for (int t = 0; t < n; t++) {
-            int slot = (lo + t) % j->L->cap;
-            kv_axpy(o, vbase + ((size_t)slot * VD + (size_t)kvh * hdv) * esz, c->kv_type, sc[t] * inv, hdv);
-        }
+        for (int d = 0; d < hdv; d++) o[d] = dot_range(dot, vbase + (size_t)d * cap * esz, esz, cap, lo, n, sc, tmp);
     }
 }
 
 static void kv_store(void *dst, uint32_t type, const float *src, int n) {
     if (type == HT_F32) memcpy(dst, src, (size_t)n * sizeof(float));
     else { uint16_t *h = dst; for (int i = 0; i < n; i++) h[i] = f32_to_fp16(src[i]); }
+}
+
+/* V^T[s][kvh][d][slot] = v[kvh * hdv + d] */
+static void kv_store_v(ht_kv_layer *L, uint32_t type, int s, int slot, const float *v, int n_kv, int hdv) {
+    size_t base = (size_t)s * n_kv * hdv * L->cap + (size_t)slot;
+    if (type == HT_F32) { float *V = L->v; for (int e = 0; e < n_kv * hdv; e++) V[base + (size_t)e * L->cap] = v[e]; }
+    else { uint16_t *V = L->v; for (int e = 0; e < n_kv * hdv; e++) V[base + (size_t)e * L->cap] = f32_to_fp16(v[e]); }
 }
 
 void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,
@@ -254,7 +260,7 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
     for (int i = 0; i < ub->n; i++) {
         int s = ub->seq[i], slot = ub->pos[i] % L->cap;
         kv_store((uint8_t *)L->k + ((size_t)s * L->cap + slot) * KD * esz, c->kv_type, k + (size_t)i * KD, KD);
-        kv_store((uint8_t *)L->v + ((size_t)s * L->cap + slot) * VD * esz, c->kv_type, v + (size_t)i * VD, VD);
+        kv_store_v(L, c->kv_type, s, slot, v + (size_t)i * VD, hp->n_head_kv, hp->head_dim_v);
         if (ub->pos[i] + 1 > seq_end[s]) seq_end[s] = ub->pos[i] + 1;
     }
     att_job j = { .c = c, .ub = ub, .L = L, .q = q, .out = out, .scale = scale, .window = window,
