@@ -5,13 +5,15 @@
  * BPE one per byte via the GPT-2 byte map, otherwise one per UTF-8 character with HF's continuing-subword
  * prefix / end-of-word suffix and <0xNN> byte fallback — in a linked list; a binary min-heap of candidate
  * pairs keyed by (rank, position) applies the lowest-ranked merge first, skipping entries made stale by
- * earlier merges: O(n log n) per piece, as HF's Word::merge_all. With ignore_merges a piece that is
+ * earlier merges (the pair now at that position has another rank): O(n log n) per piece, as HF's
+ * Word::merge_all. With ignore_merges a piece that is
  * itself a token is emitted whole. Results of short pieces are cached for the duration of one encode call.
  * Pieces longer than BPE_CHUNK bytes are encoded in chunks so memory stays bounded on pathological input.
  *
  * The GGUF table maps tokenizer.ggml.pre names to llama.cpp's regex sequences (each regex splits the
  * pieces of the previous one, matches and gaps both kept), using the original Hugging Face patterns where
- * llama.cpp carries a std::regex-friendly rewrite. */
+ * llama.cpp carries a std::regex-friendly rewrite. Qwen vocabularies also get the NFC normalizer their
+ * tokenizer.json declares (llama.cpp skips it). */
 #include "tok_internal.h"
 
 #include <stdlib.h>
@@ -20,36 +22,74 @@
 
 int pairmap_init(ht_pairmap *m, size_t n) {
     uint64_t cap = 16;
-    while (cap < (uint64_t)n * 2) cap <<= 1;
-    m->keys = malloc(cap * sizeof(uint64_t));
-    m->rank = malloc(cap * sizeof(int32_t));
-    m->merged = malloc(cap * sizeof(int32_t));
-    if (!m->keys || !m->rank || !m->merged) return -1;
-    memset(m->keys, 0xFF, cap * sizeof(uint64_t));
+    while (cap < (uint64_t)n + n / 2) cap <<= 1;   /* load factor <= 2/3 */
+    m->slots = malloc(cap * sizeof *m->slots);
+    if (!m->slots) return -1;
+    memset(m->slots, 0xFF, cap * sizeof *m->slots);
     m->mask = cap - 1;
     return 0;
 }
 
 void pairmap_put(ht_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged) {
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    uint64_t i = (h ^ (h >> 29)) & m->mask;
+    uint64_t i = pair_hash(key) & m->mask;
     for (;;) {
-        if (m->keys[i] == key) return;   /* duplicate merge: the first (lowest rank) wins */
-        if (m->keys[i] == UINT64_MAX) { m->keys[i] = key; m->rank[i] = rank; m->merged[i] = merged; return; }
+        ht_pairslot *s = &m->slots[i];
+        if (s->key == key) return;   /* duplicate merge: the first (lowest rank) wins */
+        if (s->key == UINT64_MAX) { *s = (ht_pairslot){ key, rank, merged }; return; }
         i = (i + 1) & m->mask;
     }
 }
 
-void bpe_add_merge(ht_vocab *v, const char *a, size_t alen, const char *b, size_t blen, int32_t rank, ht_sbuf *tmp) {
-    int32_t ia = vocab_lookup(v, a, alen), ib = vocab_lookup(v, b, blen);
-    if (ia < 0 || ib < 0) return;
-    size_t skip = (v->cont_len && blen >= v->cont_len && !memcmp(b, v->cont_prefix, v->cont_len)) ? v->cont_len : 0;
-    tmp->n = 0;
-    if (!sbuf_put(tmp, a, alen) || !sbuf_put(tmp, b + skip, blen - skip)) return;
-    int32_t im = vocab_lookup(v, tmp->p, tmp->n);
-    if (im < 0) return;
-    pairmap_put(&v->merges, ia, ib, rank, im);
+#define MERGE_BATCH 32
+
+int bpe_add_merges(ht_vocab *v, const bpe_merge_in *in, size_t n) {
+    struct { uint64_t ha, hb, hm; uint32_t moff, ml; int32_t ia, ib, im; uint64_t key; } job[MERGE_BATCH];
+    ht_sbuf mbuf = {0};
+    for (size_t base = 0; base < n; base += MERGE_BATCH) {
+        size_t nb = HT_MIN((size_t)MERGE_BATCH, n - base);
+        mbuf.n = 0;
+        /* 1: hashes of both parts and of the merged text; prefetch their slots */
+        for (size_t k = 0; k < nb; k++) {
+            const bpe_merge_in *m = &in[base + k];
+            size_t skip = (v->cont_len && m->bl >= v->cont_len && !memcmp(m->b, v->cont_prefix, v->cont_len)) ? v->cont_len : 0;
+            job[k].moff = (uint32_t)mbuf.n;
+            if (!sbuf_put(&mbuf, m->a, m->al) || !sbuf_put(&mbuf, m->b + skip, m->bl - skip)) { free(mbuf.p); return -1; }
+            job[k].ml = (uint32_t)(mbuf.n - job[k].moff);
+            job[k].ha = tok_hash(m->a, m->al);
+            job[k].hb = tok_hash(m->b, m->bl);
+            __builtin_prefetch(&v->map.slots[job[k].ha & v->map.mask]);
+            __builtin_prefetch(&v->map.slots[job[k].hb & v->map.mask]);
+        }
+        for (size_t k = 0; k < nb; k++) {
+            job[k].hm = tok_hash(mbuf.p + job[k].moff, job[k].ml);
+            __builtin_prefetch(&v->map.slots[job[k].hm & v->map.mask]);
+        }
+        /* 1b: the slots are arriving; prefetch the token texts they point at */
+        for (size_t k = 0; k < nb; k++) {
+            const uint64_t hh[3] = { job[k].ha, job[k].hb, job[k].hm };
+            for (int q = 0; q < 3; q++) {
+                const ht_strslot *sl = &v->map.slots[hh[q] & v->map.mask];
+                if (sl->id1) __builtin_prefetch(v->tbuf + sl->off);
+            }
+        }
+        /* 2: resolve ids; prefetch the merge-map slot */
+        for (size_t k = 0; k < nb; k++) {
+            const bpe_merge_in *m = &in[base + k];
+            job[k].ia = vocab_lookup_h(v, m->a, m->al, job[k].ha);
+            job[k].ib = job[k].ia < 0 ? -1 : vocab_lookup_h(v, m->b, m->bl, job[k].hb);
+            job[k].im = job[k].ib < 0 ? -1 : vocab_lookup_h(v, mbuf.p + job[k].moff, job[k].ml, job[k].hm);
+            if (job[k].im >= 0) {
+                job[k].key = (uint64_t)(uint32_t)job[k].ia << 32 | (uint32_t)job[k].ib;
+                __builtin_prefetch(&v->merges.slots[pair_hash(job[k].key) & v->merges.mask], 1);
+            }
+        }
+        /* 3: insert */
+        for (size_t k = 0; k < nb; k++)
+            if (job[k].im >= 0) pairmap_put(&v->merges, job[k].ia, job[k].ib, (int32_t)(base + k), job[k].im);
+    }
+    free(mbuf.p);
+    return 0;
 }
 
 /* ---------------- GGUF pre-tokenizers ---------------- */
@@ -85,7 +125,21 @@ static const pre_def PRE_DEFS[] = {
     { "dbrx|smaug-bpe", 0, { RE_LLAMA3 } },
     { "glm4|chatglm-bpe", PF_NO_BOS, { RE_LLAMA3 } },
     { "deepseek-llm", 0, { "[\\r\\n]",
-      "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+      "\\s?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{293}"
+      "\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}\\x{388}-\\x{38A}"
+      "\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}\\x{48A}-\\x{52F}\\x{531}-\\x{556}"
+      "\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}"
+      "\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}"
+      "\\x{1F20}-\\x{1F45}\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-"
+      "\\x{1F7D}\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}"
+      "\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}\\x{1FF6}-\\x{1FFC}"
+      "\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}\\x{2124}\\x{2126}\\x{2128}"
+      "\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}"
+      "\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}"
+      "\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}"
+      "\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}"
+      "\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-"
+      "\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+",
       "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
       "\\s+$", RE_CJK, "\\p{N}+" } },
     { "deepseek-coder", 0, { "[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}" } },
@@ -157,35 +211,35 @@ int bpe_setup_pre(ht_vocab *v, const char *pre, size_t pre_len, hearth_err *err)
 /* ---------------- encoding ---------------- */
 
 #define BPE_CHUNK (1u << 20)
-#define CACHE_MAX_PIECE 64
 #define CACHE_MAX_ENTRIES (1u << 20)
 
-static bool heap_push(tok_ws *w, bpe_ent e) {
+/* The heap holds keys rank << 32 | left symbol: the lowest rank first, then the leftmost position. */
+static bool heap_push(tok_ws *w, uint64_t key) {
     if (w->n_heap == w->cap_heap) {
         size_t nc = w->cap_heap ? w->cap_heap * 2 : 256;
-        bpe_ent *p = realloc(w->heap, nc * sizeof *p);
+        uint64_t *p = realloc(w->heap, nc * sizeof *p);
         if (!p) return false;
         w->heap = p; w->cap_heap = nc;
     }
     size_t i = w->n_heap++;
     while (i > 0) {
         size_t par = (i - 1) / 2;
-        if (w->heap[par].key <= e.key) break;
+        if (w->heap[par] <= key) break;
         w->heap[i] = w->heap[par];
         i = par;
     }
-    w->heap[i] = e;
+    w->heap[i] = key;
     return true;
 }
 
-static bpe_ent heap_pop(tok_ws *w) {
-    bpe_ent top = w->heap[0], last = w->heap[--w->n_heap];
+static uint64_t heap_pop(tok_ws *w) {
+    uint64_t top = w->heap[0], last = w->heap[--w->n_heap];
     size_t i = 0, n = w->n_heap;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && w->heap[c + 1].key < w->heap[c].key) c++;
-        if (w->heap[c].key >= last.key) break;
+        if (c + 1 < n && w->heap[c + 1] < w->heap[c]) c++;
+        if (w->heap[c] >= last) break;
         w->heap[i] = w->heap[c];
         i = c;
     }
@@ -193,11 +247,18 @@ static bpe_ent heap_pop(tok_ws *w) {
     return top;
 }
 
+/* Starts loading the merge-map slot of the pair at (a, b): lookups are bound by memory latency. */
+static inline void prefetch_pair(const ht_vocab *v, const tok_ws *w, int32_t a, int32_t b) {
+    if (a < 0 || b < 0) return;
+    uint64_t key = (uint64_t)(uint32_t)w->sym[a].id << 32 | (uint32_t)w->sym[b].id;
+    __builtin_prefetch(&v->merges.slots[pair_hash(key) & v->merges.mask]);
+}
+
 static bool try_pair(const ht_vocab *v, tok_ws *w, int32_t a, int32_t b) {
     if (a < 0 || b < 0) return true;
     int32_t la = w->sym[a].id, lb = w->sym[b].id, rank, merged;
     if (la < 0 || lb < 0 || !pairmap_get(&v->merges, la, lb, &rank, &merged)) return true;
-    return heap_push(w, (bpe_ent){ (uint64_t)(uint32_t)rank << 32 | (uint32_t)a, la, lb, merged, 0 });
+    return heap_push(w, (uint64_t)(uint32_t)rank << 32 | (uint32_t)a);
 }
 
 static bool sym_reserve(tok_ws *w, size_t n) {
@@ -275,19 +336,28 @@ static int bpe_chunk(const ht_vocab *v, const char *s, size_t n, tok_ws *w, ht_i
     if (!m) return 0;
     w->sym[m - 1].next = -1;
     w->n_heap = 0;
-    for (size_t i = 0; i + 1 < m; i++) if (!try_pair(v, w, (int32_t)i, (int32_t)i + 1)) return -1;
+    for (size_t i = 0; i + 1 < m; i++) {
+        if (i + 8 + 1 < m) prefetch_pair(v, w, (int32_t)i + 8, (int32_t)i + 9);
+        else if (i == 0) for (size_t j = 0; j + 1 < m && j < 8; j++) prefetch_pair(v, w, (int32_t)j, (int32_t)j + 1);
+        if (!try_pair(v, w, (int32_t)i, (int32_t)i + 1)) return -1;
+    }
     while (w->n_heap) {
-        bpe_ent e = heap_pop(w);
-        int32_t a = (int32_t)(uint32_t)e.key;
+        /* an entry is stale when its pair has changed since it was pushed: the pair now at that position
+         * has another rank (ranks identify merges), or there is no pair there any more */
+        uint64_t key = heap_pop(w);
+        int32_t a = (int32_t)(uint32_t)key, rank, merged;
         bpe_sym *L = &w->sym[a];
-        if (L->id != e.lid || L->next < 0) continue;
+        if (L->id < 0 || L->next < 0) continue;
         int32_t b = L->next;
         bpe_sym *R = &w->sym[b];
-        if (R->id != e.rid) continue;
-        L->id = e.merged;
+        if (R->id < 0 || !pairmap_get(&v->merges, L->id, R->id, &rank, &merged) || (uint32_t)rank != (uint32_t)(key >> 32))
+            continue;
+        L->id = merged;
         L->next = R->next;
         if (R->next >= 0) w->sym[R->next].prev = a;
         R->id = -2;
+        prefetch_pair(v, w, L->prev, a);
+        prefetch_pair(v, w, a, L->next);
         if (!try_pair(v, w, L->prev, a) || !try_pair(v, w, a, L->next)) return -1;
     }
     bool prev_unk = false;
@@ -336,39 +406,50 @@ static bool cache_grow(bpe_cache *c) {
     return true;
 }
 
-int bpe_encode_piece(const ht_vocab *v, const char *s, size_t n, tok_ws *w, ht_ivec *out) {
-    if (n > CACHE_MAX_PIECE) return bpe_word(v, s, n, w, out);
+bool piece_cache_get(tok_ws *w, const char *s, size_t n, ht_ivec *out) {
     bpe_cache *c = &w->cache;
-    uint64_t h = tok_hash(s, n), tag = h >> 32 << 32;
-    if (c->slots) {
-        for (uint64_t i = h & c->mask;; i = (i + 1) & c->mask) {
-            uint64_t e = c->slots[i];
-            if (!e) break;
-            if ((e >> 32 << 32) != tag) continue;
-            const uint32_t *en = &c->ent[4 * ((uint32_t)e - 1)];
-            if (en[1] == n && !memcmp(c->text.p + en[0], s, n)) {
-                for (uint32_t k = 0; k < en[3]; k++) if (!ivec_push(out, c->ids.v[en[2] + k])) return -1;
-                return 0;
-            }
+    if (!c->slots) return false;
+    uint64_t h = tok_hash(s, n);
+    uint32_t tag = (uint32_t)(h >> 32);
+    for (uint64_t i = h & c->mask;; i = (i + 1) & c->mask) {
+        uint64_t e = c->slots[i];
+        if (!e) return false;
+        if ((uint32_t)(e >> 32) != tag) continue;
+        const uint32_t *en = &c->ent[4 * ((uint32_t)e - 1)];
+        if (en[1] == n && !memcmp(c->text.p + en[0], s, n)) {
+            for (uint32_t k = 0; k < en[3]; k++) if (!ivec_push(out, c->ids.v[en[2] + k])) return false;
+            return true;
         }
     }
-    size_t first = out->n;
-    if (bpe_word(v, s, n, w, out)) return -1;
-    if (c->n_ent >= CACHE_MAX_ENTRIES) return 0;
-    if ((!c->slots || (c->n_ent + 1) * 2 > c->mask + 1) && !cache_grow(c)) return 0;
+}
+
+/* Best effort: a full cache or a failed allocation just means no caching. */
+void piece_cache_put(tok_ws *w, const char *s, size_t n, const int32_t *ids, size_t k) {
+    bpe_cache *c = &w->cache;
+    if (c->n_ent >= CACHE_MAX_ENTRIES || c->text.n + n > UINT32_MAX / 2 || c->ids.n + k > UINT32_MAX / 2) return;
+    if ((!c->slots || (c->n_ent + 1) * 2 > c->mask + 1) && !cache_grow(c)) return;
     if (c->n_ent == c->cap_ent) {
         size_t nc = c->cap_ent ? c->cap_ent * 2 : 1024;
         uint32_t *p = realloc(c->ent, nc * 4 * sizeof *p);
-        if (!p) return 0;
+        if (!p) return;
         c->ent = p; c->cap_ent = nc;
     }
+    size_t t0 = c->text.n, i0 = c->ids.n;
+    if (!sbuf_put(&c->text, s, n)) return;
+    for (size_t j = 0; j < k; j++) if (!ivec_push(&c->ids, ids[j])) { c->ids.n = i0; c->text.n = t0; return; }
     uint32_t *en = &c->ent[4 * c->n_ent];
-    en[0] = (uint32_t)c->text.n; en[1] = (uint32_t)n; en[2] = (uint32_t)c->ids.n; en[3] = (uint32_t)(out->n - first);
-    if (c->text.n + n > UINT32_MAX / 2 || !sbuf_put(&c->text, s, n)) return 0;
-    for (size_t k = first; k < out->n; k++) if (!ivec_push(&c->ids, out->v[k])) { c->ids.n = en[2]; c->text.n = en[0]; return 0; }
-    uint64_t i = h & c->mask;
+    en[0] = (uint32_t)t0; en[1] = (uint32_t)n; en[2] = (uint32_t)i0; en[3] = (uint32_t)k;
+    uint64_t h = tok_hash(s, n), i = h & c->mask;
     while (c->slots[i]) i = (i + 1) & c->mask;
-    c->slots[i] = tag | (uint64_t)(++c->n_ent);
+    c->slots[i] = (h >> 32 << 32) | (uint64_t)(++c->n_ent);
+}
+
+int bpe_encode_piece(const ht_vocab *v, const char *s, size_t n, tok_ws *w, ht_ivec *out) {
+    if (n > CACHE_MAX_PIECE) return bpe_word(v, s, n, w, out);
+    if (piece_cache_get(w, s, n, out)) return 0;
+    size_t first = out->n;
+    if (bpe_word(v, s, n, w, out)) return -1;
+    if (out->n > first) piece_cache_put(w, s, n, out->v + first, out->n - first);
     return 0;
 }
 

@@ -7,7 +7,8 @@
  * the BPE model), Metaspace, BERT, Whitespace, WhitespaceSplit, Digits and Punctuation. Regexes are PCRE2 in
  * UTF + UCP mode with JIT and PCRE2_MATCH_INVALID_UTF, so invalid UTF-8 never matches and simply ends up
  * in the gaps between matches, which are pieces too; no input can make a step fail except running out of
- * memory. Invalid UTF-8 passes through every normalizer unchanged. */
+ * memory. Invalid UTF-8 passes through the normalizers unchanged, except BERT's, whose clean-up drops it
+ * (as it drops U+FFFD). */
 #include "tok_internal.h"
 
 #include <stdlib.h>
@@ -66,51 +67,10 @@ int uc_lower(uint32_t c, uint32_t out[3]) {
 
 /* ---------------- regex ---------------- */
 
-/* Oniguruma's \s (used by HF) is the White_Space property, which includes U+0085; PCRE2's UCP \s does not.
- * Rewrites \s -> [\s\x{85}] (inside a class: \s\x{85}) and \S -> [^\s\x{85}] outside classes. */
-static char *rewrite_space_classes(const char *pat, size_t len, size_t *out_len) {
-    char *o = malloc(len * 12 + 1);
-    if (!o) return NULL;
-    size_t k = 0;
-    bool in_class = false;
-    for (size_t i = 0; i < len; i++) {
-        char c = pat[i];
-        if (c == '\\' && i + 1 < len) {
-            char d = pat[i + 1];
-            if (d == 's') {
-                const char *r = in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
-                memcpy(o + k, r, strlen(r)); k += strlen(r);
-            } else if (d == 'S' && !in_class) {
-                memcpy(o + k, "[^\\s\\x{85}]", 11); k += 11;
-            } else { o[k++] = c; o[k++] = d; }
-            i++;
-            continue;
-        }
-        if (!in_class && c == '[') {
-            in_class = true;
-            o[k++] = c;
-            if (i + 1 < len && pat[i + 1] == '^') { o[k++] = '^'; i++; }
-            if (i + 1 < len && pat[i + 1] == ']') { o[k++] = ']'; i++; }
-            continue;
-        }
-        if (in_class && c == '[' && i + 1 < len && pat[i + 1] == ':') {   /* POSIX class [:name:] */
-            size_t j = i + 2;
-            while (j + 1 < len && !(pat[j] == ':' && pat[j + 1] == ']')) j++;
-            if (j + 1 < len) { memcpy(o + k, pat + i, j + 2 - i); k += j + 2 - i; i = j + 1; continue; }
-        }
-        if (in_class && c == ']') in_class = false;
-        o[k++] = c;
-    }
-    o[k] = 0;
-    *out_len = k;
-    return o;
-}
-
 static pcre2_code *compile_raw(const char *pat, size_t len, uint32_t extra, hearth_err *err) {
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | extra,
-                                   &ec, &eo, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | extra, &ec, &eo, NULL);
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof msg);
@@ -121,14 +81,7 @@ static pcre2_code *compile_raw(const char *pat, size_t len, uint32_t extra, hear
     return re;
 }
 
-pcre2_code *regex_compile(const char *pat, size_t len, hearth_err *err) {
-    size_t n;
-    char *p = rewrite_space_classes(pat, len, &n);
-    if (!p) { herr(err, "out of memory"); return NULL; }
-    pcre2_code *re = compile_raw(p, n, 0, err);
-    free(p);
-    return re;
-}
+pcre2_code *regex_compile(const char *pat, size_t len, hearth_err *err) { return compile_raw(pat, len, PCRE2_UCP, err); }
 
 pcre2_code *regex_compile_literal(const char *s, size_t len, hearth_err *err) {
     return compile_raw(s, len, PCRE2_LITERAL, err);
@@ -157,10 +110,17 @@ static int rx_ready(rx_ctx *rx) {
     if (rx->md) return 0;
     rx->md = pcre2_match_data_create(1, NULL);
     rx->mc = pcre2_match_context_create(NULL);
-    rx->js = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
-    if (!rx->md || !rx->mc || !rx->js) { rx_free(rx); return -1; }
-    pcre2_jit_stack_assign(rx->mc, NULL, rx->js);
+    if (!rx->md || !rx->mc) { rx_free(rx); return -1; }
     return 0;
+}
+
+/* JIT matching runs on a 32 KiB stack by default; a pattern that needs more (deep group repetition on a long
+ * piece) gets an 8 MiB one, created only then. */
+static bool rx_grow_stack(rx_ctx *rx) {
+    if (rx->js) return false;
+    if (!(rx->js = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL))) return false;
+    pcre2_jit_stack_assign(rx->mc, NULL, rx->js);
+    return true;
 }
 
 void rx_free(rx_ctx *rx) {
@@ -176,6 +136,7 @@ static int regex_each(const pcre2_code *re, const char *buf, size_t off, size_t 
     size_t pos = 0;
     while (pos <= len) {
         int r = pcre2_match(re, subj, len, pos, 0, rx->md, rx->mc);
+        if (r == PCRE2_ERROR_JIT_STACKLIMIT && rx_grow_stack(rx)) continue;
         if (r < 0) break;
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(rx->md);
         size_t ms = ov[0], me = ov[1];
@@ -271,30 +232,36 @@ int regex_split(const pcre2_code *re, const char *buf, size_t off, size_t len, i
 
 /* ---------------- normalizers ---------------- */
 
-/* Applies a utf8proc normalization to each valid UTF-8 run of s; invalid bytes are copied unchanged. */
+/* Applies a utf8proc normalization (NFC/NFD/NFKC/NFKD) to s. ASCII is unchanged by all four and an ASCII
+ * character followed by another ASCII character never combines with anything, so only the stretches around
+ * non-ASCII text go through utf8proc (each with the ASCII character before it, which a combining mark may
+ * attach to). Invalid bytes are copied unchanged and end a stretch. */
 static int norm_utf8proc(const char *s, size_t n, int opts, ht_sbuf *out) {
+    const uint8_t *u = (const uint8_t *)s;
     size_t i = 0;
     while (i < n) {
         size_t j = i;
-        bool ascii = true;
-        while (j < n) {
-            int l = utf8_valid_len((const uint8_t *)s + j, n - j);
-            if (!l) break;
-            if (l > 1) ascii = false;
-            j += (size_t)l;
-        }
-        if (j > i) {
-            if (ascii) { if (!sbuf_put(out, s + i, j - i)) return -1; }
-            else {
-                utf8proc_uint8_t *r = NULL;
-                utf8proc_ssize_t rl = utf8proc_map((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(j - i), &r,
-                                                   (utf8proc_option_t)opts);
-                if (rl < 0) { if (!sbuf_put(out, s + i, j - i)) return -1; }
-                else { bool ok = sbuf_put(out, r, (size_t)rl); free(r); if (!ok) return -1; }
-            }
-        }
-        if (j < n) { if (!sbuf_put(out, s + j, 1)) return -1; j++; }
+        while (j < n && u[j] < 0x80 && (j + 1 == n || u[j + 1] < 0x80)) j++;
+        if (j > i && !sbuf_put(out, s + i, j - i)) return -1;
         i = j;
+        if (i == n) break;
+        size_t k = i;
+        while (k < n && !(u[k] < 0x80 && (k + 1 == n || u[k + 1] < 0x80))) {
+            int l = utf8_valid_len(u + k, n - k);
+            if (!l) break;
+            k += (size_t)l;
+        }
+        if (k > i) {
+            utf8proc_uint8_t *r = NULL;
+            utf8proc_ssize_t rl = utf8proc_map(u + i, (utf8proc_ssize_t)(k - i), &r, (utf8proc_option_t)opts);
+            bool ok = rl < 0 ? sbuf_put(out, s + i, k - i) : sbuf_put(out, r, (size_t)rl);
+            free(r);
+            if (!ok) return -1;
+        } else {   /* an invalid byte */
+            if (!sbuf_put(out, s + k, 1)) return -1;
+            k++;
+        }
+        i = k;
     }
     return 0;
 }
@@ -303,7 +270,19 @@ static bool put_cp(ht_sbuf *o, uint32_t cp) { char t[4]; return sbuf_put(o, t, (
 
 /* Per-character rewrite; invalid bytes are copied unchanged. */
 static int norm_chars(const ht_norm *nm, const char *s, size_t n, ht_sbuf *out) {
+    bool lower = nm->type == NS_LOWER || (nm->type == NS_BERT && nm->lower);
     for (size_t i = 0; i < n;) {
+        uint8_t c = (uint8_t)s[i];
+        if (c < 0x80 && nm->type != NS_STRIP_ACCENTS) {   /* ASCII fast path: the same rules, no lookups */
+            i++;
+            if (nm->type == NS_BERT && nm->clean) {
+                if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+                else if (c < 32 || c == 127) continue;   /* NUL and the other controls are dropped */
+            }
+            if (lower && c >= 'A' && c <= 'Z') c = (uint8_t)(c + 32);
+            if (!sbuf_put(out, &c, 1)) return -1;
+            continue;
+        }
         uint32_t cp;
         int vl = utf8_valid_len((const uint8_t *)s + i, n - i);
         int l = utf8_decode((const uint8_t *)s + i, n - i, &cp);
@@ -534,7 +513,7 @@ int pipe_pretokenize(const ht_pipeline *p, bool is_first, tok_ws *ws, hearth_err
         tmp.n = 0;
         if (st->type == PS_BYTELEVEL || st->type == PS_METASPACE) {
             if ((st->type == PS_BYTELEVEL && st->add_prefix_space) || st->type == PS_METASPACE) {
-                if (rewrite_pieces(st, buf, out, is_first, &tmp)) { rc = -1; break; }
+                if (rewrite_pieces(st, buf, out, is_first, &tmp)) { rc = -1; continue; }   /* ends the loop */
                 ht_spans t = *out; *out = tmp; tmp = t;
                 tmp.n = 0;
             }

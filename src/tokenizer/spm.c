@@ -5,8 +5,10 @@
  * max-heap keyed by that token's score (ties: leftmost first). Popping the best pair merges it, skipping
  * pairs made stale by earlier merges, and offers the two new neighbour pairs: O(n log n). Each final symbol
  * is its token, or, when it is not in the vocabulary, its bytes as <0xNN> tokens (byte fallback), or <unk>.
- * Very long inputs are processed in chunks cut just before a "▁" that follows a non-"▁" character, a point
- * where SentencePiece pieces do not cross, so memory stays bounded on pathological input. */
+ * When no mergeable token contains "▁" right after another character (true of SentencePiece vocabularies;
+ * checked at load), the text is cut before every such "▁" — exactly, since no merge can span the cut — and
+ * the words are encoded separately with a per-call cache. Otherwise the text is one sequence, cut only
+ * every 1 MiB (preferably at such a point) so memory stays bounded on pathological input. */
 #include "tok_internal.h"
 
 #include <stdlib.h>
@@ -111,26 +113,41 @@ static int spm_encode_chunk(const ht_vocab *v, const char *s, size_t n, spm_work
 }
 
 #define SPM_CHUNK (1u << 20)
+#define SPACE "\xe2\x96\x81"
 
-int spm_encode(const ht_vocab *v, const char *s, size_t n, ht_ivec *out) {
+/* A "▁" at i that follows another character: a point no mergeable token spans when spm_word_split. */
+static bool word_start(const char *s, size_t i) {
+    return !memcmp(s + i, SPACE, 3) && i >= 1 && !(i >= 3 && !memcmp(s + i - 3, SPACE, 3));
+}
+
+static int encode_word(const ht_vocab *v, const char *s, size_t n, spm_work *w, tok_ws *ws, ht_ivec *out) {
+    if (n > CACHE_MAX_PIECE) return spm_encode_chunk(v, s, n, w, out);
+    if (piece_cache_get(ws, s, n, out)) return 0;
+    size_t first = out->n;
+    if (spm_encode_chunk(v, s, n, w, out)) return -1;
+    if (out->n > first) piece_cache_put(ws, s, n, out->v + first, out->n - first);
+    return 0;
+}
+
+int spm_encode(const ht_vocab *v, const char *s, size_t n, tok_ws *ws, ht_ivec *out) {
     spm_work w = {0};
     int rc = 0;
     size_t start = 0;
     while (start < n && !rc) {
         size_t end = n;
-        if (n - start > SPM_CHUNK) {
+        if (v->spm_word_split) {   /* exact: cut before every word-initial "▁" (and at most every SPM_CHUNK bytes) */
+            size_t lim = HT_MIN(n, start + SPM_CHUNK);
+            for (end = start + 1; end + 3 <= lim && !word_start(s, end); end++) {}
+            if (end + 3 > lim) end = lim;
+        } else if (n - start > SPM_CHUNK) {
             /* cut before a "▁" that follows something else, searching back from the chunk limit */
-            size_t lim = start + SPM_CHUNK, cut = 0;
-            for (size_t i = lim; i > start + 3; i--) {
-                if (!memcmp(s + i, "\xe2\x96\x81", 3) && memcmp(s + i - 3, "\xe2\x96\x81", 3)) { cut = i; break; }
-            }
-            if (!cut) {   /* no such point: cut at a character boundary */
-                cut = lim;
-                while (cut > start + 1 && ((uint8_t)s[cut] & 0xC0) == 0x80) cut--;
-            }
-            end = cut;
+            size_t lim = start + SPM_CHUNK;
+            end = 0;
+            for (size_t i = HT_MIN(lim, n - 3); i > start + 3 && !end; i--) if (word_start(s, i)) end = i;
+            if (!end) end = lim;
         }
-        rc = spm_encode_chunk(v, s + start, end - start, &w, out);
+        while (end < n && end > start + 1 && ((uint8_t)s[end] & 0xC0) == 0x80) end--;   /* character boundary */
+        rc = encode_word(v, s + start, end - start, &w, ws, out);
         start = end;
     }
     free(w.sym); free(w.heap);

@@ -36,6 +36,12 @@ static inline uint64_t tok_hash(const void *data, size_t n) {
     return h;
 }
 
+static inline uint64_t pair_hash(uint64_t x) {   /* splitmix64 finalizer */
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27; x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 /* ---- UTF-8 ---- */
 /* Length of the valid UTF-8 character at s (n bytes available), or 0 if the bytes there are not one. */
 static inline int utf8_valid_len(const uint8_t *s, size_t n) {
@@ -85,24 +91,26 @@ uint32_t bytelevel_cp(uint8_t b);
 int bytelevel_byte(uint32_t cp);   /* -1 if cp is not in the map */
 
 /* ---- the text -> id map ---- */
+typedef struct { uint32_t tag, id1, off, len; } ht_strslot;   /* id1 = id + 1, 0 = empty slot */
 typedef struct {
-    uint64_t *slots;   /* 0 = empty, else (hash >> 32) << 32 | (id + 1) */
+    ht_strslot *slots;
     uint64_t mask;
 } ht_strmap;
 
 /* ---- (id, id) -> (rank, merged id) map for BPE ---- */
+typedef struct { uint64_t key; int32_t rank, merged; } ht_pairslot;   /* key (uint64)left << 32 | right; UINT64_MAX = empty */
 typedef struct {
-    uint64_t *keys;    /* (uint64)left << 32 | right, UINT64_MAX = empty */
-    int32_t *rank, *merged;
+    ht_pairslot *slots;
     uint64_t mask;
 } ht_pairmap;
 
-/* ---- special tokens: found in text before the model runs ---- */
+/* ---- special tokens: found in text before the model runs, via a byte trie (first-child / next-sibling) ---- */
+typedef struct { int32_t child, sibling, id; uint8_t byte; } ht_trie_node;
 typedef struct {
-    int32_t *ids;        /* bucketed by first byte; longest first inside a bucket */
-    uint32_t start[257];
-    uint8_t first2[8192];   /* bitmap over the first two bytes */
-    int n;
+    ht_trie_node *nodes;
+    int32_t n_nodes, cap_nodes;
+    int32_t root[256];   /* node of each first byte, -1 if none */
+    int n;               /* tokens in the trie */
 } ht_special;
 
 /* ---- pipeline ---- */
@@ -159,6 +167,8 @@ struct ht_vocab {
     ht_special sp_all, sp_user;
     ht_pipeline pipe;
     int dec;
+    /* SPM: no mergeable token has "▁" after another character, so text can be cut before such a "▁" */
+    bool spm_word_split;
     /* BPE */
     ht_pairmap merges;
     bool byte_level, byte_fallback, ignore_merges, fuse_unk;
@@ -173,6 +183,7 @@ struct ht_vocab {
 ht_vocab *vocab_alloc(void);
 int  vocab_set_tokens(ht_vocab *v, int n, const gguf_str *texts, hearth_err *err);   /* builds texts + map */
 int32_t vocab_lookup(const ht_vocab *v, const char *s, size_t n);
+int32_t vocab_lookup_h(const ht_vocab *v, const char *s, size_t n, uint64_t h);   /* h = tok_hash(s, n) */
 int  vocab_finish(ht_vocab *v, hearth_err *err);    /* special sets, byte ids, eog: after types are known */
 bool vocab_add_eog(ht_vocab *v, int32_t id);
 static inline const char *vtext(const ht_vocab *v, int32_t id) { return v->tbuf + v->toff[id]; }
@@ -184,7 +195,6 @@ bool spans_push(ht_spans *a, size_t off, size_t len);
 typedef struct { pcre2_match_data *md; pcre2_match_context *mc; pcre2_jit_stack *js; } rx_ctx;
 void rx_free(rx_ctx *rx);
 typedef struct { int32_t id, prev, next; } bpe_sym;
-typedef struct { uint64_t key; int32_t lid, rid, merged, pad; } bpe_ent;   /* key = rank << 32 | left symbol */
 typedef struct {
     uint64_t *slots;   /* 0 = empty, else hash tag << 32 | entry + 1 */
     uint64_t mask;
@@ -198,7 +208,7 @@ typedef struct {
     ht_sbuf buf, buf2, tmp;
     ht_spans spans, spans2;
     bpe_sym *sym; size_t cap_sym;
-    bpe_ent *heap; size_t n_heap, cap_heap;
+    uint64_t *heap; size_t n_heap, cap_heap;   /* BPE candidate merges: rank << 32 | left symbol */
     bpe_cache cache;
 } tok_ws;
 void ws_free(tok_ws *ws);
@@ -211,7 +221,7 @@ int  pipe_normalize(const ht_pipeline *p, const char *s, size_t n, tok_ws *ws);
 int  pipe_pretokenize(const ht_pipeline *p, bool is_first, tok_ws *ws, hearth_err *err);
 int  pre_bytelevel(ht_pre *st, bool add_prefix_space, bool use_regex, hearth_err *err);
 void pipe_free(ht_pipeline *p);
-/* Compiles a regex (PCRE2, UTF + UCP, JIT); \s also matches U+0085 as in Oniguruma. */
+/* Compiles a regex (PCRE2, UTF + UCP, JIT; invalid UTF-8 in the subject never matches). */
 pcre2_code *regex_compile(const char *pat, size_t len, hearth_err *err);
 pcre2_code *regex_compile_literal(const char *s, size_t len, hearth_err *err);
 /* Appends the split of [off, off+len) of buf by re with behavior (HF Split semantics) to out. */
@@ -224,26 +234,32 @@ bool uc_is_bert_punct(uint32_t cp);     /* ASCII punctuation or P* */
 int  uc_lower(uint32_t cp, uint32_t out[3]);   /* full lowercase mapping, returns count */
 
 /* spm.c / bpe.c / wpm.c: encode one piece of text, appending ids. */
-int spm_encode(const ht_vocab *v, const char *s, size_t n, ht_ivec *out);
+int spm_encode(const ht_vocab *v, const char *s, size_t n, tok_ws *ws, ht_ivec *out);
 int bpe_encode_piece(const ht_vocab *v, const char *s, size_t n, tok_ws *ws, ht_ivec *out);
 int wpm_encode_word(const ht_vocab *v, const char *s, size_t n, ht_ivec *out);
+int wpm_encode_piece(const ht_vocab *v, const char *s, size_t n, tok_ws *ws, ht_ivec *out);   /* cached */
+/* bpe.c: per-call cache of short pieces -> ids (get appends to out and returns true on a hit). */
+bool piece_cache_get(tok_ws *w, const char *s, size_t n, ht_ivec *out);
+void piece_cache_put(tok_ws *w, const char *s, size_t n, const int32_t *ids, size_t k);
+#define CACHE_MAX_PIECE 64
 /* bpe.c: GGUF pre-tokenizer name -> pipeline steps and flags. */
 int bpe_setup_pre(ht_vocab *v, const char *pre, size_t pre_len, hearth_err *err);
 int pairmap_init(ht_pairmap *m, size_t n);
 void pairmap_put(ht_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged);
 static inline bool pairmap_get(const ht_pairmap *m, int32_t a, int32_t b, int32_t *rank, int32_t *merged) {
-    if (!m->keys) return false;
+    if (!m->slots) return false;
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    uint64_t i = (h ^ (h >> 29)) & m->mask;
+    uint64_t i = pair_hash(key) & m->mask;
     for (;;) {
-        uint64_t k = m->keys[i];
-        if (k == key) { *rank = m->rank[i]; *merged = m->merged[i]; return true; }
-        if (k == UINT64_MAX) return false;
+        const ht_pairslot *s = &m->slots[i];
+        if (s->key == key) { *rank = s->rank; *merged = s->merged; return true; }
+        if (s->key == UINT64_MAX) return false;
         i = (i + 1) & m->mask;
     }
 }
-/* Adds one merge "a b" (texts); silently skipped when a part or the result is not a token. */
-void bpe_add_merge(ht_vocab *v, const char *a, size_t alen, const char *b, size_t blen, int32_t rank, ht_sbuf *tmp);
+/* Adds merges in rank order (rank = index); a merge whose parts or result are not tokens is skipped.
+ * Lookups are batched with prefetches: loading is bound by memory latency. */
+typedef struct { const char *a, *b; size_t al, bl; } bpe_merge_in;
+int  bpe_add_merges(ht_vocab *v, const bpe_merge_in *in, size_t n);
 
 #endif

@@ -27,7 +27,9 @@ int  vocab_token_type(const ht_vocab *v, int32_t id);
 gguf_str vocab_text(const ht_vocab *v, int32_t id);
 
 /* Encodes text; *out is a malloc'd array the caller frees. add_special adds BOS (and for WordPiece
- * [CLS]...[SEP]) as the vocabulary declares; parse_special makes special-token text map to its token. */
+ * [CLS]...[SEP]) as the vocabulary declares; parse_special makes special-token text map to its token.
+ * (parse_special = true is TOK_SPECIAL_ALL below; false is TOK_SPECIAL_USER: user-defined added tokens such as
+ * <think> still match, as in Hugging Face and llama.cpp, but control tokens never do.) */
 int tok_encode(const ht_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
                int32_t **out, int *n_out, hearth_err *err);
 /* Bytes the token decodes to (SPM: '▁' -> ' ', <0xNN> -> byte; BPE: byte-level map reversed).
@@ -35,12 +37,19 @@ int tok_encode(const ht_vocab *v, const char *text, size_t len, bool add_special
 int tok_piece(const ht_vocab *v, int32_t id, bool show_special, char *buf, int cap);
 
 /* ---- additions (tokenizer layer) ---- */
+/* Which special-token text tok_encode_mode maps to tokens. TOK_SPECIAL_USER is llama.cpp's
+ * parse_special = false (and Hugging Face's treatment of non-special added tokens): user-defined tokens such
+ * as Qwen's <think> or DeepSeek-Coder's added "õ" are always matched, control tokens never. */
+enum { TOK_SPECIAL_NONE = 0, TOK_SPECIAL_USER = 1, TOK_SPECIAL_ALL = 2 };
+int tok_encode_mode(const ht_vocab *v, const char *text, size_t len, bool add_special, int special,
+                    int32_t **out, int *n_out, hearth_err *err);
 /* Loads a Hugging Face tokenizer.json (BPE — byte-level or with byte_fallback — or WordPiece), with its
  * normalizer, pre_tokenizer, added_tokens and decoder. BOS/EOS and add_bos come from a tokenizer_config.json
  * next to it when present. */
 int vocab_from_tokenizer_json(const char *path, ht_vocab **out, hearth_err *err);
 /* Loads a BERT vocab.txt (one token per line; path is the file or a directory holding vocab.txt) as a
- * WordPiece vocabulary with the BERT normalizer (lowercase and accent stripping when `lowercase`). */
+ * WordPiece vocabulary with the BERT normalizer (lowercase and accent stripping when `lowercase`).
+ * Both conventions are understood: Hugging Face's "##" continuations and GGUF-style "▁" word starts. */
 int vocab_from_wordpiece_txt(const char *path, bool lowercase, ht_vocab **out, hearth_err *err);
 int32_t vocab_find(const ht_vocab *v, const char *text, size_t len);   /* exact token text -> id, or -1 */
 int32_t vocab_unk(const ht_vocab *v);    /* -1 if none */

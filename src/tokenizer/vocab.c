@@ -2,7 +2,7 @@
  * special-token handling, and the encode / piece entry points that dispatch to SPM, BPE or WordPiece.
  *
  * Encoding first cuts the input at special-token text (leftmost-longest, as Hugging Face's added-token
- * matcher does; control tokens only when parse_special, user-defined tokens always), then runs each text
+ * matcher does; which tokens count is the caller's choice, see tok_encode_mode), then runs each text
  * fragment through the kind's model: SPM on the whole fragment (with the leading-space rule of llama.cpp),
  * BPE / WordPiece after the normalizer and pre-tokenizer pipeline. Defaults (BOS/EOS ids, add_bos, EOG
  * tokens found by text) follow llama.cpp's llama-vocab.cpp so GGUF files behave as the reference engine. */
@@ -48,21 +48,21 @@ bool sbuf_put(ht_sbuf *b, const void *p, size_t n) {
 
 /* ---------------- GPT-2 byte <-> unicode ---------------- */
 
-static bool bytelevel_direct(unsigned b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; }
-
+/* Bytes 33..126, 161..172 and 174..255 stand for themselves; the other 68 (0..32, 127..160, 173) are
+ * numbered in order from U+0100. */
 uint32_t bytelevel_cp(uint8_t b) {
-    if (bytelevel_direct(b)) return b;
-    unsigned k = 0;   /* rank of b among the bytes that are remapped */
-    for (unsigned i = 0; i < b; i++) if (!bytelevel_direct(i)) k++;
-    return 256 + k;
+    if (b <= 32) return 256u + b;
+    if (b >= 127 && b <= 160) return 256u + 33 + (b - 127u);
+    if (b == 173) return 256u + 67;
+    return b;
 }
 
 int bytelevel_byte(uint32_t cp) {
-    if (cp < 256) return bytelevel_direct(cp) ? (int)cp : -1;
-    if (cp >= 256 + 68) return -1;
-    unsigned k = cp - 256;
-    for (unsigned i = 0; i < 256; i++) if (!bytelevel_direct(i) && k-- == 0) return (int)i;
-    return -1;
+    if (cp < 256) return (cp <= 32 || (cp >= 127 && cp <= 160) || cp == 173) ? -1 : (int)cp;
+    uint32_t k = cp - 256;
+    if (k < 33) return (int)k;
+    if (k < 67) return (int)(127 + k - 33);
+    return k == 67 ? 173 : -1;
 }
 
 /* ---------------- text -> id map ---------------- */
@@ -70,36 +70,39 @@ int bytelevel_byte(uint32_t cp) {
 static int strmap_build(ht_vocab *v) {
     uint64_t cap = 16;
     while (cap < (uint64_t)v->n * 2) cap <<= 1;
-    v->map.slots = calloc(cap, sizeof(uint64_t));
-    if (!v->map.slots) return -1;
+    v->map.slots = calloc(cap, sizeof *v->map.slots);
+    uint64_t *hs = malloc(((size_t)v->n + 1) * sizeof *hs);
+    if (!v->map.slots || !hs) { free(hs); return -1; }
     v->map.mask = cap - 1;
+    for (int id = 0; id < v->n; id++) hs[id] = tok_hash(vtext(v, id), v->tlen[id]);
+    enum { AHEAD = 16 };
     for (int id = 0; id < v->n; id++) {
-        uint64_t h = tok_hash(vtext(v, id), v->tlen[id]);
-        uint64_t tag = h >> 32 << 32, i = h & v->map.mask;
+        if (id + AHEAD < v->n) __builtin_prefetch(&v->map.slots[hs[id + AHEAD] & v->map.mask], 1);
+        const char *t = vtext(v, id);
+        uint32_t n = v->tlen[id];
+        uint64_t h = hs[id], i = h & v->map.mask;
+        uint32_t tag = (uint32_t)(h >> 32);
         for (;;) {
-            uint64_t s = v->map.slots[i];
-            if (!s) { v->map.slots[i] = tag | (uint64_t)(id + 1); break; }
-            if ((s >> 32 << 32) == tag) {   /* same text already present: keep the first id */
-                int32_t o = (int32_t)(uint32_t)s - 1;
-                if (v->tlen[o] == v->tlen[id] && !memcmp(vtext(v, o), vtext(v, id), v->tlen[id])) break;
-            }
+            ht_strslot *s = &v->map.slots[i];
+            if (!s->id1) { *s = (ht_strslot){ tag, (uint32_t)id + 1, v->toff[id], n }; break; }
+            if (s->tag == tag && s->len == n && !memcmp(v->tbuf + s->off, t, n)) break;   /* duplicate: keep the first */
             i = (i + 1) & v->map.mask;
         }
     }
+    free(hs);
     return 0;
 }
 
-int32_t vocab_lookup(const ht_vocab *v, const char *s, size_t n) {
+int32_t vocab_lookup(const ht_vocab *v, const char *s, size_t n) { return vocab_lookup_h(v, s, n, tok_hash(s, n)); }
+
+int32_t vocab_lookup_h(const ht_vocab *v, const char *s, size_t n, uint64_t h) {
     if (!v->map.slots) return -1;
-    uint64_t h = tok_hash(s, n);
-    uint64_t tag = h >> 32 << 32, i = h & v->map.mask;
+    uint64_t i = h & v->map.mask;
+    uint32_t tag = (uint32_t)(h >> 32);
     for (;;) {
-        uint64_t e = v->map.slots[i];
-        if (!e) return -1;
-        if ((e >> 32 << 32) == tag) {
-            int32_t id = (int32_t)(uint32_t)e - 1;
-            if (v->tlen[id] == n && !memcmp(vtext(v, id), s, n)) return id;
-        }
+        const ht_strslot *e = &v->map.slots[i];
+        if (!e->id1) return -1;
+        if (e->tag == tag && e->len == n && !memcmp(v->tbuf + e->off, s, n)) return (int32_t)e->id1 - 1;
         i = (i + 1) & v->map.mask;
     }
 }
@@ -158,53 +161,52 @@ bool vocab_add_eog(ht_vocab *v, int32_t id) {
 }
 
 /* Special-token matcher over the ids whose type is in the mask. */
+static int32_t trie_node(ht_special *s, uint8_t byte) {
+    if (s->n_nodes == s->cap_nodes) {
+        int32_t nc = s->cap_nodes ? s->cap_nodes * 2 : 256;
+        ht_trie_node *p = realloc(s->nodes, (size_t)nc * sizeof *p);
+        if (!p) return -1;
+        s->nodes = p; s->cap_nodes = nc;
+    }
+    s->nodes[s->n_nodes] = (ht_trie_node){ -1, -1, -1, byte };
+    return s->n_nodes++;
+}
+
 static int special_build(const ht_vocab *v, ht_special *s, unsigned type_mask) {
     memset(s, 0, sizeof *s);
-    uint32_t count[256] = {0};
-    for (int id = 0; id < v->n; id++)
-        if ((type_mask >> v->type[id]) & 1) count[(uint8_t)vtext(v, id)[0]]++;
-    uint32_t total = 0;
-    for (int b = 0; b < 256; b++) { s->start[b] = total; total += count[b]; }
-    s->start[256] = total;
-    s->n = (int)total;
-    if (!total) return 0;
-    s->ids = malloc(total * sizeof(int32_t));
-    if (!s->ids) return -1;
-    uint32_t fill[256];
-    memcpy(fill, s->start, sizeof fill);
+    for (int b = 0; b < 256; b++) s->root[b] = -1;
     for (int id = 0; id < v->n; id++) {
         if (!((type_mask >> v->type[id]) & 1)) continue;
         const uint8_t *t = (const uint8_t *)vtext(v, id);
-        s->ids[fill[t[0]]++] = id;
-        unsigned k = (unsigned)t[0] << 8 | (v->tlen[id] > 1 ? t[1] : 0);
-        s->first2[k >> 3] |= (uint8_t)(1u << (k & 7));
-        if (v->tlen[id] == 1)   /* a one-byte token matches whatever byte follows */
-            for (unsigned b2 = 0; b2 < 256; b2++) {
-                unsigned kk = (unsigned)t[0] << 8 | b2;
-                s->first2[kk >> 3] |= (uint8_t)(1u << (kk & 7));
+        uint32_t n = v->tlen[id];
+        int32_t node = s->root[t[0]];
+        if (node < 0) { if ((node = trie_node(s, t[0])) < 0) return -1; s->root[t[0]] = node; }
+        for (uint32_t i = 1; i < n; i++) {
+            int32_t c = s->nodes[node].child;
+            while (c >= 0 && s->nodes[c].byte != t[i]) c = s->nodes[c].sibling;
+            if (c < 0) {
+                if ((c = trie_node(s, t[i])) < 0) return -1;
+                s->nodes[c].sibling = s->nodes[node].child;
+                s->nodes[node].child = c;
             }
-    }
-    /* longest first inside each bucket (insertion sort: buckets are small) */
-    for (int b = 0; b < 256; b++) {
-        for (uint32_t i = s->start[b] + 1; i < s->start[b + 1]; i++) {
-            int32_t x = s->ids[i];
-            uint32_t j = i;
-            while (j > s->start[b] && v->tlen[s->ids[j - 1]] < v->tlen[x]) { s->ids[j] = s->ids[j - 1]; j--; }
-            s->ids[j] = x;
+            node = c;
         }
+        if (s->nodes[node].id < 0) { s->nodes[node].id = id; s->n++; }   /* duplicate text: the first id */
     }
     return 0;
 }
 
-/* The special token starting at s (n bytes left), longest first, or -1. */
-static int32_t special_match(const ht_vocab *v, const ht_special *sp, const uint8_t *s, size_t n) {
-    unsigned k = (unsigned)s[0] << 8 | (n > 1 ? s[1] : 0);
-    if (!(sp->first2[k >> 3] & (1u << (k & 7)))) return -1;
-    for (uint32_t i = sp->start[s[0]]; i < sp->start[s[0] + 1]; i++) {
-        int32_t id = sp->ids[i];
-        if (v->tlen[id] <= n && !memcmp(vtext(v, id), s, v->tlen[id])) return id;
+/* The longest special token starting at s (n bytes left), or -1. */
+static int32_t special_match(const ht_special *sp, const uint8_t *s, size_t n) {
+    int32_t node = sp->root[s[0]], best = -1;
+    for (size_t i = 1; node >= 0; i++) {
+        if (sp->nodes[node].id >= 0) best = sp->nodes[node].id;
+        if (i == n) break;
+        int32_t c = sp->nodes[node].child;
+        while (c >= 0 && sp->nodes[c].byte != s[i]) c = sp->nodes[c].sibling;
+        node = c;
     }
-    return -1;
+    return best;
 }
 
 int vocab_finish(ht_vocab *v, hearth_err *err) {
@@ -226,11 +228,12 @@ int vocab_finish(ht_vocab *v, hearth_err *err) {
         memcpy(&v->bl[b][1], u, 2);
     }
     /* end-of-generation tokens, found by text as llama.cpp does; they become control tokens */
+#define DEEPSEEK_EOS "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"   /* <｜end▁of▁sentence｜> */
     static const char *const eot_names[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-        "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>", NULL };
+        "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", DEEPSEEK_EOS, "<end_of_utterance>", NULL };
     static const char *const eog_names[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
         "<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]",
-        "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<|EOT|>", "<eos>", "<｜end▁of▁sentence｜>",
+        "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<|EOT|>", "<eos>", DEEPSEEK_EOS,
         "<|fim_pad|>", "<|fim_repo|>", "<|repo_name|>", "<|file_sep|>", NULL };
     if (v->eot < 0)
         for (int i = 0; eot_names[i] && v->eot < 0; i++) v->eot = vocab_lookup(v, eot_names[i], strlen(eot_names[i]));
@@ -244,7 +247,17 @@ int vocab_finish(ht_vocab *v, hearth_err *err) {
     }
     int32_t extra[3] = { v->eos, v->eot, v->eom };
     for (int i = 0; i < 3; i++) if (extra[i] >= 0 && !vocab_add_eog(v, extra[i])) return herr(err, "out of memory");
-    /* special text matchers: all specials (parse_special) / user-defined only (always split) */
+    /* SPM: may text be cut before a "▁" that follows another character? Not if a token that merges can produce
+     * contains such a "▁". */
+    v->spm_word_split = v->kind == TOK_SPM;
+    for (int id = 0; id < v->n && v->spm_word_split; id++) {
+        if (v->type[id] == TT_CONTROL || v->type[id] == TT_UNKNOWN || v->type[id] == TT_BYTE) continue;
+        const char *t = vtext(v, id);
+        for (uint32_t i = 1; i + 3 <= v->tlen[id] && v->spm_word_split; i++)
+            if (!memcmp(t + i, "\xe2\x96\x81", 3) && !(i >= 3 && !memcmp(t + i - 3, "\xe2\x96\x81", 3)))
+                v->spm_word_split = false;
+    }
+    /* special text matchers: all specials (TOK_SPECIAL_ALL) / user-defined only (TOK_SPECIAL_USER) */
     unsigned all = 1u << TT_CONTROL | 1u << TT_USER_DEFINED | 1u << TT_UNKNOWN;
     if (special_build(v, &v->sp_all, all) || special_build(v, &v->sp_user, 1u << TT_USER_DEFINED))
         return herr(err, "out of memory");
@@ -255,14 +268,20 @@ void vocab_free(ht_vocab *v) {
     if (!v) return;
     free(v->tbuf); free(v->toff); free(v->tlen); free(v->score); free(v->type); free(v->flags);
     free(v->map.slots); free(v->eog);
-    free(v->sp_all.ids); free(v->sp_user.ids);
-    free(v->merges.keys); free(v->merges.rank); free(v->merges.merged);
+    free(v->sp_all.nodes); free(v->sp_user.nodes);
+    free(v->merges.slots);
     free(v->cont_prefix); free(v->word_suffix);
     pipe_free(&v->pipe);
     free(v);
 }
 
 /* ---------------- loading from GGUF ---------------- */
+
+static uint64_t le64(const uint8_t *p) {
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; i--) x = x << 8 | p[i];
+    return x;
+}
 
 static bool gstr_eq(gguf_str s, const char *lit) { return s.n == strlen(lit) && !memcmp(s.p, lit, s.n); }
 
@@ -275,7 +294,8 @@ static void get_id(const gguf_file *f, const char *key, int32_t *id, int n) {
 int vocab_from_gguf(const gguf_file *f, ht_vocab **out, hearth_err *err) {
     *out = NULL;
     gguf_str model;
-    if (!gguf_get_str(f, "tokenizer.ggml.model", &model)) return herr(err, "no tokenizer in model (tokenizer.ggml.model missing)");
+    if (!gguf_get_str(f, "tokenizer.ggml.model", &model))
+        return herr(err, "no tokenizer in model (tokenizer.ggml.model missing)");
     int kind;
     if (gstr_eq(model, "llama")) kind = TOK_SPM;
     else if (gstr_eq(model, "gpt2")) kind = TOK_BPE;
@@ -283,8 +303,10 @@ int vocab_from_gguf(const gguf_file *f, ht_vocab **out, hearth_err *err) {
     else return herr(err, "unsupported tokenizer model '%.*s'", (int)HT_MIN(model.n, 64), model.p);
 
     const gguf_kv *tk = gguf_find(f, "tokenizer.ggml.tokens");
-    if (!tk || tk->type != GGUF_ARR || tk->arr_type != GGUF_STR) return herr(err, "tokenizer.ggml.tokens missing or not a string array");
-    if (tk->arr_n == 0 || tk->arr_n > INT32_MAX / 2) return herr(err, "bad vocabulary size %llu", (unsigned long long)tk->arr_n);
+    if (!tk || tk->type != GGUF_ARR || tk->arr_type != GGUF_STR)
+        return herr(err, "tokenizer.ggml.tokens missing or not a string array");
+    if (tk->arr_n == 0 || tk->arr_n > INT32_MAX / 2)
+        return herr(err, "bad vocabulary size %llu", (unsigned long long)tk->arr_n);
     int n = (int)tk->arr_n;
 
     ht_vocab *v = vocab_alloc();
@@ -305,7 +327,9 @@ int vocab_from_gguf(const gguf_file *f, ht_vocab **out, hearth_err *err) {
     const gguf_kv *ty = gguf_find(f, "tokenizer.ggml.token_type");
     if (ty && ty->type == GGUF_ARR && ty->arr_n >= (uint64_t)n && ty->arr_type != GGUF_STR && ty->arr_type != GGUF_ARR) {
         for (int i = 0; i < n; i++) {
-            double t = gguf_arr_num(ty, (uint64_t)i);
+            int64_t t;
+            if (ty->arr_type == GGUF_I32) { int32_t x; memcpy(&x, ty->arr_data + 4 * (size_t)i, 4); t = x; }
+            else t = (int64_t)gguf_arr_num(ty, (uint64_t)i);
             v->type[i] = (t >= TT_NORMAL && t <= TT_BYTE) ? (uint8_t)t : TT_NORMAL;
         }
     }
@@ -340,20 +364,25 @@ int vocab_from_gguf(const gguf_file *f, ht_vocab **out, hearth_err *err) {
         v->dec = DEC_BYTELEVEL;
         if (bpe_setup_pre(v, pre.p, pre.n, err)) { vocab_free(v); return -1; }
         const gguf_kv *mk = gguf_find(f, "tokenizer.ggml.merges");
-        if (!mk || mk->type != GGUF_ARR || mk->arr_type != GGUF_STR) { vocab_free(v); return herr(err, "tokenizer.ggml.merges missing or not a string array"); }
-        if (mk->arr_n > INT32_MAX / 2) { vocab_free(v); return herr(err, "too many merges"); }
-        gguf_str *ms = malloc((mk->arr_n ? mk->arr_n : 1) * sizeof *ms);
-        ht_sbuf tmp = {0};
-        if (!ms || pairmap_init(&v->merges, mk->arr_n)) { free(ms); vocab_free(v); return herr(err, "out of memory"); }
-        gguf_arr_strs(mk, ms);
-        for (uint64_t i = 0; i < mk->arr_n; i++) {
-            const char *s = ms[i].p;
-            size_t len = ms[i].n, sp = 1;
-            while (sp < len && s[sp] != ' ') sp++;   /* as llama.cpp: the first space after position 0 */
-            if (sp >= len) continue;
-            bpe_add_merge(v, s, sp, s + sp + 1, len - sp - 1, (int32_t)i, &tmp);
+        if (!mk || mk->type != GGUF_ARR || mk->arr_type != GGUF_STR) {
+            vocab_free(v);
+            return herr(err, "tokenizer.ggml.merges missing or not a string array");
         }
-        free(ms); free(tmp.p);
+        if (mk->arr_n > INT32_MAX / 2) { vocab_free(v); return herr(err, "too many merges"); }
+        bpe_merge_in *in = malloc((mk->arr_n ? mk->arr_n : 1) * sizeof *in);
+        if (!in || pairmap_init(&v->merges, mk->arr_n)) { free(in); vocab_free(v); return herr(err, "out of memory"); }
+        const uint8_t *q = mk->arr_data;   /* u64 length + bytes, validated by gguf_open */
+        for (uint64_t i = 0; i < mk->arr_n; i++) {
+            const char *s = (const char *)q + 8;
+            size_t len = (size_t)le64(q), sp = 1;
+            q += 8 + len;
+            while (sp < len && s[sp] != ' ') sp++;   /* as llama.cpp: the first space after position 0 */
+            if (sp >= len) in[i] = (bpe_merge_in){ "", "", 0, 0 };   /* malformed: never matches */
+            else in[i] = (bpe_merge_in){ s, s + sp + 1, sp, len - sp - 1 };
+        }
+        rc = bpe_add_merges(v, in, mk->arr_n);
+        free(in);
+        if (rc) { vocab_free(v); return herr(err, "out of memory"); }
     }
     get_id(f, "tokenizer.ggml.bos_token_id", &v->bos, n);
     get_id(f, "tokenizer.ggml.eos_token_id", &v->eos, n);
@@ -389,7 +418,8 @@ int vocab_from_gguf(const gguf_file *f, ht_vocab **out, hearth_err *err) {
         if (m >= 0) v->flags[m] |= TF_LSTRIP;
     } else if (strstr(lname, "phi-3") || strstr(lname, "phi3")) {
         for (int id = 0; id < n; id++)
-            if (v->type[id] == TT_CONTROL || v->type[id] == TT_USER_DEFINED || v->type[id] == TT_UNKNOWN) v->flags[id] |= TF_RSTRIP;
+            if (v->type[id] == TT_CONTROL || v->type[id] == TT_USER_DEFINED || v->type[id] == TT_UNKNOWN)
+                v->flags[id] |= TF_RSTRIP;
         int32_t s = vocab_lookup(v, "</s>", 4);
         if (s >= 0) v->flags[s] |= TF_RSTRIP;
         static const char *const keep[] = { "<unk>", "<s>", "<|endoftext|>" };
@@ -448,13 +478,13 @@ static bool frag_push(frags *a, int32_t id, size_t off, size_t len) {
 static bool is_space_byte(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 /* Cuts text at special-token text: leftmost match, longest token first at a position. */
-static int partition(const ht_vocab *v, const char *text, size_t len, bool parse_special, frags *out) {
-    const ht_special *sp = parse_special ? &v->sp_all : &v->sp_user;
+static int partition(const ht_vocab *v, const char *text, size_t len, int special, frags *out) {
+    const ht_special *sp = special == TOK_SPECIAL_ALL ? &v->sp_all : &v->sp_user;
     const uint8_t *s = (const uint8_t *)text;
     size_t start = 0, i = 0;
-    if (sp->n == 0) return frag_push(out, -1, 0, len) ? 0 : -1;
+    if (sp->n == 0 || special == TOK_SPECIAL_NONE) return frag_push(out, -1, 0, len) ? 0 : -1;
     while (i < len) {
-        int32_t id = special_match(v, sp, s + i, len - i);
+        int32_t id = special_match(sp, s + i, len - i);
         if (id < 0) { i++; continue; }
         size_t l = i - start;
         if (v->flags[id] & TF_LSTRIP) while (l > 0 && is_space_byte(s[start + l - 1])) l--;
@@ -467,7 +497,8 @@ static int partition(const ht_vocab *v, const char *text, size_t len, bool parse
 }
 
 /* SPM: the fragment gets a leading space when it follows BOS/a special token (llama.cpp), spaces -> U+2581. */
-static int encode_spm_fragment(const ht_vocab *v, const char *s, size_t n, bool prefix_space, ht_sbuf *tmp, ht_ivec *out) {
+static int encode_spm_fragment(const ht_vocab *v, const char *s, size_t n, bool prefix_space, tok_ws *ws, ht_ivec *out) {
+    ht_sbuf *tmp = &ws->buf;
     tmp->n = 0;
     if (!sbuf_reserve(tmp, n * 3 + 3)) return -1;
     char *w = tmp->p;
@@ -477,7 +508,7 @@ static int encode_spm_fragment(const ht_vocab *v, const char *s, size_t n, bool 
         else *w++ = s[i];
     }
     tmp->n = (size_t)(w - tmp->p);
-    return spm_encode(v, tmp->p, tmp->n, out);
+    return spm_encode(v, tmp->p, tmp->n, ws, out);
 }
 
 static int encode_piped_fragment(const ht_vocab *v, const char *s, size_t n, bool is_first, tok_ws *ws,
@@ -488,7 +519,7 @@ static int encode_piped_fragment(const ht_vocab *v, const char *s, size_t n, boo
         const char *p = ws->buf.p + ws->spans.v[i].off;
         size_t l = ws->spans.v[i].len;
         if (!l) continue;
-        int rc = v->kind == TOK_WPM ? wpm_encode_word(v, p, l, out) : bpe_encode_piece(v, p, l, ws, out);
+        int rc = v->kind == TOK_WPM ? wpm_encode_piece(v, p, l, ws, out) : bpe_encode_piece(v, p, l, ws, out);
         if (rc) return herr(err, "out of memory");
     }
     return 0;
@@ -496,6 +527,11 @@ static int encode_piped_fragment(const ht_vocab *v, const char *s, size_t n, boo
 
 int tok_encode(const ht_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
                int32_t **out, int *n_out, hearth_err *err) {
+    return tok_encode_mode(v, text, len, add_special, parse_special ? TOK_SPECIAL_ALL : TOK_SPECIAL_USER, out, n_out, err);
+}
+
+int tok_encode_mode(const ht_vocab *v, const char *text, size_t len, bool add_special, int special,
+                    int32_t **out, int *n_out, hearth_err *err) {
     *out = NULL; *n_out = 0;
     if (!text) len = 0;
     if (len > (size_t)INT32_MAX) return herr(err, "text too long to tokenize (%zu bytes)", len);
@@ -506,7 +542,7 @@ int tok_encode(const ht_vocab *v, const char *text, size_t len, bool add_special
     if (add_special) {
         if (v->kind == TOK_WPM ? v->bos >= 0 : (v->add_bos && v->bos >= 0)) rc |= !ivec_push(&ids, v->bos);
     }
-    if (len && !rc && partition(v, text, len, parse_special, &fr)) rc = herr(err, "out of memory");
+    if (len && !rc && partition(v, text, len, special, &fr)) rc = herr(err, "out of memory");
     bool prev_special = true;
     for (size_t i = 0; i < fr.n && !rc; i++) {
         const frag *f = &fr.v[i];
@@ -516,7 +552,7 @@ int tok_encode(const ht_vocab *v, const char *text, size_t len, bool add_special
             continue;
         }
         if (v->kind == TOK_SPM) {
-            if (encode_spm_fragment(v, text + f->off, f->len, v->add_space_prefix && prev_special, &ws.buf, &ids))
+            if (encode_spm_fragment(v, text + f->off, f->len, v->add_space_prefix && prev_special, &ws, &ids))
                 rc = herr(err, "out of memory");
         } else {
             rc = encode_piped_fragment(v, text + f->off, f->len, f->off == 0, &ws, &ids, err);
@@ -585,7 +621,7 @@ int tok_piece(const ht_vocab *v, int32_t id, bool show_special, char *buf, int c
         if (b >= 0) { char c = (char)b; return put(buf, cap, 0, &c, 1); }
         return put(buf, cap, 0, t, n);
     }
-    if (ty == TT_UNUSED && v->kind != TOK_BPE) return 0;
+    if (ty == TT_UNUSED) return 0;
     switch (v->dec) {
     case DEC_SPM: case DEC_WPM_GGUF: case DEC_METASPACE: {
         int b = v->byte_fallback ? byte_token_value(t, n) : -1;

@@ -6,7 +6,8 @@
  * affix at position 0 and the continuation affix elsewhere ("" / "##" for Hugging Face vocabularies,
  * "▁" / "" for GGUF files, which store word-initial pieces with a leading ▁) — and the search resumes
  * after it. If some position has no match the whole word becomes [UNK]. Matches end on character
- * boundaries only and are at most the longest token long, so a word costs O(chars × max token bytes). */
+ * boundaries only and are at most the longest token long, so a word costs O(chars × max token bytes).
+ * wpm_encode_piece adds the per-call cache of short words. */
 #include "tok_internal.h"
 
 int wpm_encode_word(const ht_vocab *v, const char *s, size_t n, ht_ivec *out) {
@@ -43,5 +44,14 @@ int wpm_encode_word(const ht_vocab *v, const char *s, size_t n, ht_ivec *out) {
     return 0;
 unknown:
     if (v->unk >= 0 && !ivec_push(out, v->unk)) return -1;
+    return 0;
+}
+
+int wpm_encode_piece(const ht_vocab *v, const char *s, size_t n, tok_ws *ws, ht_ivec *out) {
+    if (n > CACHE_MAX_PIECE) return wpm_encode_word(v, s, n, out);
+    if (piece_cache_get(ws, s, n, out)) return 0;
+    size_t first = out->n;
+    if (wpm_encode_word(v, s, n, out)) return -1;
+    if (out->n > first) piece_cache_put(ws, s, n, out->v + first, out->n - first);
     return 0;
 }
