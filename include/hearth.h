@@ -26,6 +26,11 @@ typedef struct { char msg[512]; } hearth_err;
 /* ---- model ---- */
 int  hearth_model_load(const char *path, hearth_model **out, hearth_err *err);
 void hearth_model_free(hearth_model *m);
+/* Loads only a tokenizer, no weights: a tokenizer.json file, a directory holding tokenizer.json or vocab.txt
+ * (with its tokenizer_config.json), or a GGUF's tokenizer.ggml.* metadata. The result works with the tokenizer
+ * functions (hearth_tokenize, hearth_token_piece, BOS/EOS/EOG), hearth_model_meta_str, hearth_model_get_info
+ * (arch "none", n_vocab set) and hearth_model_free; hearth_ctx_new refuses it. */
+int  hearth_tokenizer_load(const char *path, hearth_model **out, hearth_err *err);
 
 typedef struct {
     const char *arch;          /* "llama", "qwen2", ... */
@@ -142,6 +147,11 @@ typedef struct {
 } hearth_sampler_params;
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64, seed 0, every other stage off. */
 hearth_sampler_params hearth_sampler_default_params(void);
+/* The model's own sampling defaults: hearth_sampler_default_params() with what the model declares laid over it
+ * (a Hugging Face directory's generation_config.json: temperature, top_p, top_k, min_p, typical_p,
+ * repetition_penalty; do_sample false = greedy), kept as hearth.generation.* metadata so a GGUF written by
+ * hearth quantize has them too. The CLI starts from these and applies the user's flags on top. */
+hearth_sampler_params hearth_model_sampler_defaults(const hearth_model *m);
 typedef struct hearth_sampler hearth_sampler;
 /* NULL if n_vocab <= 0 or out of memory. p == NULL means the defaults. Buffers for n_vocab candidates are
  * allocated here once. */

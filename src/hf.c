@@ -399,7 +399,7 @@ static int add_rope_freqs(hearth_model *m, const cJSON *cfg, hearth_err *err) {
 }
 
 /* ---- tokenizer ---- */
-static int load_tokenizer(hearth_model *m, const char *dir, hearth_err *err) {
+int hf_load_tokenizer(hearth_model *m, const char *dir, hearth_err *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     if (access(path, R_OK) == 0) return vocab_from_tokenizer_json(path, &m->vocab, err);
@@ -438,14 +438,15 @@ int hf_load(hearth_model *m, const char *dir, hearth_err *err) {
     m->arch = ht_find_arch(fam->arch);
     if (!m->arch) { herr(err, "architecture '%s' is not built in", fam->arch); goto out; }
     w = gguf_writer_new();
-    if (build_metadata(w, fam, cfg, err) || open_metadata(w, &m->gguf, err)) goto out;
+    if (build_metadata(w, fam, cfg, err) || hf_put_extra_metadata(w, dir, err) || open_metadata(w, &m->gguf, err)) goto out;
     if (st_open_dir(dir, &st, err) || map_tensors(m, fam, st, err)) goto out;
     snprintf(m->name, sizeof m->name, "%s", fam->hf_arch);
     if (m->arch->load_hparams(m, err)) goto out;
     if (fam->neox_from_hf) { m->hp.rope_type = ROPE_NEOX; m->qk_rotate_half = true; }
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) { herr(err, "out of memory"); goto out; }
-    if (m->arch->bind(m, err) || add_rope_freqs(m, cfg, err) || load_tokenizer(m, dir, err)) goto out;
+    if (m->arch->bind(m, err) || add_rope_freqs(m, cfg, err) || hf_load_tokenizer(m, dir, err)) goto out;
+    model_apply_generation_eog(m);
     for (int i = 0; i < st->n_shards; i++) m->file_bytes += st->shards[i].size;
     m->st = st;
     st = NULL;

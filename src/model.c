@@ -168,6 +168,7 @@ static int load_gguf(hearth_model *m, const char *path, hearth_err *err) {
     if (!gguf_find(m->gguf, "tokenizer.ggml.model")) return 0;   /* no tokenizer: ids only */
     if (vocab_from_gguf(m->gguf, &m->vocab, err)) return -1;
     if (vocab_size(m->vocab) < m->hp.n_vocab) return herr(err, "vocabulary has %d tokens, embeddings have %d", vocab_size(m->vocab), m->hp.n_vocab);
+    model_apply_generation_eog(m);   /* EOG ids a hearth-written GGUF carries from generation_config.json */
     return 0;
 }
 
@@ -199,11 +200,12 @@ void hearth_model_free(hearth_model *m) {
 void hearth_model_get_info(const hearth_model *m, hearth_model_info *o) {
     const ht_hparams *hp = &m->hp;
     memset(o, 0, sizeof *o);
-    o->arch = m->arch->name;
+    o->arch = m->arch ? m->arch->name : "none";
     o->name = m->name;
     o->n_vocab = hp->n_vocab; o->n_ctx_train = hp->n_ctx_train; o->n_embd = hp->n_embd; o->n_layer = hp->n_layer;
     o->n_head = hp->n_head; o->n_head_kv = hp->n_head_kv; o->head_dim = hp->head_dim; o->n_ff = hp->n_ff;
-    o->is_encoder = m->arch->encoder;
+    o->is_encoder = m->arch && m->arch->encoder;
+    if (!m->arch && m->vocab) o->n_vocab = vocab_size(m->vocab);   /* a tokenizer only */
     for (int i = 0; i < m->n_tensors; i++) {
         const ht_tensor *t = &m->tensors[i];
         o->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);

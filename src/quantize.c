@@ -6,6 +6,7 @@
  * Norms, biases and other vectors stay F32. Tensor data is produced at write time, one tensor at a time,
  * rows quantized in parallel with the scalar reference quantizers, so memory stays at one tensor. */
 #include "quantize.h"
+#include "tokenizer/vocab_export.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -155,6 +156,12 @@ int model_quantize(const hearth_model *m, const char *out, const char *type_name
     gguf_writer *w = gguf_writer_new();
     for (uint64_t i = 0; i < m->gguf->n_kv; i++)
         if (!skip_key(&m->gguf->kv[i].key)) gguf_w_copy_kv(w, &m->gguf->kv[i]);
+    /* an HF directory's tokenizer (tokenizer.json / vocab.txt) becomes GGUF tokenizer metadata; one with no
+     * GGUF form is left out (the file then evaluates token ids only, as before) */
+    if (!gguf_find(m->gguf, "tokenizer.ggml.model") && m->vocab && vocab_to_gguf(m->vocab, w, err) < 0) {
+        gguf_writer_free(w);
+        return -1;
+    }
     gguf_w_u32(w, "general.quantization_version", 2);
     gguf_w_u32(w, "general.file_type", ftype);
     bool has_output = false;

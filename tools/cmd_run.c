@@ -34,7 +34,8 @@ static void run_usage(void) {
     printf("usage: hearth run [-m MODEL] [-p PROMPT] [-n N] [--seed S] [-t THREADS] [-c CTX] [sampling options]\n"
            "Prints the prompt's continuation as it is generated, then a stats line on stderr.\n"
            "Defaults: the embedded stories260K model, empty prompt (BOS only), -n 128, temp 0.8, top-k 40,\n"
-           "top-p 0.95, min-p 0.05, random seed; penalties off. -n -1 runs until end of text or context.\n"
+           "top-p 0.95, min-p 0.05, random seed; penalties off (a model's generation_config.json overrides the\n"
+           "sampling defaults; flags override both). -n -1 runs until end of text or context.\n"
            "Sampling (applied in this order; see hearth.h):\n"
            "  --logit-bias ID+V | ID-V     add V to token ID's logit (repeatable; a later one for the same ID\n"
            "                               replaces an earlier one); ID-inf bans the token\n"
@@ -140,8 +141,9 @@ static bool parse_valued(run_opts *o, const char *a, const char *v) {
 
 /* Returns -1 when parsed (go on), else the exit code (0 after --help). */
 static int parse_opts(int argc, char **argv, run_opts *o) {
-    *o = (run_opts){ .prompt = "", .n_predict = 128, .top_k = 40, .seed = -1, .repeat_last_n = 64, .n_logprobs = -1,
-                     .temp = 0.8, .top_p = 0.95, .min_p = 0.05, .typical_p = 1.0, .rep = 1.0 };
+    /* NAN / -1: not given, the model's defaults apply (hearth_model_sampler_defaults) */
+    *o = (run_opts){ .prompt = "", .n_predict = 128, .top_k = -1, .seed = -1, .repeat_last_n = 64, .n_logprobs = -1,
+                     .temp = NAN, .top_p = NAN, .min_p = NAN, .typical_p = NAN, .rep = NAN };
     o->logit_bias = malloc((size_t)argc * sizeof *o->logit_bias);
     o->bias_text = malloc((size_t)argc * sizeof *o->bias_text);
     if (!o->logit_bias || !o->bias_text) return cli_fail("out of memory");
@@ -185,10 +187,15 @@ static int pieces_build(hearth_model *m, int n_vocab, piece_table *p) {
 
 /* ---- sampler setup ---- */
 
-static hearth_sampler *make_sampler(const run_opts *o, int n_vocab) {
-    hearth_sampler_params sp = hearth_sampler_default_params();
-    sp.temperature = (float)o->temp; sp.top_k = (int)o->top_k; sp.top_p = (float)o->top_p; sp.min_p = (float)o->min_p;
-    sp.typical_p = (float)o->typical_p; sp.repeat_penalty = (float)o->rep;
+/* The model's defaults (generation_config.json of an HF directory), overridden by the flags given. */
+static hearth_sampler *make_sampler(const run_opts *o, const hearth_model *m, int n_vocab) {
+    hearth_sampler_params sp = hearth_model_sampler_defaults(m);
+    if (!isnan(o->temp)) sp.temperature = (float)o->temp;
+    if (o->top_k >= 0) sp.top_k = (int)o->top_k;
+    if (!isnan(o->top_p)) sp.top_p = (float)o->top_p;
+    if (!isnan(o->min_p)) sp.min_p = (float)o->min_p;
+    if (!isnan(o->typical_p)) sp.typical_p = (float)o->typical_p;
+    if (!isnan(o->rep)) sp.repeat_penalty = (float)o->rep;
     sp.frequency_penalty = (float)o->freq; sp.presence_penalty = (float)o->pres;
     sp.repeat_last_n = (int)o->repeat_last_n; sp.least_likely = o->least_likely;
     sp.seed = o->seed >= 0 ? (uint64_t)o->seed : (uint64_t)time(NULL) ^ (uint64_t)clock();
@@ -347,7 +354,7 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
 }
 
 static int setup_sampling(run_state *r, const run_opts *o) {
-    if (!(r->smp = make_sampler(o, r->n_vocab))) return 1;
+    if (!(r->smp = make_sampler(o, r->m, r->n_vocab))) return 1;
     if ((o->n_bias_text || o->only_words) && pieces_build(r->m, r->n_vocab, &r->pieces)) return 1;
     if (apply_biases(r->smp, o, &r->pieces, r->n_vocab)) return 1;
     if (o->only_words) {

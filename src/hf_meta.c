@@ -1,0 +1,130 @@
+/* hf_meta.c — what a Hugging Face directory says beyond config.json, carried as GGUF metadata so nothing
+ * downstream special-cases HF models: tokenizer_config.json's chat template (tokenizer.chat_template) and
+ * generation_config.json's sampling defaults (hearth.generation.*) and end-of-generation ids. Also the
+ * public hearth_model_sampler_defaults, which reads those keys (from an HF directory or a GGUF written by
+ * hearth quantize) over the library's defaults, and hearth_tokenizer_load (a tokenizer without weights). */
+#include "hf.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "safetensors.h"
+#include "tokenizer/tok_internal.h"
+
+#define GEN_KEY "hearth.generation."
+
+/* Reads dir/name as JSON; *out = NULL (and 0) when the file is absent. */
+static int read_optional(const char *dir, const char *name, cJSON **out, hearth_err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    *out = NULL;
+    if (access(path, F_OK)) return 0;
+    if (!(*out = st_read_json(path, err))) return -1;
+    if (!cJSON_IsObject(*out)) { cJSON_Delete(*out); *out = NULL; return herr(err, "%s: not a JSON object", path); }
+    return 0;
+}
+
+/* chat_template: a string, or a list of {name, template} (the one named "default", else the first). */
+static const char *pick_template(const cJSON *tc) {
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(tc, "chat_template"), *first = NULL, *e;
+    if (cJSON_IsString(ct)) return ct->valuestring;
+    if (!cJSON_IsArray(ct)) return NULL;
+    cJSON_ArrayForEach(e, ct) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name"), *t = cJSON_GetObjectItemCaseSensitive(e, "template");
+        if (!cJSON_IsString(t)) continue;
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, "default")) return t->valuestring;
+        if (!first) first = t;
+    }
+    return first ? first->valuestring : NULL;
+}
+
+static void put_gen_f32(gguf_writer *w, const cJSON *gc, const char *hf, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(gc, hf);
+    if (cJSON_IsNumber(v)) gguf_w_f32(w, key, (float)v->valuedouble);
+}
+
+/* eos_token_id: an integer or a list of them -> hearth.generation.eos_token_ids. */
+static void put_gen_eos(gguf_writer *w, const cJSON *gc) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(gc, "eos_token_id"), *e;
+    int32_t ids[64];
+    uint64_t n = 0;
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 1e9) ids[n++] = (int32_t)v->valuedouble;
+    if (cJSON_IsArray(v)) cJSON_ArrayForEach(e, v)
+        if (cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble < 1e9 && n < 64) ids[n++] = (int32_t)e->valuedouble;
+    if (n) gguf_w_arr_i32(w, GEN_KEY "eos_token_ids", ids, n);
+}
+
+static void put_generation(gguf_writer *w, const cJSON *gc) {
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(gc, "do_sample");
+    put_gen_f32(w, gc, "temperature", GEN_KEY "temperature");
+    if (cJSON_IsFalse(ds)) gguf_w_f32(w, GEN_KEY "temperature", 0.0f);   /* greedy, as transformers does */
+    put_gen_f32(w, gc, "top_p", GEN_KEY "top_p");
+    put_gen_f32(w, gc, "min_p", GEN_KEY "min_p");
+    put_gen_f32(w, gc, "typical_p", GEN_KEY "typical_p");
+    put_gen_f32(w, gc, "repetition_penalty", GEN_KEY "repetition_penalty");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(gc, "top_k");
+    if (cJSON_IsNumber(k) && k->valuedouble >= 0 && k->valuedouble < 1e9) gguf_w_u32(w, GEN_KEY "top_k", (uint32_t)k->valuedouble);
+    put_gen_eos(w, gc);
+}
+
+int hf_put_extra_metadata(gguf_writer *w, const char *dir, hearth_err *err) {
+    cJSON *tc, *gc;
+    if (read_optional(dir, "tokenizer_config.json", &tc, err)) return -1;
+    const char *tmpl = tc ? pick_template(tc) : NULL;
+    if (tmpl) gguf_w_str(w, "tokenizer.chat_template", tmpl);
+    cJSON_Delete(tc);
+    if (read_optional(dir, "generation_config.json", &gc, err)) return -1;
+    if (gc) put_generation(w, gc);
+    cJSON_Delete(gc);
+    return 0;
+}
+
+void model_apply_generation_eog(hearth_model *m) {
+    const gguf_kv *kv = m->gguf && m->vocab ? gguf_find(m->gguf, GEN_KEY "eos_token_ids") : NULL;
+    if (!kv || kv->type != GGUF_ARR) return;
+    for (uint64_t i = 0; i < kv->arr_n; i++) {
+        double id = gguf_arr_num(kv, i);
+        if (id >= 0 && id < vocab_size(m->vocab)) vocab_add_eog(m->vocab, (int32_t)id);
+    }
+}
+
+hearth_sampler_params hearth_model_sampler_defaults(const hearth_model *m) {
+    hearth_sampler_params p = hearth_sampler_default_params();
+    const gguf_file *g = m ? m->gguf : NULL;
+    uint32_t k;
+    if (!g) return p;
+    gguf_get_f32(g, GEN_KEY "temperature", &p.temperature);
+    gguf_get_f32(g, GEN_KEY "top_p", &p.top_p);
+    gguf_get_f32(g, GEN_KEY "min_p", &p.min_p);
+    gguf_get_f32(g, GEN_KEY "typical_p", &p.typical_p);
+    gguf_get_f32(g, GEN_KEY "repetition_penalty", &p.repeat_penalty);
+    if (gguf_get_u32(g, GEN_KEY "top_k", &k)) p.top_k = (int)k;
+    return p;
+}
+
+/* ---- tokenizer-only models ---- */
+static int load_tokenizer_only(hearth_model *m, const char *path, hearth_err *err) {
+    struct stat st;
+    size_t n = strlen(path);
+    if (stat(path, &st)) return herr(err, "cannot open %s", path);
+    if (S_ISDIR(st.st_mode)) {
+        if (hf_load_tokenizer(m, path, err)) return -1;
+        return m->vocab ? 0 : herr(err, "%s holds no tokenizer.json or vocab.txt", path);
+    }
+    if (n >= 5 && !strcmp(path + n - 5, ".json")) return vocab_from_tokenizer_json(path, &m->vocab, err);
+    if (gguf_open(path, &m->gguf, err)) return -1;
+    return vocab_from_gguf(m->gguf, &m->vocab, err);
+}
+
+int hearth_tokenizer_load(const char *path, hearth_model **out, hearth_err *err) {
+    *out = NULL;
+    hearth_model *m = calloc(1, sizeof *m);
+    if (!m) return herr(err, "out of memory");
+    if (load_tokenizer_only(m, path, err)) { hearth_model_free(m); return -1; }
+    m->hp.n_vocab = vocab_size(m->vocab);
+    *out = m;
+    return 0;
+}
