@@ -2,12 +2,7 @@
 # The CLI's contracts: the demo runs on the embedded model, the same seed gives the same text, bad flags
 # and bad files give one "error:" line and exit 1, and `info`/`tokenize` print what they should.
 set -uo pipefail
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
-one_error_line() {   # command... : exit 1 and exactly one stderr line starting with "error: "
-    local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
-    [[ $rc -eq 1 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == error:* ]] || { echo "  rc=$rc out=[$err]"; return 1; }
-}
+source "$(dirname "$0")/lib.sh"
 
 a=$("$HEARTH" run -p "Once upon a time" -n 40 --seed 7 2>/dev/null)
 b=$("$HEARTH" run -p "Once upon a time" -n 40 --seed 7 -t 1 2>/dev/null)

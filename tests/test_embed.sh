@@ -3,13 +3,7 @@
 # arguments, --ids or stdin lines), --normalize gives unit vectors, decoders embed too; `run` refuses an
 # encoder, GPT-2 refuses to pass its learned positions, `golden` writes BERT's kinds 1 and 2.
 set -uo pipefail
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
-one_error_line() {   # command... : exit 1 and exactly one stderr line starting with "error: "
-    local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
-    [[ $rc -eq 1 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == error:* ]] || { echo "  rc=$rc out=[$err]"; return 1; }
-    LAST_ERR=$err
-}
+source "$(dirname "$0")/lib.sh"
 count() { tr -d '[]' <<<"$1" | tr ',' '\n' | grep -c .; }
 
 BERT=data/models/bert.gguf

@@ -4,12 +4,7 @@
 # make `hearth info` exit 1 with exactly one "error: " line and no crash; and `hearth tokenize -m` on a
 # tokenizer alone (tokenizer.json, or a directory of tokenizer files) gives the same ids as the full model.
 set -uo pipefail
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
-one_error_line() {   # command... : exit 1 and exactly one stderr line starting with "error: "
-    local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
-    [[ $rc -eq 1 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == error:* ]] || { echo "  rc=$rc out=[$err]"; return 1; }
-}
+source "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # safetensors FILE HEADER_JSON DATA_BYTES [HEADER_LEN]: 8-byte little-endian header length, header, zero data.

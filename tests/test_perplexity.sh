@@ -3,12 +3,7 @@
 # (data/README.md, text/), the log-prob file round-trips into --kl-divergence (a model against itself: KL 0 and
 # 100% same top token; Q8_0 against F32: small KL, >= 90% same top), and mismatched runs give one error line.
 set -uo pipefail
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
-one_error_line() {   # command... : exit 1 and exactly one stderr line starting with "error: "
-    local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
-    [[ $rc -eq 1 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == error:* ]] || { echo "  rc=$rc out=[$err]"; return 1; }
-}
+source "$(dirname "$0")/lib.sh"
 within() { awk -v a="$1" -v b="$2" -v tol="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= tol) }'; }
 final_ppl() { sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- [0-9.]*$/\1/p'; }
 field() { awk -v k="$1" 'index($0, k) == 1 { sub(/^[^:]*: */, ""); print $1; exit }'; }   # "Name : value ..."

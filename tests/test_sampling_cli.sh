@@ -3,12 +3,7 @@
 # the minimum, --logprobs/--json are well-formed and sum to 1, --logit-bias and --bias-text steer the greedy
 # pick, seeded runs with every stage on are the same with 1 and 2 threads, and bad values give one error line.
 set -uo pipefail
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
-one_error_line() {   # command... : exit 1 and exactly one stderr line starting with "error: "
-    local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
-    [[ $rc -eq 1 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == error:* ]] || { echo "  rc=$rc out=[$err]"; return 1; }
-}
+source "$(dirname "$0")/lib.sh"
 M=data/models/stories260K.gguf
 run() { "$HEARTH" run -m "$M" "$@" 2>/dev/null; }
 
