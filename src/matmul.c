@@ -3,7 +3,10 @@
  * Two pool jobs per product: (1) each thread quantizes a share of the activation rows into the
  * context's qact scratch, in the traits table's vec_dot format; (2) output rows are cut into chunks
  * dealt round-robin to threads; inside a chunk the loop runs token-outer, row-inner, so a chunk of
- * weights stays in cache while every token of the batch passes over it. */
+ * weights stays in cache while every token of the batch passes over it. Tokens and rows go by tiles of up
+ * to HT_TILE_MAX x HT_TILE_MAX through ht_vec_dot_tile, which decodes each weight block once for all the
+ * tile's tokens; a tile computes every output exactly as vec_dot would (quant.h), so the result does not
+ * depend on the batch size, the tiling or the thread count. */
 #include "matmul.h"
 
 #define MM_CHUNK_ROWS 16
@@ -36,10 +39,13 @@ static void dot_job(void *arg, int ith, int nth) {
     size_t rb = j->W->row_bytes;
     for (int ch = ith; ch < n_chunks; ch += nth) {
         int r0 = ch * MM_CHUNK_ROWS, r1 = HT_MIN(rows, r0 + MM_CHUNK_ROWS);
-        for (int t = 0; t < j->n_tok; t++) {
+        for (int t = 0; t < j->n_tok; t += HT_TILE_MAX) {
+            const int nc = HT_MIN(HT_TILE_MAX, j->n_tok - t);
             const uint8_t *a = j->qa + (size_t)t * j->qa_row;
             float *yt = j->y + (size_t)t * rows;
-            for (int r = r0; r < r1; r++) yt[r] = j->tr->vec_dot(n, w + (size_t)r * rb, a);
+            for (int r = r0; r < r1; r += HT_TILE_MAX)
+                ht_vec_dot_tile(j->tr, n, w + (size_t)r * rb, rb, HT_MIN(HT_TILE_MAX, r1 - r), a, j->qa_row, nc, yt + r,
+                                (size_t)rows);
         }
     }
 }

@@ -62,6 +62,14 @@ typedef void (*ht_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*ht_from_float_fn)(const float *src, void *dst, int64_t n);
 /* Dot product of n elements: w in this type, a in the type's vec_dot_type. */
 typedef float (*ht_vec_dot_fn)(int n, const void *w, const void *a);
+/* A tile of dot products for prefill: nr weight rows (w, w + ws, ... bytes apart) times nc activation rows
+ * (a, a + as, ...), 1 <= nr, nc <= HT_TILE_MAX:  y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as).
+ * Each weight block is decoded once for all nc columns, yet every output is computed with the same
+ * operations in the same order as the table's vec_dot, so it is bit-identical to the 1x1 call: results do
+ * not depend on how a matmul groups rows and tokens into tiles. */
+typedef void (*ht_vec_dot_tile_fn)(int n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc,
+                                   float *y, size_t ys);
+#define HT_TILE_MAX 4
 
 typedef struct {
     const char *name;         /* "Q4_K", as ggml names it */
@@ -72,7 +80,20 @@ typedef struct {
     ht_from_float_fn from_float;   /* reference round-to-nearest quantizer */
     int vec_dot_type;         /* the format activations are converted to for vec_dot */
     ht_vec_dot_fn vec_dot;
+    ht_vec_dot_tile_fn vec_dot_tile;   /* optional (NULL: loop of vec_dot); call through ht_vec_dot_tile() */
 } ht_traits;
+
+/* The tile of ht_vec_dot_tile_fn with tr's kernels: its vec_dot_tile, or the loop of vec_dot without one. */
+static inline void ht_vec_dot_tile(const ht_traits *tr, int n, const void *w, size_t ws, int nr, const void *a,
+                                   size_t as, int nc, float *y, size_t ys) {
+    if (tr->vec_dot_tile) {
+        tr->vec_dot_tile(n, w, ws, nr, a, as, nc, y, ys);
+        return;
+    }
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < nr; r++)
+            y[(size_t)c * ys + (size_t)r] = tr->vec_dot(n, (const uint8_t *)w + (size_t)r * ws, (const uint8_t *)a + (size_t)c * as);
+}
 
 /* NULL for unknown / unsupported type ids. The active table: scalar until quant_init() picks SIMD kernels. */
 const ht_traits *ht_get_traits(uint32_t type);
@@ -87,7 +108,8 @@ size_t ht_row_size(uint32_t type, int64_t n);
 void ht_quantize_row(uint32_t vec_dot_type, const float *x, void *dst, int64_t n);
 /* Pick the fastest kernels this CPU supports (idempotent; thread-safe to call once at start). */
 void quant_init(void);
-/* The kernel level in use: "avx512vnni", "avx512", "avx2", "neon" or "scalar". */
+/* The kernel level in use: "avx512vnni", "avx512", "avx2", "neon" or "scalar" ("neon" uses the dot-product
+ * instructions when getauxval reports them). */
 const char *quant_backend(void);
 /* Force a level for tests ("scalar", ...); returns false if it is not built in or this CPU can't run it.
  * Swaps the active table: call only while no kernel is running. */

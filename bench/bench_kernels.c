@@ -1,0 +1,162 @@
+/* bench_kernels.c — single-thread speed of the dot-product kernels, per weight type and kernel set.
+ *
+ * For each type: a ROWS x COLS weight matrix (default 2048 rows of 8192 elements; random block bytes with
+ * sane scales — speed does not depend on the values) and one activation row in the type's vec_dot format.
+ * "matvec" times y = W x with vec_dot row after row (a decode step) and reports weight GB/s; "tile4" times
+ * the 4-token product with vec_dot_tile (4 rows x 4 tokens per call, as matmul.c does in prefill) and
+ * reports weight bytes x 4 tokens per second, i.e. GB/s of matvec-equivalent work. Best of several runs,
+ * timed in thread CPU time: the machine is shared, and wall time would count the time other jobs run.
+ * Usage: bench_kernels [-r ROWS] [-n COLS] [-s set[,set...]] [TYPE...]   (e.g. bench_kernels Q4_0 Q4_K) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "quant/quant.h"
+
+static const uint32_t all_types[] = {HT_Q4_0, HT_Q4_K, HT_Q6_K, HT_Q8_0, HT_F16, HT_Q4_1, HT_Q5_0, HT_Q5_1,
+                                     HT_IQ4_NL, HT_Q2_K, HT_Q3_K, HT_Q5_K, HT_IQ4_XS, HT_BF16, HT_F32};
+#define N_ALL (sizeof all_types / sizeof all_types[0])
+#define MAX_SETS 8
+#define TOK 4
+
+static uint64_t rng = 0x1234567;
+static uint64_t rnd(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static bool in_list(const char *list, const char *name) {   /* name is an item of comma-separated list */
+    const size_t len = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += len)
+        if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == 0)) return true;
+    return false;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Random bytes, then every fp16 field that is a scale set to ~1 (offsets per block layout). */
+static void fill_weights(uint32_t type, uint8_t *w, size_t bytes, size_t nblocks, size_t bsize) {
+    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
+    if (type == HT_F32) {
+        for (size_t i = 0; i < bytes / 4; i++) ((float *)w)[i] = (float)((int)(rnd() % 200) - 100) * 0.01f;
+        return;
+    }
+    if (type == HT_F16 || type == HT_BF16) {
+        for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)w)[i] = type == HT_F16 ? 0x3C00 : 0x3F80;
+        return;
+    }
+    size_t off[2] = {0, 2};
+    int nf = 1;
+    switch (type) {
+    case HT_Q4_1: case HT_Q5_1: case HT_Q4_K: case HT_Q5_K: nf = 2; break;
+    case HT_Q2_K: off[0] = offsetof(block_q2_K, d); off[1] = offsetof(block_q2_K, dmin); nf = 2; break;
+    case HT_Q3_K: off[0] = offsetof(block_q3_K, d); break;
+    case HT_Q6_K: off[0] = offsetof(block_q6_K, d); break;
+    default: break;
+    }
+    for (size_t b = 0; b < nblocks; b++)
+        for (int f = 0; f < nf; f++) {
+            const uint16_t one = 0x3C00;
+            memcpy(w + b * bsize + off[f], &one, 2);
+        }
+}
+
+typedef struct { double matvec, tile; } result;
+
+static volatile float sink;
+
+static result run(const ht_traits *tr, const uint8_t *w, size_t rb, int rows, int n, const uint8_t *a, size_t ab,
+                  float *y) {
+    result best = {0, 0};
+    const double bytes = (double)rb * rows;
+    for (int rep = 0; rep < 5; rep++) {
+        int iters = 0;
+        double t0 = now(), t;
+        do {
+            for (int r = 0; r < rows; r++) y[r] = tr->vec_dot(n, w + (size_t)r * rb, a);
+            iters++;
+        } while ((t = now() - t0) < 0.15);
+        sink = y[rows / 2];
+        if (bytes * iters / t / 1e9 > best.matvec) best.matvec = bytes * iters / t / 1e9;
+        iters = 0;
+        t0 = now();
+        do {
+            for (int r = 0; r < rows; r += 4) ht_vec_dot_tile(tr, n, w + (size_t)r * rb, rb, 4, a, ab, TOK, y + r, (size_t)rows);
+            iters++;
+        } while ((t = now() - t0) < 0.15);
+        sink = y[rows / 2];
+        if (bytes * TOK * iters / t / 1e9 > best.tile) best.tile = bytes * TOK * iters / t / 1e9;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    int rows = 2048, n = 8192;
+    const char *sets_arg = NULL;
+    uint32_t types[N_ALL];
+    int n_types = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-r") && i + 1 < argc) rows = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-s") && i + 1 < argc) sets_arg = argv[++i];
+        else {
+            int found = 0;
+            for (size_t t = 0; t < N_ALL && n_types < (int)N_ALL; t++)
+                if (!strcmp(ht_get_traits_ref(all_types[t])->name, argv[i])) types[n_types++] = all_types[t], found = 1;
+            if (!found) {
+                fprintf(stderr, "usage: bench_kernels [-r ROWS] [-n COLS] [-s set,...] [TYPE...]  (unknown: %s)\n", argv[i]);
+                return 1;
+            }
+        }
+    }
+    if (!n_types)
+        for (size_t t = 0; t < N_ALL; t++) types[n_types++] = all_types[t];
+    rows = (rows + 3) / 4 * 4;
+    n = (n + QK_K - 1) / QK_K * QK_K;
+
+    const char *sets[MAX_SETS];
+    int n_sets = 0;
+    for (int k = 0; quant_backend_name(k) && n_sets < MAX_SETS; k++) {
+        const char *s = quant_backend_name(k);
+        if (sets_arg && !in_list(sets_arg, s)) continue;
+        if (quant_set_backend(s)) sets[n_sets++] = s;
+    }
+    printf("single thread, %d x %d weights; GB/s of weight data: matvec = vec_dot per row, tile4 = %d tokens via "
+           "vec_dot_tile (bytes x tokens / s)\n%-7s", rows, n, TOK, "");
+    for (int s = 0; s < n_sets; s++) printf(" | %-13s", sets[s]);
+    printf("\n%-7s", "type");
+    for (int s = 0; s < n_sets; s++) printf(" | matvec  tile4");
+    printf("\n");
+
+    float *xf = malloc((size_t)n * TOK * sizeof(float));
+    float *y = malloc((size_t)rows * TOK * sizeof(float));
+    for (int i = 0; i < n * TOK; i++) xf[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+    for (int t = 0; t < n_types; t++) {
+        const ht_traits *ref = ht_get_traits_ref(types[t]);
+        const size_t rb = ht_row_size(types[t], n), ab = ht_row_size((uint32_t)ref->vec_dot_type, n);
+        uint8_t *w = malloc(rb * (size_t)rows), *a = malloc(ab * TOK);
+        if (!w || !a || !xf || !y) return 1;
+        fill_weights(types[t], w, rb * (size_t)rows, (size_t)rows * (size_t)n / (size_t)ref->blck, ref->type_size);
+        printf("%-7s", ref->name);
+        for (int s = 0; s < n_sets; s++) {
+            quant_set_backend(sets[s]);
+            const ht_traits *tr = ht_get_traits(types[t]);
+            for (int k = 0; k < TOK; k++) ht_quantize_row((uint32_t)tr->vec_dot_type, xf + (size_t)k * n, a + k * ab, n);
+            const result r = run(tr, w, rb, rows, n, a, ab, y);
+            printf(" | %6.2f %6.2f", r.matvec, r.tile);
+            fflush(stdout);
+        }
+        printf("\n");
+        free(w);
+        free(a);
+    }
+    free(xf);
+    free(y);
+    return 0;
+}

@@ -1,0 +1,58 @@
+/* quant_simd.h — what the SIMD kernel files (quant_avx2.c, quant_avx512*.c, quant_neon*.c) share: the CPU
+ * feature tests of quant_cpu.c (compiled without target flags, so a cpu_ok() can never itself execute an
+ * instruction the CPU lacks), always_inline, and the tile driver every set builds its vec_dot_tile from.
+ *
+ * Kernel bodies are written once as always_inline functions of a compile-time type id T and column count
+ * NC (activation rows sharing one decode of each weight block), the tile's weight rows one after the other
+ * (interleaving them block by block was measured slower: it breaks the weight stream into short runs); a
+ * set's vec_dot is the instance for one row and NC = 1, and its tile runs the NC = 4 / 2 / 1 instances, so
+ * every output of a tile is computed by exactly the operations of the 1x1 call. Float arithmetic in these files must not be contracted into FMAs
+ * behind the code's back (an FMA that appears in one instance and not in another would break that
+ * identity): the pragma below, like -ffp-contract=off in cmake/simd.cmake, forbids it; FMAs are written
+ * explicitly where wanted. */
+#ifndef HEARTH_QUANT_SIMD_H
+#define HEARTH_QUANT_SIMD_H
+
+#include "quant.h"
+#include "quant_ref.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define HT_AI static inline __attribute__((always_inline))
+/* Weight rows are read once, front to back: the kernels prefetch HT_PREFETCH_AHEAD bytes ahead of the block
+ * they decode (measured: the hardware prefetchers alone leave the K-quant kernels 1.3-1.6x slower on rows
+ * that come from L3 or DRAM). Prefetching past the end of the matrix is harmless. */
+#define HT_PREFETCH_AHEAD 4096
+HT_AI void ht_prefetch(const uint8_t *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + HT_PREFETCH_AHEAD + o, 0, 3);
+}
+/* Before a loop of a small constant count (columns, sub-blocks): unroll it fully, so its vectors stay in
+ * registers instead of going through arrays on the stack. */
+#define HT_UNROLL _Pragma("GCC unroll 16")
+
+/* quant_cpu.c: can this CPU (and OS, for the vector register state) run the set? */
+bool ht_cpu_x86_avx2(void);        /* AVX2 + FMA + F16C, ymm state enabled */
+bool ht_cpu_x86_avx512(void);      /* AVX-512 F/BW/VL/DQ + the above, zmm state enabled */
+bool ht_cpu_x86_avx512vnni(void);  /* the above + AVX512_VNNI */
+bool ht_cpu_arm_neon(void);        /* always true on aarch64 */
+bool ht_cpu_arm_dotprod(void);     /* SDOT/UDOT (HWCAP_ASIMDDP) */
+
+/* quant_neon_dotprod.c: overrides the baseline NEON entries with SDOT kernels (aarch64 only). */
+void ht_neon_dotprod_install(ht_traits t[HT_NTYPES]);
+
+/* The body of a vec_dot_tile (parameters as ht_vec_dot_tile_fn), given COLS(n, w, ws, nr, a, as, nc, y, ys),
+ * which dispatches nc to kernel instances built for a compile-time column count: columns go in groups of
+ * 4, 2 and 1, MAXC (2 or 4) being the largest group the kernel is built for. */
+#define HT_TILE_BODY(COLS, MAXC)                                                                            \
+    const uint8_t *a_ = a;                                                                                 \
+    int c_ = 0;                                                                                            \
+    if ((MAXC) >= 4)                                                                                       \
+        for (; c_ + 4 <= nc; c_ += 4) COLS(n, w, ws, nr, a_ + (size_t)c_ * as, as, 4, y + (size_t)c_ * ys, ys); \
+    for (; c_ + 2 <= nc; c_ += 2) COLS(n, w, ws, nr, a_ + (size_t)c_ * as, as, 2, y + (size_t)c_ * ys, ys);   \
+    if (c_ < nc) COLS(n, w, ws, nr, a_ + (size_t)c_ * as, as, 1, y + (size_t)c_ * ys, ys);
+
+#endif

@@ -1,0 +1,818 @@
+/* quant_x86_kernels.h — the x86 kernel bodies, compiled once per x86 kernel set: quant_avx2.c (AVX2 + FMA +
+ * F16C), quant_avx512.c (the same code with AVX-512 flags: EVEX encodings, 32 registers, 4-column float
+ * tiles) and quant_avx512vnni.c (integer dots on VPDPBUSD / VPDPWSSD, mostly in their 256-bit AVX512VL form,
+ * plus a 512-bit Q4_K). The including file defines HT_X86_VNNI and HT_X86_AVX512 (0 or 1) and then defines
+ * its ht_kernel_set with x86_install(). Kernels are written per quant_simd.h (always_inline bodies of a type
+ * id T and a column count NC; tiles bit-identical to vec_dot).
+ *
+ * Integer parts (quant_ref.c's contract): every block's integer sum is exact. A byte vector of weights
+ * (unsigned or signed) meets 32 activation bytes in dot_us / dot_ss, which leave in each int32 lane the sum
+ * of 4 consecutive products: VPDPBUSD, or PMADDUBSW + PMADDWD on AVX2 (PMADDUBSW adds two u8*s8 products
+ * into int16 and saturates, so unsigned operands stay <= 128; signed weights go through the sign trick
+ * |w| * sign(a, w), which needs activations in [-127, 127] — every activation quantizer guarantees it).
+ *  - 32-element blocks (Q4_0 ... IQ4_NL x Q8_0 / Q8_1): groups of 8 blocks; the 8 lane vectors are reduced
+ *    by a transposing add tree to one vector holding the 8 block sums isum_b, then per lane
+ *    acc += (d_w * d_a) * (float)isum_b [+ m_w * s_a] — quant_ref.c's per-block float formula — so the
+ *    float accumulation runs in 8 lanes; leftover blocks (n/32 % 8) are added one by one after the lanes.
+ *  - 256-element super-blocks (K-quants, IQ4_XS x Q8_K): the sub-block scale multiplies the int16 pair sums
+ *    (PMADDWD / VPDPWSSD), offsets of unsigned weights (Q3_K's 4, Q6_K's 32) and the min terms come from the
+ *    activation's bsums, and the float formula is evaluated in scalar, super-block after super-block, in
+ *    quant_ref.c's order: these dot products are bit-identical to the scalar ones.
+ * Float weights (F32/F16/BF16 x F32): 4 vector accumulators with FMA, reduced in a fixed order.
+ * Measured on the 2-core AMD EPYC (Zen 4 class) dev box: 256-bit vectors beat 512-bit ones everywhere but
+ * Q4_K (see the notes at each kernel); every weight row is prefetched 4 KB ahead (quant_simd.h).
+ * Activation quantizers (Q8_0, Q8_1, Q8_K from_float) reproduce the scalar blocks exactly (roundf emulated
+ * from truncation; nearest_int is the RNE of CVTPS2DQ). */
+#include <immintrin.h>
+
+#include "quant_simd.h"
+
+#if !defined(HT_X86_VNNI) || !defined(HT_X86_AVX512)
+#error "define HT_X86_VNNI and HT_X86_AVX512 before including quant_x86_kernels.h"
+#endif
+
+/* ======================= small helpers ======================= */
+
+HT_AI __m256i ld256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+HT_AI __m128i ld128(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
+HT_AI uint16_t ldh(const void *p) { uint16_t h; memcpy(&h, p, 2); return h; }
+HT_AI float h2f(const void *p) { return _cvtsh_ss(ldh(p)); }
+
+/* 8 halves at p, p + stride, ... as floats. */
+HT_AI __m256 halves8(const uint8_t *p, size_t stride) {
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)ldh(p), (short)ldh(p + stride), (short)ldh(p + 2 * stride),
+                                          (short)ldh(p + 3 * stride), (short)ldh(p + 4 * stride),
+                                          (short)ldh(p + 5 * stride), (short)ldh(p + 6 * stride),
+                                          (short)ldh(p + 7 * stride)));
+}
+
+HT_AI float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* The horizontal sums of two vectors at once: *sa = sum(a), *sb = sum(b). */
+HT_AI void hsum2_i32(__m256i a, __m256i b, int32_t *sa, int32_t *sb) {
+    const __m256i h = _mm256_hadd_epi32(a, b);   /* a01 a23 b01 b23 | a45 a67 b45 b67 */
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    s = _mm_hadd_epi32(s, s);                     /* sum(a) sum(b) sum(a) sum(b) */
+    *sa = _mm_cvtsi128_si32(s);
+    *sb = _mm_extract_epi32(s, 1);
+}
+
+HT_AI int32_t hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* ======================= integer dot primitives ======================= */
+
+/* acc + per int32 lane the sum of 4 products u*s, u unsigned (<= 128), s signed. */
+HT_AI __m256i dot_us(__m256i acc, __m256i u, __m256i s) {
+#if HT_X86_VNNI
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* Both signed: |x| * (y with x's sign). */
+HT_AI __m256i dot_ss(__m256i acc, __m256i x, __m256i y) {
+    return dot_us(acc, _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+/* Per lane the sum of 4 products (u - off) * s, for unsigned u <= 31 and off 8 or 16. */
+HT_AI __m256i dot_us_off(__m256i u, __m256i s, int off) {
+    const __m256i o = _mm256_set1_epi8((char)off);
+#if HT_X86_VNNI
+    const __m256i z = _mm256_setzero_si256();
+    return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, s), _mm256_dpbusd_epi32(z, o, s));
+#else
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, s), _mm256_maddubs_epi16(o, s));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
+}
+
+/* acc + per lane sc * (sum of 4 products u*s), sc16 holding one int16 scale per pair of int16 lanes. */
+HT_AI __m256i dot_us_sc(__m256i acc, __m256i u, __m256i s, __m256i sc16) {
+    const __m256i p = _mm256_maddubs_epi16(u, s);
+#if HT_X86_VNNI
+    return _mm256_dpwssd_epi32(acc, p, sc16);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc16));
+#endif
+}
+
+HT_AI __m256i dot_ss_sc(__m256i acc, __m256i x, __m256i y, __m256i sc16) {
+    return dot_us_sc(acc, _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x), sc16);
+}
+
+/* int16 element i of v (same in both 128-bit halves) broadcast: PSHUFB with bytes 2i, 2i+1. */
+HT_AI __m256i bcast16(__m256i v, int i) { return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(0x0100 + 0x0202 * i))); }
+
+/* Low half: int16 element i of v, high half: element j (v's two 128-bit halves equal). */
+HT_AI __m256i bcast16x2(__m256i v, int i, int j) {
+    const __m256i idx = _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * j)),
+                                         _mm_set1_epi16((short)(0x0100 + 0x0202 * i)));
+    return _mm256_shuffle_epi8(v, idx);
+}
+
+HT_AI __m256i mask4(void) { return _mm256_set1_epi8(0x0F); }
+
+/* 16 bytes of packed nibbles -> 32 bytes: the 16 low nibbles, then the 16 high ones (32-block order). */
+HT_AI __m256i nibbles32(const uint8_t *qs) {
+    const __m128i x = ld128(qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), mask4());
+}
+
+/* Bit j of 32 bits -> byte j = val when set, 0 when clear. */
+HT_AI __m256i bits32(uint32_t bits, char val) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
+    const __m256i bm = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf), bm);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(x, bm), _mm256_set1_epi8(val));
+}
+
+/* Bytes of x with bit b set -> val, others 0. */
+HT_AI __m256i bit_to(__m256i x, int b, char val) {
+    const __m256i m = _mm256_set1_epi8((char)(1 << b));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(x, m), m), _mm256_set1_epi8(val));
+}
+
+HT_AI __m256i iq4nl_table(void) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ht_kvalues_iq4nl));
+}
+
+/* ======================= 32-element blocks x Q8_0 / Q8_1 ======================= */
+
+HT_AI bool uses_q8_1(const int T) { return T == HT_Q4_1 || T == HT_Q5_1; }
+
+HT_AI size_t w_size(const int T) {
+    switch (T) {
+    case HT_Q4_0: return sizeof(block_q4_0);
+    case HT_Q4_1: return sizeof(block_q4_1);
+    case HT_Q5_0: return sizeof(block_q5_0);
+    case HT_Q5_1: return sizeof(block_q5_1);
+    case HT_Q8_0: return sizeof(block_q8_0);
+    default: return sizeof(block_iq4_nl);
+    }
+}
+
+HT_AI size_t a_size(const int T) { return uses_q8_1(T) ? sizeof(block_q8_1) : sizeof(block_q8_0); }
+
+/* The 32 weights of a block as bytes in element order: unsigned 0..15 / 0..31 for Q4_x / Q5_x (Q4_0, Q5_0
+ * still offset by 8, 16), signed for Q8_0 and IQ4_NL. */
+HT_AI __m256i w_decode(const int T, const uint8_t *wb) {
+    switch (T) {
+    case HT_Q4_0: return nibbles32(((const block_q4_0 *)wb)->qs);
+    case HT_Q4_1: return nibbles32(((const block_q4_1 *)wb)->qs);
+    case HT_Q5_0: {
+        const block_q5_0 *b = (const block_q5_0 *)wb;
+        uint32_t qh;
+        memcpy(&qh, b->qh, 4);
+        return _mm256_or_si256(nibbles32(b->qs), bits32(qh, 0x10));
+    }
+    case HT_Q5_1: {
+        const block_q5_1 *b = (const block_q5_1 *)wb;
+        uint32_t qh;
+        memcpy(&qh, b->qh, 4);
+        return _mm256_or_si256(nibbles32(b->qs), bits32(qh, 0x10));
+    }
+    case HT_Q8_0: return ld256(((const block_q8_0 *)wb)->qs);
+    default: return _mm256_shuffle_epi8(iq4nl_table(), nibbles32(((const block_iq4_nl *)wb)->qs));
+    }
+}
+
+/* Lane partial sums of decoded weights q times the activation block at ab. */
+HT_AI __m256i w_dot(const int T, __m256i q, const uint8_t *ab) {
+    const __m256i a = ld256(ab + (uses_q8_1(T) ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs)));
+    switch (T) {
+    case HT_Q4_0: return dot_us_off(q, a, 8);
+    case HT_Q5_0: return dot_us_off(q, a, 16);
+    case HT_Q8_0: case HT_IQ4_NL: return dot_ss(_mm256_setzero_si256(), q, a);
+    default: return dot_us(_mm256_setzero_si256(), q, a);
+    }
+}
+
+/* 8 blocks from block ib, NC activation rows: acc[c] += per lane the float formula of its block. */
+HT_AI void group8(const int T, const int NC, const uint8_t *w, const uint8_t *const *a, size_t ib, __m256 *acc) {
+    const size_t WS = w_size(T), AS = a_size(T);
+    __m256i quad[4][2];
+    HT_UNROLL
+    for (int h = 0; h < 2; h++) {
+        __m256i pair[4][2];
+        HT_UNROLL
+        for (int p = 0; p < 2; p++) {
+            const size_t b = ib + 4 * (size_t)h + 2 * (size_t)p;
+            const __m256i q0 = w_decode(T, w + b * WS), q1 = w_decode(T, w + (b + 1) * WS);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++)
+                pair[c][p] = _mm256_hadd_epi32(w_dot(T, q0, a[c] + b * AS), w_dot(T, q1, a[c] + (b + 1) * AS));
+        }
+        /* low half: blocks' first 16 products, high half: last 16 */
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) quad[c][h] = _mm256_hadd_epi32(pair[c][0], pair[c][1]);
+    }
+    const __m256 dw = halves8(w + ib * WS, WS);
+    const __m256 mw = uses_q8_1(T) ? halves8(w + ib * WS + offsetof(block_q4_1, m), WS) : dw;
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(quad[c][0], quad[c][1], 0x20),
+                                              _mm256_permute2x128_si256(quad[c][0], quad[c][1], 0x31));
+        const __m256 da = halves8(a[c] + ib * AS, AS);
+        __m256 t = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum));
+        if (uses_q8_1(T)) t = _mm256_add_ps(t, _mm256_mul_ps(mw, halves8(a[c] + ib * AS + offsetof(block_q8_1, s), AS)));
+        acc[c] = _mm256_add_ps(acc[c], t);
+    }
+}
+
+/* One block's float term, for the blocks after the last full group. */
+HT_AI float block1(const int T, const uint8_t *wb, const uint8_t *ab) {
+    const int32_t isum = hsum_i32(w_dot(T, w_decode(T, wb), ab));
+    float t = (h2f(wb) * h2f(ab)) * (float)isum;
+    if (uses_q8_1(T)) t = t + h2f(wb + offsetof(block_q4_1, m)) * h2f(ab + offsetof(block_q8_1, s));
+    return t;
+}
+
+/* nr weight rows (ws bytes apart, one after the other) x NC activation rows; each output gets exactly the
+ * operations of the nr = NC = 1 instance, vec_dot. */
+HT_AI void tile32(const int T, const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
+                  float *y, size_t ys) {
+    const uint8_t *ac[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) ac[c] = a + (size_t)c * as;
+    const size_t nb = (size_t)n / 32, ng = nb / 8 * 8;   /* blocks in full groups of 8 */
+    for (int r = 0; r < nr; r++, w += ws, y++) {
+        __m256 acc[4];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+        for (size_t ib = 0; ib < ng; ib += 8) {
+            ht_prefetch(w + ib * w_size(T), 8 * w_size(T));
+            group8(T, NC, w, ac, ib, acc);
+        }
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            float s = hsum_ps(acc[c]);
+            for (size_t b = ng; b < nb; b++) s += block1(T, w + b * w_size(T), ac[c] + b * a_size(T));
+            y[(size_t)c * ys] = s;
+        }
+    }
+}
+
+/* ======================= super-blocks of 256 x Q8_K ======================= */
+
+/* Q4_K / Q5_K: 8 six-bit scales (bytes 0..7) and mins (8..15) from the 12 packed bytes (ggml's layout).
+ * The vector is built from registers: storing the words and reloading them as one vector would stall on
+ * store forwarding every super-block. */
+HT_AI __m128i scales_k4(const uint8_t *s12) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s12, 4);
+    memcpy(&u1, s12 + 4, 4);
+    memcpy(&u2, s12 + 8, 4);
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    const uint32_t m47 = ((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4);
+    const uint32_t sc47 = (u2 & k2) | (((u0 >> 6) & k3) << 4);
+    return _mm_setr_epi32((int)(u0 & k1), (int)sc47, (int)(u1 & k1), (int)m47);
+}
+
+/* Q3_K: the 16 six-bit scales minus 32, as int8 (built from registers, as above). */
+HT_AI __m128i scales_q3_K(const uint8_t *s12) {
+    uint32_t u0, u1, tmp;
+    memcpy(&u0, s12, 4);
+    memcpy(&u1, s12 + 4, 4);
+    memcpy(&tmp, s12 + 8, 4);
+    const uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f;
+    const uint32_t s0 = (u0 & k2) | ((tmp & k1) << 4), s1 = (u1 & k2) | (((tmp >> 2) & k1) << 4);
+    const uint32_t s2 = ((u0 >> 4) & k2) | (((tmp >> 4) & k1) << 4), s3 = ((u1 >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+    return _mm_sub_epi8(_mm_setr_epi32((int)s0, (int)s1, (int)s2, (int)s3), _mm_set1_epi8(32));
+}
+
+/* IQ4_XS: the 8 six-bit scales minus 32, as int16: low nibbles from scales_l, high 2 bits from scales_h. */
+HT_AI __m128i scales_iq4_xs(const block_iq4_xs *b) {
+    uint32_t l4;
+    memcpy(&l4, b->scales_l, 4);
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)l4), _mm_setr_epi32(0, 4, 8, 12)),
+                                     _mm_set1_epi32(0xF));   /* nibbles 0..3 in dwords (as words 0, 2, 4, 6) */
+    const __m128i lo2 = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)l4), _mm_setr_epi32(16, 20, 24, 28)),
+                                      _mm_set1_epi32(0xF));
+    const __m128i nib = _mm_packus_epi32(lo, lo2);   /* int16: nibble ib of scales_l... in order 0..7 */
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(b->scales_h), _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi32(3));
+    const __m128i hi2 = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(b->scales_h), _mm_setr_epi32(8, 10, 12, 14)),
+                                      _mm_set1_epi32(3));
+    const __m128i h16 = _mm_slli_epi16(_mm_packus_epi32(hi, hi2), 4);
+    return _mm_sub_epi16(_mm_or_si128(nib, h16), _mm_set1_epi16(32));
+}
+
+/* Lanes whose sum is Σ_j bsums[j] * s16[j] over the 16 bsums of a Q8_K block (s16: 16 int16). */
+HT_AI __m256i bsums_madd(const block_q8_K *a, __m256i s16) { return _mm256_madd_epi16(ld256(a->bsums), s16); }
+
+/* 16-element sub-blocks (Q2_K, Q3_K, Q6_K): sc = the 16 scales as int8; the chunk of elements 32k..32k+31
+ * takes scale 2k on its low half and 2k + 1 on its high half. */
+typedef struct { __m256i lo, hi; } scales16;
+
+HT_AI scales16 scales16_make(__m128i sc8) {
+    scales16 s;
+    s.lo = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8));
+    s.hi = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)));
+    return s;
+}
+
+HT_AI __m256i scales16_chunk(scales16 s, int k) { return bcast16x2(k < 4 ? s.lo : s.hi, (2 * k) % 8, (2 * k + 1) % 8); }
+
+#if HT_X86_VNNI
+/* int16 scale i of sc (same in every 128-bit lane) in the low 256 bits, scale j in the high 256. */
+HT_AI __m512i bcast16x2_512(__m512i sc, int i, int j) {
+    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(0x0100 + 0x0202 * i))),
+                                           _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)), 1);
+    return _mm512_shuffle_epi8(sc, idx);
+}
+
+/* Q4_K with 512-bit VPDPWSSD (VNNI set only; measured 1.13x the 256-bit kernel): 64 bytes of nibbles are two
+ * 32-byte groups k, k + 1, whose low / high nibbles are sub-blocks 2k / 2k + 1; SHUF_I64X2 pairs them so that
+ * each vector meets 64 consecutive activation bytes. Same integer sums as the 256-bit path. */
+HT_AI void kblock_q4_K_zmm(const int NC, const block_q4_K *b, const block_q8_K *const *a, int32_t *isum,
+                           int32_t *msum) {
+    const __m128i sm = scales_k4(b->scales);
+    const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
+    const __m256i mins = _mm256_cvtepu8_epi16(
+        _mm_shuffle_epi8(sm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i acc[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_si512();
+    HT_UNROLL
+    for (int h = 0; h < 2; h++) {   /* sub-blocks 4h .. 4h + 3 */
+        const __m512i x = _mm512_loadu_si512(b->qs + 64 * h);
+        const __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+        const __m512i w0 = _mm512_shuffle_i64x2(lo, hi, 0x44), w1 = _mm512_shuffle_i64x2(lo, hi, 0xEE);
+        const __m512i s0 = bcast16x2_512(sc, 4 * h, 4 * h + 1), s1 = bcast16x2_512(sc, 4 * h + 2, 4 * h + 3);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            acc[c] = _mm512_dpwssd_epi32(acc[c], _mm512_maddubs_epi16(w0, _mm512_loadu_si512(a[c]->qs + 128 * h)), s0);
+            acc[c] = _mm512_dpwssd_epi32(acc[c], _mm512_maddubs_epi16(w1, _mm512_loadu_si512(a[c]->qs + 128 * h + 64)), s1);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        const __m256i v = _mm256_add_epi32(_mm512_castsi512_si256(acc[c]), _mm512_extracti64x4_epi64(acc[c], 1));
+        hsum2_i32(v, bsums_madd(a[c], mins), &isum[c], &msum[c]);
+    }
+}
+#endif
+
+/* Q4_K, Q5_K: sub-blocks of 32 (low / high nibbles of 32-byte groups, Q5_K: + 16 from qh), mins. */
+HT_AI void kb_q4_K_q5_K(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum,
+                     int32_t *msum) {
+    __m256i acc[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_si256();
+    const __m256i m4 = mask4();
+    const uint8_t *qs = T == HT_Q4_K ? ((const block_q4_K *)wb)->qs : ((const block_q5_K *)wb)->qs;
+    const __m128i sm = scales_k4(T == HT_Q4_K ? ((const block_q4_K *)wb)->scales : ((const block_q5_K *)wb)->scales);
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    const __m256i mins = _mm256_cvtepu8_epi16(
+        _mm_shuffle_epi8(sm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+    const __m256i qh = T == HT_Q5_K ? ld256(((const block_q5_K *)wb)->qh) : _mm256_setzero_si256();
+    HT_UNROLL
+    for (int k = 0; k < 4; k++) {
+        const __m256i x = ld256(qs + 32 * k);
+        __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        if (T == HT_Q5_K) {
+            lo = _mm256_or_si256(lo, bit_to(qh, 2 * k, 0x10));
+            hi = _mm256_or_si256(hi, bit_to(qh, 2 * k + 1, 0x10));
+        }
+        const __m256i slo = bcast16(sc, 2 * k), shi = bcast16(sc, 2 * k + 1);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            acc[c] = dot_us_sc(acc[c], lo, ld256(a[c]->qs + 64 * k), slo);
+            acc[c] = dot_us_sc(acc[c], hi, ld256(a[c]->qs + 64 * k + 32), shi);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) hsum2_i32(acc[c], bsums_madd(a[c], mins), &isum[c], &msum[c]);
+}
+
+/* Q6_K: 6-bit quants stored unsigned (offset 32, removed through the bsums), int8 scales per 16. */
+HT_AI void kb_q6_K(const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum, int32_t *msum) {
+    __m256i acc[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_si256();
+    const __m256i m4 = mask4();
+    const block_q6_K *b = (const block_q6_K *)wb;
+    const __m128i sc8 = ld128(b->scales);
+    const scales16 s = scales16_make(sc8);
+    const __m256i m2 = _mm256_set1_epi8(0x30);
+    HT_UNROLL
+    for (int h = 0; h < 2; h++) {
+        const __m256i ql0 = ld256(b->ql + 64 * h), ql1 = ld256(b->ql + 64 * h + 32), qh = ld256(b->qh + 32 * h);
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+        HT_UNROLL
+        for (int g = 0; g < 4; g++) {
+            const __m256i scv = scales16_chunk(s, 4 * h + g);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) acc[c] = dot_us_sc(acc[c], q[g], ld256(a[c]->qs + 128 * h + 32 * g), scv);
+        }
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        int32_t off;
+        hsum2_i32(acc[c], bsums_madd(a[c], sc16), &isum[c], &off);
+        isum[c] -= 32 * off;
+        msum[c] = 0;
+    }
+}
+
+/* Q2_K (2 bits, 4-bit scale and min per 16) and Q3_K (+ a third bit from hmask, offset 4, 6-bit scales). */
+HT_AI void kb_q2_K_q3_K(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum,
+                     int32_t *msum) {
+    __m256i acc[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_si256();
+    const uint8_t *qs = T == HT_Q2_K ? ((const block_q2_K *)wb)->qs : ((const block_q3_K *)wb)->qs;
+    __m128i sc8, mn8 = _mm_setzero_si128();
+    if (T == HT_Q2_K) {
+        const __m128i raw = ld128(((const block_q2_K *)wb)->scales);
+        sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+        mn8 = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F));
+    } else {
+        sc8 = scales_q3_K(((const block_q3_K *)wb)->scales);
+    }
+    const scales16 s = scales16_make(sc8);
+    const __m256i hm = T == HT_Q3_K ? ld256(((const block_q3_K *)wb)->hmask) : _mm256_setzero_si256();
+    const __m256i m3 = _mm256_set1_epi8(3);
+    HT_UNROLL
+    for (int h = 0; h < 2; h++) {
+        const __m256i x = ld256(qs + 32 * h);
+        HT_UNROLL
+        for (int g = 0; g < 4; g++) {
+            const int k = 4 * h + g;
+            __m256i u = _mm256_and_si256(_mm256_srli_epi16(x, 2 * g), m3);
+            if (T == HT_Q3_K) u = _mm256_or_si256(u, bit_to(hm, k, 4));
+            const __m256i scv = scales16_chunk(s, k);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) acc[c] = dot_us_sc(acc[c], u, ld256(a[c]->qs + 32 * k), scv);
+        }
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8), mn16 = _mm256_cvtepi8_epi16(mn8);
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        int32_t other;   /* Q3_K: sum of scale * bsums (the offset 4), Q2_K: the min term */
+        hsum2_i32(acc[c], bsums_madd(a[c], T == HT_Q3_K ? sc16 : mn16), &isum[c], &other);
+        if (T == HT_Q3_K) isum[c] -= 4 * other;
+        msum[c] = T == HT_Q2_K ? other : 0;
+    }
+}
+
+/* IQ4_XS: IQ4_NL bodies of 32 with 6-bit signed scales. */
+HT_AI void kb_iq4_xs(const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum, int32_t *msum) {
+    __m256i acc[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_si256();
+    const __m256i m4 = mask4();
+    const block_iq4_xs *b = (const block_iq4_xs *)wb;
+    const __m256i sc = _mm256_broadcastsi128_si256(scales_iq4_xs(b));
+    const __m256i tab = iq4nl_table();
+    HT_UNROLL
+    for (int p = 0; p < 4; p++) {
+        const __m256i x = ld256(b->qs + 32 * p);
+        const __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        const __m256i q0 = _mm256_shuffle_epi8(tab, _mm256_permute2x128_si256(lo, hi, 0x20));
+        const __m256i q1 = _mm256_shuffle_epi8(tab, _mm256_permute2x128_si256(lo, hi, 0x31));
+        const __m256i s0 = bcast16(sc, 2 * p), s1 = bcast16(sc, 2 * p + 1);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            acc[c] = dot_ss_sc(acc[c], q0, ld256(a[c]->qs + 64 * p), s0);
+            acc[c] = dot_ss_sc(acc[c], q1, ld256(a[c]->qs + 64 * p + 32), s1);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        isum[c] = hsum_i32(acc[c]);
+        msum[c] = 0;
+    }
+}
+
+/* One super-block, NC activation rows: isum[c] (scales folded in, offsets removed) and msum[c]. */
+HT_AI void kblock(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum,
+                  int32_t *msum) {
+#if HT_X86_VNNI
+    if (T == HT_Q4_K) {
+        kblock_q4_K_zmm(NC, (const block_q4_K *)wb, a, isum, msum);
+        return;
+    }
+#endif
+    if (T == HT_Q4_K || T == HT_Q5_K) kb_q4_K_q5_K(T, NC, wb, a, isum, msum);
+    else if (T == HT_Q6_K) kb_q6_K(NC, wb, a, isum, msum);
+    else if (T == HT_Q2_K || T == HT_Q3_K) kb_q2_K_q3_K(T, NC, wb, a, isum, msum);
+    else kb_iq4_xs(NC, wb, a, isum, msum);
+}
+
+HT_AI size_t k_size(const int T) {
+    switch (T) {
+    case HT_Q2_K: return sizeof(block_q2_K);
+    case HT_Q3_K: return sizeof(block_q3_K);
+    case HT_Q4_K: return sizeof(block_q4_K);
+    case HT_Q5_K: return sizeof(block_q5_K);
+    case HT_Q6_K: return sizeof(block_q6_K);
+    default: return sizeof(block_iq4_xs);
+    }
+}
+
+/* d and dmin of a super-block. */
+HT_AI float k_d(const int T, const uint8_t *wb) {
+    switch (T) {
+    case HT_Q2_K: return h2f(&((const block_q2_K *)wb)->d);
+    case HT_Q3_K: return h2f(&((const block_q3_K *)wb)->d);
+    case HT_Q4_K: return h2f(&((const block_q4_K *)wb)->d);
+    case HT_Q5_K: return h2f(&((const block_q5_K *)wb)->d);
+    case HT_Q6_K: return h2f(&((const block_q6_K *)wb)->d);
+    default: return h2f(&((const block_iq4_xs *)wb)->d);
+    }
+}
+
+HT_AI float k_dmin(const int T, const uint8_t *wb) {
+    switch (T) {
+    case HT_Q2_K: return h2f(&((const block_q2_K *)wb)->dmin);
+    case HT_Q4_K: return h2f(&((const block_q4_K *)wb)->dmin);
+    default: return h2f(&((const block_q5_K *)wb)->dmin);
+    }
+}
+
+HT_AI bool k_has_min(const int T) { return T == HT_Q2_K || T == HT_Q4_K || T == HT_Q5_K; }
+
+/* As tile32; per output the scalar float sum runs in quant_ref.c's order. */
+HT_AI void tileK(const int T, const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
+                 float *y, size_t ys) {
+    for (int r = 0; r < nr; r++, w += ws, y++) {
+        float sum[4];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) sum[c] = 0;
+        for (int i = 0; i < n / QK_K; i++) {
+            const uint8_t *wb = w + (size_t)i * k_size(T);
+            const block_q8_K *ab[4];
+            int32_t isum[4], msum[4];
+            ht_prefetch(wb, k_size(T));
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) ab[c] = (const block_q8_K *)(a + (size_t)c * as) + i;
+            kblock(T, NC, wb, ab, isum, msum);
+            const float d = k_d(T, wb);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                if (k_has_min(T))
+                    sum[c] += (d * ab[c]->d) * (float)isum[c] - (k_dmin(T, wb) * ab[c]->d) * (float)msum[c];
+                else
+                    sum[c] += (d * ab[c]->d) * (float)isum[c];
+            }
+        }
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) y[(size_t)c * ys] = sum[c];
+    }
+}
+
+/* ======================= float weights x F32 ======================= */
+
+#define FV __m256
+#define FV_N 8
+#define fv_zero _mm256_setzero_ps
+#define fv_fmadd _mm256_fmadd_ps
+#define fv_add _mm256_add_ps
+#define fv_loadu _mm256_loadu_ps
+HT_AI float fv_hsum(__m256 v) { return hsum_ps(v); }
+HT_AI __m256 fv_loadw(const int T, const uint8_t *w, int i) {
+    switch (T) {
+    case HT_F32: return _mm256_loadu_ps((const float *)w + i);
+    case HT_F16: return _mm256_cvtph_ps(ld128((const uint16_t *)w + i));
+    default: return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(ld128((const uint16_t *)w + i)), 16));
+    }
+}
+
+HT_AI size_t f_size(const int T) { return T == HT_F32 ? 4 : 2; }
+
+HT_AI float f_scalar(const int T, const uint8_t *w, int i) {
+    switch (T) {
+    case HT_F32: return ((const float *)w)[i];
+    case HT_F16: return _cvtsh_ss(((const uint16_t *)w)[i]);
+    default: return bf16_to_f32(((const uint16_t *)w)[i]);
+    }
+}
+
+/* 4 accumulators over 4 * FV_N elements a step, then FV_N at a time into the first, the rest in scalar
+ * (mul, then add); the sum is acc0 + acc1 + (acc2 + acc3), reduced in a fixed order. */
+HT_AI void colsF(const int T, const int NC, int n, const uint8_t *w, const uint8_t *a, size_t as, float *y,
+                 size_t ys) {
+    const float *ac[4];
+    FV acc[4][4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        ac[c] = (const float *)(a + (size_t)c * as);
+        HT_UNROLL
+        for (int u = 0; u < 4; u++) acc[c][u] = fv_zero();
+    }
+    int i = 0;
+    for (; i + 4 * FV_N <= n; i += 4 * FV_N) {
+        ht_prefetch(w + (size_t)i * f_size(T), 4 * FV_N * f_size(T));
+        HT_UNROLL
+        for (int u = 0; u < 4; u++) {
+            const FV wv = fv_loadw(T, w, i + u * FV_N);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) acc[c][u] = fv_fmadd(wv, fv_loadu(ac[c] + i + u * FV_N), acc[c][u]);
+        }
+    }
+    for (; i + FV_N <= n; i += FV_N) {
+        const FV wv = fv_loadw(T, w, i);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) acc[c][0] = fv_fmadd(wv, fv_loadu(ac[c] + i), acc[c][0]);
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        float s = fv_hsum(fv_add(fv_add(acc[c][0], acc[c][1]), fv_add(acc[c][2], acc[c][3])));
+        for (int j = i; j < n; j++) s += f_scalar(T, w, j) * ac[c][j];
+        y[(size_t)c * ys] = s;
+    }
+}
+
+/* Float weights keep 4 accumulators per output, too many to interleave rows: one row after the other. */
+HT_AI void tileF(const int T, const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
+                 float *y, size_t ys) {
+    for (int r = 0; r < nr; r++) colsF(T, NC, n, w + (size_t)r * ws, a, as, y + r, ys);
+}
+
+/* ======================= activation quantizers ======================= */
+
+HT_AI __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+HT_AI float hmax_ps(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* roundf (half away from zero): trunc, plus sign(t) when the dropped fraction (exact) is >= 0.5. */
+HT_AI __m256i roundf_epi32(__m256 t) {
+    const __m256 r = _mm256_round_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = abs_ps(_mm256_sub_ps(t, r));
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(t, _mm256_set1_ps(-0.0f)));
+    const __m256 adj = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one);
+    return _mm256_cvttps_epi32(_mm256_add_ps(r, adj));
+}
+
+/* 32 int32 (4 vectors of 8, in order) -> 32 int8 with saturation, in order. */
+HT_AI __m256i pack32(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* One Q8_0 / Q8_1 block: d = amax / 127 (returned), q = roundf(x / d); *sum = sum(q). */
+HT_AI float q8_block(const float *x, ht_half *dh, int8_t *qs, int *sum) {
+    __m256 v[4], amax = _mm256_setzero_ps();
+    HT_UNROLL
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, abs_ps(v[k]));
+    }
+    const float d = hmax_ps(amax) / ((1 << 7) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    *dh = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    __m256i q[4];
+    HT_UNROLL
+    for (int k = 0; k < 4; k++) q[k] = roundf_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(id)));
+    _mm256_storeu_si256((__m256i *)qs, pack32(q[0], q[1], q[2], q[3]));
+    *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    return d;
+}
+
+static void q8_0_from_float(const float *x, void *vy, int64_t n) {
+    block_q8_0 *y = vy;
+    int sum;
+    for (int64_t i = 0; i < n / QK8_0; i++) q8_block(x + i * QK8_0, &y[i].d, y[i].qs, &sum);
+}
+
+/* As ggml: s = fp16(sum(q) * d) with the unrounded float d. */
+static void q8_1_from_float(const float *x, void *vy, int64_t n) {
+    block_q8_1 *y = vy;
+    for (int64_t i = 0; i < n / QK8_1; i++) {
+        int sum;
+        const float d = q8_block(x + i * QK8_1, &y[i].d, y[i].qs, &sum);
+        y[i].s = _cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT);
+    }
+}
+
+/* ggml's Q8_K: max = the first element of largest magnitude, iscale = -127 / max,
+ * q = min(127, nearest_int(iscale * x)), bsums = sums of 16. */
+static void q8_K_from_float(const float *x, void *vy, int64_t n) {
+    block_q8_K *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m256 am = _mm256_setzero_ps();
+        HT_UNROLL
+        for (int k = 0; k < QK_K / 8; k++) am = _mm256_max_ps(am, abs_ps(_mm256_loadu_ps(x + 8 * k)));
+        const float amax = hmax_ps(am);
+        if (!amax) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        int first = 0;
+        HT_UNROLL
+        for (int k = 0; k < QK_K / 8; k++) {
+            const int m = _mm256_movemask_ps(_mm256_cmp_ps(abs_ps(_mm256_loadu_ps(x + 8 * k)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (m) {
+                first = 8 * k + __builtin_ctz((unsigned)m);
+                break;
+            }
+        }
+        const float iscale = -127.f / x[first];
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i q127 = _mm256_set1_epi32(127);
+        HT_UNROLL
+        for (int k = 0; k < QK_K / 32; k++) {
+            __m256i q[4];
+            HT_UNROLL
+            for (int j = 0; j < 4; j++)
+                q[j] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * k + 8 * j))), q127);
+            _mm256_storeu_si256((__m256i *)(y[i].qs + 32 * k), pack32(q[0], q[1], q[2], q[3]));
+        }
+        HT_UNROLL
+        for (int j = 0; j < QK_K / 16; j++) {
+            const __m256i s16 = _mm256_cvtepi8_epi16(ld128(y[i].qs + 16 * j));
+            y[i].bsums[j] = (int16_t)hsum_i32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+/* ======================= the kernel entries ======================= */
+
+/* vec_dot is TILE's nr = nc = 1 instance; the tile runs its nc = 4 / 2 / 1 instances (HT_TILE_BODY). */
+#define HT_X86_KERNELS(name, T, TILE, MAXC)                                                                 \
+    static float vec_dot_##name(int n, const void *w, const void *a) {                                     \
+        float y;                                                                                           \
+        TILE(T, 1, n, w, 0, 1, a, 0, &y, 0);                                                               \
+        return y;                                                                                          \
+    }                                                                                                      \
+    static void cols_##name(int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as, int nc, \
+                            float *y, size_t ys) {                                                         \
+        if ((MAXC) >= 4 && nc == 4) TILE(T, 4, n, w, ws, nr, a, as, y, ys);                                \
+        else if (nc == 2) TILE(T, 2, n, w, ws, nr, a, as, y, ys);                                          \
+        else TILE(T, 1, n, w, ws, nr, a, as, y, ys);                                                       \
+    }                                                                                                      \
+    static void tile_##name(int n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc, float *y, \
+                            size_t ys) {                                                                   \
+        HT_TILE_BODY(cols_##name, MAXC)                                                                    \
+    }
+
+/* Float kernels keep 4 accumulators per column: 4 columns fit the 32 registers of AVX-512, 2 the 16 of AVX2.
+ * (They stay 256-bit in the AVX-512 sets: 512-bit versions measured 0.75-0.9x on 4-column tiles.) */
+#define F_MAXC (HT_X86_AVX512 ? 4 : 2)
+
+HT_X86_KERNELS(q4_0, HT_Q4_0, tile32, 4)
+HT_X86_KERNELS(q4_1, HT_Q4_1, tile32, 4)
+HT_X86_KERNELS(q5_0, HT_Q5_0, tile32, 4)
+HT_X86_KERNELS(q5_1, HT_Q5_1, tile32, 4)
+HT_X86_KERNELS(q8_0, HT_Q8_0, tile32, 4)
+HT_X86_KERNELS(iq4_nl, HT_IQ4_NL, tile32, 4)
+HT_X86_KERNELS(q2_K, HT_Q2_K, tileK, 4)
+HT_X86_KERNELS(q3_K, HT_Q3_K, tileK, 4)
+HT_X86_KERNELS(q4_K, HT_Q4_K, tileK, 4)
+HT_X86_KERNELS(q5_K, HT_Q5_K, tileK, 4)
+HT_X86_KERNELS(q6_K, HT_Q6_K, tileK, 4)
+HT_X86_KERNELS(iq4_xs, HT_IQ4_XS, tileK, 4)
+HT_X86_KERNELS(f32, HT_F32, tileF, F_MAXC)
+HT_X86_KERNELS(f16, HT_F16, tileF, F_MAXC)
+HT_X86_KERNELS(bf16, HT_BF16, tileF, F_MAXC)
+
+static void set_dot(ht_traits *t, ht_vec_dot_fn dot, ht_vec_dot_tile_fn tile) {
+    t->vec_dot = dot;
+    t->vec_dot_tile = tile;
+}
+
+static void x86_install(ht_traits t[HT_NTYPES]) {
+    set_dot(&t[HT_Q4_0], vec_dot_q4_0, tile_q4_0);
+    set_dot(&t[HT_Q4_1], vec_dot_q4_1, tile_q4_1);
+    set_dot(&t[HT_Q5_0], vec_dot_q5_0, tile_q5_0);
+    set_dot(&t[HT_Q5_1], vec_dot_q5_1, tile_q5_1);
+    set_dot(&t[HT_Q8_0], vec_dot_q8_0, tile_q8_0);
+    set_dot(&t[HT_IQ4_NL], vec_dot_iq4_nl, tile_iq4_nl);
+    set_dot(&t[HT_Q2_K], vec_dot_q2_K, tile_q2_K);
+    set_dot(&t[HT_Q3_K], vec_dot_q3_K, tile_q3_K);
+    set_dot(&t[HT_Q4_K], vec_dot_q4_K, tile_q4_K);
+    set_dot(&t[HT_Q5_K], vec_dot_q5_K, tile_q5_K);
+    set_dot(&t[HT_Q6_K], vec_dot_q6_K, tile_q6_K);
+    set_dot(&t[HT_IQ4_XS], vec_dot_iq4_xs, tile_iq4_xs);
+    set_dot(&t[HT_F32], vec_dot_f32, tile_f32);
+    set_dot(&t[HT_F16], vec_dot_f16, tile_f16);
+    set_dot(&t[HT_BF16], vec_dot_bf16, tile_bf16);
+    t[HT_Q8_0].from_float = q8_0_from_float;
+    t[HT_Q8_1].from_float = q8_1_from_float;
+    t[HT_Q8_K].from_float = q8_K_from_float;
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# test_neon_qemu.sh — the aarch64 NEON kernels, cross-compiled and run under qemu-user.
+#
+# Builds the quant layer (quant.c with HEARTH_QUANT_NEON, quant_ref.c, quant_cpu.c, quant_neon.c, and
+# quant_neon_dotprod.c with -march=armv8.2-a+dotprod — the flags of cmake/simd.cmake) plus matmul.c and
+# threads.c, static, with aarch64-linux-gnu-gcc, links test_quant_simd.c and test_matmul.c against them, and
+# runs both under qemu-aarch64 twice: -cpu cortex-a57 (no dot-product extension: the baseline NEON
+# kernels) and -cpu max (HWCAP_ASIMDDP: the SDOT kernels). Each run must pass and must report the
+# dot-product detection that CPU implies, so both paths are known to have run.
+# A missing cross compiler or qemu is a failure, not a skip: install them with
+#   apt-get install -y gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+set -euo pipefail
+
+CC=${HEARTH_AARCH64_CC:-aarch64-linux-gnu-gcc}
+QEMU=${HEARTH_QEMU_AARCH64:-qemu-aarch64}
+need() {
+    command -v "$1" >/dev/null 2>&1 && return 0
+    echo "FAIL: $1 not found — this test cross-compiles the NEON kernels and runs them under qemu." >&2
+    echo "Install: apt-get install -y gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" >&2
+    exit 1
+}
+need "$CC"
+need "$QEMU"
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${HEARTH_BUILD:+$HEARTH_BUILD/neon-qemu}
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+
+FLAGS=(-std=gnu11 -O2 -Wall -Wextra -I"$ROOT/include" -I"$ROOT/src" -I"$ROOT/tests")
+SIMD=(-ffp-contract=off -Werror)   # the kernel files must stay warning-free
+cc() { "$CC" "${FLAGS[@]}" "$@"; }
+Q=$ROOT/src/quant
+cc -DHEARTH_QUANT_NEON -c "$Q/quant.c" -o "$OUT/quant.o"
+cc -c "$Q/quant_ref.c" -o "$OUT/quant_ref.o"
+cc -Werror -c "$Q/quant_cpu.c" -o "$OUT/quant_cpu.o"
+cc "${SIMD[@]}" -c "$Q/quant_neon.c" -o "$OUT/quant_neon.o"
+cc "${SIMD[@]}" -march=armv8.2-a+dotprod -c "$Q/quant_neon_dotprod.c" -o "$OUT/quant_neon_dotprod.o"
+cc -c "$ROOT/src/matmul.c" -o "$OUT/matmul.o"
+cc -c "$ROOT/src/threads.c" -o "$OUT/threads.o"
+QUANT=("$OUT"/quant.o "$OUT"/quant_ref.o "$OUT"/quant_cpu.o "$OUT"/quant_neon.o "$OUT"/quant_neon_dotprod.o)
+cc -static "$ROOT/tests/test_quant_simd.c" "${QUANT[@]}" -lm -o "$OUT/test_quant_simd"
+cc -static "$ROOT/tests/test_matmul.c" "$OUT/matmul.o" "$OUT/threads.o" "${QUANT[@]}" -lm -lpthread -o "$OUT/test_matmul"
+echo "built aarch64 tests in $OUT"
+
+fail=0
+for cpu in cortex-a57 max; do
+    want=no
+    [ "$cpu" = max ] && want=yes
+    for t in test_quant_simd test_matmul; do
+        echo "== qemu-aarch64 -cpu $cpu $t"
+        if ! log=$("$QEMU" -cpu "$cpu" "$OUT/$t" 2>&1); then
+            echo "$log"
+            echo "FAIL: $t under -cpu $cpu"
+            fail=1
+            continue
+        fi
+        echo "$log"
+        if [ "$t" = test_quant_simd ] && ! grep -q "dot-product instructions: $want" <<<"$log"; then
+            echo "FAIL: -cpu $cpu should report dot-product instructions: $want"
+            fail=1
+        fi
+    done
+done
+exit $fail

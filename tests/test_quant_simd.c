@@ -1,0 +1,269 @@
+/* test_quant_simd.c — every SIMD kernel set this CPU runs, against the scalar reference (quant_ref.c).
+ *
+ * For each built-in set (quant_backend_name / quant_set_backend), on fixed-seed random data:
+ * 1. Activation quantizers (Q8_0, Q8_1, Q8_K from_float): byte-identical blocks to the scalar ones, on several
+ *    distributions, rounding ties included.
+ * 2. Exact dot products: random block bytes (every quant and sub-scale bit pattern) with all float scales
+ *    set to 1 and activations with d = 1, so every partial sum is an integer below 2^24 and the result must
+ *    equal the scalar one exactly — whatever the accumulation order. Lengths leave partial block groups.
+ * 3. Realistic dot products: quantized Gaussian data, real scales: within 1e-5 of sum |w_i a_i|.
+ * 4. Tiles: vec_dot_tile for every nr, nc in 1..4 is bit-identical to vec_dot on each output, on short rows
+ *    and on rows of several HT_TILE_CHUNKs (the scalar set checks ht_vec_dot_tile's fallback loop).
+ * Self-contained (quant layer only), so tests/test_neon_qemu.sh also builds it for aarch64. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "quant/quant.h"
+#include "quant/quant_simd.h"
+#include "testutil.h"
+
+static uint64_t rng_state;
+static uint64_t rng_next(void) {   /* splitmix64 */
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double rng_uniform(void) { return (double)(rng_next() >> 11) * 0x1.0p-53; }
+static double rng_gauss(void) { return sqrt(-2.0 * log(1.0 - rng_uniform())) * cos(2.0 * M_PI * rng_uniform()); }
+static int rng_int(int lo, int hi) { return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1)); }
+
+static const uint32_t weight_types[] = {HT_F32, HT_F16, HT_BF16, HT_Q4_0, HT_Q4_1, HT_Q5_0, HT_Q5_1, HT_Q8_0,
+                                        HT_IQ4_NL, HT_Q2_K, HT_Q3_K, HT_Q4_K, HT_Q5_K, HT_Q6_K, HT_IQ4_XS};
+#define N_WTYPES (sizeof weight_types / sizeof weight_types[0])
+#define NMAX 4096
+#define ROWS 4
+
+static const ht_half HALF_ONE = 0x3C00;
+
+/* ---- data ---- */
+enum { D_GAUSS, D_OUTLIERS, D_ZEROS, D_SPARSE, D_TIES, D_TINY, N_DIST };
+static const char *const dist_name[N_DIST] = {"gauss", "outliers", "zeros", "sparse", "ties", "tiny"};
+
+static void fill(float *x, int n, int dist, uint64_t seed) {
+    rng_state = seed * 7919u + (uint64_t)dist;
+    for (int i = 0; i < n; i++) {
+        double v = rng_gauss();
+        if (dist == D_OUTLIERS && rng_uniform() < 0.01) v *= 40;
+        if (dist == D_ZEROS) v = 0;
+        if (dist == D_SPARSE && rng_uniform() < 0.9) v = 0;
+        /* ties: blocks whose largest magnitude is 127 (scale 1) and whose other values end in .5 */
+        if (dist == D_TIES) v = i % 32 == 5 ? (i & 64 ? -127.0 : 127.0) : rng_int(-120, 120) + 0.5;
+        if (dist == D_TINY) v *= 1e-30;
+        x[i] = (float)v;
+    }
+}
+
+/* Random bytes in every weight block; the float scale fields 1 (exact) or in [0.5, 1.5). Float types get
+ * small integers (exact) or Gaussian values. */
+static void random_weights(uint32_t type, void *dst, int n, bool exact) {
+    const ht_traits *tr = ht_get_traits_ref(type);
+    uint8_t *p = dst;
+    const int nb = n / tr->blck;
+    for (size_t i = 0; i < (size_t)nb * tr->type_size; i++) p[i] = (uint8_t)rng_next();
+    for (int i = 0; i < nb; i++) {
+        const float g = exact ? (float)rng_int(-8, 8) : (float)rng_gauss();
+        const ht_half s = exact ? HALF_ONE : f32_to_fp16((float)(0.5 + rng_uniform()));
+        const ht_half s2 = exact ? HALF_ONE : f32_to_fp16((float)(0.5 + rng_uniform()));
+        switch (type) {
+        case HT_F32: ((float *)dst)[i] = g; break;
+        case HT_F16: ((uint16_t *)dst)[i] = f32_to_fp16(g); break;
+        case HT_BF16: ((uint16_t *)dst)[i] = f32_to_bf16(g); break;
+        case HT_Q4_0: ((block_q4_0 *)dst)[i].d = s; break;
+        case HT_Q4_1: ((block_q4_1 *)dst)[i].d = s; ((block_q4_1 *)dst)[i].m = s2; break;
+        case HT_Q5_0: ((block_q5_0 *)dst)[i].d = s; break;
+        case HT_Q5_1: ((block_q5_1 *)dst)[i].d = s; ((block_q5_1 *)dst)[i].m = s2; break;
+        case HT_Q8_0: ((block_q8_0 *)dst)[i].d = s; break;
+        case HT_IQ4_NL: ((block_iq4_nl *)dst)[i].d = s; break;
+        case HT_Q2_K: ((block_q2_K *)dst)[i].d = s; ((block_q2_K *)dst)[i].dmin = s2; break;
+        case HT_Q3_K: ((block_q3_K *)dst)[i].d = s; break;
+        case HT_Q4_K: ((block_q4_K *)dst)[i].d = s; ((block_q4_K *)dst)[i].dmin = s2; break;
+        case HT_Q5_K: ((block_q5_K *)dst)[i].d = s; ((block_q5_K *)dst)[i].dmin = s2; break;
+        case HT_Q6_K: ((block_q6_K *)dst)[i].d = s; break;
+        case HT_IQ4_XS: ((block_iq4_xs *)dst)[i].d = s; break;
+        default: REQUIRE(0, "no layout for type %u", type);
+        }
+    }
+}
+
+/* Activation bytes in [-127, 127] (a quarter at +-127), consistent bsums, scales 1 (exact) or random. */
+static int8_t act_byte(void) { return rng_uniform() < 0.25 ? (rng_next() & 1 ? 127 : -127) : (int8_t)rng_int(-127, 127); }
+
+static void random_acts(uint32_t type, void *dst, int n, bool exact) {
+    const float d = exact ? 1.0f : (float)(0.01 + rng_uniform());
+    if (type == HT_F32) {
+        for (int i = 0; i < n; i++) ((float *)dst)[i] = exact ? (float)rng_int(-8, 8) : (float)rng_gauss();
+    } else if (type == HT_Q8_0) {
+        block_q8_0 *b = dst;
+        for (int i = 0; i < n / QK8_0; i++) {
+            b[i].d = f32_to_fp16(d);
+            for (int j = 0; j < QK8_0; j++) b[i].qs[j] = act_byte();
+        }
+    } else if (type == HT_Q8_1) {
+        block_q8_1 *b = dst;
+        for (int i = 0; i < n / QK8_1; i++) {
+            int sum = 0;
+            for (int j = 0; j < QK8_1; j++) sum += b[i].qs[j] = act_byte();
+            b[i].d = f32_to_fp16(d);
+            b[i].s = exact ? HALF_ONE : f32_to_fp16(d * (float)sum);
+        }
+    } else {
+        block_q8_K *b = dst;
+        for (int i = 0; i < n / QK_K; i++) {
+            b[i].d = d;
+            for (int j = 0; j < QK_K / 16; j++) {
+                int sum = 0;
+                for (int k = 0; k < 16; k++) sum += b[i].qs[16 * j + k] = act_byte();
+                b[i].bsums[j] = (int16_t)sum;
+            }
+        }
+    }
+}
+
+/* The n of a test: exact ones stay at most 1024 elements (32 blocks of 32: every partial sum < 2^24),
+ * odd lengths leave partial groups of blocks and vector tails. */
+static int pick_n(uint32_t type, int variant) {
+    const int blck = ht_get_traits_ref(type)->blck;
+    static const int n32[] = {1024, 32, 416, 224}, nk[] = {1024, 256, 768, 512}, nf[] = {1024, 1, 1000, 77};
+    return blck == 1 ? nf[variant] : blck == 32 ? n32[variant] : nk[variant];
+}
+
+/* ---- 1. activation quantizers ---- */
+static void test_from_float(const char *set) {
+    static float x[NMAX];
+    static uint8_t want[NMAX * 2], got[NMAX * 2];
+    const uint32_t types[] = {HT_Q8_0, HT_Q8_1, HT_Q8_K};
+    for (size_t t = 0; t < 3; t++) {
+        const ht_traits *ref = ht_get_traits_ref(types[t]), *act = ht_get_traits(types[t]);
+        for (int dist = 0; dist < N_DIST; dist++) {
+            fill(x, NMAX, dist, 11 + t);
+            memset(want, 0x5A, sizeof want);
+            memset(got, 0xA5, sizeof got);
+            ref->from_float(x, want, NMAX);
+            act->from_float(x, got, NMAX);
+            const size_t bytes = ht_row_size(types[t], NMAX);
+            size_t first = bytes;
+            for (size_t i = 0; i < bytes && first == bytes; i++)
+                if (want[i] != got[i]) first = i;
+            CHECK(first == bytes, "%s: %s from_float on %s differs from scalar (block %zu)", set, ref->name,
+                  dist_name[dist], first / ref->type_size);
+        }
+    }
+}
+
+/* ---- 2 and 3. dot products ---- */
+static double abs_dot(uint32_t type, const void *w, const void *a, int n) {
+    static float wf[NMAX], af[NMAX];
+    const ht_traits *tw = ht_get_traits_ref(type), *ta = ht_get_traits_ref((uint32_t)tw->vec_dot_type);
+    const bool q8_1 = tw->vec_dot_type == HT_Q8_1;
+    tw->to_float(w, wf, n);
+    ta->to_float(a, af, n);
+    double s = 0;
+    for (int i = 0; i < n; i++) s += fabs((double)wf[i] * af[i]);
+    if (q8_1)   /* the m * s terms */
+        for (int i = 0; i < n / QK8_1; i++) s += 2 * fabs((double)fp16_to_f32(((const block_q8_1 *)a)[i].s));
+    return s;
+}
+
+static int test_dots(const char *set, bool exact) {
+    static uint8_t w[NMAX * 4], a[NMAX * 4];
+    static float wf[NMAX], af[NMAX];
+    int checked = 0;
+    for (size_t t = 0; t < N_WTYPES; t++) {
+        const ht_traits *ref = ht_get_traits_ref(weight_types[t]), *act = ht_get_traits(weight_types[t]);
+        const uint32_t at = (uint32_t)ref->vec_dot_type;
+        for (int v = 0; v < 4; v++) {
+            const int n = exact ? pick_n(weight_types[t], v) : v < 3 ? NMAX : ref->blck == 1 ? NMAX - 5 : NMAX - 4 * ref->blck;
+            rng_state = 1000 * t + (uint64_t)v + (exact ? 0 : 500);
+            if (exact) {
+                random_weights(weight_types[t], w, n, true);
+                random_acts(at, a, n, true);
+            } else {
+                fill(wf, n, v == 1 ? D_OUTLIERS : D_GAUSS, 20 + t);
+                fill(af, n, v == 2 ? D_SPARSE : D_GAUSS, 40 + t);
+                ref->from_float(wf, w, n);
+                ht_get_traits_ref(at)->from_float(af, a, n);
+            }
+            const float want = ref->vec_dot(n, w, a), got = act->vec_dot(n, w, a);
+            if (exact) {
+                CHECK(got == want, "%s: %s exact vec_dot n=%d: %.9g, scalar %.9g", set, ref->name, n, got, want);
+            } else {
+                const double tol = 1e-5 * abs_dot(weight_types[t], w, a, n) + 1e-30;
+                CHECK(fabs((double)got - want) <= tol, "%s: %s vec_dot n=%d: %.9g, scalar %.9g (|diff| %.3g > %.3g)",
+                      set, ref->name, n, got, want, fabs((double)got - want), tol);
+            }
+            checked++;
+        }
+    }
+    return checked;
+}
+
+/* ---- 4. tiles ---- */
+#define NTILE 9216   /* > 2 chunks of HT_TILE_CHUNK (4096): rows are processed chunk by chunk */
+
+/* Short rows (partial block groups, vector tails) and long ones (several chunks plus a remainder). */
+static int tile_n(int blck, int big) {
+    if (!big) return blck == 1 ? 1000 : blck == 32 ? 416 : 768;
+    return blck == 1 ? 9001 : blck == 32 ? 9088 : NTILE;
+}
+
+static int test_tiles(const char *set) {
+    static uint8_t w[ROWS][NTILE * 4], a[HT_TILE_MAX][NTILE * 4];
+    static float wf[NTILE], af[NTILE];
+    int checked = 0;
+    for (size_t t = 0; t < N_WTYPES; t++)
+        for (int big = 0; big < 2; big++) {
+            const ht_traits *act = ht_get_traits(weight_types[t]);
+            const ht_traits *ta = ht_get_traits_ref((uint32_t)act->vec_dot_type);
+            const int n = tile_n(act->blck, big);
+            for (int r = 0; r < ROWS; r++) {
+                fill(wf, n, D_GAUSS, 60 + 10 * t + (uint64_t)r);
+                ht_get_traits_ref(weight_types[t])->from_float(wf, w[r], n);
+            }
+            for (int c = 0; c < HT_TILE_MAX; c++) {
+                fill(af, n, c == 3 ? D_OUTLIERS : D_GAUSS, 90 + 10 * t + (uint64_t)c);
+                ta->from_float(af, a[c], n);
+            }
+            float one[HT_TILE_MAX][ROWS];
+            for (int c = 0; c < HT_TILE_MAX; c++)
+                for (int r = 0; r < ROWS; r++) one[c][r] = act->vec_dot(n, w[r], a[c]);
+            for (int nr = 1; nr <= ROWS; nr++)
+                for (int nc = 1; nc <= HT_TILE_MAX; nc++) {
+                    float y[HT_TILE_MAX][ROWS + 3];
+                    memset(y, 0xFF, sizeof y);
+                    ht_vec_dot_tile(act, n, w[0], sizeof w[0], nr, a[0], sizeof a[0], nc, &y[0][0], ROWS + 3);
+                    int bad = 0;
+                    for (int c = 0; c < nc; c++)
+                        for (int r = 0; r < nr; r++) bad += memcmp(&y[c][r], &one[c][r], sizeof(float)) != 0;
+                    CHECK(bad == 0, "%s: %s tile %dx%d, n=%d: %d outputs differ from vec_dot", set, act->name, nr, nc, n,
+                          bad);
+                    checked++;
+                }
+        }
+    return checked;
+}
+
+int main(void) {
+    quant_init();
+    const char *chosen = quant_backend();
+    printf("quant_init chose: %s\n", chosen);
+#if defined(__aarch64__)
+    printf("aarch64 dot-product instructions: %s\n", ht_cpu_arm_dotprod() ? "yes" : "no");
+#endif
+    int n_sets = 0;
+    for (int k = 0; quant_backend_name(k); k++) {
+        const char *set = quant_backend_name(k);
+        if (!quant_set_backend(set)) {
+            printf("%-11s not supported by this CPU: skipped\n", set);
+            continue;
+        }
+        test_from_float(set);
+        const int ne = test_dots(set, true), nt = test_dots(set, false), ntl = test_tiles(set);
+        printf("%-11s from_float, %d exact + %d realistic dot products, %d tiles checked\n", set, ne, nt,
+               ntl);
+        n_sets++;
+    }
+    REQUIRE(quant_set_backend(chosen), "cannot restore %s", chosen);
+    printf("%d kernel set(s) tested\n", n_sets);
+    TEST_DONE();
+}
