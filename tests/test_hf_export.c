@@ -47,6 +47,7 @@ static double golden_diff(hearth_model *m, const char *golden, double *agree_fra
         worst = fmax(worst, gc_rel_diff(&out, &ref.cases[i]));
         if (ref.cases[i].kind == 0) gc_argmax_agree(&out, &ref.cases[i], &agree, &total);
         free(out.values);
+        free(out.tokens);
     }
     *agree_frac = total ? (double)agree / total : 1;
     hearth_ctx_free(ctx);
