@@ -1,0 +1,29 @@
+/* server.h — `hearth serve`: an OpenAI-compatible HTTP server (libmicrohttpd) over one model. One engine
+ * thread owns the context and decodes every active request (slot) together, one batch per step; HTTP
+ * connection threads parse requests, queue them and stream the tokens back. See server.c. */
+#ifndef HEARTH_SERVER_H
+#define HEARTH_SERVER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "hearth.h"
+
+typedef struct {
+    const char *host;           /* address to bind; "127.0.0.1" by default */
+    int port;                   /* 0 = any free port (the chosen one is printed) */
+    int parallel;               /* slots: requests generated at the same time */
+    int n_ctx;                  /* tokens of context per slot; 0 = the model's, at most 4096 */
+    int n_threads;              /* 0 = all cores */
+    const char *api_key;        /* NULL = no authentication */
+    const char *chat_template;  /* Jinja source overriding the model's, or NULL */
+    const char *model_id;       /* the name /v1/models reports */
+    size_t max_body;            /* largest request body accepted (bytes); 0 = 8 MiB */
+} server_params;
+
+/* Serves until *stop becomes nonzero (e.g. set by a SIGINT handler: a lock-free atomic is safe to store to
+ * there, and every thread may read it). Prints "listening on http://H:P" to stderr once ready. Returns 0
+ * after a clean stop, -1 if the server could not start. */
+int server_run(hearth_model *m, const server_params *p, atomic_int *stop, hearth_err *err);
+
+#endif

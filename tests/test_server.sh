@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `hearth serve` end to end: starts servers on free loopback ports (the embedded model for generation, the BERT
+# encoder for embeddings), runs server/test_server.mjs with the official openai npm client against them, then
+# checks the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib.sh"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then echo "SKIP: node/npm not found"; exit 0; fi
+if [[ ! -d "$here/server/node_modules/openai" ]]; then
+    (cd "$here/server" && npm install --no-audit --no-fund --loglevel=error >/dev/null) || { echo "FAIL: npm install openai"; exit 1; }
+fi
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# start NAME ARGS...: runs hearth serve on a free port; sets URL to its address
+start() {
+    local name=$1; shift
+    "$HEARTH" serve --host 127.0.0.1 --port 0 "$@" 2>"$tmp/$name.log" &
+    pids+=($!)
+    for _ in $(seq 200); do
+        URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/$name.log" | head -1)
+        [[ -n $URL ]] && return 0
+        kill -0 "${pids[-1]}" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "FAIL: $name server did not start:"; cat "$tmp/$name.log"; exit 1
+}
+
+start gen --parallel 8 -c 1024 -t 1 --api-key sekrit
+GEN_URL=$URL
+EMB_URL=""
+if "$HEARTH" info -m data/models/bert.gguf 2>/dev/null | grep -q encoder; then
+    start emb -m data/models/bert.gguf -t 1
+    EMB_URL=$URL
+fi
+
+GEN_URL=$GEN_URL EMB_URL=$EMB_URL API_KEY=sekrit timeout 300 node "$here/server/test_server.mjs" || fail=1
+
+check "gen server still running" 'kill -0 ${pids[0]}'
+check "health after the tests" '[[ $(curl -s "$GEN_URL/health") == *'"'"'"status":"ok"'"'"'* ]]'
+check "one log line per request" 'grep -qE "^POST /v1/chat/completions 200 [0-9.]+ ms prompt=5" "$tmp/gen.log"'
+check "a disconnected stream is logged as cancelled" 'grep -qE "^POST /v1/completions 499 .*\(cancelled\)" "$tmp/gen.log"'
+check "bad requests logged as 400" 'grep -qE "^POST /v1/chat/completions 400 " "$tmp/gen.log"'
+kill -INT "${pids[0]}"
+for _ in $(seq 100); do kill -0 "${pids[0]}" 2>/dev/null || break; sleep 0.05; done
+check "SIGINT stops the server" '! kill -0 ${pids[0]} 2>/dev/null'
+wait "${pids[0]}"; rc=$?
+check "clean exit status ($rc)" '[[ $rc -eq 0 ]]'
+if [[ $fail -ne 0 ]]; then echo "--- gen server log (tail)"; tail -20 "$tmp/gen.log"; fi
+
+[[ $fail -eq 0 ]] && echo "all server checks passed"
+exit $fail

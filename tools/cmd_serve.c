@@ -1,0 +1,87 @@
+/* cmd_serve.c — `hearth serve`: flags, model and template loading, signals; the server is src/server.c. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "server.h"
+
+static atomic_int g_stop;   /* lock-free: safe in a signal handler, and read by every server thread */
+static void on_stop(int sig) {
+    (void)sig;
+    int saved = errno;
+    atomic_store(&g_stop, 1);
+    errno = saved;
+}
+
+static void serve_usage(void) {
+    printf("usage: hearth serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"
+           "                    [--api-key KEY] [--chat-template FILE] [--alias NAME]\n"
+           "An OpenAI-compatible HTTP server: GET /health, GET /v1/models, POST /v1/chat/completions,\n"
+           "POST /v1/completions, POST /v1/embeddings (streaming with \"stream\": true).\n"
+           "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
+           "  --port P             TCP port (default 8080; 0 picks a free one, printed at start)\n"
+           "  --parallel N         requests generated at the same time, batched together (default 4)\n"
+           "  -c CTX               context tokens per request slot (default: the model's, at most 4096)\n"
+           "  -t THREADS           compute threads (default: all cores)\n"
+           "  --api-key KEY        require \"Authorization: Bearer KEY\" (all but /health)\n"
+           "  --chat-template F    a Jinja chat template to use instead of the model's\n"
+           "  --alias NAME         the model name /v1/models reports (default: the file name)\n"
+           "Stops on Ctrl-C or SIGTERM. One line per request on stderr.\n");
+}
+
+static bool known(const char *a) {
+    static const char *const OPTS[] = { "-m", "--host", "--port", "--parallel", "-np", "-c", "-t", "--api-key",
+                                        "--chat-template", "--alias" };
+    for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
+    return false;
+}
+
+static int parse_opts(int argc, char **argv, server_params *p, const char **model, const char **tmpl) {
+    long port = 8080, parallel = 4, n_ctx = 0, threads = 0;
+    for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(); return 0; }
+        if (!known(a)) { cli_fail("unknown option '%s' for serve (see hearth serve --help)", a); return 1; }
+        if (!v) { cli_fail("missing value for %s", a); return 1; }
+        if (!strcmp(a, "-m")) *model = v;
+        else if (!strcmp(a, "--host")) p->host = v;
+        else if (!strcmp(a, "--port")) ok = cli_int(a, v, 0, 65535, &port);
+        else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) ok = cli_int(a, v, 1, 256, &parallel);
+        else if (!strcmp(a, "-c")) ok = cli_int(a, v, 1, 1 << 22, &n_ctx);
+        else if (!strcmp(a, "-t")) ok = cli_int(a, v, 1, 256, &threads);
+        else if (!strcmp(a, "--api-key")) p->api_key = v;
+        else if (!strcmp(a, "--chat-template")) *tmpl = v;
+        else if (!strcmp(a, "--alias")) p->model_id = v;
+        else { cli_fail("unknown option '%s' for serve (see hearth serve --help)", a); return 1; }
+        if (!ok) return 1;
+    }
+    p->port = (int)port; p->parallel = (int)parallel; p->n_ctx = (int)n_ctx; p->n_threads = (int)threads;
+    return -1;
+}
+
+int cmd_serve(int argc, char **argv) {
+    server_params p = { .host = "127.0.0.1" };
+    const char *model = NULL, *tmpl_path = NULL;
+    int rc = parse_opts(argc, argv, &p, &model, &tmpl_path);
+    if (rc >= 0) return rc;
+    if (!model) model = cli_default_model();
+    if (!p.model_id) { const char *sl = strrchr(model, '/'); p.model_id = sl ? sl + 1 : model; }
+    char *tmpl = NULL;
+    if (tmpl_path && !(tmpl = cli_read_file(tmpl_path, NULL))) return 1;
+    p.chat_template = tmpl;
+    hearth_model *m = cli_load_model(model);
+    if (!m) { free(tmpl); return 1; }
+    struct sigaction sa = { .sa_handler = on_stop };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    hearth_err err;
+    rc = server_run(m, &p, &g_stop, &err) ? cli_fail("%s", err.msg) : 0;
+    hearth_model_free(m);
+    free(tmpl);
+    return rc;
+}
