@@ -1,8 +1,9 @@
 /* quantize.c — writing a model (GGUF or Hugging Face directory) back out as a GGUF in another tensor type.
  *
- * Each tensor's type comes from quant_tensor_type(): plain types quantize every weight matrix (like
- * llama-quantize --pure, so Q8_0/Q4_0 output equals the reference's blocks), the _M mixes follow
- * llama.cpp's recipe (output / tied embedding in Q6_K, more bits for some attn_v and ffn_down layers).
+ * Each tensor's type comes from quant_tensor_type(), following llama-quantize: a plain quantized type keeps
+ * the output matrix (or the tied embedding) in Q6_K, --pure uses the type everywhere (how the fixtures
+ * were made; Q8_0/Q4_0 blocks then equal the reference's byte for byte), the _M mixes add more bits for
+ * some attn_v and ffn_down layers.
  * Norms, biases and other vectors stay F32. Tensor data is produced at write time, one tensor at a time,
  * rows quantized in parallel with the scalar reference quantizers, so memory stays at one tensor. */
 #include "quantize.h"
@@ -24,11 +25,11 @@ static const qtype_name QTYPES[] = {
     { "Q4_K_M", HT_Q4_K, QMIX_K_M, 15 }, { "Q5_K_M", HT_Q5_K, QMIX_K_M, 17 },
 };
 
-int quant_parse_type(const char *name, uint32_t *base, int *mix, uint32_t *ftype) {
+int quant_parse_type(const char *name, bool pure, uint32_t *base, int *mix, uint32_t *ftype) {
     for (size_t i = 0; i < sizeof QTYPES / sizeof QTYPES[0]; i++)
         if (!strcasecmp(name, QTYPES[i].name)) {
             *base = QTYPES[i].base;
-            *mix = QTYPES[i].mix;
+            *mix = QTYPES[i].mix != QMIX_PURE ? QTYPES[i].mix : pure ? QMIX_PURE : QMIX_DEFAULT;
             if (ftype) *ftype = QTYPES[i].ftype;
             return 0;
         }
@@ -67,10 +68,12 @@ uint32_t quant_tensor_type(const char *name, int n_dims, int64_t ne0, uint32_t b
         strstr(name, "token_types") || strstr(name, "rope_freqs"))
         return HT_F32;
     uint32_t t = base;
+    bool head = !strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"));
+    if (mix == QMIX_DEFAULT && head && base != HT_Q8_0 && ht_get_traits(base)->is_quant) t = HT_Q6_K;
     if (mix == QMIX_K_M) {
         int il = -1;
         sscanf(name, "blk.%d.", &il);
-        if (!strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"))) t = HT_Q6_K;
+        if (head) t = HT_Q6_K;
         else if (strstr(name, "attn_v.weight") && il >= 0 && use_more_bits(il, n_layer)) t = HT_Q6_K;
         else if (strstr(name, "ffn_down") && il >= 0 && use_more_bits(il, n_layer)) t = HT_Q6_K;
         else if (strstr(name, "attn_qkv.weight")) t = base == HT_Q4_K ? HT_Q5_K : HT_Q6_K;
@@ -146,11 +149,11 @@ static bool skip_key(const gguf_str *k) {
     return false;
 }
 
-int model_quantize(const hearth_model *m, const char *out, const char *type_name, int n_threads,
+int model_quantize(const hearth_model *m, const char *out, const char *type_name, bool pure, int n_threads,
                    quant_progress_fn progress, void *user, hearth_err *err) {
     uint32_t base, ftype;
     int mix;
-    if (quant_parse_type(type_name, &base, &mix, &ftype)) return herr(err, "unknown type '%s' (one of: %s)", type_name, quant_type_list());
+    if (quant_parse_type(type_name, pure, &base, &mix, &ftype)) return herr(err, "unknown type '%s' (one of: %s)", type_name, quant_type_list());
     if (n_threads < 1) n_threads = 1;
     if (n_threads > 16) n_threads = 16;
     gguf_writer *w = gguf_writer_new();

@@ -5,10 +5,11 @@
 
 #include "model.h"
 
-enum { QMIX_PURE = 0, QMIX_K_M = 1 };
+enum { QMIX_PURE = 0, QMIX_DEFAULT = 1, QMIX_K_M = 2 };   /* --pure, llama-quantize's default, _M mixes */
 
-/* "Q4_K_M" -> base Q4_K, mix K_M, llama_ftype 15. Returns -1 for an unknown name. */
-int quant_parse_type(const char *name, uint32_t *base, int *mix, uint32_t *ftype);
+/* "Q4_K_M" -> base Q4_K, mix K_M, llama_ftype 15; plain types get QMIX_DEFAULT, or QMIX_PURE with pure.
+ * Returns -1 for an unknown name. */
+int quant_parse_type(const char *name, bool pure, uint32_t *base, int *mix, uint32_t *ftype);
 /* The accepted type names, space-separated. */
 const char *quant_type_list(void);
 /* The type tensor `name` gets under (base, mix): F32 for vectors and norms, llama.cpp's recipe for the
@@ -17,8 +18,8 @@ uint32_t quant_tensor_type(const char *name, int n_dims, int64_t ne0, uint32_t b
                            bool has_output);
 
 typedef void (*quant_progress_fn)(void *user, int done, int total, const char *tensor);
-/* Writes m to `out` with every tensor converted per the recipe for type_name. */
-int model_quantize(const hearth_model *m, const char *out, const char *type_name, int n_threads,
+/* Writes m to `out` with every tensor converted per the recipe for type_name (pure: no mix). */
+int model_quantize(const hearth_model *m, const char *out, const char *type_name, bool pure, int n_threads,
                    quant_progress_fn progress, void *user, hearth_err *err);
 
 #endif

@@ -65,7 +65,7 @@ static void check_export(const char *dir, const char *golden, const char *tmp) {
     const char *types[] = { "F32", "Q8_0" };
     for (int t = 0; t < 2; t++) {
         snprintf(out, sizeof out, "%s/%s-%s.gguf", tmp, dir, types[t]);
-        REQUIRE(!model_quantize(m, out, types[t], 2, NULL, NULL, &err), "%s: %s", out, err.msg);
+        REQUIRE(!model_quantize(m, out, types[t], true, 2, NULL, NULL, &err), "%s: %s", out, err.msg);
         if (hearth_model_load(out, &q, &err)) { CHECK(0, "%s: %s", out, err.msg); continue; }
         char pre[64] = "";
         CHECK(hearth_model_meta_str(q, "tokenizer.ggml.model", pre, sizeof pre) > 0, "%s: no tokenizer written", out);
@@ -107,7 +107,7 @@ static void check_metadata(const char *tmp) {
     hearth_model *m, *q;
     REQUIRE(!hearth_model_load(d, &m, &err), "%s", err.msg);
     snprintf(p, sizeof p, "%s/qwen2-meta.gguf", tmp);
-    REQUIRE(!model_quantize(m, p, "Q8_0", 2, NULL, NULL, &err), "%s", err.msg);
+    REQUIRE(!model_quantize(m, p, "Q8_0", true, 2, NULL, NULL, &err), "%s", err.msg);
     REQUIRE(!hearth_model_load(p, &q, &err), "%s", err.msg);
     hearth_model *ms[2] = { m, q };
     for (int i = 0; i < 2; i++) {

@@ -62,7 +62,7 @@ int main(void) {
     REQUIRE(mkdtemp(dir), "mkdtemp");
     for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++) {
         snprintf(out, sizeof out, "%s/llama-%s.gguf", dir, TYPES[i]);
-        REQUIRE(!model_quantize(m, out, TYPES[i], 2, NULL, NULL, &err), "%s: %s", TYPES[i], err.msg);
+        REQUIRE(!model_quantize(m, out, TYPES[i], true, 2, NULL, NULL, &err), "%s: %s", TYPES[i], err.msg);
         snprintf(ref, sizeof ref, "data/models/llama-%s.gguf", TYPES[i]);
         bool exact = !strcmp(TYPES[i], "Q8_0") || !strcmp(TYPES[i], "Q4_0");
         same_tensors(out, ref, exact);   /* types always (the recipe), bytes for the round-to-nearest types */
@@ -75,12 +75,24 @@ int main(void) {
         golden_free(&rq);
         unlink(out);
     }
+    /* without --pure, as llama-quantize: the output matrix stays in Q6_K, the rest takes the type */
+    snprintf(out, sizeof out, "%s/llama-default-Q4_0.gguf", dir);
+    REQUIRE(!model_quantize(m, out, "Q4_0", false, 2, NULL, NULL, &err), "%s", err.msg);
+    gguf_file *g;
+    REQUIRE(!gguf_open(out, &g, &err), "%s", err.msg);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        uint32_t want = t->n_dims == 1 ? HT_F32 : !strcmp(t->name, "output.weight") ? HT_Q6_K : HT_Q4_0;
+        CHECK(t->type == want, "default Q4_0: %s is type %u, expected %u", t->name, t->type, want);
+    }
+    gguf_close(g);
+    unlink(out);
     hearth_model_free(m);
 
     /* an HF directory (rotate-half q/k) quantized to F32 GGUF must reproduce the golden like the original */
     REQUIRE(!hearth_model_load("data/hf/llama-hf", &m, &err), "%s", err.msg);
     snprintf(out, sizeof out, "%s/llama-hf.gguf", dir);
-    REQUIRE(!model_quantize(m, out, "F32", 2, NULL, NULL, &err), "%s", err.msg);
+    REQUIRE(!model_quantize(m, out, "F32", true, 2, NULL, NULL, &err), "%s", err.msg);
     hearth_model_free(m);
     same_tensors(out, "data/models/llama.gguf", true);
     double kl = eval_kl(out, &base);

@@ -17,16 +17,19 @@ int cmd_quantize(int argc, char **argv) {
     const char *pos[3] = { 0 };
     int np = 0;
     long threads = 0;
+    bool pure = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: hearth quantize [-t THREADS] IN OUT TYPE\n"
+            printf("usage: hearth quantize [--pure] [-t THREADS] IN OUT TYPE\n"
                    "IN is a GGUF file or a Hugging Face directory; OUT is written as GGUF.\n"
                    "TYPE: %s\n"
-                   "Plain types quantize every weight matrix (like llama-quantize --pure); Q4_K_M and Q5_K_M\n"
-                   "follow llama.cpp's mix. Norms and biases stay F32.\n", quant_type_list());
+                   "As llama-quantize: a plain quantized type keeps the output matrix (or tied embedding) in\n"
+                   "Q6_K (Q8_0 stays Q8_0); --pure uses TYPE for every matrix; Q4_K_M and Q5_K_M follow\n"
+                   "llama.cpp's mix. Norms and biases stay F32.\n", quant_type_list());
             return 0;
         }
-        if (!strcmp(argv[i], "-t") && i + 1 < argc) { if (!cli_int("-t", argv[++i], 1, 16, &threads)) return 1; }
+        if (!strcmp(argv[i], "--pure")) pure = true;
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc) { if (!cli_int("-t", argv[++i], 1, 16, &threads)) return 1; }
         else if (argv[i][0] == '-' && argv[i][1]) return cli_fail("unknown option '%s' for quantize", argv[i]);
         else if (np < 3) pos[np++] = argv[i];
         else return cli_fail("quantize takes IN OUT TYPE");
@@ -34,12 +37,12 @@ int cmd_quantize(int argc, char **argv) {
     if (np != 3) return cli_fail("quantize takes IN OUT TYPE (see hearth quantize --help)");
     uint32_t base, ftype;
     int mix;
-    if (quant_parse_type(pos[2], &base, &mix, &ftype)) return cli_fail("unknown type '%s' (one of: %s)", pos[2], quant_type_list());
+    if (quant_parse_type(pos[2], pure, &base, &mix, &ftype)) return cli_fail("unknown type '%s' (one of: %s)", pos[2], quant_type_list());
     hearth_model *m = cli_load_model(pos[0]);
     if (!m) return 1;
     if (threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); threads = nc > 0 ? (nc > 16 ? 16 : nc) : 1; }
     hearth_err err;
-    int rc = model_quantize(m, pos[1], pos[2], (int)threads, isatty(2) ? progress_bar : NULL, NULL, &err);
+    int rc = model_quantize(m, pos[1], pos[2], pure, (int)threads, isatty(2) ? progress_bar : NULL, NULL, &err);
     hearth_model_free(m);
     if (rc) return cli_fail("%s", err.msg);
     return 0;
