@@ -9,7 +9,15 @@
  * depend on the batch size, the tiling or the thread count. */
 #include "matmul.h"
 
+/* Rows per chunk: decode (few tokens) deals small chunks of MM_CHUNK_ROWS; prefill sizes a chunk so its
+ * weights (about MM_CHUNK_BYTES) stay in L2 while every token of the batch passes over them: the activations
+ * then stream from L3 once per chunk, so the bigger the chunk the less activation traffic per weight byte
+ * (float activations of F16 weights are 4 bytes an element). Chunks stay at least MM_MIN_CHUNKS per thread
+ * for balance. */
 #define MM_CHUNK_ROWS 16
+#define MM_CHUNK_BYTES (384 * 1024)
+#define MM_MAX_CHUNK_ROWS 256
+#define MM_MIN_CHUNKS 4
 
 typedef struct {
     const ht_tensor *W;
@@ -20,6 +28,7 @@ typedef struct {
     const uint8_t *qa;      /* quantized activations (or x itself for F32 formats) */
     size_t qa_row;          /* bytes per quantized activation row */
     uint8_t *qa_w;
+    int chunk_rows;         /* a multiple of HT_TILE_MAX */
 } mm_job;
 
 size_t matmul_act_row_bytes(int64_t n) { return (size_t)n / QK_K * sizeof(block_q8_K) + sizeof(block_q8_K) + (size_t)n * 2 + 64; }
@@ -34,11 +43,12 @@ static void quantize_job(void *arg, int ith, int nth) {
 static void dot_job(void *arg, int ith, int nth) {
     mm_job *j = arg;
     int n = (int)j->W->ne[0], rows = (int)j->W->ne[1];
-    int n_chunks = (rows + MM_CHUNK_ROWS - 1) / MM_CHUNK_ROWS;
+    const int cr = j->chunk_rows;
+    int n_chunks = (rows + cr - 1) / cr;
     const uint8_t *w = j->W->data;
     size_t rb = j->W->row_bytes;
     for (int ch = ith; ch < n_chunks; ch += nth) {
-        int r0 = ch * MM_CHUNK_ROWS, r1 = HT_MIN(rows, r0 + MM_CHUNK_ROWS);
+        int r0 = ch * cr, r1 = HT_MIN(rows, r0 + cr);
         for (int t = 0; t < j->n_tok; t += HT_TILE_MAX) {
             const int nc = HT_MIN(HT_TILE_MAX, j->n_tok - t);
             const uint8_t *a = j->qa + (size_t)t * j->qa_row;
@@ -60,6 +70,15 @@ void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float 
         j.qa = c->qact;
         j.qa_row = ht_row_size((uint32_t)j.tr->vec_dot_type, W->ne[0]);
         pool_run(c->pool, quantize_job, &j);
+    }
+    j.chunk_rows = MM_CHUNK_ROWS;
+    if (n_tok >= 8) {
+        const int rows = (int)W->ne[1], nth = pool_size(c->pool);
+        int cr = (int)(MM_CHUNK_BYTES / (W->row_bytes ? W->row_bytes : 1));
+        cr = HT_MIN(cr, MM_MAX_CHUNK_ROWS);
+        cr = HT_MIN(cr, rows / (MM_MIN_CHUNKS * HT_MAX(nth, 1)));
+        cr = cr / HT_TILE_MAX * HT_TILE_MAX;
+        j.chunk_rows = HT_MAX(cr, MM_CHUNK_ROWS);
     }
     pool_run(c->pool, dot_job, &j);
 }

@@ -125,8 +125,9 @@ HT_AI __m256i mask4(void) { return _mm256_set1_epi8(0x0F); }
 
 /* 16 bytes of packed nibbles -> 32 bytes: the 16 low nibbles, then the 16 high ones (32-block order). */
 HT_AI __m256i nibbles32(const uint8_t *qs) {
-    const __m128i x = ld128(qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), mask4());
+    /* broadcast load, then one variable shift (0 for the low half, 4 for the high half) and the mask */
+    const __m256i x = _mm256_broadcastsi128_si256(ld128(qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_setr_epi64x(0, 0, 4, 4)), mask4());
 }
 
 /* Bit j of 32 bits -> byte j = val when set, 0 when clear. */
@@ -198,8 +199,32 @@ HT_AI __m256i w_dot(const int T, __m256i q, const uint8_t *ab) {
     }
 }
 
-/* 8 blocks from block ib, NC activation rows: acc[c] += per lane the float formula of its block. */
-HT_AI void group8(const int T, const int NC, const uint8_t *w, const uint8_t *const *a, size_t ib, __m256 *acc) {
+/* Q4_0 / Q5_0 store weights offset by 8 / 16: sum((u - off) * a) = sum(u * a) - off * sum(a), an exact
+ * integer identity, so the offset term can come from the activations alone (see tile32). */
+HT_AI int w_off(const int T) { return T == HT_Q4_0 ? 8 : T == HT_Q5_0 ? 16 : 0; }
+
+/* The 8 lane vectors of blocks ib..ib+7 reduced to one vector of the 8 block sums (block order). */
+HT_AI __m256i tree8(const __m256i *x) {
+    const __m256i q0 = _mm256_hadd_epi32(_mm256_hadd_epi32(x[0], x[1]), _mm256_hadd_epi32(x[2], x[3]));
+    const __m256i q1 = _mm256_hadd_epi32(_mm256_hadd_epi32(x[4], x[5]), _mm256_hadd_epi32(x[6], x[7]));
+    /* low half: blocks' first 16 products, high half: last 16 */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+/* off * sum(activations) of the 8 blocks from ib (Q4_0 / Q5_0 only). */
+HT_AI __m256i aoff8(const int T, const uint8_t *a, size_t ib) {
+    const __m256i o = _mm256_set1_epi8((char)w_off(T));
+    __m256i x[8];
+    HT_UNROLL
+    for (int k = 0; k < 8; k++) x[k] = dot_us(_mm256_setzero_si256(), o, ld256(a + (ib + k) * sizeof(block_q8_0) + offsetof(block_q8_0, qs)));
+    return tree8(x);
+}
+
+/* 8 blocks from block ib, NC activation rows: acc[c] += per lane the float formula of its block. With aoff
+ * (Q4_0 / Q5_0), the weights' offset is removed by subtracting aoff[c] (aoff8 of column c) from the sums;
+ * with dap, dap[c] holds column c's 8 activation scales (else they are read from the blocks). */
+HT_AI void group8(const int T, const int NC, const uint8_t *w, const uint8_t *const *a, size_t ib, __m256 *acc,
+                  const __m256i *aoff, const __m256 *dap) {
     const size_t WS = w_size(T), AS = a_size(T);
     __m256i quad[4][2];
     HT_UNROLL
@@ -210,10 +235,14 @@ HT_AI void group8(const int T, const int NC, const uint8_t *w, const uint8_t *co
             const size_t b = ib + 4 * (size_t)h + 2 * (size_t)p;
             const __m256i q0 = w_decode(T, w + b * WS), q1 = w_decode(T, w + (b + 1) * WS);
             HT_UNROLL
-            for (int c = 0; c < NC; c++)
-                pair[c][p] = _mm256_hadd_epi32(w_dot(T, q0, a[c] + b * AS), w_dot(T, q1, a[c] + (b + 1) * AS));
+            for (int c = 0; c < NC; c++) {
+                const __m256i x0 = aoff ? dot_us(_mm256_setzero_si256(), q0, ld256(a[c] + b * AS + offsetof(block_q8_0, qs)))
+                                        : w_dot(T, q0, a[c] + b * AS);
+                const __m256i x1 = aoff ? dot_us(_mm256_setzero_si256(), q1, ld256(a[c] + (b + 1) * AS + offsetof(block_q8_0, qs)))
+                                        : w_dot(T, q1, a[c] + (b + 1) * AS);
+                pair[c][p] = _mm256_hadd_epi32(x0, x1);
+            }
         }
-        /* low half: blocks' first 16 products, high half: last 16 */
         HT_UNROLL
         for (int c = 0; c < NC; c++) quad[c][h] = _mm256_hadd_epi32(pair[c][0], pair[c][1]);
     }
@@ -221,9 +250,11 @@ HT_AI void group8(const int T, const int NC, const uint8_t *w, const uint8_t *co
     const __m256 mw = uses_q8_1(T) ? halves8(w + ib * WS + offsetof(block_q4_1, m), WS) : dw;
     HT_UNROLL
     for (int c = 0; c < NC; c++) {
-        const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(quad[c][0], quad[c][1], 0x20),
-                                              _mm256_permute2x128_si256(quad[c][0], quad[c][1], 0x31));
-        const __m256 da = halves8(a[c] + ib * AS, AS);
+        /* low half: blocks' first 16 products, high half: last 16 */
+        __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(quad[c][0], quad[c][1], 0x20),
+                                        _mm256_permute2x128_si256(quad[c][0], quad[c][1], 0x31));
+        if (aoff) isum = _mm256_sub_epi32(isum, aoff[c]);
+        const __m256 da = dap ? dap[c] : halves8(a[c] + ib * AS, AS);
         __m256 t = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum));
         if (uses_q8_1(T)) t = _mm256_add_ps(t, _mm256_mul_ps(mw, halves8(a[c] + ib * AS + offsetof(block_q8_1, s), AS)));
         acc[c] = _mm256_add_ps(acc[c], t);
@@ -240,20 +271,41 @@ HT_AI float block1(const int T, const uint8_t *wb, const uint8_t *ab) {
 
 /* nr weight rows (ws bytes apart, one after the other) x NC activation rows; each output gets exactly the
  * operations of the nr = NC = 1 instance, vec_dot. */
+#define HT_PRE_GROUPS 64   /* tile32 precomputes per-activation terms for rows of up to 64 groups (16384) */
+
 HT_AI void tile32(const int T, const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
                   float *y, size_t ys) {
     const uint8_t *ac[4];
     HT_UNROLL
     for (int c = 0; c < NC; c++) ac[c] = a + (size_t)c * as;
     const size_t nb = (size_t)n / 32, ng = nb / 8 * 8;   /* blocks in full groups of 8 */
+    /* A tile of several rows: what depends on the activations alone (their scales as floats, Q4_0 / Q5_0's
+     * offset terms) is computed once for all rows. */
+    __m256i aoff_buf[w_off(T) ? HT_PRE_GROUPS * NC : 1];
+    __m256 da_buf[HT_PRE_GROUPS * NC];
+    const bool pre = nr > 1 && ng / 8 <= HT_PRE_GROUPS;
+    if (pre)
+        for (size_t ib = 0; ib < ng; ib += 8) {
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                da_buf[ib / 8 * NC + c] = halves8(ac[c] + ib * a_size(T), a_size(T));
+                if (w_off(T)) aoff_buf[ib / 8 * NC + c] = aoff8(T, ac[c], ib);
+            }
+        }
     for (int r = 0; r < nr; r++, w += ws, y++) {
         __m256 acc[4];
         HT_UNROLL
         for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-        for (size_t ib = 0; ib < ng; ib += 8) {
-            ht_prefetch(w + ib * w_size(T), 8 * w_size(T));
-            group8(T, NC, w, ac, ib, acc);
-        }
+        if (pre)
+            for (size_t ib = 0; ib < ng; ib += 8) {
+                ht_prefetch(w + ib * w_size(T), 8 * w_size(T));
+                group8(T, NC, w, ac, ib, acc, w_off(T) ? aoff_buf + ib / 8 * NC : NULL, da_buf + ib / 8 * NC);
+            }
+        else
+            for (size_t ib = 0; ib < ng; ib += 8) {
+                ht_prefetch(w + ib * w_size(T), 8 * w_size(T));
+                group8(T, NC, w, ac, ib, acc, NULL, NULL);
+            }
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
             float s = hsum_ps(acc[c]);
