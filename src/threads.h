@@ -1,6 +1,8 @@
 /* threads.h — a persistent worker pool. Workers are started once (per context) and wait on a
- * spin-then-sleep barrier between jobs; a job runs fn(arg, ith, nth) on every thread, the caller
- * being thread 0, and returns when all are done. No thread is created or memory allocated per job. */
+ * spin-then-sleep barrier between jobs; a job runs fn(arg, ith, nth) once for every share ith < nth (nth =
+ * the pool size): share 0 on the caller, each other share on whichever pool thread claims it first (the caller
+ * too, once its own is done, so an asleep or descheduled worker does not hold the job up), and returns when all
+ * are done. Shares never run concurrently with themselves. No thread is created or memory allocated per job. */
 #ifndef HEARTH_THREADS_H
 #define HEARTH_THREADS_H
 

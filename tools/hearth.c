@@ -11,7 +11,13 @@ static const command COMMANDS[] = {
     { "info", cmd_info, "print a model's architecture, hyperparameters and tensor types" },
     { "tokenize", cmd_tokenize, "print the token ids of a text" },
     { "golden", cmd_golden, "evaluate the token sequences of a golden file and write our outputs" },
+    { "chat", cmd_chat, "chat with a model on stdin/stdout, through its chat template" },
+    { "template", cmd_template, "render a chat template (a model's own, or a file) over a conversation" },
+    { "serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching" },
     { "embed", cmd_embed, "print the pooled embedding of each text as a JSON array" },
+    { "fill-mask", cmd_fill_mask, "the most likely tokens for each [MASK] of a text (BERT masked-LM)" },
+    { "synth", cmd_synth, "write a random-weight model with a real model's shapes and metadata" },
+    { "bench", cmd_bench, "measure prompt and generation speed, load time and memory (llama-bench style)" },
     { "perplexity", cmd_perplexity, "perplexity of a model on a text; KL divergence against a saved base run" },
     { "quantize", cmd_quantize, "write a GGUF or Hugging Face model as a GGUF of another tensor type" },
 };

@@ -1,0 +1,56 @@
+/* synth.h — synthetic models: GGUF files with random weights but the exact tensor names, shapes, types and
+ * metadata of a named real model (as llama.cpp's converter and llama-quantize write them), plus a synthetic
+ * tokenizer of the right size, so benchmarks and tests can run real-sized models without downloading any.
+ * Weights depend only on (seed, tensor, row): files are byte-identical for a seed whatever the thread count. */
+#ifndef HEARTH_SYNTH_H
+#define HEARTH_SYNTH_H
+
+#include "common.h"
+
+typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2 } synth_family;
+
+typedef struct {
+    const char *name;          /* "llama-3.2-1b", or a tiny test shape "tiny-llama" */
+    const char *label;         /* general.name */
+    const char *size_label;    /* general.size_label */
+    synth_family family;
+    int n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    int n_vocab;               /* embedding rows = tokenizer size */
+    int n_text;                /* BPE: byte + merge tokens (the rest: special tokens, padding) */
+    int n_ctx;                 /* context_length */
+    float rope_base, rope_base_swa, norm_eps;
+    int sliding_window;        /* gemma3 */
+    float rope_llama3_factor;  /* > 0: write rope_freqs.weight the way llama 3.x's converter computes it */
+    int rope_llama3_orig_ctx;
+} synth_shape;
+
+/* NULL if unknown. synth_shape_at(i) lists them (NULL past the end). */
+const synth_shape *synth_find_shape(const char *name);
+const synth_shape *synth_shape_at(int i);
+
+/* A TYPE as llama-quantize takes it: "Q4_0", "F16", ... (llama-quantize's default recipe: the output / tied
+ * embedding in Q6_K; with pure, the type for every matrix, as --pure) or a mix ("Q4_K_M"). The per-tensor
+ * choice is quant_tensor_type() (quantize.h), shared with hearth quantize. */
+typedef struct {
+    const char *name;          /* as given */
+    uint32_t base;             /* the base tensor type (Q4_K for Q4_K_M) */
+    int mix;                   /* QMIX_* */
+    uint32_t file_type;        /* general.file_type (llama_ftype) */
+} synth_ftype;
+
+/* Returns 0, or -1 with err naming the accepted types. */
+int synth_parse_ftype(const char *s, bool pure, synth_ftype *out, hearth_err *err);
+
+typedef void (*synth_progress_fn)(void *user, uint64_t done, uint64_t total);
+typedef struct {
+    uint64_t seed;
+    int n_threads;             /* quantization threads; <= 0: 2 */
+    synth_progress_fn progress;   /* called (serialized) as tensor data is written; may be NULL */
+    void *user;
+} synth_opts;
+
+/* Writes the model to path, streaming: weights are generated, quantized and written a chunk of rows at a
+ * time, so memory stays a few MiB per thread whatever the model size. */
+int synth_write(const synth_shape *s, const synth_ftype *ft, const char *path, const synth_opts *o, hearth_err *err);
+
+#endif

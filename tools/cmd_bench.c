@@ -1,0 +1,342 @@
+/* cmd_bench.c — `hearth bench -m MODEL [-t T] [-p 512] [-n 128] [-r REPS]`: llama-bench's measurements and
+ * table (pp = one batch of p tokens from an empty cache, tg = n tokens decoded one at a time from an empty
+ * cache, t/s as mean ± sd over REPS after one warm-up), plus load time, resident memory and decode speed as a
+ * share of the limit that the measured memory read bandwidth puts on it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "context.h"
+#include "threads.h"
+
+#define BW_BYTES (1ull << 30)     /* streamed buffer: far larger than any last-level cache */
+#define BW_PASSES 10
+#define MIB (1024.0 * 1024.0)
+
+typedef struct {
+    const char *path;
+    long threads, n_prompt, n_gen, reps, n_ctx;
+    bool bandwidth;
+} bench_args;
+
+typedef struct { double mean, sd; } stat2;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void bench_usage(void) {
+    printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-c CTX] [--no-bw]\n"
+           "Prints llama-bench's table (pp: one batch of N_PROMPT tokens from an empty cache; tg: N_GEN tokens one at\n"
+           "a time from an empty cache; t/s as mean ± sd over REPS runs after a warm-up), then load time, resident\n"
+           "memory, and decode speed against the limit the measured read bandwidth sets (--no-bw skips it).\n"
+           "Defaults: -t all cores, -p 512, -n 128, -r 3, -c max(2048, p + n).\n");
+}
+
+static int parse_args(int argc, char **argv, bench_args *a) {
+    *a = (bench_args){ NULL, 0, 512, 128, 3, 0, true };
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) { bench_usage(); return 0; }
+        if (!strcmp(f, "--no-bw")) { a->bandwidth = false; continue; }
+        if (!v) { cli_fail("missing value for %s", f); return -1; }
+        if (!strcmp(f, "-m")) a->path = v;
+        else if (!strcmp(f, "-t")) ok = cli_int(f, v, 1, 256, &a->threads);
+        else if (!strcmp(f, "-p")) ok = cli_int(f, v, 0, 1 << 16, &a->n_prompt);
+        else if (!strcmp(f, "-n")) ok = cli_int(f, v, 0, 1 << 16, &a->n_gen);
+        else if (!strcmp(f, "-r")) ok = cli_int(f, v, 1, 1000, &a->reps);
+        else if (!strcmp(f, "-c")) ok = cli_int(f, v, 1, 1 << 22, &a->n_ctx);
+        else { cli_fail("unknown option '%s' for bench (see hearth bench --help)", f); return -1; }
+        if (!ok) return -1;
+        i++;
+    }
+    if (!a->path) a->path = cli_default_model();
+    if (a->n_prompt + a->n_gen == 0) { cli_fail("nothing to measure: -p and -n are both 0"); return -1; }
+    return 1;
+}
+
+/* ---- model description, as llama-bench prints it ---- */
+
+static const char *ftype_name(uint32_t ft) {
+    switch (ft) {
+    case 0: return "all F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K - Medium";
+    case 11: return "Q3_K - Small";
+    case 12: return "Q3_K - Medium";
+    case 14: return "Q4_K - Small";
+    case 15: return "Q4_K - Medium";
+    case 16: return "Q5_K - Small";
+    case 17: return "Q5_K - Medium";
+    case 18: return "Q6_K";
+    case 25: return "IQ4_NL - 4.5 bpw";
+    case 30: return "IQ4_XS - 4.25 bpw";
+    case 32: return "BF16";
+    default: return "?";
+    }
+}
+
+static void fmt_count(char *buf, size_t cap, double n) {
+    if (n >= 1e9) snprintf(buf, cap, "%.2f B", n / 1e9);
+    else if (n >= 1e6) snprintf(buf, cap, "%.2f M", n / 1e6);
+    else snprintf(buf, cap, "%.2f K", n / 1e3);
+}
+
+/* "1B", "124M", "293K": general.size_label, or the parameter count rounded. */
+static void size_label(const hearth_model *m, const hearth_model_info *in, char *buf, size_t cap) {
+    gguf_str sl;
+    double n = (double)in->n_params;
+    if (gguf_get_str(m->gguf, "general.size_label", &sl) && sl.n) snprintf(buf, cap, "%.*s", (int)HT_MIN(sl.n, 16), sl.p);
+    else if (n >= 1e9) snprintf(buf, cap, "%.1fB", n / 1e9);
+    else if (n >= 1e6) snprintf(buf, cap, "%.0fM", n / 1e6);
+    else snprintf(buf, cap, "%.0fK", n / 1e3);
+}
+
+/* general.file_type's name, or (as llama.cpp does without it) the most common matrix type, "guessed". */
+static void ftype_label(const hearth_model *m, char *buf, size_t cap) {
+    uint32_t ft;
+    if (gguf_get_u32(m->gguf, "general.file_type", &ft)) { snprintf(buf, cap, "%s", ftype_name(ft)); return; }
+    int count[HT_NTYPES] = { 0 }, best = HT_F32;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].n_dims >= 2 && m->tensors[i].type < HT_NTYPES) count[m->tensors[i].type]++;
+    for (int t = 0; t < HT_NTYPES; t++) if (count[t] > count[best]) best = t;
+    snprintf(buf, cap, "%s%s (guessed)", best == HT_F32 ? "all " : "", ht_get_traits((uint32_t)best)->name);
+}
+
+static void model_desc(const hearth_model *m, const hearth_model_info *in, char *buf, size_t cap) {
+    char sl[24], ft[40];
+    size_label(m, in, sl, sizeof sl);
+    ftype_label(m, ft, sizeof ft);
+    snprintf(buf, cap, "%s %s %s", in->arch, sl, ft);
+}
+
+/* ---- measurements ---- */
+
+static stat2 stats(const double *x, int n) {
+    double s = 0, ss = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    double mean = s / n;
+    for (int i = 0; i < n; i++) ss += (x[i] - mean) * (x[i] - mean);
+    return (stat2){ mean, n > 1 ? sqrt(ss / (n - 1)) : 0 };
+}
+
+/* One pp run: a single batch of n tokens into an empty cache. Returns ms, or -1. */
+static double run_pp(hearth_ctx *c, const hearth_token *toks, int n, hearth_err *err) {
+    hearth_seq_truncate(c, 0, 0);
+    hearth_batch b = { .n = n, .tokens = toks };
+    double t0 = now_ms();
+    if (hearth_decode(c, &b, err)) return -1;
+    return now_ms() - t0;
+}
+
+/* One tg run: n single-token decodes from an empty cache. Returns ms, or -1. */
+static double run_tg(hearth_ctx *c, hearth_token tok, int n, hearth_err *err) {
+    hearth_seq_truncate(c, 0, 0);
+    hearth_batch b = { .n = 1, .tokens = &tok };
+    double t0 = now_ms();
+    for (int i = 0; i < n; i++)
+        if (hearth_decode(c, &b, err)) return -1;
+    return now_ms() - t0;
+}
+
+/* Runs a test reps times after a warm-up and returns tokens/second statistics. */
+static int measure(hearth_ctx *c, bool pp, const hearth_token *toks, int n, int reps, stat2 *out, hearth_err *err) {
+    double *tps = malloc((size_t)reps * sizeof *tps);
+    if (!tps) return herr(err, "out of memory");
+    int rc = 0;
+    for (int r = -1; r < reps && !rc; r++) {
+        double ms = pp ? run_pp(c, toks, n, err) : run_tg(c, toks[0], r < 0 ? 1 : n, err);
+        if (ms < 0) rc = -1;
+        else if (r >= 0) tps[r] = n / (ms / 1e3);
+    }
+    if (!rc) *out = stats(tps, reps);
+    free(tps);
+    return rc;
+}
+
+/* CPU seconds this process has used (all threads). */
+static double cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* Resident set size in bytes (VmRSS), 0 if unknown. */
+static uint64_t rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+typedef struct { const uint64_t *buf; size_t n; uint64_t sums[64]; } bw_job;
+
+static void bw_read(void *arg, int ith, int nth) {
+    bw_job *j = arg;
+    size_t per = j->n / (size_t)nth / 8 * 8, lo = per * (size_t)ith, hi = ith == nth - 1 ? j->n : lo + per;
+    uint64_t s[8] = { 0 };
+    for (size_t i = lo; i + 8 <= hi; i += 8)
+        for (int k = 0; k < 8; k++) s[k] += j->buf[i + k];
+    j->sums[ith & 63] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}
+
+/* Best of a few multi-threaded streaming reads of a buffer >> LLC, in bytes/second; 0 on failure. */
+static double read_bandwidth(int threads) {
+    uint64_t *buf = malloc(BW_BYTES);
+    ht_pool *pool = buf ? pool_new(threads) : NULL;
+    double best = 0;
+    if (pool) {
+        memset(buf, 1, BW_BYTES);   /* fault every page in before timing */
+        bw_job j = { .buf = buf, .n = BW_BYTES / sizeof *buf };
+        for (int pass = 0; pass < BW_PASSES; pass++) {
+            double t0 = now_ms();
+            pool_run(pool, bw_read, &j);
+            double bps = BW_BYTES / ((now_ms() - t0) / 1e3);
+            if (bps > best) best = bps;
+        }
+        if (j.sums[0] == 42) fputc(' ', stderr);   /* keep the reads observable */
+        pool_free(pool);
+    }
+    free(buf);
+    return best;
+}
+
+/* Weight bytes one decoded token reads: everything but the embedding rows not looked up (a tied output
+ * head reads the whole token embedding). */
+static uint64_t bytes_per_token(const hearth_model *m, const hearth_model_info *in) {
+    uint64_t b = in->weight_bytes;
+    if (m->output.data && m->tok_embd.data) b -= m->tok_embd.nbytes - m->tok_embd.row_bytes;
+    if (m->pos_embd.data) b -= m->pos_embd.nbytes - m->pos_embd.row_bytes;
+    return b;
+}
+
+/* ---- output ---- */
+
+static void print_header(void) {
+    printf("| %-30s | %10s | %10s | %-10s | %7s | %13s | %20s |\n", "model", "size", "params", "backend", "threads", "test", "t/s");
+    printf("| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", "------------------------------", "---------",
+           "---------", "----------", "------", "------------", "-------------------");
+}
+
+static void print_row(const char *desc, const hearth_model_info *in, int threads, const char *test, stat2 s) {
+    char size[32], params[32], tps[48];
+    if (in->weight_bytes >= (1ull << 30)) snprintf(size, sizeof size, "%.2f GiB", in->weight_bytes / (MIB * 1024));
+    else snprintf(size, sizeof size, "%.2f MiB", in->weight_bytes / MIB);
+    fmt_count(params, sizeof params, (double)in->n_params);
+    snprintf(tps, sizeof tps, "%.2f ± %.2f", s.mean, s.sd);
+    printf("| %-30s | %10s | %10s | %-10s | %7d | %13s | %20s |\n", desc, size, params, quant_backend(), threads, test, tps);
+}
+
+/* Resident memory against the budget: the mapped file (pages count only once touched), the KV cache and 64 MiB
+ * for the rest. After the tests the scratch of a full n_batch micro-batch (~90 MiB for a 1B at 512) is in too. */
+static void print_rss(const char *when, const hearth_model_info *in, const hearth_ctx *c, bool check) {
+    double rss = rss_bytes() / MIB, file = in->file_bytes / MIB, kv = ctx_kv_bytes(c, -1) / MIB;
+    double limit = file + kv + 64;
+    printf("rss %s: %.1f MiB (file %.1f MiB, KV %.1f MiB", when, rss, file, kv);
+    if (check) printf("; limit file + KV + 64 MiB = %.1f MiB: %s)\n", limit, rss <= limit ? "ok" : "EXCEEDED");
+    else printf("; with every weight page and the %d-token batch scratch touched)\n", c->n_batch);
+}
+
+/* ---- the command ---- */
+
+typedef struct { hearth_model *m; hearth_ctx *c; double ms; } loaded;
+
+static int load(const bench_args *a, loaded *l, hearth_err *err) {
+    double t0 = now_ms();
+    if (hearth_model_load(a->path, &l->m, err)) return -1;
+    hearth_model_info in;
+    hearth_model_get_info(l->m, &in);
+    if (in.is_encoder) { hearth_model_free(l->m); return herr(err, "%s is an encoder: bench measures generation", a->path); }
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_threads = (int)a->threads;
+    cp.n_ctx = (int)(a->n_ctx ? a->n_ctx : HT_MAX(2048, a->n_prompt + a->n_gen));
+    cp.n_batch = (int)HT_MAX(1, a->n_prompt);
+    if (hearth_ctx_new(l->m, &cp, &l->c, err)) { hearth_model_free(l->m); return -1; }
+    l->ms = now_ms() - t0;
+    return 0;
+}
+
+static void unload(loaded *l) {
+    hearth_ctx_free(l->c);
+    hearth_model_free(l->m);
+}
+
+static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in, hearth_err *err, stat2 *tg) {
+    int n = (int)HT_MAX(a->n_prompt, 1);
+    hearth_token *toks = malloc((size_t)n * sizeof *toks);
+    if (!toks) return herr(err, "out of memory");
+    uint64_t r = 0x853c49e6748fea9bull;
+    for (int i = 0; i < n; i++) { r = r * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (hearth_token)((r >> 33) % (uint64_t)in->n_vocab); }
+    hearth_token bos = hearth_token_bos(l->m);
+    char desc[128], test[32];
+    model_desc(l->m, in, desc, sizeof desc);
+    int threads = pool_size(l->c->pool), rc = 0;
+    stat2 s = { 0, 0 };
+    print_header();
+    if (a->n_prompt > 0 && !(rc = measure(l->c, true, toks, (int)a->n_prompt, (int)a->reps, &s, err))) {
+        snprintf(test, sizeof test, "pp%ld", a->n_prompt);
+        print_row(desc, in, threads, test, s);
+    }
+    toks[0] = bos >= 0 ? bos : toks[0];
+    if (!rc && a->n_gen > 0 && !(rc = measure(l->c, false, toks, (int)a->n_gen, (int)a->reps, tg, err))) {
+        snprintf(test, sizeof test, "tg%ld", a->n_gen);
+        print_row(desc, in, threads, test, *tg);
+    }
+    fflush(stdout);
+    free(toks);
+    return rc;
+}
+
+static void print_decode_limit(const hearth_model *m, const hearth_model_info *in, stat2 tg, int threads) {
+    double bw = read_bandwidth(threads);
+    uint64_t bpt = bytes_per_token(m, in);
+    if (bw <= 0 || !bpt) { printf("decode: bandwidth not measured\n"); return; }
+    double limit = bw / (double)bpt;
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    printf("decode: %.2f t/s = %.1f%% of the %.2f t/s bandwidth limit (%.1f GB/s measured, %.1f MiB read per token%s)\n",
+           tg.mean, 100.0 * tg.mean / limit, limit, bw / 1e9, bpt / MIB,
+           llc > 0 && bpt < (uint64_t)llc ? "; the weights fit in the last-level cache, so DRAM does not bound it" : "");
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_args a;
+    int pr = parse_args(argc, argv, &a);
+    if (pr <= 0) return pr < 0 ? 1 : 0;
+    hearth_err err;
+    loaded l;
+    if (load(&a, &l, &err)) return cli_fail("%s: %s", a.path, err.msg);
+    hearth_model_info in;
+    hearth_model_get_info(l.m, &in);
+    print_rss("after load", &in, l.c, true);   /* a fresh process: what loading costs */
+    unload(&l);
+    if (load(&a, &l, &err)) return cli_fail("%s: %s", a.path, err.msg);   /* timed warm: file in page cache */
+    hearth_model_get_info(l.m, &in);
+    stat2 tg = { 0, 0 };
+    int threads = pool_size(l.c->pool);
+    double cpu0 = cpu_seconds(), wall0 = now_ms();
+    if (run_tests(&a, &l, &in, &err, &tg)) { unload(&l); return cli_fail("%s", err.msg); }
+    double cpu_share = (cpu_seconds() - cpu0) / ((now_ms() - wall0) / 1e3 * threads);
+    printf("load: %.0f ms (model + context of %d tokens, file in page cache)\n", l.ms, hearth_ctx_n_ctx(l.c));
+    printf("cpu: the tests got %.0f%% of %d threads' wall time (less means other load on the machine)\n",
+           100.0 * cpu_share, threads);
+    print_rss("after bench", &in, l.c, false);
+    hearth_ctx_free(l.c);
+    if (a.bandwidth && a.n_gen > 0) print_decode_limit(l.m, &in, tg, threads);
+    hearth_model_free(l.m);
+    return 0;
+}
