@@ -5,11 +5,11 @@
 # Not a test (not in CTest): it takes minutes and needs ~5 GB of disk for the models.
 #
 #   bench/run.sh [-t THREADS] [-r REPS] [-d MODEL_DIR] [-b BUILD_DIR] [TYPE...]
-# Defaults: -t 2, -r 3, -d bench/models (gitignored), -b build-bench, types Q4_0 Q4_K_M Q8_0 F16.
+# Defaults: -t 2, -r 3, -d bench/models (gitignored), -b build, types Q4_0 Q4_K_M Q8_0 F16.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-threads=2 reps=3 dir="$here/models" build="$root/build-bench"
+threads=2 reps=3 dir="$here/models" build="$root/build"
 while getopts "t:r:d:b:h" opt; do
     case $opt in
         t) threads=$OPTARG ;; r) reps=$OPTARG ;; d) dir=$OPTARG ;; b) build=$OPTARG ;;
