@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include "golden.h"
+#include "hearth.h"
+#include "testutil.h"
 
 /* max |a - r| / std(r) over one case's values. */
 static inline double gc_rel_diff(const golden_case *ours, const golden_case *ref) {
@@ -61,6 +63,34 @@ static inline double gc_mean_kl(const golden_file *p, const golden_file *q) {
             sum += gc_kl_row(p->cases[c].values + (size_t)r * p->cases[c].n_out,
                              q->cases[c].values + (size_t)r * q->cases[c].n_out, (int)p->cases[c].n_out);
     return rows ? sum / rows : 0;
+}
+
+/* Worst per-case max rel diff over a file; per-row argmax agreement is added to *agree / *total. */
+static inline double gc_worst_rel(const golden_file *ours, const golden_file *ref, int *agree, int *total) {
+    double worst = 0;
+    for (uint32_t c = 0; c < ref->n_cases; c++) {
+        double d = gc_rel_diff(&ours->cases[c], &ref->cases[c]);
+        if (!(d <= worst)) worst = d;   /* NaN propagates as a failure */
+        gc_argmax_agree(&ours->cases[c], &ref->cases[c], agree, total);
+    }
+    return worst;
+}
+
+/* Evaluates every case of ref on a fresh context of m (n_batch 0 = default), batched or token by token. */
+static inline void gc_eval_file(hearth_model *m, const golden_file *ref, bool by_token, hearth_cache_type ct,
+                                int n_batch, golden_file *out) {
+    hearth_err err;
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = 128;
+    if (n_batch > 0) cp.n_batch = n_batch;
+    cp.cache_type = ct;
+    hearth_ctx *ctx;
+    REQUIRE(!hearth_ctx_new(m, &cp, &ctx, &err), "ctx: %s", err.msg);
+    out->n_cases = ref->n_cases;
+    out->cases = calloc(ref->n_cases, sizeof *out->cases);
+    for (uint32_t i = 0; i < ref->n_cases; i++)
+        REQUIRE(!golden_eval(ctx, &ref->cases[i], by_token, &out->cases[i], &err), "eval: %s", err.msg);
+    hearth_ctx_free(ctx);
 }
 
 #endif

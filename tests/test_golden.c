@@ -30,23 +30,6 @@ static const fixture FIXTURES[] = {
 
 #define SMALL_BATCH 7   /* micro-batches that do not divide the cases and cross an 8-token window */
 
-static int eval_file(hearth_model *m, const golden_file *ref, bool by_token, hearth_cache_type ct, int n_batch,
-                     golden_file *out) {
-    hearth_err err;
-    hearth_ctx_params cp = hearth_ctx_default_params();
-    cp.n_ctx = 128;
-    cp.n_batch = n_batch;
-    cp.cache_type = ct;
-    hearth_ctx *ctx;
-    REQUIRE(!hearth_ctx_new(m, &cp, &ctx, &err), "ctx: %s", err.msg);
-    out->n_cases = ref->n_cases;
-    out->cases = calloc(ref->n_cases, sizeof *out->cases);
-    for (uint32_t i = 0; i < ref->n_cases; i++)
-        REQUIRE(!golden_eval(ctx, &ref->cases[i], by_token, &out->cases[i], &err), "eval: %s", err.msg);
-    hearth_ctx_free(ctx);
-    return 0;
-}
-
 static void check_fixture(const fixture *f) {
     char path[256], gpath[256];
     hearth_err err;
@@ -61,13 +44,13 @@ static void check_fixture(const fixture *f) {
     hearth_cache_type types[2] = { HEARTH_CACHE_F32, HEARTH_CACHE_F16 };
     for (int ti = 0; ti < 2; ti++) {
         golden_file ours = { 0 }, seq = { 0 }, small = { 0 };
-        eval_file(m, &ref, false, types[ti], 0, &ours);
+        gc_eval_file(m, &ref, false, types[ti], 0, &ours);
         const char *tn = types[ti] == HEARTH_CACHE_F32 ? "f32" : "f16";
         /* batched == token by token through the cache == micro-batches of SMALL_BATCH (decoders only) */
         double bs = 0, bb = 0;
         if (!info.is_encoder) {
-            eval_file(m, &ref, true, types[ti], SMALL_BATCH, &seq);   /* small n_batch: sliding layers use rings */
-            eval_file(m, &ref, false, types[ti], SMALL_BATCH, &small);
+            gc_eval_file(m, &ref, true, types[ti], SMALL_BATCH, &seq);   /* small n_batch: sliding layers use rings */
+            gc_eval_file(m, &ref, false, types[ti], SMALL_BATCH, &small);
             for (uint32_t c = 0; c < ref.n_cases; c++) {
                 double d = gc_rel_diff(&seq.cases[c], &ours.cases[c]), e = gc_rel_diff(&small.cases[c], &ours.cases[c]);
                 if (!(d <= bs)) bs = d;
@@ -77,13 +60,8 @@ static void check_fixture(const fixture *f) {
             CHECK(bb <= 1e-5, "%s (%s cache): micro-batches of %d differ from one batch by %.3g", f->model, tn, SMALL_BATCH, bb);
         }
         if (!f->f32_ref) {
-            double worst = 0;
             int agree = 0, total = 0;
-            for (uint32_t c = 0; c < ref.n_cases; c++) {
-                double d = gc_rel_diff(&ours.cases[c], &ref.cases[c]);
-                if (!(d <= worst)) worst = d;
-                gc_argmax_agree(&ours.cases[c], &ref.cases[c], &agree, &total);
-            }
+            double worst = gc_worst_rel(&ours, &ref, &agree, &total);
             if (info.is_encoder)
                 printf("%-14s %s cache: max rel diff %.2e, argmax %d/%d (encoder: whole sequences only)\n", f->model, tn, worst,
                        agree, total);

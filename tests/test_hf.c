@@ -24,20 +24,6 @@ static const hf_case CASES[] = {
     { "distilbert-hf", "distilbert-hf", 5e-3, NULL },
 };
 
-static void eval_all(hearth_model *m, const golden_file *ref, bool by_token, golden_file *out) {
-    hearth_err err;
-    hearth_ctx_params cp = hearth_ctx_default_params();
-    cp.n_ctx = 128;
-    cp.cache_type = HEARTH_CACHE_F32;
-    hearth_ctx *ctx;
-    REQUIRE(!hearth_ctx_new(m, &cp, &ctx, &err), "ctx: %s", err.msg);
-    out->n_cases = ref->n_cases;
-    out->cases = calloc(ref->n_cases, sizeof *out->cases);
-    for (uint32_t i = 0; i < ref->n_cases; i++)
-        REQUIRE(!golden_eval(ctx, &ref->cases[i], by_token, &out->cases[i], &err), "eval: %s", err.msg);
-    hearth_ctx_free(ctx);
-}
-
 static void check(const hf_case *c) {
     char path[256];
     hearth_err err;
@@ -49,23 +35,18 @@ static void check(const hf_case *c) {
     REQUIRE(!golden_read(path, &ref, &err), "%s", err.msg);
     hearth_model_info info;
     hearth_model_get_info(m, &info);
-    eval_all(m, &ref, false, &ours);
+    gc_eval_file(m, &ref, false, HEARTH_CACHE_F32, 0, &ours);
     if (!info.is_encoder) {
         golden_file seq = { 0 };
-        eval_all(m, &ref, true, &seq);
+        gc_eval_file(m, &ref, true, HEARTH_CACHE_F32, 0, &seq);
         double bs = 0;
         for (uint32_t i = 0; i < ref.n_cases; i++) bs = fmax(bs, gc_rel_diff(&seq.cases[i], &ours.cases[i]));
         CHECK(bs <= 1e-5, "%s: token-by-token differs from batched by %.3g", c->dir, bs);
         golden_free(&seq);
     }
     if (c->max_rel > 0) {
-        double worst = 0;
         int agree = 0, total = 0;
-        for (uint32_t i = 0; i < ref.n_cases; i++) {
-            double d = gc_rel_diff(&ours.cases[i], &ref.cases[i]);
-            if (!(d <= worst)) worst = d;
-            gc_argmax_agree(&ours.cases[i], &ref.cases[i], &agree, &total);
-        }
+        double worst = gc_worst_rel(&ours, &ref, &agree, &total);
         printf("%-14s max rel diff %.2e, argmax %d/%d\n", c->dir, worst, agree, total);
         CHECK(worst <= c->max_rel, "%s: max rel diff %.3g > %.3g", c->dir, worst, c->max_rel);
         if (ref.cases[0].kind == GOLDEN_LOGITS) CHECK(agree >= 0.99 * total, "%s: argmax %d/%d", c->dir, agree, total);

@@ -17,17 +17,10 @@ static double eval_kl(const char *path, const golden_file *base) {
     hearth_err err;
     hearth_model *m;
     REQUIRE(!hearth_model_load(path, &m, &err), "%s: %s", path, err.msg);
-    hearth_ctx_params cp = hearth_ctx_default_params();
-    cp.n_ctx = 128;
-    cp.cache_type = HEARTH_CACHE_F32;
-    hearth_ctx *ctx;
-    REQUIRE(!hearth_ctx_new(m, &cp, &ctx, &err), "%s", err.msg);
-    golden_file ours = { base->n_cases, calloc(base->n_cases, sizeof(golden_case)) };
-    for (uint32_t i = 0; i < base->n_cases; i++)
-        REQUIRE(!golden_eval(ctx, &base->cases[i], false, &ours.cases[i], &err), "%s", err.msg);
+    golden_file ours;
+    gc_eval_file(m, base, false, HEARTH_CACHE_F32, 0, &ours);
     double kl = gc_mean_kl(base, &ours);
     golden_free(&ours);
-    hearth_ctx_free(ctx);
     hearth_model_free(m);
     return kl;
 }
