@@ -961,44 +961,51 @@ void ht_ref_q3_K_from_float(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* The part Q4_K and Q5_K quantize alike: per 32-element sub-block a scale and min by make_qkx2_quants
+ * (levels 0..nmax), both quantized to 6 bits against the block's d / dmin, then each element's level. */
+static void quantize_k_scale_min(const float *x, int nmax, float rmin, int nstep, uint8_t *scales12, ht_half *dd,
+                                 ht_half *ddmin, uint8_t *L) {
+    uint8_t Laux[32];
+    float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+        const float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32 * j + l]);
+        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        uint8_t ls = (uint8_t)nearest_int(inv_scale * scales[j]);
+        uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
+        ls = HT_MIN(63, ls);
+        lm = HT_MIN(63, lm);
+        pack_scale_min_k4(scales12, j, ls, lm);
+    }
+    *dd = f32_to_fp16(max_scale / 63.f);
+    *ddmin = f32_to_fp16(max_min / 63.f);
+    uint8_t sc[8], m[8];
+    unpack_scale_min_k4(scales12, sc, m);
+    for (int j = 0; j < QK_K / 32; ++j) {
+        const float d = fp16_to_f32(*dd) * sc[j];
+        if (!d) continue;
+        const float dm = fp16_to_f32(*ddmin) * m[j];
+        for (int ii = 0; ii < 32; ++ii) {
+            const int l = nearest_int((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = (uint8_t)clampi(l, 0, nmax);
+        }
+    }
+}
+
 void ht_ref_q4_K_from_float(const float *x, void *vy, int64_t n) {
     block_q4_K *y = vy;
-    uint8_t L[QK_K], Laux[32];
-    float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+    uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max_scale = 0, max_min = 0;
-        for (int j = 0; j < QK_K / 32; ++j) {
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-            const float av_x = sqrtf(sum_x2 / 32);
-            for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32 * j + l]);
-            scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
-                                         -1.f, 0.1f, 20, false);
-            if (scales[j] > max_scale) max_scale = scales[j];
-            if (mins[j] > max_min) max_min = mins[j];
-        }
-        const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-        const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-        for (int j = 0; j < QK_K / 32; ++j) {
-            uint8_t ls = (uint8_t)nearest_int(inv_scale * scales[j]);
-            uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
-            ls = HT_MIN(63, ls);
-            lm = HT_MIN(63, lm);
-            pack_scale_min_k4(y[i].scales, j, ls, lm);
-        }
-        y[i].d = f32_to_fp16(max_scale / 63.f);
-        y[i].dmin = f32_to_fp16(max_min / 63.f);
-        uint8_t sc[8], m[8];
-        unpack_scale_min_k4(y[i].scales, sc, m);
-        for (int j = 0; j < QK_K / 32; ++j) {
-            const float d = fp16_to_f32(y[i].d) * sc[j];
-            if (!d) continue;
-            const float dm = fp16_to_f32(y[i].dmin) * m[j];
-            for (int ii = 0; ii < 32; ++ii) {
-                const int l = nearest_int((x[32 * j + ii] + dm) / d);
-                L[32 * j + ii] = (uint8_t)clampi(l, 0, 15);
-            }
-        }
+        quantize_k_scale_min(x, 15, -1.f, 20, y[i].scales, &y[i].d, &y[i].dmin, L);
         for (int k = 0; k < QK_K / 64; k++)
             for (int l = 0; l < 32; ++l) y[i].qs[32 * k + l] = (uint8_t)(L[64 * k + l] | L[64 * k + 32 + l] << 4);
     }
@@ -1006,42 +1013,9 @@ void ht_ref_q4_K_from_float(const float *x, void *vy, int64_t n) {
 
 void ht_ref_q5_K_from_float(const float *x, void *vy, int64_t n) {
     block_q5_K *y = vy;
-    uint8_t L[QK_K], Laux[32];
-    float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+    uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max_scale = 0, max_min = 0;
-        for (int j = 0; j < QK_K / 32; ++j) {
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-            const float av_x = sqrtf(sum_x2 / 32);
-            for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32 * j + l]);
-            scales[j] = make_qkx2_quants(32, 31, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
-                                         -0.5f, 0.1f, 15, false);
-            if (scales[j] > max_scale) max_scale = scales[j];
-            if (mins[j] > max_min) max_min = mins[j];
-        }
-        const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-        const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-        for (int j = 0; j < QK_K / 32; ++j) {
-            uint8_t ls = (uint8_t)nearest_int(inv_scale * scales[j]);
-            uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
-            ls = HT_MIN(63, ls);
-            lm = HT_MIN(63, lm);
-            pack_scale_min_k4(y[i].scales, j, ls, lm);
-        }
-        y[i].d = f32_to_fp16(max_scale / 63.f);
-        y[i].dmin = f32_to_fp16(max_min / 63.f);
-        uint8_t sc[8], m[8];
-        unpack_scale_min_k4(y[i].scales, sc, m);
-        for (int j = 0; j < QK_K / 32; ++j) {
-            const float d = fp16_to_f32(y[i].d) * sc[j];
-            if (!d) continue;
-            const float dm = fp16_to_f32(y[i].dmin) * m[j];
-            for (int ii = 0; ii < 32; ++ii) {
-                const int l = nearest_int((x[32 * j + ii] + dm) / d);
-                L[32 * j + ii] = (uint8_t)clampi(l, 0, 31);
-            }
-        }
+        quantize_k_scale_min(x, 31, -0.5f, 15, y[i].scales, &y[i].d, &y[i].dmin, L);
         /* Fifth bit of element e into bit e/32 of qh[e%32]; low nibbles as in Q4_K. */
         memset(y[i].qh, 0, QK_K / 8);
         for (int e = 0; e < QK_K; e++) {
