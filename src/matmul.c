@@ -1,13 +1,16 @@
 /* matmul.c — quantized matrix × activation-batch products over the thread pool.
  *
  * Two pool jobs per product: (1) each thread quantizes a share of the activation rows into the
- * context's qact scratch, in the traits table's vec_dot format; (2) output rows are cut into chunks
- * dealt round-robin to threads; inside a chunk the loop runs token-outer, row-inner, so a chunk of
+ * context's qact scratch, in the traits table's vec_dot format; (2) output rows are cut into chunks that
+ * threads claim one at a time from a shared counter (a thread slowed by other load on the machine then
+ * holds up only the chunk it is on, not a fixed share of the matrix); inside a chunk the loop runs token-outer, row-inner, so a chunk of
  * weights stays in cache while every token of the batch passes over it. Tokens and rows go by tiles of up
  * to HT_TILE_MAX x HT_TILE_MAX through ht_vec_dot_tile, which decodes each weight block once for all the
  * tile's tokens; a tile computes every output exactly as vec_dot would (quant.h), so the result does not
  * depend on the batch size, the tiling or the thread count. */
 #include "matmul.h"
+
+#include <stdatomic.h>
 
 /* Rows per chunk: decode (few tokens) deals small chunks of MM_CHUNK_ROWS; prefill sizes a chunk so its
  * weights (about MM_CHUNK_BYTES) stay in L2 while every token of the batch passes over them: the activations
@@ -29,6 +32,7 @@ typedef struct {
     size_t qa_row;          /* bytes per quantized activation row */
     uint8_t *qa_w;
     int chunk_rows;         /* a multiple of HT_TILE_MAX */
+    atomic_int next_chunk;  /* the next chunk no thread has claimed */
 } mm_job;
 
 size_t matmul_act_row_bytes(int64_t n) { return (size_t)n / QK_K * sizeof(block_q8_K) + sizeof(block_q8_K) + (size_t)n * 2 + 64; }
@@ -41,13 +45,14 @@ static void quantize_job(void *arg, int ith, int nth) {
 }
 
 static void dot_job(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
     mm_job *j = arg;
     int n = (int)j->W->ne[0], rows = (int)j->W->ne[1];
     const int cr = j->chunk_rows;
     int n_chunks = (rows + cr - 1) / cr;
     const uint8_t *w = j->W->data;
     size_t rb = j->W->row_bytes;
-    for (int ch = ith; ch < n_chunks; ch += nth) {
+    for (int ch; (ch = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed)) < n_chunks;) {
         int r0 = ch * cr, r1 = HT_MIN(rows, r0 + cr);
         for (int t = 0; t < j->n_tok; t += HT_TILE_MAX) {
             const int nc = HT_MIN(HT_TILE_MAX, j->n_tok - t);
@@ -80,6 +85,7 @@ void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float 
         cr = cr / HT_TILE_MAX * HT_TILE_MAX;
         j.chunk_rows = HT_MAX(cr, MM_CHUNK_ROWS);
     }
+    atomic_init(&j.next_chunk, 0);
     pool_run(c->pool, dot_job, &j);
 }
 
