@@ -220,6 +220,20 @@ HT_AI __m256i aoff8(const int T, const uint8_t *a, size_t ib) {
     return tree8(x);
 }
 
+/* The weight scales of 8 consecutive blocks. With AVX-512 and 18-byte blocks (Q4_0, IQ4_NL) the 8 halves lie
+ * in the blocks' first 128 bytes at words 0, 9, ..., 63: two loads and one word permute instead of 8 inserts. */
+HT_AI __m256 w_scales8(const int T, const uint8_t *wb) {
+#if HT_X86_AVX512
+    if (w_size(T) == 18) {
+        static const uint16_t idx[32] = {0, 9, 18, 27, 36, 45, 54, 63};
+        const __m512i x = _mm512_permutex2var_epi16(_mm512_loadu_si512(wb), _mm512_loadu_si512(idx),
+                                                    _mm512_loadu_si512(wb + 64));
+        return _mm256_cvtph_ps(_mm512_castsi512_si128(x));
+    }
+#endif
+    return halves8(wb, w_size(T));
+}
+
 /* 8 blocks from block ib, NC activation rows: acc[c] += per lane the float formula of its block. With aoff
  * (Q4_0 / Q5_0), the weights' offset is removed by subtracting aoff[c] (aoff8 of column c) from the sums;
  * with dap, dap[c] holds column c's 8 activation scales (else they are read from the blocks). */
@@ -246,7 +260,7 @@ HT_AI void group8(const int T, const int NC, const uint8_t *w, const uint8_t *co
         HT_UNROLL
         for (int c = 0; c < NC; c++) quad[c][h] = _mm256_hadd_epi32(pair[c][0], pair[c][1]);
     }
-    const __m256 dw = halves8(w + ib * WS, WS);
+    const __m256 dw = w_scales8(T, w + ib * WS);
     const __m256 mw = uses_q8_1(T) ? halves8(w + ib * WS + offsetof(block_q4_1, m), WS) : dw;
     HT_UNROLL
     for (int c = 0; c < NC; c++) {
