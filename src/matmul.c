@@ -4,9 +4,9 @@
  * context's qact scratch, in the traits table's vec_dot format; (2) output rows are cut into chunks that
  * threads claim one at a time from a shared counter (a thread slowed by other load on the machine then
  * holds up only the chunk it is on, not a fixed share of the matrix); inside a chunk the loop runs token-outer, row-inner, so a chunk of
- * weights stays in cache while every token of the batch passes over it. Tokens and rows go by tiles of up
- * to HT_TILE_MAX x HT_TILE_MAX through ht_vec_dot_tile, which decodes each weight block once for all the
- * tile's tokens; a tile computes every output exactly as vec_dot would (quant.h), so the result does not
+ * weights stays in cache while every token of the batch passes over it. Each group of up to HT_TILE_MAX
+ * tokens meets the chunk's rows in one ht_vec_dot_tile call, which decodes each weight block once for all
+ * the group's tokens (and prepares what depends on the tokens alone once for all the rows); a tile computes every output exactly as vec_dot would (quant.h), so the result does not
  * depend on the batch size, the tiling or the thread count. */
 #include "matmul.h"
 
@@ -58,9 +58,7 @@ static void dot_job(void *arg, int ith, int nth) {
             const int nc = HT_MIN(HT_TILE_MAX, j->n_tok - t);
             const uint8_t *a = j->qa + (size_t)t * j->qa_row;
             float *yt = j->y + (size_t)t * rows;
-            for (int r = r0; r < r1; r += HT_TILE_MAX)
-                ht_vec_dot_tile(j->tr, n, w + (size_t)r * rb, rb, HT_MIN(HT_TILE_MAX, r1 - r), a, j->qa_row, nc, yt + r,
-                                (size_t)rows);
+            ht_vec_dot_tile(j->tr, n, w + (size_t)r0 * rb, rb, r1 - r0, a, j->qa_row, nc, yt + r0, (size_t)rows);
         }
     }
 }

@@ -7,7 +7,7 @@
  *    set to 1 and activations with d = 1, so every partial sum is an integer below 2^24 and the result must
  *    equal the scalar one exactly — whatever the accumulation order. Lengths leave partial block groups.
  * 3. Realistic dot products: quantized Gaussian data, real scales: within 1e-5 of sum |w_i a_i|.
- * 4. Tiles: vec_dot_tile for every nr, nc in 1..4 is bit-identical to vec_dot on each output, on short rows
+ * 4. Tiles: vec_dot_tile for every nr in 1..9, nc in 1..4 is bit-identical to vec_dot on each output, on short rows
  *    and on rows of several HT_TILE_CHUNKs (the scalar set checks ht_vec_dot_tile's fallback loop).
  * Self-contained (quant layer only), so tests/test_neon_qemu.sh also builds it for aarch64. */
 #include <math.h>
@@ -32,7 +32,7 @@ static const uint32_t weight_types[] = {HT_F32, HT_F16, HT_BF16, HT_Q4_0, HT_Q4_
                                         HT_IQ4_NL, HT_Q2_K, HT_Q3_K, HT_Q4_K, HT_Q5_K, HT_Q6_K, HT_IQ4_XS};
 #define N_WTYPES (sizeof weight_types / sizeof weight_types[0])
 #define NMAX 4096
-#define ROWS 4
+#define ROWS 9   /* tile rows: 1..9 covers groups of 4 and leftovers */
 
 static const ht_half HALF_ONE = 0x3C00;
 

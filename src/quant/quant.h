@@ -62,8 +62,9 @@ typedef void (*ht_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*ht_from_float_fn)(const float *src, void *dst, int64_t n);
 /* Dot product of n elements: w in this type, a in the type's vec_dot_type. */
 typedef float (*ht_vec_dot_fn)(int n, const void *w, const void *a);
-/* A tile of dot products for prefill: nr weight rows (w, w + ws, ... bytes apart) times nc activation rows
- * (a, a + as, ...), 1 <= nr, nc <= HT_TILE_MAX:  y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as).
+/* A tile of dot products: nr weight rows (w, w + ws, ... bytes apart) times nc activation rows (a, a + as,
+ * ...), nr >= 1 (any number: what depends on the activations alone is prepared once for all rows),
+ * 1 <= nc <= HT_TILE_MAX:  y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as).
  * Each weight block is decoded once for all nc columns, yet every output is computed with the same
  * operations in the same order as the table's vec_dot, so it is bit-identical to the 1x1 call: results do
  * not depend on how a matmul groups rows and tokens into tiles. */
