@@ -68,26 +68,45 @@ static void activate(float *x, int n, int act) {
     else if (act == ACT_GELU_ERF) op_gelu_erf(x, n);
 }
 
+/* x = act(x) (u NULL) or x = act(x) * u over the pool, each thread a contiguous share: every element is
+ * computed alone, so the split does not change the result. */
+typedef struct { float *x; const float *u; size_t n; int act; } act_job;
+
+static void act_share(void *arg, int ith, int nth) {
+    const act_job *j = arg;
+    size_t per = (j->n + (size_t)nth - 1) / (size_t)nth, lo = HT_MIN(j->n, (size_t)ith * per), m = HT_MIN(j->n - lo, per);
+    float *x = j->x + lo;
+    const float *u = j->u ? j->u + lo : NULL;
+    if (!u) activate(x, (int)m, j->act);
+    else if (j->act == ACT_SILU) op_silu_mul(x, u, (int)m);
+    else if (j->act == ACT_GELU_TANH) op_gelu_tanh_mul(x, u, (int)m);
+    else { activate(x, (int)m, j->act); for (size_t i = 0; i < m; i++) x[i] *= u[i]; }
+}
+
+static void activate_par(hearth_ctx *c, float *x, const float *u, size_t n, int act) {
+    if (act == ACT_NONE && !u) return;
+    act_job j = { .x = x, .u = u, .n = n, .act = act };
+    pool_run(c->pool, act_share, &j);
+}
+
 void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const ht_tensor *b, const float *in, float *out,
                  int act) {
     if (b) matmul_bias(c, W, b, in, ub->n, out);
     else matmul(c, W, in, ub->n, out);
-    activate(out, ub->n * (int)W->ne[1], act);
+    activate_par(c, out, NULL, (size_t)ub->n * (size_t)W->ne[1], act);
 }
 
 void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
     int ff = (int)L->ffn_up.ne[1];
     matmul(c, &L->ffn_gate, in, ub->n, c->hb);
     matmul(c, &L->ffn_up, in, ub->n, c->hb2);
-    if (act == ACT_SILU) op_silu_mul(c->hb, c->hb2, ub->n * ff);
-    else if (act == ACT_GELU_TANH) op_gelu_tanh_mul(c->hb, c->hb2, ub->n * ff);
-    else { activate(c->hb, ub->n * ff, act); for (int i = 0; i < ub->n * ff; i++) c->hb[i] *= c->hb2[i]; }
+    activate_par(c, c->hb, c->hb2, (size_t)ub->n * (size_t)ff, act);
     matmul(c, &L->ffn_down, c->hb, ub->n, out);
 }
 
 void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
     int ff = (int)L->ffn_up.ne[1];
     matmul_bias(c, &L->ffn_up, &L->ffn_up_b, in, ub->n, c->hb);
-    activate(c->hb, ub->n * ff, act);
+    activate_par(c, c->hb, NULL, (size_t)ub->n * (size_t)ff, act);
     matmul_bias(c, &L->ffn_down, &L->ffn_down_b, c->hb, ub->n, out);
 }
