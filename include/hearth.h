@@ -73,7 +73,7 @@ typedef struct {
     int n_seq;          /* independent sequences (server slots); default 1 */
     int n_batch;        /* most tokens per decode call; default 512 */
     int n_threads;      /* 0 = all cores */
-    hearth_cache_type cache_type;
+    hearth_cache_type cache_type;   /* KV cache: F16 (default), F32, or Q8_0 (head sizes must be multiples of 32) */
 } hearth_ctx_params;
 hearth_ctx_params hearth_ctx_default_params(void);
 int  hearth_ctx_new(hearth_model *m, const hearth_ctx_params *p, hearth_ctx **out, hearth_err *err);

@@ -1,10 +1,11 @@
-/* context.c — inference contexts: the KV cache, scratch buffers sized once, the thread pool, and
- * hearth_decode(), which validates a batch, cuts it into micro-batches and runs the architecture's
+/* context.c — inference contexts: the KV cache (F16, F32 or Q8_0), scratch buffers sized once, the thread
+ * pool, and hearth_decode(), which validates a batch, cuts it into micro-batches and runs the architecture's
  * forward pass. Also the shared attention over the cache and the output head used by every family. */
 #include "context.h"
 
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -21,6 +22,8 @@ static void *xcalloc(size_t n, size_t sz, bool *fail) {
     if (!p) *fail = true;
     return p;
 }
+
+static size_t att_scratch_floats(const hearth_ctx *c);
 
 bool ctx_layer_is_swa(const hearth_model *m, int il) {
     const ht_hparams *hp = &m->hp;
@@ -40,14 +43,17 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     if (p.n_batch <= 0) p.n_batch = 512;
     p.n_batch = HT_MIN(p.n_batch, p.n_ctx * p.n_seq);
     if (p.n_threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); p.n_threads = nc > 0 ? (int)HT_MIN(nc, 64) : 1; }
-    if (p.cache_type != HEARTH_CACHE_F32 && p.cache_type != HEARTH_CACHE_F16)
-        return herr(err, "unsupported KV cache type %d (f32 or f16)", (int)p.cache_type);
+    if (p.cache_type != HEARTH_CACHE_F32 && p.cache_type != HEARTH_CACHE_F16 && p.cache_type != HEARTH_CACHE_Q8_0)
+        return herr(err, "unsupported KV cache type %d (f32, f16 or q8_0)", (int)p.cache_type);
+    if (p.cache_type == HEARTH_CACHE_Q8_0 && (hp->head_dim % QK8_0 || hp->head_dim_v % QK8_0))
+        return herr(err, "a Q8_0 KV cache needs head sizes that are multiples of %d (this model's K %d, V %d): use f16 or f32",
+                    QK8_0, hp->head_dim, hp->head_dim_v);
 
     hearth_ctx *c = calloc(1, sizeof *c);
     if (!c) return herr(err, "out of memory");
     c->m = m;
     c->n_ctx = p.n_ctx; c->n_seq = p.n_seq; c->n_batch = p.n_batch; c->n_threads = p.n_threads;
-    c->kv_type = p.cache_type == HEARTH_CACHE_F32 ? HT_F32 : HT_F16;
+    c->kv_type = p.cache_type == HEARTH_CACHE_F32 ? HT_F32 : p.cache_type == HEARTH_CACHE_Q8_0 ? HT_Q8_0 : HT_F16;
     bool fail = false;
     size_t B = (size_t)c->n_batch, E = (size_t)hp->n_embd;
     size_t QD = (size_t)hp->n_head * hp->head_dim, KD = (size_t)hp->n_head_kv * hp->head_dim;
@@ -64,7 +70,8 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->hb2 = xcalloc(B * (size_t)hp->n_ff, sizeof(float), &fail);
     c->qact_row_cap = matmul_act_row_bytes((int64_t)wide);
     c->qact = xcalloc(B, c->qact_row_cap, &fail);
-    c->att_scores = xcalloc((size_t)c->n_threads * 2 * (size_t)c->n_ctx, sizeof(float), &fail);   /* scores + gather */
+    c->att_stride = att_scratch_floats(c);
+    c->att_scores = xcalloc((size_t)c->n_threads * c->att_stride, sizeof(float), &fail);
     c->rope_cos = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
     c->rope_sin = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
     c->max_rows = c->n_ctx * c->n_seq;
@@ -75,7 +82,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->seq_next = xcalloc((size_t)c->n_seq, sizeof(int), &fail);
     c->seq_len = xcalloc((size_t)c->n_seq, sizeof(int), &fail);
     c->kv = xcalloc((size_t)hp->n_layer, sizeof *c->kv, &fail);
-    size_t esz = c->kv_type == HT_F32 ? 4 : 2;
+    size_t krow = ht_row_size(c->kv_type, hp->head_dim), vrow = ht_row_size(c->kv_type, hp->head_dim_v);
     for (int il = 0; !fail && il < hp->n_layer; il++) {
         ht_kv_layer *L = &c->kv[il];
         L->cap = c->n_ctx;
@@ -83,8 +90,8 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
             L->cap = hp->sliding_window + c->n_batch;   /* ring: a window plus one micro-batch of new rows */
             L->ring = true;
         }
-        L->k = xcalloc((size_t)c->n_seq * L->cap * KD, esz, &fail);
-        L->v = xcalloc((size_t)c->n_seq * L->cap * KVD, esz, &fail);
+        L->k = xcalloc((size_t)c->n_seq * L->cap * hp->n_head_kv, krow, &fail);
+        L->v = xcalloc((size_t)c->n_seq * L->cap * hp->n_head_kv, vrow, &fail);
     }
     if (!fail) c->pool = pool_new(c->n_threads);
     if (fail || !c->pool) { hearth_ctx_free(c); return herr(err, "out of memory allocating a context of %d tokens", p.n_ctx); }
@@ -128,8 +135,8 @@ size_t ctx_kv_bytes(const hearth_ctx *c, int il) {
         return sum;
     }
     const ht_hparams *hp = &c->m->hp;
-    size_t esz = c->kv_type == HT_F32 ? 4 : 2;
-    size_t row = (size_t)hp->n_head_kv * (size_t)(hp->head_dim + hp->head_dim_v) * esz;
+    size_t row = (size_t)hp->n_head_kv *
+                 (ht_row_size(c->kv_type, hp->head_dim) + ht_row_size(c->kv_type, hp->head_dim_v));
     return (size_t)c->n_seq * (size_t)c->kv[il].cap * row;
 }
 
@@ -178,7 +185,18 @@ void ctx_rope(hearth_ctx *c, const ht_ubatch *ub, float *x, int n_heads) {
                 c->rope_sin + (size_t)i * h, hp->rope_type == ROPE_NEOX);
 }
 
-/* ---- attention over the KV cache ---- */
+/* ---- attention over the KV cache ----
+ * A task is one token and one KV head with up to HT_TILE_MAX of the q heads that share it (all of the group
+ * unless there are fewer tasks than threads), so each K and V element loaded serves every head of the task.
+ * F32 / F16 cache: both products go through the type's dot-product tiles (F32 activations). q·k takes K rows
+ * (one per position) against the heads' q vectors; V is cached transposed ([seq][kv head][dim][position]) so
+ * that softmax·V takes V^T rows (one per output dim) against the heads' probability rows. Q8_0 cache: q is
+ * quantized to Q8_0 for q·k; V rows are Q8_0 blocks per position (V cannot be quantized along positions,
+ * which arrive one by one), dequantized and accumulated into the outputs in position order. A tile computes
+ * each output exactly as vec_dot does, and each position adds the same terms in the same order whatever the
+ * batching, so results do not depend on the micro-batch, the thread count or the head grouping. */
+#define PV_ROWS 4   /* Q8_0 V rows dequantized and applied together */
+
 typedef struct {
     hearth_ctx *c;
     const ht_ubatch *ub;
@@ -188,64 +206,172 @@ typedef struct {
     float scale;
     int window;
     bool causal;
+    int heads;               /* q heads per task (<= HT_TILE_MAX) */
+    int n_chunks;            /* tasks per (token, kv head): the group's heads in chunks of `heads` */
     const int *seq_end;      /* per sequence: cached length after this micro-batch */
+    atomic_int next_task;    /* tasks are claimed one at a time, as matmul's chunks are */
 } att_job;
 
-/* Attention's two products go through the tensor-type kernels: q·k is the F16 (or F32) weight dot with
- * F32 activations, and V is cached transposed ([seq][kv head][dim][position]) so that softmax·V is, per
- * output dimension, a dot product over contiguous positions. A ring buffer's range may wrap: then the
- * positions are two contiguous segments. */
-static float dot_range(ht_vec_dot_fn dot, const uint8_t *row, size_t esz, int cap, int lo, int n, const float *p,
-                       uint8_t *tmp) {
+/* Floats of per-thread scratch: HT_TILE_MAX score rows of n_ctx, then (F32 / F16) room to gather
+ * HT_TILE_MAX V^T rows of a wrapped ring, or (Q8_0) PV_ROWS dequantized V rows and the task's quantized q
+ * vectors; rounded up to a cache line. */
+static size_t att_scratch_floats(const hearth_ctx *c) {
+    const ht_hparams *hp = &c->m->hp;
+    size_t heads = (size_t)HT_MIN(hp->n_head / hp->n_head_kv, HT_TILE_MAX), n = (size_t)c->n_ctx;
+    size_t extra = c->kv_type == HT_Q8_0
+                       ? PV_ROWS * hp->head_dim_v * sizeof(float) + heads * ht_row_size(HT_Q8_0, hp->head_dim)
+                       : HT_TILE_MAX * n * ht_row_size(c->kv_type, 1);
+    return (heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
+}
+
+/* y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as) for r < nr, c < nc, in tiles of at most
+ * HT_TILE_MAX x HT_TILE_MAX. */
+static void dot_tiles(const ht_traits *tr, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
+                      int nc, float *y, size_t ys) {
+    for (int r = 0; r < nr; r += HT_TILE_MAX)
+        for (int k = 0; k < nc; k += HT_TILE_MAX)
+            ht_vec_dot_tile(tr, n, w + (size_t)r * ws, ws, HT_MIN(HT_TILE_MAX, nr - r), a + (size_t)k * as, as,
+                            HT_MIN(HT_TILE_MAX, nc - k), y + (size_t)k * ys + (size_t)r, ys);
+}
+
+/* Softmax of each of nh rows of n scores (row stride ld), after scaling: normalized probabilities in place. */
+static void att_softmax(float *sc, size_t ld, int nh, int n, float scale) {
+    for (int h = 0; h < nh; h++) {
+        float *r = sc + (size_t)h * ld, mx = -INFINITY;
+        for (int t = 0; t < n; t++) {
+            r[t] *= scale;
+            if (r[t] > mx) mx = r[t];
+        }
+        double sum = 0;
+        for (int t = 0; t < n; t++) { r[t] = expf(r[t] - mx); sum += r[t]; }
+        float inv = (float)(1.0 / sum);
+        for (int t = 0; t < n; t++) r[t] *= inv;
+    }
+}
+
+/* softmax·V from the transposed cache: o[h * hdv + d] = V^T row d (positions lo..lo+n-1) · probabilities of
+ * head h. A wrapped ring's rows are gathered in position order (HT_TILE_MAX at a time into tmp) so the sum
+ * does not depend on where the ring wrapped. */
+static void att_pv_transposed(const ht_traits *tr, size_t esz, const uint8_t *vt, int cap, int hdv, int lo, int n,
+                              const float *p, size_t ld, int nh, float *o, uint8_t *tmp) {
     int s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
-    if (n0 == n) return dot(n, row + (size_t)s0 * esz, p);
-    /* wrapped: gather in position order so the sum does not depend on where the ring wrapped */
-    memcpy(tmp, row + (size_t)s0 * esz, (size_t)n0 * esz);
-    memcpy(tmp + (size_t)n0 * esz, row, (size_t)(n - n0) * esz);
-    return dot(n, tmp, p);
+    size_t rs = (size_t)cap * esz;
+    if (n0 == n) {
+        dot_tiles(tr, n, vt + (size_t)s0 * esz, rs, hdv, (const uint8_t *)p, ld * sizeof(float), nh, o, (size_t)hdv);
+        return;
+    }
+    for (int d = 0; d < hdv; d += HT_TILE_MAX) {
+        int nr = HT_MIN(HT_TILE_MAX, hdv - d);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *row = vt + (size_t)(d + r) * rs;
+            uint8_t *g = tmp + (size_t)r * n * esz;
+            memcpy(g, row + (size_t)s0 * esz, (size_t)n0 * esz);
+            memcpy(g + (size_t)n0 * esz, row, (size_t)(n - n0) * esz);
+        }
+        ht_vec_dot_tile(tr, n, tmp, (size_t)n * esz, nr, p, ld * sizeof(float), nh, o + d, (size_t)hdv);
+    }
+}
+
+/* o[k] += w[r] * v[r * vs + k] for r = 0, 1, 2, 3 in turn, k < 32 (fixed sizes: the compiler vectorizes it). */
+static void pv_add4(float *restrict o, const float *restrict v, size_t vs, const float *w) {
+    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    for (int k = 0; k < QK8_0; k++) o[k] = o[k] + w0 * v[k] + w1 * v[vs + k] + w2 * v[2 * vs + k] + w3 * v[3 * vs + k];
+}
+
+static void pv_add1(float *restrict o, const float *restrict v, float w) {
+    for (int k = 0; k < QK8_0; k++) o[k] = o[k] + w * v[k];
+}
+
+/* Q8_0 to float with the traits' formula (y = q * d, bit-identical to to_float), in a form the compiler
+ * vectorizes: the reference to_float is not, and a cache row is dequantized once per task and position. */
+static void q8_0_row_to_float(const block_q8_0 *restrict b, float *restrict y, int n) {
+    for (int i = 0; i < n / QK8_0; i++) {
+        const float d = fp16_to_f32(b[i].d);
+        for (int k = 0; k < QK8_0; k++) y[i * QK8_0 + k] = (float)b[i].qs[k] * d;
+    }
+}
+
+/* softmax·V from Q8_0 rows: o[h * hdv + d] = sum over positions, in order, of p_h[t] * v_t[d]. Rows are
+ * dequantized PV_ROWS at a time into vrow, once for all the task's heads; every output still adds its terms
+ * one position after another, so the grouping does not change a bit. vb: kv head kvh's row at slot 0, rs
+ * bytes apart. */
+static void att_pv_rows(const uint8_t *vb, size_t rs, int cap, int hdv, int lo, int n, const float *p, size_t ld, int nh,
+                        float *o, float *vrow) {
+    memset(o, 0, (size_t)nh * hdv * sizeof(float));
+    for (int t = 0; t < n; t += PV_ROWS) {
+        int m = HT_MIN(PV_ROWS, n - t);
+        for (int r = 0; r < m; r++)
+            q8_0_row_to_float((const block_q8_0 *)(vb + (size_t)((lo + t + r) % cap) * rs), vrow + (size_t)r * hdv, hdv);
+        for (int h = 0; h < nh; h++) {
+            const float *w = p + (size_t)h * ld + t;
+            float *oh = o + (size_t)h * hdv;
+            for (int d = 0; d < hdv; d += QK8_0) {
+                if (m == PV_ROWS) pv_add4(oh + d, vrow + d, (size_t)hdv, w);
+                else for (int r = 0; r < m; r++) pv_add1(oh + d, vrow + (size_t)r * hdv + d, w[r]);
+            }
+        }
+    }
 }
 
 static void attention_job(void *arg, int ith, int nth) {
     att_job *j = arg;
     hearth_ctx *c = j->c;
     const ht_hparams *hp = &c->m->hp;
-    int hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv, cap = j->L->cap;
-    size_t esz = c->kv_type == HT_F32 ? 4 : 2;
-    size_t KD = (size_t)hp->n_head_kv * hd;
-    ht_vec_dot_fn dot = ht_get_traits(c->kv_type)->vec_dot;
-    float *sc = c->att_scores + (size_t)ith * 2 * c->n_ctx;
-    uint8_t *tmp = (uint8_t *)(sc + c->n_ctx);
-    int total = j->ub->n * hp->n_head;
-    for (int task = ith; task < total; task += nth) {
-        int i = task / hp->n_head, h = task % hp->n_head, kvh = h / group;
+    int hd = hp->head_dim, hdv = hp->head_dim_v, n_kv = hp->n_head_kv, group = hp->n_head / n_kv, cap = j->L->cap;
+    bool q8 = c->kv_type == HT_Q8_0;
+    const ht_traits *tr = ht_get_traits(c->kv_type);
+    size_t krs = ht_row_size(c->kv_type, hd), vrs = ht_row_size(c->kv_type, hdv), qrs = ht_row_size(HT_Q8_0, hd);
+    size_t ld = (size_t)c->n_ctx, kstride = (size_t)n_kv * krs, esz = ht_row_size(c->kv_type, 1);
+    float *sc = c->att_scores + (size_t)ith * c->att_stride;
+    uint8_t *tmp = (uint8_t *)(sc + (size_t)j->heads * ld);   /* gather rows (F32 / F16) */
+    float *vrow = (float *)tmp;                                 /* Q8_0: dequantized V rows, then q in Q8_0 */
+    uint8_t *qq = (uint8_t *)(vrow + PV_ROWS * hdv);
+    int per_token = n_kv * j->n_chunks, total = j->ub->n * per_token;
+    (void)nth;
+    for (int task; (task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed)) < total;) {
+        int i = task / per_token, kvh = task % per_token / j->n_chunks, h0 = kvh * group + task % j->n_chunks * j->heads;
+        int nh = HT_MIN(j->heads, (kvh + 1) * group - h0);
         int s = j->ub->seq[i], p = j->ub->pos[i];
         int hi = j->causal ? p : j->seq_end[s] - 1;
         int lo = j->window > 0 ? HT_MAX(0, p - j->window + 1) : 0;
-        const float *q = j->q + ((size_t)i * hp->n_head + h) * hd;
-        const uint8_t *kbase = (const uint8_t *)j->L->k + ((size_t)s * cap * KD + (size_t)kvh * hd) * esz;
-        const uint8_t *vbase = (const uint8_t *)j->L->v + (((size_t)s * hp->n_head_kv + kvh) * hdv) * cap * esz;
-        int n = hi - lo + 1;
-        float mx = -INFINITY;
-        for (int t = 0; t < n; t++) {
-            sc[t] = dot(hd, kbase + (size_t)((lo + t) % cap) * KD * esz, q) * j->scale;
-            if (sc[t] > mx) mx = sc[t];
+        int n = hi - lo + 1, s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
+        const float *q = j->q + ((size_t)i * hp->n_head + h0) * hd;
+        float *o = j->out + ((size_t)i * hp->n_head + h0) * hdv;
+        const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
+        const uint8_t *qa = (const uint8_t *)q;
+        size_t qs = (size_t)hd * sizeof(float);
+        if (q8) {
+            for (int h = 0; h < nh; h++) ht_quantize_row(HT_Q8_0, q + (size_t)h * hd, qq + (size_t)h * qrs, hd);
+            qa = qq;
+            qs = qrs;
         }
-        double sum = 0;
-        for (int t = 0; t < n; t++) { sc[t] = expf(sc[t] - mx); sum += sc[t]; }
-        float inv = (float)(1.0 / sum);
-        for (int t = 0; t < n; t++) sc[t] *= inv;
-        float *o = j->out + ((size_t)i * hp->n_head + h) * hdv;
-        for (int d = 0; d < hdv; d++) o[d] = dot_range(dot, vbase + (size_t)d * cap * esz, esz, cap, lo, n, sc, tmp);
+        /* scores, per contiguous run of ring slots: each is an independent dot */
+        dot_tiles(tr, hd, kb + (size_t)s0 * kstride, kstride, n0, qa, qs, nh, sc, ld);
+        if (n0 < n) dot_tiles(tr, hd, kb, kstride, n - n0, qa, qs, nh, sc + n0, ld);
+        att_softmax(sc, ld, nh, n, j->scale);
+        if (q8) {
+            const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
+            att_pv_rows(vb, (size_t)n_kv * vrs, cap, hdv, lo, n, sc, ld, nh, o, vrow);
+        } else {
+            const uint8_t *vt = (const uint8_t *)j->L->v + ((size_t)s * n_kv + kvh) * hdv * (size_t)cap * esz;
+            att_pv_transposed(tr, esz, vt, cap, hdv, lo, n, sc, ld, nh, o, tmp);
+        }
     }
 }
 
 static void kv_store(void *dst, uint32_t type, const float *src, int n) {
     if (type == HT_F32) memcpy(dst, src, (size_t)n * sizeof(float));
+    else if (type == HT_Q8_0) ht_quantize_row(HT_Q8_0, src, dst, n);   /* blocks never straddle heads (hd % 32 == 0) */
     else { uint16_t *h = dst; for (int i = 0; i < n; i++) h[i] = f32_to_fp16(src[i]); }
 }
 
-/* V^T[s][kvh][d][slot] = v[kvh * hdv + d] */
+/* V^T[s][kvh][d][slot] = v[kvh * hdv + d] (F32 / F16); a Q8_0 cache stores the row as K does. */
 static void kv_store_v(ht_kv_layer *L, uint32_t type, int s, int slot, const float *v, int n_kv, int hdv) {
+    if (type == HT_Q8_0) {
+        size_t row = (size_t)n_kv * ht_row_size(HT_Q8_0, hdv);
+        kv_store((uint8_t *)L->v + ((size_t)s * L->cap + slot) * row, type, v, n_kv * hdv);
+        return;
+    }
     size_t base = (size_t)s * n_kv * hdv * L->cap + (size_t)slot;
     if (type == HT_F32) { float *V = L->v; for (int e = 0; e < n_kv * hdv; e++) V[base + (size_t)e * L->cap] = v[e]; }
     else { uint16_t *V = L->v; for (int e = 0; e < n_kv * hdv; e++) V[base + (size_t)e * L->cap] = f32_to_fp16(v[e]); }
@@ -255,17 +381,21 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
                    float *out, float scale, int window) {
     const ht_hparams *hp = &c->m->hp;
     ht_kv_layer *L = &c->kv[il];
-    size_t esz = c->kv_type == HT_F32 ? 4 : 2;
     int KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
+    size_t krow = (size_t)hp->n_head_kv * ht_row_size(c->kv_type, hp->head_dim);
     int seq_end[256] = { 0 };
     for (int i = 0; i < ub->n; i++) {
         int s = ub->seq[i], slot = ub->pos[i] % L->cap;
-        kv_store((uint8_t *)L->k + ((size_t)s * L->cap + slot) * KD * esz, c->kv_type, k + (size_t)i * KD, KD);
+        kv_store((uint8_t *)L->k + ((size_t)s * L->cap + slot) * krow, c->kv_type, k + (size_t)i * KD, KD);
         kv_store_v(L, c->kv_type, s, slot, v + (size_t)i * VD, hp->n_head_kv, hp->head_dim_v);
         if (ub->pos[i] + 1 > seq_end[s]) seq_end[s] = ub->pos[i] + 1;
     }
+    /* the whole group per task (at most a tile's width), split further only to give every thread work */
+    int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);
+    while (heads > 1 && (long)ub->n * hp->n_head_kv * ((group + heads - 1) / heads) < c->n_threads) heads = (heads + 1) / 2;
     att_job j = { .c = c, .ub = ub, .L = L, .q = q, .out = out, .scale = scale, .window = window,
-                  .causal = c->m->hp.causal, .seq_end = seq_end };
+                  .causal = c->m->hp.causal, .heads = heads, .n_chunks = (group + heads - 1) / heads, .seq_end = seq_end };
+    atomic_init(&j.next_task, 0);
     pool_run(c->pool, attention_job, &j);
 }
 

@@ -126,14 +126,16 @@ void model_own(hearth_model *m, void *p);
 typedef struct {
     int cap;                  /* cached positions per sequence (ring size for sliding-window layers) */
     bool ring;                /* positions stored at pos % cap */
-    void *k, *v;              /* [n_seq][cap][n_head_kv * head_dim] in cache_type */
+    void *k;                  /* [n_seq][cap][n_head_kv] rows of head_dim in kv_type */
+    void *v;                  /* F32 / F16: transposed, [n_seq][n_head_kv][head_dim_v][cap];
+                               * Q8_0: like K, [n_seq][cap][n_head_kv] rows of head_dim_v */
 } ht_kv_layer;
 
 struct hearth_ctx {
     hearth_model *m;
     ht_pool *pool;
     int n_ctx, n_seq, n_batch, n_threads;
-    uint32_t kv_type;         /* HT_F32 or HT_F16 */
+    uint32_t kv_type;         /* HT_F32, HT_F16 or HT_Q8_0 */
     ht_kv_layer *kv;
     int *seq_len;             /* tokens cached per sequence */
 
@@ -141,7 +143,8 @@ struct hearth_ctx {
     float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2;
     void *qact;               /* activations quantized for vec_dot (largest row format × n_batch) */
     size_t qact_row_cap;
-    float *att_scores;        /* [n_threads][n_ctx] */
+    float *att_scores;        /* [n_threads][att_stride]: attention scores and gather space (hearth_ctx_new) */
+    size_t att_stride;        /* floats per thread in att_scores */
     float *rope_cos, *rope_sin;   /* [n_batch][head_dim/2] */
 
     /* per-batch bookkeeping, sized for the largest batch (n_ctx * n_seq rows) */

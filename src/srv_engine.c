@@ -33,6 +33,7 @@ struct srv_engine {
     hearth_ctx *ctx;             /* generation: one sequence per slot (NULL for an encoder) */
     hearth_ctx *ectx;            /* embeddings (made on first use for a decoder) */
     int n_ctx, e_n_ctx, n_slots, n_batch, n_vocab, n_threads;
+    hearth_cache_type cache_type;
     bool encoder;
     slot *slots;
     slot **picked;               /* this step's slots with logits */
@@ -240,6 +241,7 @@ static int embed_ctx(srv_engine *e, hearth_err *err) {
     hearth_ctx_params cp = hearth_ctx_default_params();   /* a decoder: causal, so any n_batch will do */
     cp.n_ctx = e->n_ctx;
     cp.n_threads = e->n_threads;
+    cp.cache_type = e->cache_type;
     return hearth_ctx_new(e->m, &cp, &e->ectx, err);
 }
 
@@ -463,6 +465,7 @@ static int engine_contexts(srv_engine *e, const server_params *p, hearth_err *er
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = p->n_ctx;
     cp.n_threads = p->n_threads;
+    cp.cache_type = p->cache_type;
     if (e->encoder) {
         cp.n_batch = 1 << 22;            /* an encoder sees a whole input at once */
         if (hearth_ctx_new(e->m, &cp, &e->ectx, err)) return -1;
@@ -487,6 +490,7 @@ int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth
     e->encoder = info.is_encoder;
     e->n_vocab = info.n_vocab;
     e->n_threads = p->n_threads;
+    e->cache_type = p->cache_type;
     e->n_slots = p->parallel > 0 ? p->parallel : 1;
     e->n_batch = 512;
     pthread_mutex_init(&e->mu, NULL);

@@ -37,5 +37,28 @@ check "quantize writes a loadable file" '"$HEARTH" info -m "$tmp/q8.gguf" | grep
 check "quantize: unknown type" 'one_error_line "$HEARTH" quantize data/models/llama.gguf "$tmp/x.gguf" Q9_9'
 check "quantize: bad input" 'one_error_line "$HEARTH" quantize data/README.md "$tmp/x.gguf" Q8_0'
 
+# --cache-type: every command that makes a generation context takes it; a bad value is one error line
+for cmd in run chat serve bench perplexity; do
+    check "$cmd --cache-type bad value" 'one_error_line "$HEARTH" $cmd --cache-type q4_0 && [[ $LAST_ERR == *--cache-type*q4_0* ]]'
+    check "$cmd --help documents --cache-type" '"$HEARTH" $cmd --help | grep -q -- "--cache-type"'
+done
+check "--cache-type without a value" 'one_error_line "$HEARTH" run --cache-type'
+check "q8_0 refused for heads of 8 (stories260K)" 'one_error_line "$HEARTH" run --cache-type q8_0 -n 4 && [[ $LAST_ERR == *"multiples of 32"* ]]'
+check "q8_0 refused by serve too" 'one_error_line "$HEARTH" serve --cache-type q8_0 --port 0'
+g32=$("$HEARTH" run -p "" -n 20 --temp 0 --cache-type f32 2>/dev/null)
+check "greedy from BOS with an f32 cache" '[[ $g32 == " Once upon a time, there was a little girl named Lily."* ]]'
+L=data/models/llama.gguf
+q8a=$("$HEARTH" run -m $L -p "Hello world" -n 24 --temp 0 --cache-type q8_0 -t 1 2>/dev/null); rc=$?
+q8b=$("$HEARTH" run -m $L -p "Hello world" -n 24 --temp 0 --cache-type q8_0 -t 2 2>/dev/null)
+check "run --cache-type q8_0 generates" '[[ $rc -eq 0 && ${#q8a} -gt 10 ]]'
+check "run --cache-type q8_0: same text with 1 and 2 threads" '[[ "$q8a" == "$q8b" ]]'
+b8=$("$HEARTH" bench -m $L -p 16 -n 4 -r 1 -c 16384 --no-bw --cache-type q8_0 2>&1)
+b16=$("$HEARTH" bench -m $L -p 16 -n 4 -r 1 -c 16384 --no-bw 2>&1)
+kv8=$(printf '%s\n' "$b8" | sed -n 's/^rss after load:.*KV q8_0 \([0-9.]*\) MiB.*/\1/p')
+kv16=$(printf '%s\n' "$b16" | sed -n 's/^rss after load:.*KV \([0-9.]*\) MiB.*/\1/p')
+check "bench --cache-type q8_0 names it and its KV is 17/32 of f16's ($kv8 vs $kv16 MiB)" \
+    'awk -v a="$kv8" -v b="$kv16" "BEGIN { exit !(a > 0 && b > 0 && a / b > 0.52 && a / b < 0.54) }"'
+check "bench table keeps its columns with q8_0" '[[ $(printf "%s\n" "$b8" | grep -c "^| llama .* | *pp16 |") -eq 1 ]]'
+
 [[ $fail -eq 0 ]] && echo "all CLI checks passed"
 exit $fail

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `hearth perplexity`: stories260K on the fixture text agrees within 0.5% with the reference engine's figures
 # (data/README.md, text/), the log-prob file round-trips into --kl-divergence (a model against itself: KL 0 and
-# 100% same top token; Q8_0 against F32: small KL, >= 90% same top), and mismatched runs give one error line.
+# 100% same top token; Q8_0 against F32: small KL, >= 90% same top; a Q8_0 KV cache: less KL than Q8_0 weights),
+# and mismatched runs give one error line.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 within() { awk -v a="$1" -v b="$2" -v tol="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= tol) }'; }
@@ -45,6 +46,9 @@ check "Q8_0: KL small" 'awk -v k="$kl" "BEGIN { exit !(k != \"\" && k > 0 && k <
 check "Q8_0: >= 90% same top" 'awk -v t="$top" "BEGIN { exit !(t != \"\" && t >= 90) }"'
 q4=$("$HEARTH" perplexity -m data/models/llama-Q4_0.gguf --kl-divergence "$tmp/base.logits" -t 1 2>/dev/null | field "Mean KLD")
 check "Q4_0 diverges more than Q8_0" 'awk -v a="$q4" -v b="$kl" "BEGIN { exit !(a > b) }"'
+kc=$("$HEARTH" perplexity -m "$L" --kl-divergence "$tmp/base.logits" --cache-type q8_0 -t 2 2>/dev/null | field "Mean KLD")
+echo "llama with a q8_0 KV cache vs the f16 cache: KLD $kc"
+check "q8_0 KV cache: KL above 0, below the Q8_0 weights' KL" 'awk -v c="$kc" -v w="$kl" "BEGIN { exit !(c != \"\" && c > 0 && c < w) }"'
 
 check "KL: other n_ctx" 'one_error_line "$HEARTH" perplexity -m "$L" -f "$tmp/short.txt" -c 32 --kl-divergence "$tmp/base.logits"'
 head -c 2900 "$TEXT" > "$tmp/other.txt"

@@ -26,6 +26,8 @@ const char *cli_default_model(void);          /* the embedded stories260K.gguf *
 /* Parses an integer / float flag value; on failure prints "error: bad value for FLAG: VAL" and returns false. */
 bool cli_int(const char *flag, const char *val, long lo, long hi, long *out);
 bool cli_float(const char *flag, const char *val, double *out);
+/* Parses a --cache-type value (f32, f16 or q8_0); on failure prints the one-line error and returns false. */
+bool cli_cache_type(const char *flag, const char *val, hearth_cache_type *out);
 /* Prints "error: MSG" as one line to stderr and returns 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Loads a model (or exits 1 with one line). */

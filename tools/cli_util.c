@@ -59,6 +59,17 @@ bool cli_float(const char *flag, const char *val, double *out) {
     return true;
 }
 
+static const struct { const char *name; hearth_cache_type type; } CACHE_TYPES[] = {
+    { "f32", HEARTH_CACHE_F32 }, { "f16", HEARTH_CACHE_F16 }, { "q8_0", HEARTH_CACHE_Q8_0 },
+};
+
+bool cli_cache_type(const char *flag, const char *val, hearth_cache_type *out) {
+    for (size_t i = 0; val && i < sizeof CACHE_TYPES / sizeof CACHE_TYPES[0]; i++)
+        if (!strcmp(val, CACHE_TYPES[i].name)) { *out = CACHE_TYPES[i].type; return true; }
+    cli_fail("bad value for %s: '%s' (expected f32, f16 or q8_0)", flag, val ? val : "");
+    return false;
+}
+
 hearth_model *cli_load_model(const char *path) {
     hearth_err err;
     hearth_model *m;

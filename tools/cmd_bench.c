@@ -21,6 +21,7 @@ typedef struct {
     const char *path;
     long threads, n_prompt, n_gen, reps, n_ctx;
     bool bandwidth;
+    hearth_cache_type cache_type;
 } bench_args;
 
 typedef struct { double mean, sd; } stat2;
@@ -32,15 +33,17 @@ static double now_ms(void) {
 }
 
 static void bench_usage(void) {
-    printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-c CTX] [--no-bw]\n"
+    printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-c CTX] [--cache-type T] [--no-bw]\n"
            "Prints llama-bench's table (pp: one batch of N_PROMPT tokens from an empty cache; tg: N_GEN tokens one at\n"
            "a time from an empty cache; t/s as mean ± sd over REPS runs after a warm-up), then load time, resident\n"
            "memory, and decode speed against the limit the measured read bandwidth sets (--no-bw skips it).\n"
-           "Defaults: -t all cores, -p 512, -n 128, -r 3, -c max(2048, p + n).\n");
+           "Defaults: -t all cores, -p 512, -n 128, -r 3, -c max(2048, p + n). --cache-type: the KV cache's type,\n"
+           "f16 (default), f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32);\n"
+           "the memory lines name it when it is not f16.\n");
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){ NULL, 0, 512, 128, 3, 0, true };
+    *a = (bench_args){ NULL, 0, 512, 128, 3, 0, true, HEARTH_CACHE_F16 };
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -53,6 +56,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(f, "-n")) ok = cli_int(f, v, 0, 1 << 16, &a->n_gen);
         else if (!strcmp(f, "-r")) ok = cli_int(f, v, 1, 1000, &a->reps);
         else if (!strcmp(f, "-c")) ok = cli_int(f, v, 1, 1 << 22, &a->n_ctx);
+        else if (!strcmp(f, "--cache-type")) ok = cli_cache_type(f, v, &a->cache_type);
         else { cli_fail("unknown option '%s' for bench (see hearth bench --help)", f); return -1; }
         if (!ok) return -1;
         i++;
@@ -247,7 +251,8 @@ static void print_row(const char *desc, const hearth_model_info *in, int threads
 static void print_rss(const char *when, const hearth_model_info *in, const hearth_ctx *c, bool check) {
     double rss = rss_bytes() / MIB, file = in->file_bytes / MIB, kv = ctx_kv_bytes(c, -1) / MIB;
     double limit = file + kv + 64;
-    printf("rss %s: %.1f MiB (file %.1f MiB, KV %.1f MiB", when, rss, file, kv);
+    const char *kt = c->kv_type == HT_F16 ? "" : c->kv_type == HT_F32 ? " f32" : " q8_0";
+    printf("rss %s: %.1f MiB (file %.1f MiB, KV%s %.1f MiB", when, rss, file, kt, kv);
     if (check) printf("; limit file + KV + 64 MiB = %.1f MiB: %s)\n", limit, rss <= limit ? "ok" : "EXCEEDED");
     else printf("; with every weight page and the %d-token batch scratch touched)\n", c->n_batch);
 }
@@ -266,6 +271,7 @@ static int load(const bench_args *a, loaded *l, hearth_err *err) {
     cp.n_threads = (int)a->threads;
     cp.n_ctx = (int)(a->n_ctx ? a->n_ctx : HT_MAX(2048, a->n_prompt + a->n_gen));
     cp.n_batch = (int)HT_MAX(1, a->n_prompt);
+    cp.cache_type = a->cache_type;
     if (hearth_ctx_new(l->m, &cp, &l->c, err)) { hearth_model_free(l->m); return -1; }
     l->ms = now_ms() - t0;
     return 0;

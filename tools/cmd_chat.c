@@ -17,6 +17,7 @@ typedef struct {
     long n_predict, threads, n_ctx, top_k, seed;
     double temp, top_p, min_p, rep;
     bool no_shift, ignore_eos;
+    hearth_cache_type cache_type;
 } chat_opts;
 
 typedef struct {
@@ -45,7 +46,7 @@ static double now_ms(void) {
 static void chat_usage(void) {
     printf("usage: hearth chat [-m MODEL] [--system TEXT] [--chat-template FILE] [-n N] [-c CTX] [-t THREADS]\n"
            "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
-           "                   [--no-shift] [--ignore-eos]\n"
+           "                   [--no-shift] [--ignore-eos] [--cache-type T]\n"
            "Reads one message per line from stdin and streams each reply to stdout; after each reply a stats line\n"
            "goes to stderr. Commands: /system TEXT (set or, with no text, clear the system prompt), /reset (forget\n"
            "the conversation), /quit. Ctrl-C stops the current reply. The chat template is the model's own\n"
@@ -54,18 +55,20 @@ static void chat_usage(void) {
            "-n: most tokens per reply (default -1: until end of turn or a full context). When the context fills,\n"
            "the oldest turns are dropped (the system prompt stays) and the rest is prefilled again; --no-shift\n"
            "refuses the turn instead. --ignore-eos: replies go on past end-of-turn tokens (until -n, Ctrl-C or\n"
-           "a full context). Sampling defaults as in hearth run.\n");
+           "a full context). Sampling defaults as in hearth run. --cache-type: the KV cache's type, f16 (default),\n"
+           "f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32).\n");
 }
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--system", "--chat-template", "-n", "--temp", "--top-k", "--top-p",
-                                        "--min-p", "--repeat-penalty", "--seed", "-t", "-c" };
+                                        "--min-p", "--repeat-penalty", "--seed", "-t", "-c", "--cache-type" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
 
 static int parse_opts(int argc, char **argv, chat_opts *o) {
-    *o = (chat_opts){ .n_predict = -1, .top_k = 40, .seed = -1, .temp = 0.8, .top_p = 0.95, .min_p = 0.05, .rep = 1.0 };
+    *o = (chat_opts){ .n_predict = -1, .top_k = 40, .seed = -1, .temp = 0.8, .top_p = 0.95, .min_p = 0.05, .rep = 1.0,
+                      .cache_type = HEARTH_CACHE_F16 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -86,6 +89,7 @@ static int parse_opts(int argc, char **argv, chat_opts *o) {
         else if (!strcmp(a, "--seed")) ok = cli_int(a, v, 0, 0x7fffffffL, &o->seed);
         else if (!strcmp(a, "-t")) ok = cli_int(a, v, 1, 256, &o->threads);
         else if (!strcmp(a, "-c")) ok = cli_int(a, v, 1, 1 << 22, &o->n_ctx);
+        else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &o->cache_type);
         else { cli_fail("unknown option '%s' for chat (see hearth chat --help)", a); return 1; }
         if (!ok) return 1;
         i++;
@@ -294,6 +298,7 @@ static int chat_setup(chat_state *s, const chat_opts *o) {
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = (int)o->n_ctx;
     cp.n_threads = (int)o->threads;
+    cp.cache_type = o->cache_type;
     if (hearth_ctx_new(s->m, &cp, &s->ctx, &err)) return cli_fail("%s", err.msg);
     s->n_ctx = hearth_ctx_n_ctx(s->ctx);
     hearth_sampler_params sp = hearth_sampler_default_params();

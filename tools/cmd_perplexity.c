@@ -24,6 +24,7 @@
 typedef struct {
     const char *model, *text, *kl_base, *save;
     long n_ctx, n_batch, threads;
+    hearth_cache_type cache_type;
 } ppl_opts;
 
 /* Running sum of a quantity, for its mean and the uncertainty of the mean. */
@@ -48,13 +49,15 @@ typedef struct {
 typedef struct { stat_acc nll_base, kld; long same_top; } kl_acc;
 
 static void ppl_usage(void) {
-    printf("usage: hearth perplexity [-m MODEL] -f TEXT [-c N_CTX] [-b BATCH] [-t THREADS]\n"
+    printf("usage: hearth perplexity [-m MODEL] -f TEXT [-c N_CTX] [-b BATCH] [-t THREADS] [--cache-type T]\n"
            "                         [--save-logits OUT.logits] [--kl-divergence BASE.logits]\n"
            "Perplexity by llama.cpp's method: the text is tokenized with BOS and cut into chunks of N_CTX tokens\n"
            "(the rest is unused); each chunk is evaluated alone with its first token replaced by BOS, and positions\n"
            "N_CTX/2 .. N_CTX-2 are scored against the next token. Prints the running estimate per chunk\n"
            "([1]x,[2]y,...) and \"Final estimate: PPL = X +/- Y\". Defaults: -c 512, -b min(N_CTX, 512), all cores.\n"
            "  -b BATCH                  tokens per decode call (micro-batch)\n"
+           "  --cache-type T            KV cache type: f16 (default), f32, or q8_0 (about half of f16's memory;\n"
+           "                            needs head sizes that are multiples of 32)\n"
            "  --save-logits OUT         write the scored positions' log-probabilities: header \"HLPB\", u32 version 1,\n"
            "                            u32 n_vocab, n_ctx, n_chunks; i32 tokens[n_chunks*n_ctx]; then f32\n"
            "                            log-softmax rows [n_chunks][n_ctx-1-n_ctx/2][n_vocab] (little-endian)\n"
@@ -64,7 +67,7 @@ static void ppl_usage(void) {
 }
 
 static int parse_opts(int argc, char **argv, ppl_opts *o) {
-    *o = (ppl_opts){ .n_ctx = 0, .n_batch = 0, .threads = 0 };
+    *o = (ppl_opts){ .n_ctx = 0, .n_batch = 0, .threads = 0, .cache_type = HEARTH_CACHE_F16 };
     for (int i = 1; i < argc; i += 2) {   /* every option but --help takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -77,6 +80,7 @@ static int parse_opts(int argc, char **argv, ppl_opts *o) {
         else if (!strcmp(a, "-t")) ok = cli_int(a, v, 1, 256, &o->threads);
         else if (!strcmp(a, "--kl-divergence")) o->kl_base = v;
         else if (!strcmp(a, "--save-logits")) o->save = v;
+        else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &o->cache_type);
         else return cli_fail("unknown option '%s' for perplexity (see hearth perplexity --help)", a);
         if (!ok) return 1;
     }
@@ -275,7 +279,7 @@ static int setup(ppl_run *r, const ppl_opts *o) {
     r->n_batch = (int)(o->n_batch ? o->n_batch : 512);
     if (r->n_batch > r->n_ctx) r->n_batch = r->n_ctx;
     hearth_ctx_params cp = hearth_ctx_default_params();
-    cp.n_ctx = r->n_ctx; cp.n_batch = r->n_batch; cp.n_threads = (int)o->threads;
+    cp.n_ctx = r->n_ctx; cp.n_batch = r->n_batch; cp.n_threads = (int)o->threads; cp.cache_type = o->cache_type;
     hearth_err err;
     if (hearth_ctx_new(r->m, &cp, &r->ctx, &err)) return cli_fail("%s", err.msg);
     if (hearth_ctx_n_ctx(r->ctx) < r->n_ctx) return cli_fail("the model allows a context of %d, not -c %d", hearth_ctx_n_ctx(r->ctx), r->n_ctx);

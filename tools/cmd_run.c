@@ -16,6 +16,7 @@ typedef struct {
     long n_predict, threads, n_ctx, top_k, seed, repeat_last_n, n_logprobs;
     double temp, top_p, min_p, typical_p, rep, freq, pres;
     bool least_likely, json;
+    hearth_cache_type cache_type;
     id_bias *logit_bias;
     text_bias *bias_text;
     int n_logit_bias, n_bias_text;
@@ -31,11 +32,14 @@ static double now_ms(void) {
 }
 
 static void run_usage(void) {
-    printf("usage: hearth run [-m MODEL] [-p PROMPT] [-n N] [--seed S] [-t THREADS] [-c CTX] [sampling options]\n"
+    printf("usage: hearth run [-m MODEL] [-p PROMPT] [-n N] [--seed S] [-t THREADS] [-c CTX] [--cache-type T]\n"
+           "                  [sampling options]\n"
            "Prints the prompt's continuation as it is generated, then a stats line on stderr.\n"
            "Defaults: the embedded stories260K model, empty prompt (BOS only), -n 128, temp 0.8, top-k 40,\n"
            "top-p 0.95, min-p 0.05, random seed; penalties off (a model's generation_config.json overrides the\n"
            "sampling defaults; flags override both). -n -1 runs until end of text or context.\n"
+           "  --cache-type T               KV cache type: f16 (default), f32, or q8_0 (about half of f16's memory;\n"
+           "                               needs head sizes that are multiples of 32)\n"
            "Sampling (applied in this order; see hearth.h):\n"
            "  --logit-bias ID+V | ID-V     add V to token ID's logit (repeatable; a later one for the same ID\n"
            "                               replaces an earlier one); ID-inf bans the token\n"
@@ -106,7 +110,7 @@ static bool parse_switch(run_opts *o, const char *a) {
 static const char *const VALUED_FLAGS[] = {
     "-m", "-p", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--repeat-penalty",
     "--frequency-penalty", "--presence-penalty", "--repeat-last-n", "--seed", "-t", "-c", "--logprobs",
-    "--logit-bias", "--bias-text", "--only-words-starting", NULL,
+    "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", NULL,
 };
 
 static bool takes_value(const char *a) {
@@ -134,6 +138,7 @@ static bool parse_valued(run_opts *o, const char *a, const char *v) {
     else if (!strcmp(a, "--logprobs")) return cli_int(a, v, 0, 1 << 20, &o->n_logprobs);
     else if (!strcmp(a, "--logit-bias")) return parse_logit_bias(v, &o->logit_bias[o->n_logit_bias++]);
     else if (!strcmp(a, "--bias-text")) return parse_bias_text(v, &o->bias_text[o->n_bias_text++]);
+    else if (!strcmp(a, "--cache-type")) return cli_cache_type(a, v, &o->cache_type);
     else if (!*v) { cli_fail("bad value for --only-words-starting: '' (expected letters, e.g. BW)"); return false; }
     else o->only_words = v;
     return true;
@@ -143,7 +148,8 @@ static bool parse_valued(run_opts *o, const char *a, const char *v) {
 static int parse_opts(int argc, char **argv, run_opts *o) {
     /* NAN / -1: not given, the model's defaults apply (hearth_model_sampler_defaults) */
     *o = (run_opts){ .prompt = "", .n_predict = 128, .top_k = -1, .seed = -1, .repeat_last_n = 64, .n_logprobs = -1,
-                     .temp = NAN, .top_p = NAN, .min_p = NAN, .typical_p = NAN, .rep = NAN };
+                     .temp = NAN, .top_p = NAN, .min_p = NAN, .typical_p = NAN, .rep = NAN,
+                     .cache_type = HEARTH_CACHE_F16 };
     o->logit_bias = malloc((size_t)argc * sizeof *o->logit_bias);
     o->bias_text = malloc((size_t)argc * sizeof *o->bias_text);
     if (!o->logit_bias || !o->bias_text) return cli_fail("out of memory");
@@ -334,6 +340,7 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = (int)o->n_ctx;
     cp.n_threads = (int)o->threads;
+    cp.cache_type = o->cache_type;
     if (hearth_ctx_new(r->m, &cp, &r->ctx, &err)) return cli_fail("%s", err.msg);
     r->cap = hearth_ctx_n_ctx(r->ctx);
     if (!(r->toks = malloc((size_t)r->cap * sizeof *r->toks))) return cli_fail("out of memory");

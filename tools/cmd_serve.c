@@ -17,7 +17,7 @@ static void on_stop(int sig) {
 
 static void serve_usage(void) {
     printf("usage: hearth serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"
-           "                    [--api-key KEY] [--chat-template FILE] [--alias NAME]\n"
+           "                    [--api-key KEY] [--chat-template FILE] [--alias NAME] [--cache-type T]\n"
            "An OpenAI-compatible HTTP server: GET /health, GET /v1/models, POST /v1/chat/completions,\n"
            "POST /v1/completions, POST /v1/embeddings (streaming with \"stream\": true).\n"
            "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
@@ -25,6 +25,8 @@ static void serve_usage(void) {
            "  --parallel N         requests generated at the same time, batched together (default 4)\n"
            "  -c CTX               context tokens per request slot (default: the model's, at most 4096)\n"
            "  -t THREADS           compute threads (default: all cores)\n"
+           "  --cache-type T       KV cache type: f16 (default), f32, or q8_0 (about half of f16's memory; needs\n"
+           "                       head sizes that are multiples of 32)\n"
            "  --api-key KEY        require \"Authorization: Bearer KEY\" (all but /health)\n"
            "  --chat-template F    a Jinja chat template to use instead of the model's\n"
            "  --alias NAME         the model name /v1/models reports (default: the file name)\n"
@@ -33,7 +35,7 @@ static void serve_usage(void) {
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--host", "--port", "--parallel", "-np", "-c", "-t", "--api-key",
-                                        "--chat-template", "--alias" };
+                                        "--chat-template", "--alias", "--cache-type" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
@@ -55,6 +57,7 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
         else if (!strcmp(a, "--api-key")) p->api_key = v;
         else if (!strcmp(a, "--chat-template")) *tmpl = v;
         else if (!strcmp(a, "--alias")) p->model_id = v;
+        else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &p->cache_type);
         else { cli_fail("unknown option '%s' for serve (see hearth serve --help)", a); return 1; }
         if (!ok) return 1;
     }
@@ -63,7 +66,7 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
 }
 
 int cmd_serve(int argc, char **argv) {
-    server_params p = { .host = "127.0.0.1" };
+    server_params p = { .host = "127.0.0.1", .cache_type = hearth_ctx_default_params().cache_type };
     const char *model = NULL, *tmpl_path = NULL;
     int rc = parse_opts(argc, argv, &p, &model, &tmpl_path);
     if (rc >= 0) return rc;
