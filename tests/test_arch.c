@@ -8,15 +8,6 @@
 #include "context.h"
 #include "testutil.h"
 
-static hearth_model *load(const char *name) {
-    char path[256];
-    hearth_err err;
-    hearth_model *m;
-    snprintf(path, sizeof path, "data/models/%s.gguf", name);
-    REQUIRE(!hearth_model_load(path, &m, &err), "%s: %s", path, err.msg);
-    return m;
-}
-
 static hearth_ctx *new_ctx(hearth_model *m, int n_ctx, int n_batch) {
     hearth_err err;
     hearth_ctx_params cp = hearth_ctx_default_params();
@@ -30,7 +21,7 @@ static hearth_ctx *new_ctx(hearth_model *m, int n_ctx, int n_batch) {
 
 /* Sliding layers cost window + n_batch rows whatever the context; global layers grow with it. */
 static void test_swa_memory(void) {
-    hearth_model *m = load("gemma3");
+    hearth_model *m = tu_load_model("gemma3");
     const ht_hparams *hp = &m->hp;
     REQUIRE(hp->sliding_window > 0, "gemma3 fixture has no sliding window");
     hearth_ctx *small = new_ctx(m, 256, 64), *big = new_ctx(m, 4096, 64);
@@ -61,7 +52,7 @@ static void fill_tokens(hearth_token *t, int n, int n_vocab) {
 
 /* Re-decoding after a short truncation matches; a truncation past the ring's reach clears the sequence. */
 static void test_swa_truncate(void) {
-    hearth_model *m = load("gemma3");
+    hearth_model *m = tu_load_model("gemma3");
     hearth_model_info info;
     hearth_model_get_info(m, &info);
     hearth_ctx *c = new_ctx(m, 512, 16);   /* rings of window + 16 rows */
@@ -89,7 +80,7 @@ static void test_swa_truncate(void) {
 }
 
 static void test_gpt2_positions(void) {
-    hearth_model *m = load("gpt2");
+    hearth_model *m = tu_load_model("gpt2");
     hearth_model_info info;
     hearth_model_get_info(m, &info);
     hearth_ctx *c = new_ctx(m, 1 << 20, 64);
@@ -109,7 +100,7 @@ static void test_gpt2_positions(void) {
 
 /* An encoder sees a whole sequence per decode; hearth_embed pools as the model says. */
 static void test_encoder(void) {
-    hearth_model *m = load("bert");
+    hearth_model *m = tu_load_model("bert");
     hearth_model_info info;
     hearth_model_get_info(m, &info);
     CHECK(info.is_encoder, "bert is not marked as an encoder");
@@ -140,7 +131,7 @@ static void test_encoder(void) {
 
 /* A decoder mean-pools its last hidden state, over any number of micro-batches. */
 static void test_decoder_embed(void) {
-    hearth_model *m = load("qwen3");
+    hearth_model *m = tu_load_model("qwen3");
     hearth_model_info info;
     hearth_model_get_info(m, &info);
     hearth_ctx *c = new_ctx(m, 64, 8);

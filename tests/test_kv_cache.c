@@ -12,14 +12,6 @@
 
 enum { N_TOK = 100, N_CTX = 128 };
 
-static hearth_model *load(const char *name) {
-    char path[256];
-    hearth_err err;
-    hearth_model *m;
-    snprintf(path, sizeof path, "data/models/%s.gguf", name);
-    REQUIRE(!hearth_model_load(path, &m, &err), "%s: %s", path, err.msg);
-    return m;
-}
 
 static hearth_ctx *new_ctx(hearth_model *m, hearth_cache_type ct, int n_batch, int threads) {
     hearth_err err;
@@ -61,7 +53,7 @@ static int rows_differ(const float *a, const float *b, int n, int n_vocab) {
 
 /* One batch == token by token == micro-batches of 7, with 2 threads and with 1, bit for bit. */
 static void test_exact(const char *name, hearth_cache_type ct, bool want_ring) {
-    hearth_model *m = load(name);
+    hearth_model *m = tu_load_model(name);
     hearth_model_info info;
     hearth_model_get_info(m, &info);
     const char *tn = ct == HEARTH_CACHE_Q8_0 ? "q8_0" : "f16";
@@ -100,7 +92,7 @@ static void test_accuracy(const char *name) {
     snprintf(path, sizeof path, "data/golden/%s-Q8_0.golden", name);
     REQUIRE(!golden_read(path, &ref_q8, &err), "%s", err.msg);
     double max_kl = 0.25 * gc_mean_kl(&ref, &ref_q8);
-    hearth_model *m = load(name);
+    hearth_model *m = tu_load_model(name);
     static const hearth_cache_type TYPES[3] = { HEARTH_CACHE_F32, HEARTH_CACHE_F16, HEARTH_CACHE_Q8_0 };
     static const char *const NAMES[3] = { "f32", "f16", "q8_0" };
     double kl[3];
@@ -127,7 +119,7 @@ static void test_accuracy(const char *name) {
 
 /* 34 bytes per 32 cached values (K and V), about 53% of F16. */
 static void test_memory(void) {
-    hearth_model *m = load("gemma3");
+    hearth_model *m = tu_load_model("gemma3");
     const ht_hparams *hp = &m->hp;
     hearth_ctx *q8 = new_ctx(m, HEARTH_CACHE_Q8_0, 16, 1), *f16 = new_ctx(m, HEARTH_CACHE_F16, 16, 1);
     size_t row = (size_t)hp->n_head_kv * (hp->head_dim + hp->head_dim_v) / QK8_0 * sizeof(block_q8_0);
@@ -146,7 +138,7 @@ static void test_memory(void) {
 
 /* stories260K's heads are 8 wide: no whole Q8_0 block per head. */
 static void test_reject(void) {
-    hearth_model *m = load("stories260K");
+    hearth_model *m = tu_load_model("stories260K");
     REQUIRE(m->hp.head_dim % QK8_0 != 0, "stories260K's head size is %d", m->hp.head_dim);
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.cache_type = HEARTH_CACHE_Q8_0;

@@ -11,4 +11,16 @@ static int tu_failures;
     fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } } while (0)
 #define TEST_DONE() do { if (tu_failures) { fprintf(stderr, "%d check(s) failed\n", tu_failures); return 1; } \
     printf("ok\n"); return 0; } while (0)
+
+#ifdef HEARTH_H
+/* A fixture model, data/models/NAME.gguf (tests run in tests/), or exit 1. */
+static inline hearth_model *tu_load_model(const char *name) {
+    char path[256];
+    hearth_err err;
+    hearth_model *m;
+    snprintf(path, sizeof path, "data/models/%s.gguf", name);
+    REQUIRE(!hearth_model_load(path, &m, &err), "%s: %s", path, err.msg);
+    return m;
+}
+#endif
 #endif
