@@ -12,7 +12,6 @@
 
 enum { N_TOK = 100, N_CTX = 128 };
 
-
 static hearth_ctx *new_ctx(hearth_model *m, hearth_cache_type ct, int n_batch, int threads) {
     hearth_err err;
     hearth_ctx_params cp = hearth_ctx_default_params();
