@@ -224,14 +224,12 @@ static size_t att_scratch_floats(const hearth_ctx *c) {
     return (heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
 }
 
-/* y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as) for r < nr, c < nc, in tiles of at most
- * HT_TILE_MAX x HT_TILE_MAX. */
+/* y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as) for r < nr, c < nc: all rows in one tile call per group of
+ * at most HT_TILE_MAX columns. */
 static void dot_tiles(const ht_traits *tr, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
                       int nc, float *y, size_t ys) {
-    for (int r = 0; r < nr; r += HT_TILE_MAX)
-        for (int k = 0; k < nc; k += HT_TILE_MAX)
-            ht_vec_dot_tile(tr, n, w + (size_t)r * ws, ws, HT_MIN(HT_TILE_MAX, nr - r), a + (size_t)k * as, as,
-                            HT_MIN(HT_TILE_MAX, nc - k), y + (size_t)k * ys + (size_t)r, ys);
+    for (int k = 0; k < nc; k += HT_TILE_MAX)
+        ht_vec_dot_tile(tr, n, w, ws, nr, a + (size_t)k * as, as, HT_MIN(HT_TILE_MAX, nc - k), y + (size_t)k * ys, ys);
 }
 
 /* Softmax of each of nh rows of n scores (row stride ld), after scaling: normalized probabilities in place. */

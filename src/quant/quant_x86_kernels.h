@@ -846,6 +846,158 @@ static void q8_K_from_float(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* ======================= 32-element blocks, 512-bit (VNNI set) ======================= */
+
+#if HT_X86_VNNI
+/* Two blocks a vector: one VPDPBUSD leaves 8 int32 lanes per block (4 products a lane), and instead of
+ * reducing them to a block sum (tile32's add tree), every lane is converted and scaled on its own:
+ * acc += float(lane) * (d_w * d_a), plus m_w * s_a in the first lane of each block for Q4_1 / Q5_1. Weight
+ * bytes are made unsigned (Q8_0 and IQ4_NL by +128) and the offset comes off the integer lanes exactly:
+ * lane - off * (sum of its 4 activations). What depends on the activations alone (their bytes side by side,
+ * the offset terms, the scales as lane vectors) is prepared once per segment of Z_SEG block pairs for up to
+ * Z_ROWS rows. Per output the lanes add their terms in block order and are reduced in a fixed order, the
+ * odd last block (n/32 odd) added with block1 after them, so a tile output equals vec_dot's. */
+#define Z_SEG(NC) (128 / (NC))   /* block pairs prepared at a time: 32 KB, a whole row of up to 8192 in decode */
+#define Z_ROWS 32   /* rows sharing one preparation: their accumulators wait in 8 KB between segments */
+
+typedef struct { __m512i a, no; __m512 da, sa; } zact;   /* one column's block pair, prepared */
+
+HT_AI int z_off(const int T) {
+    return T == HT_Q4_0 ? 8 : T == HT_Q5_0 ? 16 : T == HT_Q8_0 || T == HT_IQ4_NL ? 128 : 0;
+}
+
+HT_AI size_t z_qs(const int T) {   /* offset of the weight bytes in a block */
+    switch (T) {
+    case HT_Q4_1: return offsetof(block_q4_1, qs);
+    case HT_Q5_0: return offsetof(block_q5_0, qs);
+    case HT_Q5_1: return offsetof(block_q5_1, qs);
+    default: return 2;   /* Q4_0, Q8_0, IQ4_NL: after d */
+    }
+}
+
+HT_AI float z_hsum(__m512 v) {
+    return hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
+/* Halves at p0 and p1 as 8 + 8 float lanes. */
+HT_AI __m512 z_halves2(const uint8_t *p0, const uint8_t *p1) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)ldh(p0))),
+                                                   _mm_set1_epi16((short)ldh(p1)), 1));
+}
+
+/* The 64 weights of blocks wb and wb + WS as unsigned bytes in element order. */
+HT_AI __m512i z_decode(const int T, const uint8_t *wb) {
+    const size_t WS = w_size(T), q = z_qs(T);
+    if (T == HT_Q8_0)
+        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(ld256(wb + q)), ld256(wb + WS + q), 1),
+                                _mm512_set1_epi8((char)0x80));
+    const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(ld128(wb + q))),
+                                         _mm256_broadcastsi128_si256(ld128(wb + WS + q)), 1);
+    __m512i u = _mm512_and_si512(_mm512_srlv_epi64(x, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
+    if (T == HT_IQ4_NL)
+        u = _mm512_shuffle_epi8(_mm512_xor_si512(_mm512_broadcast_i32x4(ld128(ht_kvalues_iq4nl)), _mm512_set1_epi8((char)0x80)), u);
+    if (T == HT_Q5_0 || T == HT_Q5_1) {
+        const size_t h = T == HT_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
+        uint32_t h0, h1;
+        memcpy(&h0, wb + h, 4);
+        memcpy(&h1, wb + WS + h, 4);
+        u = _mm512_mask_blend_epi8((__mmask64)h0 | (__mmask64)h1 << 32, u, _mm512_or_si512(u, _mm512_set1_epi8(0x10)));
+    }
+    return u;
+}
+
+/* One column's block pair from ab (the first block's activations). */
+HT_AI void z_prep(const int T, const uint8_t *ab, zact *z) {
+    const size_t AS = a_size(T), q = uses_q8_1(T) ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
+    const __m512i zero = _mm512_setzero_si512();
+    z->a = _mm512_inserti64x4(_mm512_castsi256_si512(ld256(ab + q)), ld256(ab + AS + q), 1);
+    z->no = z_off(T) ? _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8((char)z_off(T)), z->a)) : zero;
+    z->da = z_halves2(ab, ab + AS);
+    z->sa = _mm512_setzero_ps();
+    if (uses_q8_1(T)) {
+        const size_t s = offsetof(block_q8_1, s);
+        z->sa = _mm512_mask_broadcastss_ps(_mm512_maskz_broadcastss_ps(0x0001, _mm_set_ss(h2f(ab + s))), 0x0100,
+                                           _mm_set_ss(h2f(ab + AS + s)));
+    }
+}
+
+/* One weight block pair (wb; scales dw, mins mw as lane vectors) into NC accumulators; zc: column 0's prepared
+ * pair, the next column's zs further. */
+HT_AI void z_pair(const int T, const int NC, const uint8_t *wb, __m512 dw, __m512 mw, const zact *zc, int zs,
+                  __m512 *acc) {
+    const __m512i u = z_decode(T, wb);
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        const zact *z = zc + (size_t)c * zs;
+        const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z->no, u, z->a));
+        acc[c] = _mm512_fmadd_ps(f, _mm512_mul_ps(dw, z->da), acc[c]);
+        if (uses_q8_1(T)) acc[c] = _mm512_fmadd_ps(mw, z->sa, acc[c]);
+    }
+}
+
+HT_AI void tile32z(const int T, const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
+                   float *y, size_t ys) {
+    const size_t WS = w_size(T), AS = a_size(T);
+    const int nb = n / 32, np = nb / 2;
+    const uint8_t *ac[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) ac[c] = a + (size_t)c * as;
+    zact z[NC][Z_SEG(NC)];
+    __m512 wait[HT_MIN(nr, Z_ROWS)][NC];
+    for (int r0 = 0; r0 < nr; r0 += Z_ROWS) {
+        const int nrb = HT_MIN(Z_ROWS, nr - r0);
+        int p0 = 0;
+        do {
+            const int m = HT_MIN(Z_SEG(NC), np - p0);
+            const bool last = p0 + Z_SEG(NC) >= np;
+            HT_UNROLL
+            for (int c = 0; c < NC; c++)
+                for (int p = 0; p < m; p++) z_prep(T, ac[c] + (size_t)2 * (p0 + p) * AS, &z[c][p]);
+            for (int r = 0; r < nrb; r++) {
+                const uint8_t *wr = w + (size_t)(r0 + r) * ws;
+                __m512 acc[4];
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) acc[c] = p0 ? wait[r][c] : _mm512_setzero_ps();
+                for (int p = 0; p < m;) {
+                    const uint8_t *wb = wr + (size_t)2 * (p0 + p) * WS;
+                    ht_prefetch(wb, 8 * WS);
+                    if (p + 4 <= m) {   /* 4 pairs: their 8 scales in one go, spread to pair vectors */
+                        const __m512 dw8 = _mm512_castps256_ps512(w_scales8(T, wb));
+                        const __m512 mw8 = uses_q8_1(T) ? _mm512_castps256_ps512(halves8(wb + offsetof(block_q4_1, m), WS)) : dw8;
+                        HT_UNROLL
+                        for (int k = 0; k < 4; k++) {
+                            const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
+                            z_pair(T, NC, wb + (size_t)2 * k * WS, _mm512_permutexvar_ps(idx, dw8),
+                                   _mm512_permutexvar_ps(idx, mw8), &z[0][p + k], Z_SEG(NC), acc);
+                        }
+                        p += 4;
+                    } else {
+                        const __m512 dw = z_halves2(wb, wb + WS);
+                        const __m512 mw = uses_q8_1(T) ? z_halves2(wb + offsetof(block_q4_1, m), wb + WS + offsetof(block_q4_1, m)) : dw;
+                        z_pair(T, NC, wb, dw, mw, &z[0][p], Z_SEG(NC), acc);
+                        p++;
+                    }
+                }
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    if (!last) {
+                        wait[r][c] = acc[c];
+                        continue;
+                    }
+                    float s = z_hsum(acc[c]);
+                    for (int b = 2 * np; b < nb; b++) s += block1(T, wr + (size_t)b * WS, ac[c] + (size_t)b * AS);
+                    y[(size_t)c * ys + (size_t)(r0 + r)] = s;
+                }
+            }
+            p0 += Z_SEG(NC);
+        } while (p0 < np);
+    }
+}
+#define TILE32 tile32z
+#else
+#define TILE32 tile32
+#endif
+
 /* ======================= the kernel entries ======================= */
 
 /* vec_dot is TILE's nr = nc = 1 instance; the tile runs its nc = 4 / 2 / 1 instances (HT_TILE_BODY). */
@@ -869,12 +1021,12 @@ static void q8_K_from_float(const float *x, void *vy, int64_t n) {
 /* Float tiles keep an accumulator per output: 4 x 4 fit the 32 registers of AVX-512, 4 x 2 the 16 of AVX2. */
 #define F_MAXC (HT_X86_AVX512 ? 4 : 2)
 
-HT_X86_KERNELS(q4_0, HT_Q4_0, tile32, 4)
-HT_X86_KERNELS(q4_1, HT_Q4_1, tile32, 4)
-HT_X86_KERNELS(q5_0, HT_Q5_0, tile32, 4)
-HT_X86_KERNELS(q5_1, HT_Q5_1, tile32, 4)
-HT_X86_KERNELS(q8_0, HT_Q8_0, tile32, 4)
-HT_X86_KERNELS(iq4_nl, HT_IQ4_NL, tile32, 4)
+HT_X86_KERNELS(q4_0, HT_Q4_0, TILE32, 4)
+HT_X86_KERNELS(q4_1, HT_Q4_1, TILE32, 4)
+HT_X86_KERNELS(q5_0, HT_Q5_0, TILE32, 4)
+HT_X86_KERNELS(q5_1, HT_Q5_1, TILE32, 4)
+HT_X86_KERNELS(q8_0, HT_Q8_0, TILE32, 4)
+HT_X86_KERNELS(iq4_nl, HT_IQ4_NL, TILE32, 4)
 HT_X86_KERNELS(q2_K, HT_Q2_K, tileK, 4)
 HT_X86_KERNELS(q3_K, HT_Q3_K, tileK, 4)
 HT_X86_KERNELS(q4_K, HT_Q4_K, tileK, 4)
