@@ -308,8 +308,10 @@ static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in
     return rc;
 }
 
-static void print_decode_limit(const hearth_model *m, const hearth_model_info *in, stat2 tg, int threads) {
-    double bw = read_bandwidth(threads);
+/* bw: the best of the read bandwidths measured before and after the tests (the machine's other load comes
+ * and goes). */
+static void print_decode_limit(const hearth_model *m, const hearth_model_info *in, stat2 tg, int threads, double bw) {
+    bw = HT_MAX(bw, read_bandwidth(threads));
     uint64_t bpt = bytes_per_token(m, in);
     if (bw <= 0 || !bpt) { printf("decode: bandwidth not measured\n"); return; }
     double limit = bw / (double)bpt;
@@ -334,6 +336,7 @@ int cmd_bench(int argc, char **argv) {
     hearth_model_get_info(l.m, &in);
     stat2 tg = { 0, 0 };
     int threads = pool_size(l.c->pool);
+    double bw0 = a.bandwidth && a.n_gen > 0 ? read_bandwidth(threads) : 0;
     double cpu0 = cpu_seconds(), wall0 = now_ms();
     if (run_tests(&a, &l, &in, &err, &tg)) { unload(&l); return cli_fail("%s", err.msg); }
     double cpu_share = (cpu_seconds() - cpu0) / ((now_ms() - wall0) / 1e3 * threads);
@@ -342,7 +345,7 @@ int cmd_bench(int argc, char **argv) {
            100.0 * cpu_share, threads);
     print_rss("after bench", &in, l.c, false);
     hearth_ctx_free(l.c);
-    if (a.bandwidth && a.n_gen > 0) print_decode_limit(l.m, &in, tg, threads);
+    if (a.bandwidth && a.n_gen > 0) print_decode_limit(l.m, &in, tg, threads, bw0);
     hearth_model_free(l.m);
     return 0;
 }
