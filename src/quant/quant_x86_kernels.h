@@ -1,8 +1,8 @@
 /* quant_x86_kernels.h — the x86 kernel bodies, compiled once per x86 kernel set: quant_avx2.c (AVX2 + FMA +
- * F16C), quant_avx512.c (the same code with AVX-512 flags: EVEX encodings, 32 registers, 4-column float
- * tiles) and quant_avx512vnni.c (integer dots on VPDPBUSD / VPDPWSSD, mostly in their 256-bit AVX512VL form,
- * plus a 512-bit Q4_K). The including file defines HT_X86_VNNI and HT_X86_AVX512 (0 or 1) and then defines
- * its ht_kernel_set with x86_install(). Kernels are written per quant_simd.h (always_inline bodies of a type
+ * F16C), quant_avx512.c (the same code with AVX-512 flags: EVEX encodings, 32 registers, 512-bit 4x4 float
+ * tiles) and quant_avx512vnni.c (integer dots on VPDPBUSD / VPDPWSSD: 512-bit for the 32-element blocks
+ * (tile32z) and Q4_K, the 256-bit AVX512VL form for the other K-quants). The including file defines
+ * HT_X86_VNNI and HT_X86_AVX512 (0 or 1) and then defines its ht_kernel_set with x86_install(). Kernels are written per quant_simd.h (always_inline bodies of a type
  * id T and a column count NC; tiles bit-identical to vec_dot).
  *
  * Integer parts (quant_ref.c's contract): every block's integer sum is exact. A byte vector of weights
@@ -14,13 +14,14 @@
  *    by a transposing add tree to one vector holding the 8 block sums isum_b, then per lane
  *    acc += (d_w * d_a) * (float)isum_b [+ m_w * s_a] — quant_ref.c's per-block float formula — so the
  *    float accumulation runs in 8 lanes; leftover blocks (n/32 % 8) are added one by one after the lanes.
+ *    The VNNI set instead scales every int32 lane on its own, two blocks a 512-bit vector (tile32z).
  *  - 256-element super-blocks (K-quants, IQ4_XS x Q8_K): the sub-block scale multiplies the int16 pair sums
  *    (PMADDWD / VPDPWSSD), offsets of unsigned weights (Q3_K's 4, Q6_K's 32) and the min terms come from the
  *    activation's bsums, and the float formula is evaluated in scalar, super-block after super-block, in
  *    quant_ref.c's order: these dot products are bit-identical to the scalar ones.
- * Float weights (F32/F16/BF16 x F32): 4 vector accumulators with FMA, reduced in a fixed order.
- * Measured on the 2-core AMD EPYC (Zen 4 class) dev box: 256-bit vectors beat 512-bit ones everywhere but
- * Q4_K (see the notes at each kernel); every weight row is prefetched 4 KB ahead (quant_simd.h).
+ * Float weights (F32/F16/BF16 x F32): one FMA accumulator per output, reduced in a fixed order.
+ * The dev box is a 2-core AMD EPYC with full-width AVX-512 (Zen 5 class: 2 zmm FMAs a cycle); the notes at
+ * each kernel say what was measured there. Every weight row is prefetched 4 KB ahead (quant_simd.h).
  * Activation quantizers (Q8_0, Q8_1, Q8_K from_float) reproduce the scalar blocks exactly (roundf emulated
  * from truncation; nearest_int is the RNE of CVTPS2DQ). */
 #include <immintrin.h>
