@@ -2,8 +2,9 @@
  * F16C), quant_avx512.c (the same code with AVX-512 flags: EVEX encodings, 32 registers, 512-bit 4x4 float
  * tiles) and quant_avx512vnni.c (integer dots on VPDPBUSD / VPDPWSSD: 512-bit for the 32-element blocks
  * (tile32z) and Q4_K, the 256-bit AVX512VL form for the other K-quants). The including file defines
- * HT_X86_VNNI and HT_X86_AVX512 (0 or 1) and then defines its ht_kernel_set with x86_install(). Kernels are written per quant_simd.h (always_inline bodies of a type
- * id T and a column count NC; tiles bit-identical to vec_dot).
+ * HT_X86_VNNI and HT_X86_AVX512 (0 or 1) and then defines its ht_kernel_set with x86_install(). Kernels
+ * are written per quant_simd.h (always_inline bodies of a type id T and a column count NC; tiles
+ * bit-identical to vec_dot).
  *
  * Integer parts (quant_ref.c's contract): every block's integer sum is exact. A byte vector of weights
  * (unsigned or signed) meets 32 activation bytes in dot_us / dot_ss, which leave in each int32 lane the sum
