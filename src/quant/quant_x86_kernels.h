@@ -853,20 +853,20 @@ static void q8_K_from_float(const float *x, void *vy, int64_t n) {
 #if HT_X86_VNNI
 /* Two blocks a vector: one VPDPBUSD leaves 8 int32 lanes per block (4 products a lane), and instead of
  * reducing them to a block sum (tile32's add tree), every lane is converted and scaled on its own:
- * acc += float(lane) * (d_w * d_a), plus m_w * s_a in the first lane of each block for Q4_1 / Q5_1. Weight
- * bytes are made unsigned (Q8_0 and IQ4_NL by +128) and the offset comes off the integer lanes exactly:
- * lane - off * (sum of its 4 activations). What depends on the activations alone (their bytes side by side,
- * the offset terms, the scales as lane vectors) is prepared once per segment of Z_SEG block pairs for up to
- * Z_ROWS rows. Per output the lanes add their terms in block order and are reduced in a fixed order, the
+ * acc += float(lane) * (d_w * d_a), plus m_w * s_a in the first lane of each block for Q4_1 / Q5_1. The
+ * unsigned operand of VPDPBUSD is the weights as stored (IQ4_NL's table values + 128), an offset (Q4_0 8,
+ * Q5_0 16, IQ4_NL 128) coming off the lanes as off * (sum of the lane's 4 activations); for Q8_0's signed
+ * weights it is the activations + 128, one VPDPBUSD of the weights per pair taking 128 * (sum of the lane's weights) off
+ * again (measured: the cheaper of the two ways for each). Integer lanes exact either way. What depends on
+ * the activations alone (their bytes side by side, offset terms, the scales as lane vectors) is prepared
+ * once per segment of Z_SEG block pairs for up to Z_ROWS rows. Per output the lanes add their terms in block order and are reduced in a fixed order, the
  * odd last block (n/32 odd) added with block1 after them, so a tile output equals vec_dot's. */
-#define Z_SEG(NC) (128 / (NC))   /* block pairs prepared at a time: 32 KB, a whole row of up to 8192 in decode */
+#define Z_SEG(NC) (128 / (NC))   /* block pairs prepared at a time: a whole row of up to 8192 in decode */
 #define Z_ROWS 32   /* rows sharing one preparation: their accumulators wait in 8 KB between segments */
 
 typedef struct { __m512i a, no; __m512 da, sa; } zact;   /* one column's block pair, prepared */
 
-HT_AI int z_off(const int T) {
-    return T == HT_Q4_0 ? 8 : T == HT_Q5_0 ? 16 : T == HT_Q8_0 || T == HT_IQ4_NL ? 128 : 0;
-}
+HT_AI int z_off(const int T) { return T == HT_Q4_0 ? 8 : T == HT_Q5_0 ? 16 : T == HT_IQ4_NL ? 128 : 0; }
 
 HT_AI size_t z_qs(const int T) {   /* offset of the weight bytes in a block */
     switch (T) {
@@ -887,17 +887,18 @@ HT_AI __m512 z_halves2(const uint8_t *p0, const uint8_t *p1) {
                                                    _mm_set1_epi16((short)ldh(p1)), 1));
 }
 
-/* The 64 weights of blocks wb and wb + WS as unsigned bytes in element order. */
+/* The 64 weights of blocks wb and wb + WS in element order: signed bytes for Q8_0, else unsigned (Q4_0,
+ * Q5_0 and IQ4_NL still offset by 8, 16, 128). */
+HT_AI bool z_signed(const int T) { return T == HT_Q8_0; }
+
 HT_AI __m512i z_decode(const int T, const uint8_t *wb) {
     const size_t WS = w_size(T), q = z_qs(T);
-    if (T == HT_Q8_0)
-        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(ld256(wb + q)), ld256(wb + WS + q), 1),
-                                _mm512_set1_epi8((char)0x80));
+    if (T == HT_Q8_0) return _mm512_inserti64x4(_mm512_castsi256_si512(ld256(wb + q)), ld256(wb + WS + q), 1);
     const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(ld128(wb + q))),
                                          _mm256_broadcastsi128_si256(ld128(wb + WS + q)), 1);
     __m512i u = _mm512_and_si512(_mm512_srlv_epi64(x, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
-    if (T == HT_IQ4_NL)
-        u = _mm512_shuffle_epi8(_mm512_xor_si512(_mm512_broadcast_i32x4(ld128(ht_kvalues_iq4nl)), _mm512_set1_epi8((char)0x80)), u);
+    if (T == HT_IQ4_NL)   /* the table's values + 128 */
+        return _mm512_shuffle_epi8(_mm512_xor_si512(_mm512_broadcast_i32x4(ld128(ht_kvalues_iq4nl)), _mm512_set1_epi8((char)0x80)), u);
     if (T == HT_Q5_0 || T == HT_Q5_1) {
         const size_t h = T == HT_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
         uint32_t h0, h1;
@@ -911,9 +912,10 @@ HT_AI __m512i z_decode(const int T, const uint8_t *wb) {
 /* One column's block pair from ab (the first block's activations). */
 HT_AI void z_prep(const int T, const uint8_t *ab, zact *z) {
     const size_t AS = a_size(T), q = uses_q8_1(T) ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
+    const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(ld256(ab + q)), ld256(ab + AS + q), 1);
     const __m512i zero = _mm512_setzero_si512();
-    z->a = _mm512_inserti64x4(_mm512_castsi256_si512(ld256(ab + q)), ld256(ab + AS + q), 1);
-    z->no = z_off(T) ? _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8((char)z_off(T)), z->a)) : zero;
+    z->a = z_signed(T) ? _mm512_xor_si512(a, _mm512_set1_epi8((char)0x80)) : a;   /* a + 128 (unsigned) */
+    z->no = z_off(T) ? _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8((char)z_off(T)), a)) : zero;
     z->da = z_halves2(ab, ab + AS);
     z->sa = _mm512_setzero_ps();
     if (uses_q8_1(T)) {
@@ -927,11 +929,15 @@ HT_AI void z_prep(const int T, const uint8_t *ab, zact *z) {
  * pair, the next column's zs further. */
 HT_AI void z_pair(const int T, const int NC, const uint8_t *wb, __m512 dw, __m512 mw, const zact *zc, int zs,
                   __m512 *acc) {
-    const __m512i u = z_decode(T, wb);
+    const __m512i w = z_decode(T, wb), zero = _mm512_setzero_si512();
+    /* signed weights: sum (a + 128) * w - 128 * sum w = sum a * w, per lane, exactly */
+    const __m512i corr = z_signed(T) ? _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8((char)0x80), w)) : zero;
     HT_UNROLL
     for (int c = 0; c < NC; c++) {
         const zact *z = zc + (size_t)c * zs;
-        const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z->no, u, z->a));
+        const __m512i i = z_signed(T) ? _mm512_dpbusd_epi32(corr, z->a, w)
+                                      : _mm512_dpbusd_epi32(z_off(T) ? z->no : zero, w, z->a);
+        const __m512 f = _mm512_cvtepi32_ps(i);
         acc[c] = _mm512_fmadd_ps(f, _mm512_mul_ps(dw, z->da), acc[c]);
         if (uses_q8_1(T)) acc[c] = _mm512_fmadd_ps(mw, z->sa, acc[c]);
     }
