@@ -77,21 +77,6 @@ HT_AI int8x16_t iq4nl_table(void) { return vld1q_s8(ht_kvalues_iq4nl); }
 
 /* ======================= 32-element blocks x Q8_0 / Q8_1 ======================= */
 
-HT_AI bool uses_q8_1(const int T) { return T == HT_Q4_1 || T == HT_Q5_1; }
-
-HT_AI size_t w_size(const int T) {
-    switch (T) {
-    case HT_Q4_0: return sizeof(block_q4_0);
-    case HT_Q4_1: return sizeof(block_q4_1);
-    case HT_Q5_0: return sizeof(block_q5_0);
-    case HT_Q5_1: return sizeof(block_q5_1);
-    case HT_Q8_0: return sizeof(block_q8_0);
-    default: return sizeof(block_iq4_nl);
-    }
-}
-
-HT_AI size_t a_size(const int T) { return uses_q8_1(T) ? sizeof(block_q8_1) : sizeof(block_q8_0); }
-
 typedef struct { int8x16_t lo, hi; } wq32;   /* a block's weights as signed bytes: elements 0..15, 16..31 */
 
 HT_AI wq32 five_bit(const uint8_t *qs, const uint8_t *qh4, int off) {
@@ -375,66 +360,7 @@ HT_AI void kblock(const int T, const int NC, const uint8_t *wb, const block_q8_K
     else kb_iq4_xs(NC, wb, a, isum, msum);
 }
 
-HT_AI size_t k_size(const int T) {
-    switch (T) {
-    case HT_Q2_K: return sizeof(block_q2_K);
-    case HT_Q3_K: return sizeof(block_q3_K);
-    case HT_Q4_K: return sizeof(block_q4_K);
-    case HT_Q5_K: return sizeof(block_q5_K);
-    case HT_Q6_K: return sizeof(block_q6_K);
-    default: return sizeof(block_iq4_xs);
-    }
-}
-
-HT_AI float k_d(const int T, const uint8_t *wb) {
-    switch (T) {
-    case HT_Q2_K: return h2f(&((const block_q2_K *)wb)->d);
-    case HT_Q3_K: return h2f(&((const block_q3_K *)wb)->d);
-    case HT_Q4_K: return h2f(&((const block_q4_K *)wb)->d);
-    case HT_Q5_K: return h2f(&((const block_q5_K *)wb)->d);
-    case HT_Q6_K: return h2f(&((const block_q6_K *)wb)->d);
-    default: return h2f(&((const block_iq4_xs *)wb)->d);
-    }
-}
-
-HT_AI float k_dmin(const int T, const uint8_t *wb) {
-    switch (T) {
-    case HT_Q2_K: return h2f(&((const block_q2_K *)wb)->dmin);
-    case HT_Q4_K: return h2f(&((const block_q4_K *)wb)->dmin);
-    default: return h2f(&((const block_q5_K *)wb)->dmin);
-    }
-}
-
-HT_AI bool k_has_min(const int T) { return T == HT_Q2_K || T == HT_Q4_K || T == HT_Q5_K; }
-
-/* As tile32; per output the scalar float sum runs in quant_ref.c's order. */
-HT_AI void tileK(const int T, const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
-                 float *y, size_t ys) {
-    for (int r = 0; r < nr; r++, w += ws, y++) {
-        float sum[4];
-        HT_UNROLL
-        for (int c = 0; c < NC; c++) sum[c] = 0;
-        for (int i = 0; i < n / QK_K; i++) {
-            const uint8_t *wb = w + (size_t)i * k_size(T);
-            const block_q8_K *ab[4];
-            int32_t isum[4], msum[4];
-            ht_prefetch(wb, k_size(T));
-            HT_UNROLL
-            for (int c = 0; c < NC; c++) ab[c] = (const block_q8_K *)(a + (size_t)c * as) + i;
-            kblock(T, NC, wb, ab, isum, msum);
-            const float d = k_d(T, wb);
-            HT_UNROLL
-            for (int c = 0; c < NC; c++) {
-                if (k_has_min(T))
-                    sum[c] += (d * ab[c]->d) * (float)isum[c] - (k_dmin(T, wb) * ab[c]->d) * (float)msum[c];
-                else
-                    sum[c] += (d * ab[c]->d) * (float)isum[c];
-            }
-        }
-        HT_UNROLL
-        for (int c = 0; c < NC; c++) y[(size_t)c * ys] = sum[c];
-    }
-}
+#include "quant_tile_k.h"
 
 /* ======================= float weights x F32 ======================= */
 

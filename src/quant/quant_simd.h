@@ -34,6 +34,54 @@ HT_AI void ht_prefetch(const uint8_t *p, size_t bytes) {
  * registers instead of going through arrays on the stack. */
 #define HT_UNROLL _Pragma("GCC unroll 16")
 
+/* Block layouts by compile-time type id, shared by every kernel set. */
+HT_AI bool uses_q8_1(const int T) { return T == HT_Q4_1 || T == HT_Q5_1; }   /* else Q8_0 activations */
+
+HT_AI size_t w_size(const int T) {   /* a 32-element weight block */
+    switch (T) {
+    case HT_Q4_0: return sizeof(block_q4_0);
+    case HT_Q4_1: return sizeof(block_q4_1);
+    case HT_Q5_0: return sizeof(block_q5_0);
+    case HT_Q5_1: return sizeof(block_q5_1);
+    case HT_Q8_0: return sizeof(block_q8_0);
+    default: return sizeof(block_iq4_nl);
+    }
+}
+
+HT_AI size_t a_size(const int T) { return uses_q8_1(T) ? sizeof(block_q8_1) : sizeof(block_q8_0); }
+
+HT_AI size_t k_size(const int T) {   /* a 256-element super-block */
+    switch (T) {
+    case HT_Q2_K: return sizeof(block_q2_K);
+    case HT_Q3_K: return sizeof(block_q3_K);
+    case HT_Q4_K: return sizeof(block_q4_K);
+    case HT_Q5_K: return sizeof(block_q5_K);
+    case HT_Q6_K: return sizeof(block_q6_K);
+    default: return sizeof(block_iq4_xs);
+    }
+}
+
+HT_AI size_t k_d_off(const int T) {   /* where a super-block's d is */
+    switch (T) {
+    case HT_Q2_K: return offsetof(block_q2_K, d);
+    case HT_Q3_K: return offsetof(block_q3_K, d);
+    case HT_Q4_K: return offsetof(block_q4_K, d);
+    case HT_Q5_K: return offsetof(block_q5_K, d);
+    case HT_Q6_K: return offsetof(block_q6_K, d);
+    default: return offsetof(block_iq4_xs, d);
+    }
+}
+
+HT_AI bool k_has_min(const int T) { return T == HT_Q2_K || T == HT_Q4_K || T == HT_Q5_K; }
+
+HT_AI size_t k_dmin_off(const int T) {   /* and its dmin (k_has_min types) */
+    switch (T) {
+    case HT_Q2_K: return offsetof(block_q2_K, dmin);
+    case HT_Q4_K: return offsetof(block_q4_K, dmin);
+    default: return offsetof(block_q5_K, dmin);
+    }
+}
+
 /* quant_cpu.c: can this CPU (and OS, for the vector register state) run the set? */
 bool ht_cpu_x86_avx2(void);        /* AVX2 + FMA + F16C, ymm state enabled */
 bool ht_cpu_x86_avx512(void);      /* AVX-512 F/BW/VL/DQ + the above, zmm state enabled */
