@@ -38,19 +38,6 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
-    fclose(f);
-    if (p) { p[n] = 0; *len = (size_t)n; }
-    return p;
-}
-
 static bool ends_with(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && !strcmp(s + a - b, suf);
@@ -72,8 +59,9 @@ int main(int argc, char **argv) {
     size_t target = (size_t)(mb * 1024 * 1024);
 
     size_t src_len;
-    char *src = read_all(text_path, &src_len);
-    if (!src || !src_len) { fprintf(stderr, "error: cannot read %s\n", text_path); return 1; }
+    hearth_err err;
+    char *src = ht_read_file(text_path, &src_len, &err);
+    if (!src || !src_len) { fprintf(stderr, "error: %s\n", src ? "empty text" : err.msg); return 1; }
     /* split into lines, then append them in shuffled order until the target size */
     size_t n_lines = 0, cap_lines = 1024;
     char **lines = malloc(cap_lines * sizeof *lines);
@@ -114,7 +102,6 @@ int main(int argc, char **argv) {
     enum { RUNS = 5 };
     double tl[RUNS], tt[RUNS], ts[RUNS], cl = 1e30, ct = 1e30, cs = 1e30;
     ht_vocab *v = NULL;
-    hearth_err err;
     for (int r = 0; r < RUNS; r++) {
         double t0 = now_ms(), c0 = cpu_ms();
         if (load(vocab_path, &v, &err)) { fprintf(stderr, "error: %s\n", err.msg); return 1; }

@@ -13,6 +13,9 @@
 
 /* Fill err with a one-line message and return -1, so call sites read `return herr(err, ...)`. */
 int herr(hearth_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The whole of a file (read to its end, so pipes work too) with a NUL after it; *len (if len) its size.
+ * NULL with err set when it cannot be opened or read. The caller frees it. */
+char *ht_read_file(const char *path, size_t *len, hearth_err *err);
 
 /* Overflow-checked arithmetic: return false on overflow, leaving *out unspecified. */
 static inline bool add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }

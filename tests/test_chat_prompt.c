@@ -10,22 +10,9 @@
 #include "gguf.h"
 #include "testutil.h"
 
-static char *read_all(const char *path) {
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    REQUIRE(s && fread(s, 1, (size_t)n, f) == (size_t)n, "cannot read %s", path);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 /* The template of the first case named `name` in data/chat-templates.json (malloc'd). */
 static char *template_named(const char *name) {
-    char *s = read_all("data/chat-templates.json");
+    char *s = tu_read_file("data/chat-templates.json", NULL);
     cJSON *j = cJSON_Parse(s);
     free(s);
     REQUIRE(j, "chat-templates.json does not parse");
@@ -150,7 +137,7 @@ static void test_chatml(void) {
 /* A template that trims messages: defusing must not change what trim does. */
 static void test_trim(void) {
     hearth_model *m = load("data/models/qwen2.gguf");
-    char *tmpl = read_all("server/chatml.jinja");
+    char *tmpl = tu_read_file("server/chatml.jinja", NULL);
     chat_fmt *f;
     hearth_err err;
     REQUIRE(!chat_fmt_new(m, tmpl, &f, &err), "%s", err.msg);

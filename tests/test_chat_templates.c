@@ -15,20 +15,6 @@
 #include "jinja.h"
 #include "testutil.h"
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f, "cannot open %s", path);
-    REQUIRE(fseek(f, 0, SEEK_END) == 0, "cannot seek %s", path);
-    long n = ftell(f);
-    REQUIRE(n >= 0, "cannot size %s", path);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    REQUIRE(buf && fread(buf, 1, (size_t)n, f) == (size_t)n, "cannot read %s", path);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
 /* Prints s[from, to) with control characters escaped. */
 static void print_escaped(const char *s, size_t from, size_t to) {
     for (size_t i = from; i < to && s[i]; i++) {
@@ -482,7 +468,7 @@ static void test_odd_messages(const cJSON *cases) {
 
 int main(void) {
     setenv("HEARTH_FIXED_DATE", "2026-11-21", 1);
-    char *json = read_file("data/chat-templates.json");
+    char *json = tu_read_file("data/chat-templates.json", NULL);
     cJSON *cases = cJSON_Parse(json);
     REQUIRE(cJSON_IsArray(cases), "data/chat-templates.json is not a JSON array");
     test_fixtures(cases);

@@ -38,19 +38,6 @@ static const char *g_want;        /* a fragment the next rejection messages must
 /* ---------------------------------------------------------------------------------------------------------
  * Small helpers */
 
-static uint8_t *read_all(const char *path, uint64_t *size) {
-    FILE *fp = fopen(path, "rb");
-    REQUIRE(fp, "cannot open %s", path);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
-    REQUIRE(b && fread(b, 1, (size_t)n, fp) == (size_t)n, "cannot read %s", path);
-    fclose(fp);
-    *size = (uint64_t)n;
-    return b;
-}
-
 static void write_all(const char *path, const void *b, uint64_t n) {
     FILE *fp = fopen(path, "wb");
     REQUIRE(fp && fwrite(b, 1, (size_t)n, fp) == (size_t)n && fclose(fp) == 0, "cannot write %s", path);
@@ -934,8 +921,8 @@ static void check_copy(const char *path) {
     }
     CHECK(gguf_writer_write(w, out, &err) == 0, "copy %s: %s", path, err.msg);
     gguf_writer_free(w);
-    uint64_t n1, n2;
-    uint8_t *a = read_all(path, &n1), *b = read_all(out, &n2);
+    size_t n1, n2;
+    uint8_t *a = (uint8_t *)tu_read_file(path, &n1), *b = (uint8_t *)tu_read_file(out, &n2);
     CHECK(n1 == n2 && memcmp(a, b, n1) == 0, "%s: copy differs (%llu vs %llu bytes)", path, (ull)n1, (ull)n2);
     free(a);
     free(b);
@@ -1054,7 +1041,7 @@ static void test_malformed(void) {
     for (int i = 0; i < N_SRC_T; i++) free(t[i].data);
     gguf_close(nest);
     free(nb.p);
-    uint8_t *w = read_all(path, &size);
+    uint8_t *w = (uint8_t *)tu_read_file(path, &size);
     unlink(path);
 
     /* the same file as version 2 is fine */
@@ -1069,7 +1056,7 @@ static void test_malformed(void) {
     fuzz("writer file", w, size, 20000, 1);
     free(w);
 
-    uint8_t *s = read_all("data/models/stories260K.gguf", &size);
+    uint8_t *s = (uint8_t *)tu_read_file("data/models/stories260K.gguf", &size);
     corrupt_all("stories260K", s, size);
     fuzz("stories260K", s, size, 3000, 2);
     free(s);

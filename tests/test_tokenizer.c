@@ -21,19 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
-    fclose(f);
-    if (p) { p[n] = 0; *len = (size_t)n; }
-    return p;
-}
-
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -48,9 +35,9 @@ static int load_set(const char *base, tset *out) {
     char path[512];
     size_t ilen, olen;
     snprintf(path, sizeof path, "%s.inp", base);
-    char *inp = read_all(path, &ilen);
+    char *inp = tu_read_file(path, &ilen);
     snprintf(path, sizeof path, "%s.out", base);
-    char *outp = read_all(path, &olen);
+    char *outp = tu_read_file(path, &olen);
     if (!inp || !outp) { free(inp); free(outp); return -1; }
     const char *sep = "\n__ggml_vocab_test__\n";
     size_t sl = strlen(sep);

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common.h"
+
 static int tu_failures;
 #define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
     fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); tu_failures++; } } while (0)
@@ -12,7 +14,14 @@ static int tu_failures;
 #define TEST_DONE() do { if (tu_failures) { fprintf(stderr, "%d check(s) failed\n", tu_failures); return 1; } \
     printf("ok\n"); return 0; } while (0)
 
-#ifdef HEARTH_H
+/* The whole of a test data file, NUL-terminated (*len its size if len), or exit 1. */
+static inline char *tu_read_file(const char *path, size_t *len) {
+    hearth_err err;
+    char *p = ht_read_file(path, len, &err);
+    REQUIRE(p, "%s", err.msg);
+    return p;
+}
+
 /* A fixture model, data/models/NAME.gguf (tests run in tests/), or exit 1. */
 static inline hearth_model *tu_load_model(const char *name) {
     char path[256];
@@ -22,5 +31,4 @@ static inline hearth_model *tu_load_model(const char *name) {
     REQUIRE(!hearth_model_load(path, &m, &err), "%s: %s", path, err.msg);
     return m;
 }
-#endif
 #endif

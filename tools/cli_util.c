@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common.h"
 
 const char *cli_default_model(void) {
     /* Next to the binary first (build/hearth -> ../models), then the source tree the binary was built from. */
@@ -81,18 +82,8 @@ hearth_model *cli_load_model(const char *path) {
 }
 
 char *cli_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { cli_fail("cannot open %s: %s", path, strerror(errno)); return NULL; }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += r;
-        if (n == cap) { char *nb = realloc(buf, cap * 2 + 1); if (!nb) { free(buf); buf = NULL; break; } buf = nb; cap *= 2; }
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) { free(buf); cli_fail("cannot read %s", path); return NULL; }
-    buf[n] = 0;
-    if (len) *len = n;
-    return buf;
+    hearth_err err;
+    char *p = ht_read_file(path, len, &err);
+    if (!p) cli_fail("%s", err.msg);
+    return p;
 }

@@ -15,22 +15,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-static char *read_file(const char *path, size_t *len, hearth_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { herr(err, "cannot open %s", path); return NULL; }
-    char *p = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (p = malloc((size_t)n + 1))) {
-            if (fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
-            else { p[n] = 0; *len = (size_t)n; }
-        }
-    }
-    fclose(f);
-    if (!p) herr(err, "cannot read %s", path);
-    return p;
-}
-
 static const char *jstr(const cJSON *o, const char *key) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsString(x) ? x->valuestring : NULL;
@@ -251,7 +235,7 @@ static void special_from_config(const char *json_path, ht_vocab *v) {
     strcpy(path + dl, "tokenizer_config.json");
     size_t len;
     hearth_err e2;
-    char *txt = read_file(path, &len, &e2);
+    char *txt = ht_read_file(path, &len, &e2);
     free(path);
     if (!txt) return;
     cJSON *c = cJSON_ParseWithLength(txt, len);
@@ -393,7 +377,7 @@ static int build_from_json(const cJSON *root, const char *path, ht_vocab *v, hea
 int vocab_from_tokenizer_json(const char *path, ht_vocab **out, hearth_err *err) {
     *out = NULL;
     size_t len;
-    char *txt = read_file(path, &len, err);
+    char *txt = ht_read_file(path, &len, err);
     if (!txt) return -1;
     cJSON *root = cJSON_ParseWithLength(txt, len);
     free(txt);
@@ -420,7 +404,7 @@ int vocab_from_wordpiece_txt(const char *path, bool lowercase, ht_vocab **out, h
         snprintf(file, pl + 16, "%s/vocab.txt", path);
     }
     size_t len;
-    char *txt = read_file(file ? file : path, &len, err);
+    char *txt = ht_read_file(file ? file : path, &len, err);
     free(file);
     if (!txt) return -1;
     size_t cap = 1024, n = 0;
