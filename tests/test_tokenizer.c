@@ -27,6 +27,18 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* A tokenizer.json given as text: written to a temporary file and loaded from it. */
+static int vocab_from_json_text(const char *js, size_t len, ht_vocab **v, hearth_err *err) {
+    char path[] = "/tmp/hearth-tokjson-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0, "mkstemp");
+    FILE *f = fdopen(fd, "w");
+    REQUIRE(f && fwrite(js, 1, len, f) == len && fclose(f) == 0, "cannot write %s", path);
+    int rc = vocab_from_tokenizer_json(path, v, err);
+    unlink(path);
+    return rc;
+}
+
 typedef struct { char *text; size_t len; int32_t *ids; int n_ids; } tcase;
 typedef struct { tcase *c; int n; } tset;
 
@@ -556,16 +568,9 @@ int main(void) {
             for (int b = 0; b < 256; b++) k += sprintf(js + k, ",\"<0x%02X>\":%d", b, 3 + b);
             for (int w = 0; w < 11; w++) k += sprintf(js + k, ",\"%s\":%d", words[w], 259 + w);
             k += sprintf(js + k, "},\"merges\":[\"\xe2\x96\x81 h\",\"l l\",\"\xe2\x96\x81h e\",[\"ll\",\"o\"],\"\xe2\x96\x81he llo\"]}}");
-            char path[] = "/tmp/hearth-tokjson-XXXXXX";
-            int fd = mkstemp(path);
-            REQUIRE(fd >= 0, "mkstemp");
-            FILE *f = fdopen(fd, "w");
-            fwrite(js, 1, (size_t)k, f);
-            fclose(f);
             ht_vocab *v = NULL;
             hearth_err err;
-            int rc = vocab_from_tokenizer_json(path, &v, &err);
-            unlink(path);
+            int rc = vocab_from_json_text(js, (size_t)k, &v, &err);
             CHECK(rc == 0, "synthetic llama json %d: %s", variant, rc ? err.msg : "");
             if (!v) continue;
             int32_t *ids;
@@ -593,16 +598,9 @@ int main(void) {
                             "\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"continuing_subword_prefix\":\"##\","
                             "\"max_input_chars_per_word\":100,\"vocab\":{\"[PAD]\":0,\"[UNK]\":1,\"[CLS]\":2,\"[SEP]\":3,\"un\":4,"
                             "\"##aff\":5,\"##able\":6,\"hello\":7,\",\":8,\"!\":9,\"\xe4\xb8\x80\":10}}}");
-        char path[] = "/tmp/hearth-tokjson-XXXXXX";
-        int fd = mkstemp(path);
-        REQUIRE(fd >= 0, "mkstemp");
-        FILE *f = fdopen(fd, "w");
-        fwrite(js, 1, (size_t)k, f);
-        fclose(f);
         ht_vocab *v = NULL;
         hearth_err err;
-        int rc = vocab_from_tokenizer_json(path, &v, &err);
-        unlink(path);
+        int rc = vocab_from_json_text(js, (size_t)k, &v, &err);
         CHECK(rc == 0, "synthetic wordpiece json: %s", rc ? err.msg : "");
         if (v) {
             int32_t *ids;
@@ -632,19 +630,12 @@ int main(void) {
                 default: js[at] = (char)(rnd() & 0xFF); break;
                 }
             }
-            char path2[] = "/tmp/hearth-tokjson-XXXXXX";
-            int fd2 = mkstemp(path2);
-            REQUIRE(fd2 >= 0, "mkstemp");
-            FILE *f2 = fdopen(fd2, "w");
-            fwrite(js, 1, len, f2);
-            fclose(f2);
             ht_vocab *mv = NULL;
-            if (!vocab_from_tokenizer_json(path2, &mv, &err)) {
+            if (!vocab_from_json_text(js, len, &mv, &err)) {
                 int32_t *ids; int n;
                 if (!tok_encode(mv, "Unaffable, H\xc3\xa9LLO!", 15, true, true, &ids, &n, &err)) free(ids);
                 vocab_free(mv);
             }
-            unlink(path2);
         }
         free(orig);
         free(js);
