@@ -611,19 +611,25 @@ float ht_ref_vec_dot_q3_K_q8_K(int n, const void *vw, const void *va) {
     return sum;
 }
 
+/* Q4_K and Q5_K: one super-block's sum from its unpacked quants q and the fields both layouts have (d, dmin,
+ * the 6-bit scales and mins). */
+static float q45_K_term(ht_half d, ht_half dmin, const uint8_t *scales, const int8_t q[QK_K], const block_q8_K *a) {
+    uint8_t sc[8], m[8];
+    unpack_scale_min_k4(scales, sc, m);
+    int32_t isum = 0, msum = 0;
+    for (int s = 0; s < QK_K / 32; s++) isum += sc[s] * dot_i8(q + 32 * s, a->qs + 32 * s, 32);
+    for (int s = 0; s < QK_K / 16; s++) msum += m[s / 2] * a->bsums[s];
+    return (fp16_to_f32(d) * a->d) * (float)isum - (fp16_to_f32(dmin) * a->d) * (float)msum;
+}
+
 float ht_ref_vec_dot_q4_K_q8_K(int n, const void *vw, const void *va) {
     const block_q4_K *w = vw;
     const block_q8_K *a = va;
     float sum = 0;
     for (int i = 0; i < n / QK_K; i++) {
         int8_t q[QK_K];
-        uint8_t sc[8], m[8];
         unpack_q4_K(&w[i], q);
-        unpack_scale_min_k4(w[i].scales, sc, m);
-        int32_t isum = 0, msum = 0;
-        for (int s = 0; s < QK_K / 32; s++) isum += sc[s] * dot_i8(q + 32 * s, a[i].qs + 32 * s, 32);
-        for (int s = 0; s < QK_K / 16; s++) msum += m[s / 2] * a[i].bsums[s];
-        sum += (fp16_to_f32(w[i].d) * a[i].d) * (float)isum - (fp16_to_f32(w[i].dmin) * a[i].d) * (float)msum;
+        sum += q45_K_term(w[i].d, w[i].dmin, w[i].scales, q, &a[i]);
     }
     return sum;
 }
@@ -634,13 +640,8 @@ float ht_ref_vec_dot_q5_K_q8_K(int n, const void *vw, const void *va) {
     float sum = 0;
     for (int i = 0; i < n / QK_K; i++) {
         int8_t q[QK_K];
-        uint8_t sc[8], m[8];
         unpack_q5_K(&w[i], q);
-        unpack_scale_min_k4(w[i].scales, sc, m);
-        int32_t isum = 0, msum = 0;
-        for (int s = 0; s < QK_K / 32; s++) isum += sc[s] * dot_i8(q + 32 * s, a[i].qs + 32 * s, 32);
-        for (int s = 0; s < QK_K / 16; s++) msum += m[s / 2] * a[i].bsums[s];
-        sum += (fp16_to_f32(w[i].d) * a[i].d) * (float)isum - (fp16_to_f32(w[i].dmin) * a[i].d) * (float)msum;
+        sum += q45_K_term(w[i].d, w[i].dmin, w[i].scales, q, &a[i]);
     }
     return sum;
 }
