@@ -48,6 +48,8 @@ void hearth_model_get_info(const hearth_model *m, hearth_model_info *out);
 int hearth_model_meta_str(const hearth_model *m, const char *key, char *buf, size_t cap);
 
 /* ---- tokenizer ---- */
+/* False for a model loaded without tokenizer data (it then evaluates token ids only). */
+bool hearth_model_has_tokenizer(const hearth_model *m);
 /* Tokenize text into out (capacity cap). Returns the number of tokens, or -1 on error. If the result would
  * not fit, returns the needed count without writing past cap; call again with a larger buffer. */
 int hearth_tokenize(const hearth_model *m, const char *text, size_t len, bool add_bos, bool parse_special,

@@ -135,6 +135,7 @@ static char *model_template(const hearth_model *m) {
 
 int chat_fmt_new(const hearth_model *m, const char *tmpl, chat_fmt **out, hearth_err *err) {
     *out = NULL;
+    if (model_need_vocab(m, err)) return -1;
     chat_fmt *f = calloc(1, sizeof *f);
     if (!f) return herr(err, "out of memory");
     f->m = m;

@@ -17,6 +17,19 @@ int herr(hearth_err *err, const char *fmt, ...) __attribute__((format(printf, 2,
  * NULL with err set when it cannot be opened or read. The caller frees it. */
 char *ht_read_file(const char *path, size_t *len, hearth_err *err);
 
+/* Writing a file so that its name never holds a half-written file: the data goes to a temp file beside the
+ * target (same directory, so the rename cannot cross file systems), which ht_afile_commit syncs and renames
+ * into place; ht_afile_abort (or any failure) removes it. A target that exists and is not a regular file (a
+ * device, a FIFO) is written in place (tmp NULL); a symlink's target file is the one replaced. The temp names of open files are kept where a
+ * signal handler can remove them (ht_afile_unlink_all), so Ctrl-C leaves neither a half file nor litter. */
+typedef struct { char *path, *tmp; int fd; } ht_afile;
+int ht_afile_open(ht_afile *f, const char *path, hearth_err *err);
+int ht_afile_commit(ht_afile *f, hearth_err *err);
+void ht_afile_abort(ht_afile *f);
+void ht_afile_unlink_all(void);   /* async-signal-safe */
+/* True when the two paths name one file (same device and inode: hard links and symlinks included). */
+bool ht_same_file(const char *a, const char *b);
+
 /* Overflow-checked arithmetic: return false on overflow, leaving *out unspecified. */
 static inline bool add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
 static inline bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }

@@ -32,7 +32,8 @@ bool ctx_layer_is_swa(const hearth_model *m, int il) {
 
 int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **out, hearth_err *err) {
     *out = NULL;
-    if (!m->arch) return herr(err, "this is a tokenizer only (hearth_tokenizer_load): it has no weights to evaluate");
+    if (!m->arch)
+        return herr(err, "%s is a tokenizer only, with no weights to evaluate", m->path ? m->path : "this model");
     hearth_ctx_params p = pp ? *pp : hearth_ctx_default_params();
     const ht_hparams *hp = &m->hp;
     if (p.n_ctx <= 0) p.n_ctx = HT_MIN(hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096, 4096);

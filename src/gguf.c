@@ -919,12 +919,17 @@ static void w_emit(const gguf_writer *w, wfile *f) {
     }
 }
 
-int gguf_writer_write(gguf_writer *w, const char *path, hearth_err *err) {
+int gguf_writer_write_fd(gguf_writer *w, int fd, const char *path, hearth_err *err) {
     if (!w) return herr(err, "gguf writer: out of memory");
     if (w->failed) return herr(err, "%s", w->err.msg);
     if (w_layout(w, err)) return -1;
-    wfile f = {fopen(path, "wb"), 0, 0, NULL};
-    if (!f.fp) return herr(err, "cannot create %s: %s", path, strerror(errno));
+    int fd2 = dup(fd);
+    wfile f = {fd2 >= 0 ? fdopen(fd2, "wb") : NULL, 0, 0, NULL};
+    if (!f.fp) {
+        int e = errno;
+        if (fd2 >= 0) close(fd2);
+        return herr(err, "cannot write %s: %s", path, strerror(e));
+    }
     w_emit(w, &f);
     errno = 0;
     if (fflush(f.fp) != 0 && !f.error) f.error = errno ? errno : EIO;
@@ -933,4 +938,13 @@ int gguf_writer_write(gguf_writer *w, const char *path, hearth_err *err) {
         return herr(err, "cannot write %s: producing the data of tensor '%.64s' failed", path, f.fill_failed);
     if (f.error) return herr(err, "cannot write %s: %s", path, strerror(f.error));
     return 0;
+}
+
+int gguf_writer_write(gguf_writer *w, const char *path, hearth_err *err) {
+    if (!w) return herr(err, "gguf writer: out of memory");
+    if (w->failed) return herr(err, "%s", w->err.msg);
+    ht_afile f;
+    if (ht_afile_open(&f, path, err)) return -1;
+    if (gguf_writer_write_fd(w, f.fd, path, err)) { ht_afile_abort(&f); return -1; }
+    return ht_afile_commit(&f, err);
 }

@@ -113,6 +113,9 @@ typedef int (*gguf_fill_fn)(void *ctx, void *buf, uint64_t nbytes);
 void gguf_w_tensor_fill(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
                         uint64_t nbytes, gguf_fill_fn fill, void *ctx);
 /* Writes the file (creating or truncating path). On failure the file may be left partly written. */
+/* Writes the file atomically: a temp file beside path, renamed into place only when complete. */
 int  gguf_writer_write(gguf_writer *w, const char *path, hearth_err *err);
+/* Writes the file from offset 0 of an open descriptor (path only names it in messages). */
+int  gguf_writer_write_fd(gguf_writer *w, int fd, const char *path, hearth_err *err);
 
 #endif

@@ -273,7 +273,7 @@ static int open_metadata(gguf_writer *w, gguf_file **out, hearth_err *err) {
     if (fd < 0) return herr(err, "memfd_create failed");
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    int rc = gguf_writer_write(w, path, err);
+    int rc = gguf_writer_write_fd(w, fd, "the HF metadata", err);
     if (!rc) rc = gguf_open(path, out, err);
     close(fd);
     return rc;

@@ -153,6 +153,12 @@ static int load_gguf(hearth_model *m, const char *path, hearth_err *err) {
     if (gguf_open(path, &m->gguf, err)) return -1;
     struct stat st;
     if (!stat(path, &st)) m->file_bytes = (uint64_t)st.st_size;
+    if (m->gguf->n_tensors == 0 && gguf_find(m->gguf, "tokenizer.ggml.model")) {
+        /* a vocabulary-only GGUF (as llama.cpp ships them): a tokenizer, no weights */
+        if (vocab_from_gguf(m->gguf, &m->vocab, err)) return -1;
+        m->hp.n_vocab = vocab_size(m->vocab);
+        return 0;
+    }
     gguf_str arch;
     if (!gguf_get_str(m->gguf, "general.architecture", &arch)) return herr(err, "no general.architecture key");
     char name[64];
@@ -179,6 +185,8 @@ int hearth_model_load(const char *path, hearth_model **out, hearth_err *err) {
     if (!m) return herr(err, "out of memory");
     struct stat st;
     bool is_dir = !stat(path, &st) && S_ISDIR(st.st_mode);
+    m->path = strdup(path);
+    if (!m->path) { free(m); return herr(err, "out of memory"); }
     if (is_dir ? hf_load(m, path, err) : load_gguf(m, path, err)) { hearth_model_free(m); return -1; }
     *out = m;
     return 0;
@@ -194,6 +202,7 @@ void hearth_model_free(hearth_model *m) {
     free(m->arch_data);
     if (m->gguf) gguf_close(m->gguf);
     if (m->st) st_close(m->st);
+    free(m->path);
     free(m);
 }
 
@@ -225,12 +234,23 @@ int hearth_model_meta_str(const hearth_model *m, const char *key, char *buf, siz
     return (int)s.n;
 }
 
+int model_need_vocab(const hearth_model *m, hearth_err *err) {
+    if (m->vocab) return 0;
+    struct stat st;
+    const char *p = m->path ? m->path : "the model";
+    if (m->path && !stat(m->path, &st) && S_ISDIR(st.st_mode))
+        return herr(err, "%s has no tokenizer: the directory holds no tokenizer.json or vocab.txt", p);
+    return herr(err, "%s has no tokenizer: the file holds no tokenizer.ggml.* metadata", p);
+}
+
+bool hearth_model_has_tokenizer(const hearth_model *m) { return m && m->vocab; }
+
 /* ---- tokenizer entry points ---- */
 int hearth_tokenize(const hearth_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
                     hearth_token *out, int cap, hearth_err *err) {
     int32_t *ids = NULL;
     int n = 0;
-    if (!m->vocab) return herr(err, "this model has no tokenizer (pass token ids instead)");
+    if (model_need_vocab(m, err)) return -1;
     if (tok_encode(m->vocab, text, len, add_bos, parse_special, &ids, &n, err)) return -1;
     if (n <= cap) memcpy(out, ids, (size_t)n * sizeof *ids);
     free(ids);

@@ -78,6 +78,7 @@ struct hearth_model {
     bool hf_rope_freqs;       /* rope_freqs computed from config.json rather than stored as a tensor */
     uint64_t file_bytes;
     char name[128];
+    char *path;               /* what it was loaded from, for messages */
 };
 
 /* A micro-batch as the forward pass sees it: at most ctx->n_batch tokens. */
@@ -119,6 +120,8 @@ int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, 
 int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *err, int64_t n, const char *prefix, int il);
 /* Reads the hyperparameters common to decoder families (n_embd, n_layer, heads, ff, context, eps, rope). */
 int model_common_hparams(hearth_model *m, hearth_err *err);
+/* 0 when the model has a tokenizer; otherwise -1 with a message naming the model and what it lacks. */
+int model_need_vocab(const hearth_model *m, hearth_err *err);
 /* Records a buffer for the model to free. */
 void model_own(hearth_model *m, void *p);
 

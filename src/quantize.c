@@ -9,9 +9,11 @@
 #include "quantize.h"
 #include "tokenizer/vocab_export.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 typedef struct { const char *name; uint32_t base; int mix; uint32_t ftype; } qtype_name;
 
@@ -139,6 +141,23 @@ static int fill_tensor(void *ctx, void *buf, uint64_t nbytes) {
     quantize_rows(args[0]);
     for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
     return j->failed ? -1 : 0;
+}
+
+int quant_check_paths(const char *in, const char *out, hearth_err *err) {
+    struct stat si, so;
+    if (stat(out, &so)) return 0;                     /* a new file cannot be the input */
+    if (S_ISDIR(so.st_mode)) return herr(err, "%s is a directory; name the output file", out);
+    if (stat(in, &si)) return 0;                      /* the load reports it */
+    bool same = si.st_dev == so.st_dev && si.st_ino == so.st_ino;
+    DIR *d = S_ISDIR(si.st_mode) ? opendir(in) : NULL;
+    for (struct dirent *e; d && !same && (e = readdir(d));) {
+        char p[4096];
+        struct stat sf;
+        if (snprintf(p, sizeof p, "%s/%s", in, e->d_name) < (int)sizeof p && !stat(p, &sf))
+            same = sf.st_dev == so.st_dev && sf.st_ino == so.st_ino;
+    }
+    if (d) closedir(d);
+    return same ? herr(err, "output %s is the input model; choose another name", out) : 0;
 }
 
 /* ---- the whole model ---- */

@@ -17,8 +17,13 @@ const char *quant_type_list(void);
 uint32_t quant_tensor_type(const char *name, int n_dims, int64_t ne0, uint32_t base, int mix, int n_layer,
                            bool has_output);
 
+/* Refuses (-1, err set) an output path that names the input model: the GGUF file itself, or any file of an
+ * HF directory, through any name (hard links and symlinks included). Checked before anything is written. */
+int quant_check_paths(const char *in, const char *out, hearth_err *err);
+
 typedef void (*quant_progress_fn)(void *user, int done, int total, const char *tensor);
-/* Writes m to `out` with every tensor converted per the recipe for type_name (pure: no mix). */
+/* Writes m to `out` with every tensor converted per the recipe for type_name (pure: no mix); atomically:
+ * a temp file beside `out` is renamed into place only when complete. */
 int model_quantize(const hearth_model *m, const char *out, const char *type_name, bool pure, int n_threads,
                    quant_progress_fn progress, void *user, hearth_err *err);
 

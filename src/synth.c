@@ -318,25 +318,23 @@ static void tensor_infos(syn_plan *p, blob *b, uint64_t *data_bytes) {
 
 /* The file without tensor data: gguf_writer writes the metadata (a tensorless GGUF); the tensor infos are
  * appended, the tensor count patched in, and the file extended (sparse) to its full size. Sets file_off. */
-static int write_skeleton(syn_plan *p, const synth_vocab *v, const char *path, hearth_err *err) {
+static int write_skeleton(syn_plan *p, const synth_vocab *v, int fd, const char *path, hearth_err *err) {
     gguf_writer *w = gguf_writer_new();
     write_hparams(w, p->s, p->ft);
     write_tokenizer(w, p->s, v);
-    int rc = gguf_writer_write(w, path, err);
+    int rc = gguf_writer_write_fd(w, fd, path, err);
     gguf_writer_free(w);
     if (rc) return -1;
     blob infos = { 0 }, count = { 0 };
     uint64_t data_bytes = 0;
     tensor_infos(p, &infos, &data_bytes);
     blob_le(&count, (uint64_t)p->n, 8);
-    int fd = open(path, O_RDWR);
-    off_t end = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
+    off_t end = lseek(fd, 0, SEEK_END);
     uint64_t data_off = ((uint64_t)end + infos.n + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN;
-    int e = infos.oom || count.oom ? ENOMEM : fd < 0 || end < 0 ? errno : 0;
+    int e = infos.oom || count.oom ? ENOMEM : end < 0 ? errno : 0;
     if (!e) e = pwrite_all(fd, count.p, count.n, GGUF_COUNT_OFFSET);
     if (!e) e = pwrite_all(fd, infos.p, infos.n, (uint64_t)end);
     if (!e && ftruncate(fd, (off_t)(data_off + data_bytes))) e = errno;
-    if (fd >= 0 && close(fd) && !e) e = errno;
     free(infos.p);
     free(count.p);
     for (int i = 0; i < p->n; i++) p->t[i].file_off += data_off;
@@ -344,9 +342,9 @@ static int write_skeleton(syn_plan *p, const synth_vocab *v, const char *path, h
 }
 
 /* Reopens the finished file with the reader (every check it makes) and confirms the layout. */
-static int verify_file(const syn_plan *p, const char *path, hearth_err *err) {
+static int verify_file(const syn_plan *p, const char *tmp, const char *path, hearth_err *err) {
     gguf_file *g;
-    if (gguf_open(path, &g, err)) return -1;
+    if (gguf_open(tmp, &g, err)) return -1;
     int rc = g->n_tensors == (uint64_t)p->n ? 0 : herr(err, "%s: wrote %d tensors, reader sees %llu", path, p->n, (unsigned long long)g->n_tensors);
     for (int i = 0; !rc && i < p->n; i++)
         if (g->data_offset + g->tensors[i].offset != p->t[i].file_off || g->tensors[i].nbytes != p->t[i].nbytes)
@@ -490,18 +488,15 @@ static void writer_thread(void *arg, int ith, int nth) {
     free(q);
 }
 
-static int write_weights(const syn_plan *p, const char *path, const synth_opts *o, hearth_err *err) {
-    syn_job j = { .p = p, .seed = o->seed, .progress = o->progress, .user = o->user };
+static int write_weights(const syn_plan *p, int fd, const char *path, const synth_opts *o, hearth_err *err) {
+    syn_job j = { .p = p, .seed = o->seed, .progress = o->progress, .user = o->user, .fd = fd };
     for (int i = 0; i < p->n; i++) j.total += p->t[i].nbytes;
     if (make_chunks(&j, err)) return -1;
-    j.fd = open(path, O_WRONLY);
-    if (j.fd < 0) { free(j.chunks); return herr(err, "cannot open %s: %s", path, strerror(errno)); }
     pthread_mutex_init(&j.mu, NULL);
     ht_pool *pool = pool_new(o->n_threads > 0 ? o->n_threads : 2);
     if (pool) { pool_run(pool, writer_thread, &j); pool_free(pool); }
     pthread_mutex_destroy(&j.mu);
     int e = pool ? atomic_load(&j.error) : ENOMEM;
-    if (close(j.fd) && !e) e = errno;
     free(j.chunks);
     return e ? herr(err, "cannot write %s: %s", path, strerror(e)) : 0;
 }
@@ -513,10 +508,15 @@ int synth_write(const synth_shape *s, const synth_ftype *ft, const char *path, c
     if (build_vocab(s, &v, err)) { free(p.t); return -1; }
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, noise_table_init);
-    int rc = write_skeleton(&p, &v, path, err);
+    /* written under a temp name, renamed into place once complete and read back */
+    ht_afile f;
+    int rc = ht_afile_open(&f, path, err);
+    if (!rc) rc = write_skeleton(&p, &v, f.fd, path, err);
     synth_vocab_free(&v);
-    if (!rc) rc = write_weights(&p, path, o, err);
-    if (!rc) rc = verify_file(&p, path, err);
+    if (!rc) rc = write_weights(&p, f.fd, path, o, err);
+    if (!rc) rc = verify_file(&p, f.tmp ? f.tmp : path, path, err);
+    if (!rc) rc = ht_afile_commit(&f, err);
+    else ht_afile_abort(&f);
     free(p.t);
     return rc;
 }

@@ -1,6 +1,6 @@
 # lib.sh — helpers shared by the shell tests (sourced, not run): `check NAME EXPR` records a failure
 # without stopping, `one_error_line CMD...` requires exit 1 with exactly one stderr line "error: ..."
-# (the message is left in LAST_ERR), and `finish` prints the summary and exits with the result.
+# (the message is left in LAST_ERR).
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
 one_error_line() {

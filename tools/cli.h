@@ -32,6 +32,9 @@ bool cli_cache_type(const char *flag, const char *val, hearth_cache_type *out);
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Loads a model (or exits 1 with one line). */
 hearth_model *cli_load_model(const char *path);
+/* From now on SIGINT / SIGTERM / SIGHUP remove the temp files of writes in progress before the process ends,
+ * so an interrupted quantize or synth leaves nothing behind (the target name never held a half file). */
+void cli_unlink_temps_on_signal(void);
 /* Reads a whole file; NULL + message on failure. */
 char *cli_read_file(const char *path, size_t *len);
 

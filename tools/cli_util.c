@@ -1,6 +1,7 @@
 /* cli_util.c — helpers shared by the CLI commands: flag parsing, one-line errors, model loading. */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,4 +87,16 @@ char *cli_read_file(const char *path, size_t *len) {
     char *p = ht_read_file(path, len, &err);
     if (!p) cli_fail("%s", err.msg);
     return p;
+}
+
+static void unlink_temps(int sig) {
+    ht_afile_unlink_all();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cli_unlink_temps_on_signal(void) {
+    signal(SIGINT, unlink_temps);
+    signal(SIGTERM, unlink_temps);
+    signal(SIGHUP, unlink_temps);
 }

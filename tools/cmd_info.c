@@ -19,6 +19,17 @@ int cmd_info(int argc, char **argv) {
     const ht_hparams *hp = &m->hp;
     printf("model        %s\n", path);
     printf("name         %s\n", in.name[0] ? in.name : "(none)");
+    char tk[64] = "", pre[64] = "";
+    hearth_model_meta_str(m, "tokenizer.ggml.model", tk, sizeof tk);
+    hearth_model_meta_str(m, "tokenizer.ggml.pre", pre, sizeof pre);
+    printf("tokenizer    %s%s%s%s\n", !hearth_model_has_tokenizer(m) ? "none (token ids only)" : tk[0] ? tk : "yes",
+           pre[0] ? " (pre-tokenizer " : "", pre, pre[0] ? ")" : "");
+    if (!m->arch) {   /* a vocabulary-only file */
+        printf("architecture none: vocabulary only, no weights\nvocab        %d\nfile         %.2f MiB\n", in.n_vocab,
+               in.file_bytes / 1048576.0);
+        hearth_model_free(m);
+        return 0;
+    }
     printf("architecture %s%s\n", in.arch, in.is_encoder ? " (encoder)" : "");
     printf("vocab        %d\ncontext      %d\nembedding    %d\nlayers       %d\nheads        %d (kv %d, head dim %d)\n"
            "ffn          %d\nnorm eps     %g\nrope         %s, base %g, %d dims\n",

@@ -38,10 +38,14 @@ int cmd_quantize(int argc, char **argv) {
     uint32_t base, ftype;
     int mix;
     if (quant_parse_type(pos[2], pure, &base, &mix, &ftype)) return cli_fail("unknown type '%s' (one of: %s)", pos[2], quant_type_list());
+    hearth_err err;
+    if (quant_check_paths(pos[0], pos[1], &err)) return cli_fail("%s", err.msg);
     hearth_model *m = cli_load_model(pos[0]);
     if (!m) return 1;
+    if (!hearth_model_has_tokenizer(m))
+        fprintf(stderr, "warning: %s has no tokenizer; %s will take token ids only\n", pos[0], pos[1]);
+    cli_unlink_temps_on_signal();
     if (threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); threads = nc > 0 ? (nc > 16 ? 16 : nc) : 1; }
-    hearth_err err;
     int rc = model_quantize(m, pos[1], pos[2], pure, (int)threads, isatty(2) ? progress_bar : NULL, NULL, &err);
     hearth_model_free(m);
     if (rc) return cli_fail("%s", err.msg);

@@ -68,6 +68,7 @@ int cmd_synth(int argc, char **argv) {
 
     progress_state ps = { isatty(2), -1, now_s() };
     synth_opts o = { .seed = (uint64_t)seed, .n_threads = (int)threads, .progress = on_progress, .user = &ps };
+    cli_unlink_temps_on_signal();
     int rc = synth_write(s, &ft, out, &o, &err);
     if (ps.tty) fputc('\n', stderr);
     if (rc) return cli_fail("%s", err.msg);

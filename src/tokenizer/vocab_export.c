@@ -211,7 +211,7 @@ static int try_candidate(const ht_vocab *v, const char *model, const char *pre, 
     hearth_err e2;
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     if (fd < 0) herr(err, "memfd_create failed");
-    else if (!put_all(v, w, model, pre, err) && !gguf_writer_write(w, path, err) && !gguf_open(path, &g, err))
+    else if (!put_all(v, w, model, pre, err) && !gguf_writer_write_fd(w, fd, "the tokenizer metadata", err) && !gguf_open(path, &g, err))
         rc = !vocab_from_gguf(g, &u, &e2) && probes_match(v, u);
     if (u) vocab_free(u);
     if (g) gguf_close(g);
