@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "matmul.h"
+#include "pack.h"
 #include "ops.h"
 
 hearth_ctx_params hearth_ctx_default_params(void) {
@@ -96,6 +97,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     }
     if (!fail) c->pool = pool_new(c->n_threads);
     if (fail || !c->pool) { hearth_ctx_free(c); return herr(err, "out of memory allocating a context of %d tokens", p.n_ctx); }
+    if (model_pack_weights(m, c->pool, err)) { hearth_ctx_free(c); return -1; }
     *out = c;
     return 0;
 }

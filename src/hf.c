@@ -335,8 +335,7 @@ static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, i
     if (st->n_dims < 1 || st->n_dims > 2) return herr(err, "tensor '%s': %d dimensions, expected 1 or 2", st->name, st->n_dims);
     ht_tensor *t = &m->tensors[m->n_tensors];
     char *name = strdup(gname);
-    if (!name) return herr(err, "out of memory");
-    model_own(m, name);
+    if (!name || model_own(m, name, err)) return herr(err, "out of memory");
     t->name = name;
     t->type = (uint32_t)st->type;
     t->n_dims = st->n_dims;
@@ -361,7 +360,7 @@ static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, i
         } else if (transform == T_PLUS_ONE) {
             for (int64_t i = 0; i < rows * cols; i++) f[i] += 1.0f;
         }
-        model_own(m, f);
+        if (model_own(m, f, err)) return -1;
         t->data = f;
         t->type = HT_F32;
         t->nbytes = (size_t)(rows * cols) * sizeof(float);
@@ -389,8 +388,7 @@ static int add_rope_freqs(hearth_model *m, const cJSON *cfg, hearth_err *err) {
     const cJSON *t = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "rope_type") : NULL;
     if (!cJSON_IsString(t) || strcmp(t->valuestring, "llama3")) return 0;
     float *ff = llama3_rope_freqs(rs, m->hp.n_rot, m->hp.rope_base);
-    if (!ff) return herr(err, "out of memory");
-    model_own(m, ff);
+    if (!ff || model_own(m, ff, err)) return herr(err, "out of memory");
     m->rope_freqs = (ht_tensor){ .name = "rope_freqs.weight", .type = HT_F32, .n_dims = 1,
                                  .ne = { m->hp.n_rot / 2, 1, 1, 1 }, .data = ff,
                                  .row_bytes = (size_t)(m->hp.n_rot / 2) * 4, .nbytes = (size_t)(m->hp.n_rot / 2) * 4 };

@@ -45,6 +45,32 @@ static void quantize_job(void *arg, int ith, int nth) {
         ht_quantize_row((uint32_t)j->tr->vec_dot_type, j->x + (size_t)t * n, j->qa_w + (size_t)t * j->qa_row, n);
 }
 
+/* Packed weights (ht_pack): activations in the pack's format, chunks of whole groups. */
+static void pack_act_job(void *arg, int ith, int nth) {
+    mm_job *j = arg;
+    int64_t n = j->W->ne[0];
+    for (int t = ith; t < j->n_tok; t += nth) j->W->pack->act_prep(j->x + (size_t)t * n, j->qa_w + (size_t)t * j->qa_row, n);
+}
+
+static void pack_dot_job(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
+    mm_job *j = arg;
+    const ht_pack *pk = j->W->pack;
+    const int n = (int)j->W->ne[0], rows = (int)j->W->ne[1], R = pk->rows;
+    const int cr = j->chunk_rows, n_chunks = (rows + cr - 1) / cr;
+    const size_t gb = pk->group_bytes(n);
+    for (int ch; (ch = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed)) < n_chunks;) {
+        const int r0 = ch * cr, r1 = HT_MIN(rows, r0 + cr);
+        for (int t = 0; t < j->n_tok; t += pk->max_nc) {
+            const int nc = HT_MIN(pk->max_nc, j->n_tok - t);
+            const uint8_t *a = j->qa + (size_t)t * j->qa_row;
+            float *yt = j->y + (size_t)t * rows;
+            for (int g0 = r0; g0 < r1; g0 += R)
+                pk->tile(n, j->W->packed + (size_t)(g0 / R) * gb, HT_MIN(R, rows - g0), a, j->qa_row, nc, yt + g0, (size_t)rows);
+        }
+    }
+}
+
 static void dot_job(void *arg, int ith, int nth) {
     (void)ith, (void)nth;
     mm_job *j = arg;
@@ -66,6 +92,21 @@ static void dot_job(void *arg, int ith, int nth) {
 
 void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) {
     mm_job j = { .W = W, .tr = ht_get_traits(W->type), .x = x, .y = y, .n_tok = n_tok };
+    const int rows = (int)W->ne[1], nth = pool_size(c->pool);
+    if (W->packed) {
+        const int R = W->pack->rows;
+        j.qa_w = c->qact;
+        j.qa = c->qact;
+        j.qa_row = W->pack->act_bytes(W->ne[0]);
+        pool_run(c->pool, pack_act_job, &j);
+        int groups = (int)(MM_CHUNK_BYTES / W->pack->group_bytes(W->ne[0]));
+        groups = HT_MIN(groups, MM_MAX_CHUNK_ROWS / R);
+        groups = HT_MIN(groups, (rows + R - 1) / R / (MM_MIN_CHUNKS * HT_MAX(nth, 1)));
+        j.chunk_rows = HT_MAX(groups, 1) * R;
+        atomic_init(&j.next_chunk, 0);
+        pool_run(c->pool, pack_dot_job, &j);
+        return;
+    }
     if (j.tr->vec_dot_type == HT_F32) {
         j.qa = (const uint8_t *)x;
         j.qa_row = (size_t)W->ne[0] * sizeof(float);
@@ -75,7 +116,6 @@ void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float 
         j.qa_row = ht_row_size((uint32_t)j.tr->vec_dot_type, W->ne[0]);
         pool_run(c->pool, quantize_job, &j);
     }
-    const int rows = (int)W->ne[1], nth = pool_size(c->pool);
     int cr = (int)(MM_CHUNK_BYTES / (W->row_bytes ? W->row_bytes : 1));
     cr = HT_MIN(cr, MM_MAX_CHUNK_ROWS);
     cr = HT_MIN(cr, rows / (MM_MIN_CHUNKS * HT_MAX(nth, 1)));

@@ -20,11 +20,12 @@ const ht_arch *ht_find_arch(const char *name) {
     return NULL;
 }
 
-void model_own(hearth_model *m, void *p) {
+int model_own(hearth_model *m, void *p, hearth_err *err) {
     void **o = realloc(m->owned, sizeof(void *) * (size_t)(m->n_owned + 1));
-    if (!o) { free(p); return; }  /* caller keeps using p only while the model lives; leak avoided */
+    if (!o) { free(p); return herr(err, "out of memory"); }
     m->owned = o;
     m->owned[m->n_owned++] = p;
+    return 0;
 }
 
 static bool meta_key(const hearth_model *m, const char *suffix, char *key, size_t cap) {
@@ -69,7 +70,7 @@ int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, 
         float *f = malloc((size_t)t->ne[0] * sizeof(float));
         if (!f) return herr(err, "out of memory converting '%s'", name);
         tr->to_float(t->data, f, t->ne[0]);
-        model_own(m, f);
+        if (model_own(m, f, err)) return -1;
         dst->data = f;
         dst->type = HT_F32;
         dst->row_bytes = dst->nbytes = (size_t)t->ne[0] * sizeof(float);

@@ -23,6 +23,8 @@ typedef struct {
     const void *data;
     size_t row_bytes;     /* bytes of one ne[0]-row */
     size_t nbytes;
+    const ht_pack *pack;  /* when repacked for the kernels (model_pack_weights): the layout, and */
+    const uint8_t *packed;   /* the groups of pack->rows rows, pack->group_bytes(ne[0]) bytes each */
 } ht_tensor;
 
 enum { ROPE_NORM = 0, ROPE_NEOX = 2 };
@@ -79,6 +81,7 @@ struct hearth_model {
     uint64_t file_bytes;
     char name[128];
     char *path;               /* what it was loaded from, for messages */
+    bool weights_packed;      /* model_pack_weights has run */
 };
 
 /* A micro-batch as the forward pass sees it: at most ctx->n_batch tokens. */
@@ -122,8 +125,8 @@ int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *
 int model_common_hparams(hearth_model *m, hearth_err *err);
 /* 0 when the model has a tokenizer; otherwise -1 with a message naming the model and what it lacks. */
 int model_need_vocab(const hearth_model *m, hearth_err *err);
-/* Records a buffer for the model to free. */
-void model_own(hearth_model *m, void *p);
+/* Records a buffer for the model to free; on failure frees it and returns -1 with err set. */
+int model_own(hearth_model *m, void *p, hearth_err *err);
 
 /* ---- context ---- */
 typedef struct {

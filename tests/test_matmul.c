@@ -2,7 +2,8 @@
  * CPU runs, y = W x over a batch of 11 tokens (tiles of 4, 4, 2 + 1 tokens; 37 rows: chunks of 16 and
  * partial row tiles) must be bit-identical to 11 single-token products, with 1 and with 3 threads, and
  * equal to the set's vec_dot on every element. Weights and activations are random (Gaussian, quantized by
- * the reference quantizers). */
+ * the reference quantizers). Where the set has a packed layout for the type (ht_pack), the same holds for
+ * the packed matrix (37 rows: the last group partial), and its outputs are within rounding of vec_dot's. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -38,6 +39,41 @@ static void run(const ht_tensor *W, const float *x, int n_tok, float *y, int n_t
     pool_free(c.pool);
 }
 
+/* The packed layout of W: single tokens == batch == 3 threads bit for bit, and close to vec_dot's y_dot. */
+static int check_packed(const ht_tensor *W, const float *x, const float *y_dot, const char *set) {
+    const ht_pack *pk = ht_get_traits(W->type)->pack;
+    if (!pk) return 0;
+    static float y1[NTOK * ROWS], yb[NTOK * ROWS], yt[NTOK * ROWS];
+    const int groups = (ROWS + pk->rows - 1) / pk->rows;
+    const size_t gb = pk->group_bytes(COLS);
+    uint8_t *buf = malloc(groups * gb);
+    REQUIRE(buf, "out of memory");
+    for (int g = 0; g < groups; g++)
+        pk->pack((const uint8_t *)W->data + (size_t)g * pk->rows * W->row_bytes, W->row_bytes,
+                 ROWS - g * pk->rows < pk->rows ? ROWS - g * pk->rows : pk->rows, COLS, buf + g * gb);
+    ht_tensor P = *W;
+    P.pack = pk;
+    P.packed = buf;
+    for (int t = 0; t < NTOK; t++) run(&P, x + t * COLS, 1, y1 + t * ROWS, 1);
+    run(&P, x, NTOK, yb, 1);
+    run(&P, x, NTOK, yt, 3);
+    int bad_batch = 0, bad_threads = 0, far = 0;
+    double worst = 0;
+    for (int i = 0; i < NTOK * ROWS; i++) {
+        bad_batch += memcmp(&yb[i], &y1[i], sizeof(float)) != 0;
+        bad_threads += memcmp(&yt[i], &y1[i], sizeof(float)) != 0;
+        const double e = fabs((double)y1[i] - y_dot[i]);
+        worst = e > worst ? e : worst;
+        far += e > 1e-4 * (1 + fabs(y_dot[i]));   /* the same integer sums, float terms added in another order */
+    }
+    free(buf);
+    CHECK(bad_batch == 0, "%s %s: %d outputs of the batch differ from single-token products", set, pk->name, bad_batch);
+    CHECK(bad_threads == 0, "%s %s: %d outputs differ with 3 threads", set, pk->name, bad_threads);
+    CHECK(far == 0, "%s %s: %d outputs off vec_dot's (worst %g)", set, pk->name, far, worst);
+    printf("%-11s %-8s packed: batch, 1 and 3 threads bit-identical; within %.1e of vec_dot\n", set, pk->name, worst);
+    return bad_batch + bad_threads + far;
+}
+
 static int check_type(uint32_t type, const char *set) {
     const ht_traits *tr = ht_get_traits(type);
     static float wf[ROWS * COLS], x[NTOK * COLS], y1[NTOK * ROWS], yb[NTOK * ROWS], yt[NTOK * ROWS];
@@ -66,7 +102,7 @@ static int check_type(uint32_t type, const char *set) {
     CHECK(bad_batch == 0, "%s %s: %d outputs of the %d-token batch differ from single-token products", set, tr->name,
           bad_batch, NTOK);
     CHECK(bad_threads == 0, "%s %s: %d outputs differ with 3 threads", set, tr->name, bad_threads);
-    return bad_dot + bad_batch + bad_threads;
+    return bad_dot + bad_batch + bad_threads + check_packed(&W, x, y1, set);
 }
 
 int main(void) {

@@ -34,12 +34,14 @@ static double now_ms(void) {
 
 static void bench_usage(void) {
     printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-c CTX] [--cache-type T] [--no-bw]\n"
+           "                    [--cpu avx512vnni|avx512|avx2|neon|scalar]\n"
            "Prints llama-bench's table (pp: one batch of N_PROMPT tokens from an empty cache; tg: N_GEN tokens one at\n"
            "a time from an empty cache; t/s as mean ± sd over REPS runs after a warm-up), then load time, resident\n"
            "memory, and decode speed against the limit the measured read bandwidth sets (--no-bw skips it).\n"
            "Defaults: -t all cores, -p 512, -n 128, -r 3, -c max(2048, p + n). --cache-type: the KV cache's type,\n"
            "f16 (default), f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32);\n"
-           "the memory lines name it when it is not f16.\n");
+           "the memory lines name it when it is not f16. --cpu runs a lower kernel set than the CPU's best (e.g.\n"
+           "avx2 on an AVX-512 machine), to measure it.\n");
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
@@ -57,6 +59,9 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(f, "-r")) ok = cli_int(f, v, 1, 1000, &a->reps);
         else if (!strcmp(f, "-c")) ok = cli_int(f, v, 1, 1 << 22, &a->n_ctx);
         else if (!strcmp(f, "--cache-type")) ok = cli_cache_type(f, v, &a->cache_type);
+        else if (!strcmp(f, "--cpu")) {
+            if (!quant_set_backend(v)) { cli_fail("kernel set '%s' is not built in or this CPU cannot run it", v); return -1; }
+        }
         else { cli_fail("unknown option '%s' for bench (see hearth bench --help)", f); return -1; }
         if (!ok) return -1;
         i++;

@@ -72,6 +72,24 @@ typedef void (*ht_vec_dot_tile_fn)(int n, const void *w, size_t ws, int nr, cons
                                    float *y, size_t ys);
 #define HT_TILE_MAX 4
 
+/* A row-interleaved layout a kernel set multiplies faster than the file's (quant_x86_packed.h): the rows of a
+ * matrix are repacked once at load into groups of `rows`, each group one contiguous stream holding block b of
+ * all its rows side by side, so a tile meets every row of the group with one broadcast of the activations
+ * and its lanes are the outputs. Activations are prepared in the pack's own format (act_prep). */
+typedef struct ht_pack {
+    const char *name;                         /* "Q4_0x16" */
+    int rows;                                 /* rows per group */
+    int max_nc;                               /* tokens a tile call takes at most */
+    size_t (*group_bytes)(int64_t n);         /* bytes of one group of rows of n elements */
+    /* Repacks nr <= rows rows of the file's layout (src, src + rb, ...) into one group; missing rows are 0. */
+    void (*pack)(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst);
+    size_t (*act_bytes)(int64_t n);           /* bytes of one prepared activation row */
+    void (*act_prep)(const float *x, uint8_t *dst, int64_t n);
+    /* y[c * ys + r] = row r of the group (r < nr) times activation row c (a + c * as), for c < nc <= max_nc;
+     * each output is computed by the same operations whatever nc (bit-identical to nc = 1). */
+    void (*tile)(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys);
+} ht_pack;
+
 typedef struct {
     const char *name;         /* "Q4_K", as ggml names it */
     int blck;                 /* elements per block */
@@ -82,6 +100,7 @@ typedef struct {
     int vec_dot_type;         /* the format activations are converted to for vec_dot */
     ht_vec_dot_fn vec_dot;
     ht_vec_dot_tile_fn vec_dot_tile;   /* optional (NULL: loop of vec_dot); call through ht_vec_dot_tile() */
+    const ht_pack *pack;      /* optional: the faster row-interleaved layout of the active kernel set */
 } ht_traits;
 
 /* The tile of ht_vec_dot_tile_fn with tr's kernels: its vec_dot_tile, or the loop of vec_dot without one. */

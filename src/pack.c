@@ -1,0 +1,104 @@
+/* pack.c — weight matrices repacked once into the row-interleaved layout the active kernel set multiplies
+ * fastest (ht_pack, quant.h).
+ *
+ * Done when the model's first context is made (commands that only read the file, such as quantize or info,
+ * never pay for it), on that context's thread pool. The packed copy replaces the mapped pages: each matrix's
+ * range of the file mapping is released with MADV_DONTNEED once packed, so resident memory stays about the
+ * file's size (the pages come back from the page cache if anything reads the file's layout again, as
+ * quantize would). The token embedding is never packed: rows are looked up from it, and a tied output
+ * matrix then keeps the file's layout too. */
+#include "pack.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+typedef struct {
+    const ht_tensor *t;
+    uint8_t *dst;
+    int groups;
+} pk_job_t;
+
+typedef struct {
+    pk_job_t *jobs;
+    int n_jobs;
+    int total_groups;
+} pk_all;
+
+static void pack_job(void *arg, int ith, int nth) {
+    const pk_all *a = arg;
+    int g = 0;
+    for (int i = 0; i < a->n_jobs; i++) {
+        const pk_job_t *j = &a->jobs[i];
+        const ht_pack *pk = j->t->pack;
+        const int R = pk->rows, rows = (int)j->t->ne[1];
+        const size_t gb = pk->group_bytes(j->t->ne[0]);
+        for (int k = 0; k < j->groups; k++, g++)
+            if (g % nth == ith)
+                pk->pack((const uint8_t *)j->t->data + (size_t)k * R * j->t->row_bytes, j->t->row_bytes,
+                         HT_MIN(R, rows - k * R), j->t->ne[0], j->dst + (size_t)k * gb);
+    }
+}
+
+/* The file's pages of [p, p + n) handed back (whole pages inside the range only). */
+static void release_mapped(const hearth_model *m, const void *p, size_t n) {
+    if (!m->gguf || !m->gguf->map || m->st) return;
+    const uint8_t *base = m->gguf->map, *q = p;
+    if (q < base || q + n > base + m->gguf->size) return;   /* not in the file mapping */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)q + page - 1) & ~(page - 1), hi = ((uintptr_t)q + n) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* The matrices a forward pass multiplies through matmul(). */
+static int matrices(hearth_model *m, ht_tensor **out) {
+    int n = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        ht_layer *L = &m->layers[il];
+        ht_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            if (out) out[n++] = ts[i]; else n++;
+    }
+    if (m->output.data != m->tok_embd.data) { if (out) out[n] = &m->output; n++; }
+    return n;
+}
+
+static pthread_mutex_t pack_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err) {
+    pthread_mutex_lock(&pack_mu);
+    if (m->weights_packed || !m->layers) { pthread_mutex_unlock(&pack_mu); return 0; }
+    int n = matrices(m, NULL), rc = 0;
+    ht_tensor **ts = malloc((size_t)n * sizeof *ts);
+    pk_job_t *jobs = calloc((size_t)n, sizeof *jobs);
+    pk_all all = { jobs, 0, 0 };
+    if (!ts || !jobs) { rc = herr(err, "out of memory"); goto out; }
+    matrices(m, ts);
+    for (int i = 0; i < n; i++) {
+        ht_tensor *t = ts[i];
+        const ht_traits *tr = t->data ? ht_get_traits(t->type) : NULL;
+        if (!tr || !tr->pack || t->n_dims != 2 || t->pack) continue;
+        const ht_pack *pk = tr->pack;
+        const int groups = (int)((t->ne[1] + pk->rows - 1) / pk->rows);
+        const size_t bytes = ((size_t)groups * pk->group_bytes(t->ne[0]) + 63) / 64 * 64;
+        uint8_t *dst = aligned_alloc(64, bytes);
+        if (!dst || model_own(m, dst, err)) { rc = herr(err, "out of memory packing the weights"); goto out; }
+        t->pack = pk;
+        jobs[all.n_jobs++] = (pk_job_t){ t, dst, groups };
+        all.total_groups += groups;
+    }
+    pool_run(pool, pack_job, &all);
+    for (int i = 0; i < all.n_jobs; i++) {
+        ht_tensor *t = (ht_tensor *)jobs[i].t;
+        t->packed = jobs[i].dst;
+        release_mapped(m, t->data, t->nbytes);
+    }
+    m->weights_packed = true;
+out:
+    if (rc) for (int i = 0; i < all.n_jobs; i++) ((ht_tensor *)jobs[i].t)->pack = NULL;
+    free(ts);
+    free(jobs);
+    pthread_mutex_unlock(&pack_mu);
+    return rc;
+}

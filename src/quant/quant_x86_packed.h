@@ -1,0 +1,430 @@
+/* quant_x86_packed.h — row-interleaved ("packed") Q4_0 and Q8_0 kernels for x86 (ht_pack in quant.h),
+ * included by quant_x86_kernels.h after its helpers.
+ *
+ * Why: the row-by-row kernels spend most of their time per 32-element block (unpacking, converting each
+ * block sum to float, scaling) rather than in the dot-product instructions. With R rows interleaved four
+ * bytes at a time, one integer lane holds one row: a block costs 8 dot instructions per token for all R
+ * rows (the activation's 4 bytes broadcast), then one conversion and one FMA for R outputs. No horizontal
+ * sum is ever needed: the lanes are the outputs.
+ *   Q4_0 x16 (AVX-512 VNNI): per block 4 x 64 bytes of nibbles + 16 halves. VPDPBUSD takes the nibbles as
+ *     unsigned bytes and the activations as signed; the offset 8 comes off as -8 * sum(a), the block's
+ *     activation sum, which the activation rows carry.
+ *   Q4_0 x8 (AVX2, and the AVX-512 set without VNNI): the same in 256 bits with PMADDUBSW: the 8 products
+ *     of a lane pair-sum to at most 8 * 2 * 15 * 127 = 30480, so they add in int16 without saturating.
+ *   Q8_0 x16 (AVX-512 VNNI): 8 x 64 bytes of signed weights + 16 halves + 16 int16 row sums; the
+ *     activations go unsigned (a + 128) and -128 * sum(w) comes off.
+ * Each output's block terms are added in block order with the same instructions whatever the number of
+ * tokens in the tile: an output does not depend on the tiling, the batch or the thread count.
+ *
+ * Activation rows (both packs): int8 q[n] (Q8_0's values, or q + 128 as unsigned for Q8_0 weights), then
+ * float d[n / 32], then int32 sum[n / 32] of each block's q. */
+
+/* ---- activations ---- */
+static size_t pk_act_bytes(int64_t n) { return (size_t)n + (size_t)(n / 32) * 8; }
+
+HT_AI void pk_act_prep(const float *x, uint8_t *dst, int64_t n, bool to_unsigned) {
+    const int64_t nb = n / 32;
+    float *d = (float *)(dst + n);
+    int32_t *s = (int32_t *)(dst + n + nb * 4);
+    for (int64_t b = 0; b < nb; b++) {
+        block_q8_0 q;
+        q8_0_from_float(x + b * 32, &q, 32);   /* the values Q8_0 activations would have, bit for bit */
+        const __m256i v = ld256(q.qs);
+        const __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(1));
+        const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        const __m128i h2 = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        s[b] = _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xb1)));
+        d[b] = _cvtsh_ss(q.d);
+        _mm256_storeu_si256((__m256i *)(dst + b * 32), to_unsigned ? _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)) : v);
+    }
+}
+static void pk_act_signed(const float *x, uint8_t *dst, int64_t n) { pk_act_prep(x, dst, n, false); }
+#if HT_X86_VNNI
+static void pk_act_unsigned(const float *x, uint8_t *dst, int64_t n) { pk_act_prep(x, dst, n, true); }
+#endif
+
+HT_AI int32_t ld32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+
+/* ---- packing: rows r < nr of the group, the missing ones zero ---- */
+
+/* Q4_0: block b of the group (18 R bytes at 18 R b) is quants[j][r] = row r's bytes 4j..4j+3 (j < 4; low
+ * nibbles: elements 4j.., high: 16 + 4j..), then halves[r]: one stream, scales beside their quants (a
+ * separate stream of scales measured 10% slower in decode). R = 8 or 16. */
+HT_AI void pack_q4_0(const int R, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nb = n / 32;
+    memset(dst, 0, (size_t)nb * 18 * R);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *q = dst + b * 18 * R;
+        ht_half *h = (ht_half *)(q + 16 * R);
+        for (int r = 0; r < R; r++) {
+            const block_q4_0 *blk = (const block_q4_0 *)(src + (size_t)r * rb) + b;
+            for (int j = 0; j < 4; j++)
+                if (r < nr) memcpy(q + j * 4 * R + r * 4, blk->qs + 4 * j, 4);
+                else memset(q + j * 4 * R + r * 4, 0x88, 4);   /* zero rows: nibbles 8 = weight 0 */
+            if (r < nr) h[r] = blk->d;
+        }
+    }
+}
+static size_t pk_q4_0_x8_bytes(int64_t n) { return (size_t)(n / 32) * 18 * 8; }
+static void pk_q4_0_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q4_0(8, src, rb, nr, n, dst); }
+
+/* ---- Q4_0 x 8, 256-bit ---- */
+#define PK8_NC 4
+HT_AI void q4_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nb = n / 32;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[PK8_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * 144;
+        ht_prefetch(q, 144);
+        __m256i w[8];
+        HT_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m256i v = ld256(q + 32 * j);
+            w[j] = _mm256_and_si256(v, m4);
+            w[4 + j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        const __m256 dw = _mm256_cvtph_ps(ld128(q + 128));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = a + (size_t)c * as;
+            const uint8_t *aq = ac + (size_t)b * 32;
+            __m256i p = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(ld32(aq)));
+            HT_UNROLL
+            for (int j = 1; j < 8; j++)
+                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + (j & 3) * 4 + (j >> 2) * 16))));
+            const float da = ((const float *)(ac + n))[b];
+            const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
+            const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(p, ones), _mm256_set1_epi32(-8 * sa));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        if (nr == 8) _mm256_storeu_ps(y + (size_t)c * ys, acc[c]);
+        else {
+            float t[8];
+            _mm256_storeu_ps(t, acc[c]);
+            memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+static void pk_q4_0_x8_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) q4_0x8_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    for (; c + 2 <= nc; c += 2) q4_0x8_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    if (c < nc) q4_0x8_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+}
+
+static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
+                                   pk_q4_0_x8_tile};
+
+/* ---- Q4_K ----
+ * Activations: Q8_K's values q[n], then float d[n / 256], then int16 asum[n / 32] (each 32-element
+ * sub-block's sum of q, in pairs (2k, 2k + 1) that one int32 broadcast carries).
+ * Super-block i of a group (R rows, 148 R bytes at 148 R i): quants[k][j][r] = row r's qs[32k + 4j..+3]
+ * (k < 4, j < 8: low nibbles are sub-block 2k, high ones 2k + 1), then scales[s][r] (s < 8, bytes), then
+ * mins[k][r][2] (m of sub-blocks 2k, 2k + 1), then halves d[r], then dmin[r]. Per row and super-block:
+ * isum = sum_s scale_s * dot_s (dot_s: the sub-block's integer dot product), msum = sum_s m_s * asum_s,
+ * and acc += (d * da) * isum, then acc -= (dmin * da) * msum. */
+static size_t pk_k_act_bytes(int64_t n) { return (size_t)n + (size_t)(n / 256) * 4 + (size_t)(n / 32) * 2; }
+
+static void pk_k_act_prep(const float *x, uint8_t *dst, int64_t n) {
+    const int64_t nsb = n / 256;
+    float *d = (float *)(dst + n);
+    int16_t *as = (int16_t *)(dst + n + nsb * 4);
+    for (int64_t i = 0; i < nsb; i++) {
+        block_q8_K q;
+        q8_K_from_float(x + i * 256, &q, 256);
+        memcpy(dst + i * 256, q.qs, 256);
+        d[i] = q.d;
+        for (int s = 0; s < 8; s++) as[i * 8 + s] = (int16_t)(q.bsums[2 * s] + q.bsums[2 * s + 1]);
+    }
+}
+
+HT_AI void pack_q4_K(const int R, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    const size_t SB = (size_t)148 * R;
+    memset(dst, 0, (size_t)nsb * SB);
+    for (int64_t i = 0; i < nsb; i++) {
+        uint8_t *q = dst + i * SB, *sc = q + 128 * R, *mn = sc + 8 * R;
+        ht_half *d = (ht_half *)(mn + 8 * R), *dm = d + R;
+        for (int r = 0; r < nr; r++) {
+            const block_q4_K *b = (const block_q4_K *)(src + (size_t)r * rb) + i;
+            uint8_t scl[8], mns[8];
+            for (int j = 0; j < 8; j++) {   /* ggml's get_scale_min_k4 */
+                if (j < 4) { scl[j] = b->scales[j] & 63; mns[j] = b->scales[j + 4] & 63; }
+                else {
+                    scl[j] = (uint8_t)((b->scales[j + 4] & 0xF) | (b->scales[j - 4] >> 6) << 4);
+                    mns[j] = (uint8_t)((b->scales[j + 4] >> 4) | (b->scales[j] >> 6) << 4);
+                }
+            }
+            for (int k = 0; k < 4; k++)
+                for (int j = 0; j < 8; j++) memcpy(q + ((size_t)k * 8 + j) * 4 * R + r * 4, b->qs + 32 * k + 4 * j, 4);
+            for (int s = 0; s < 8; s++) sc[s * R + r] = scl[s];
+            for (int k = 0; k < 4; k++) { mn[(k * R + r) * 2] = mns[2 * k]; mn[(k * R + r) * 2 + 1] = mns[2 * k + 1]; }
+            d[r] = b->d;
+            dm[r] = b->dmin;
+        }
+    }
+}
+static size_t pk_q4_K_x8_bytes(int64_t n) { return (size_t)(n / 256) * 148 * 8; }
+static void pk_q4_K_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q4_K(8, src, rb, nr, n, dst); }
+
+HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nsb = n / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[PK8_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    for (int i = 0; i < nsb; i++) {
+        const uint8_t *q = g + (size_t)i * 148 * 8, *sc = q + 128 * 8, *mn = sc + 64;
+        ht_prefetch(q, 148 * 8);
+        __m256i isum[PK8_NC], msum[PK8_NC];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) isum[c] = msum[c] = _mm256_setzero_si256();
+        HT_UNROLL
+        for (int s = 0; s < 8; s++) {
+            const int k = s / 2, sh = (s & 1) * 4;
+            __m256i w[8];
+            HT_UNROLL
+            for (int j = 0; j < 8; j++)
+                w[j] = _mm256_and_si256(_mm256_srli_epi16(ld256(q + ((size_t)k * 8 + j) * 32), sh), m4);
+            const __m256i scale = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + s * 8)));
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *aq = a + (size_t)c * as + (size_t)i * 256 + 32 * s;
+                __m256i p = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(ld32(aq)));
+                HT_UNROLL
+                for (int j = 1; j < 8; j++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + 4 * j))));
+                isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(_mm256_madd_epi16(p, ones), scale));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(ld128(mn + 64)), dmw = _mm256_cvtph_ps(ld128(mn + 80));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = a + (size_t)c * as;
+            const int16_t *asum = (const int16_t *)(ac + n + (size_t)nsb * 4) + (size_t)i * 8;
+            HT_UNROLL
+            for (int k = 0; k < 4; k++)
+                msum[c] = _mm256_add_epi32(msum[c], _mm256_madd_epi16(_mm256_cvtepu8_epi16(ld128(mn + k * 16)),
+                                                                      _mm256_set1_epi32(ld32((const uint8_t *)(asum + 2 * k)))));
+            const __m256 da = _mm256_set1_ps(((const float *)(ac + n))[i]);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, da), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[c]), _mm256_mul_ps(dmw, da), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        if (nr == 8) _mm256_storeu_ps(y + (size_t)c * ys, acc[c]);
+        else {
+            float t[8];
+            _mm256_storeu_ps(t, acc[c]);
+            memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+static void pk_q4_K_x8_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) q4_Kx8_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    for (; c + 2 <= nc; c += 2) q4_Kx8_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    if (c < nc) q4_Kx8_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+}
+
+static const ht_pack pk_q4_K_x8 = {"Q4_Kx8", 8, PK8_NC, pk_q4_K_x8_bytes, pk_q4_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
+                                   pk_q4_K_x8_tile};
+
+#if HT_X86_VNNI
+/* ---- Q4_0 x 16, 512-bit VNNI ---- */
+#define PK16_NC 8
+static size_t pk_q4_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 18 * 16; }
+static void pk_q4_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q4_0(16, src, rb, nr, n, dst); }
+
+HT_AI void store16(float *y, int nr, __m512 v) {
+    if (nr == 16) _mm512_storeu_ps(y, v);
+    else _mm512_mask_storeu_ps(y, (__mmask16)((1u << nr) - 1), v);
+}
+
+HT_AI void q4_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nb = n / 32;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[PK16_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * 288;
+        ht_prefetch(q, 288);
+        __m512i w[8];
+        HT_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m512i v = _mm512_loadu_si512(q + 64 * j);
+            w[j] = _mm512_and_si512(v, m4);
+            w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        const __m512 dw = _mm512_cvtph_ps(ld256(q + 256));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = a + (size_t)c * as;
+            const uint8_t *aq = ac + (size_t)b * 32;
+            const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
+            __m512i lo = _mm512_set1_epi32(-8 * sa), hi = _mm512_setzero_si512();
+            HT_UNROLL
+            for (int j = 0; j < 4; j++) {
+                lo = _mm512_dpbusd_epi32(lo, w[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
+                hi = _mm512_dpbusd_epi32(hi, w[4 + j], _mm512_set1_epi32(ld32(aq + 16 + 4 * j)));
+            }
+            const float da = ((const float *)(ac + n))[b];
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
+}
+
+static void pk_q4_0_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    int c = 0;
+    for (; c + 8 <= nc; c += 8) q4_0x16_tile(8, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    if (c + 4 <= nc) { q4_0x16_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 4; }
+    if (c + 2 <= nc) { q4_0x16_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 2; }
+    if (c < nc) q4_0x16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+}
+
+static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
+                                    pk_act_signed, pk_q4_0_x16_tile};
+
+/* ---- Q8_0 x 16, 512-bit VNNI ----
+ * Block b (576 bytes at 576 b): quants[j][r] = row r's bytes 4j..4j+3 (j < 8), then halves[r], then int16
+ * sums[r] of the row's block. */
+static size_t pk_q8_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * (32 + 4) * 16; }
+
+static void pk_q8_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nb = n / 32;
+    memset(dst, 0, pk_q8_0_x16_bytes(n));
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *q = dst + b * 576;
+        ht_half *h = (ht_half *)(q + 512);
+        int16_t *s = (int16_t *)(q + 544);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *blk = (const block_q8_0 *)(src + (size_t)r * rb) + b;
+            int sum = 0;
+            for (int i = 0; i < 32; i++) sum += blk->qs[i];
+            for (int j = 0; j < 8; j++) memcpy(q + j * 64 + r * 4, blk->qs + 4 * j, 4);
+            h[r] = blk->d;
+            s[r] = (int16_t)sum;
+        }
+    }
+}
+
+HT_AI void q8_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nb = n / 32;
+    __m512 acc[PK16_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * 576;
+        ht_prefetch(q, 576);
+        __m512i w[8];
+        HT_UNROLL
+        for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(q + 64 * j);
+        const __m512 dw = _mm512_cvtph_ps(ld256(q + 512));
+        /* sum((a + 128) * w) - 128 * sum(w) = sum(a * w) */
+        const __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(ld256(q + 544)), 7));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = a + (size_t)c * as;
+            const uint8_t *aq = ac + (size_t)b * 32;
+            __m512i lo = corr, hi = _mm512_setzero_si512();
+            HT_UNROLL
+            for (int j = 0; j < 4; j++) {
+                lo = _mm512_dpbusd_epi32(lo, _mm512_set1_epi32(ld32(aq + 4 * j)), w[j]);
+                hi = _mm512_dpbusd_epi32(hi, _mm512_set1_epi32(ld32(aq + 16 + 4 * j)), w[4 + j]);
+            }
+            const float da = ((const float *)(ac + n))[b];
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
+}
+
+static void pk_q8_0_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    int c = 0;
+    for (; c + 8 <= nc; c += 8) q8_0x16_tile(8, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    if (c + 4 <= nc) { q8_0x16_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 4; }
+    if (c + 2 <= nc) { q8_0x16_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 2; }
+    if (c < nc) q8_0x16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+}
+
+static const ht_pack pk_q8_0_x16 = {"Q8_0x16", 16, PK16_NC, pk_q8_0_x16_bytes, pk_q8_0_x16_pack, pk_act_bytes,
+                                    pk_act_unsigned, pk_q8_0_x16_tile};
+
+/* ---- Q4_K x 16, 512-bit VNNI (layout and formula as Q4_K x 8) ---- */
+static size_t pk_q4_K_x16_bytes(int64_t n) { return (size_t)(n / 256) * 148 * 16; }
+static void pk_q4_K_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q4_K(16, src, rb, nr, n, dst); }
+
+HT_AI void q4_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nsb = n / 256;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[PK16_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < nsb; i++) {
+        const uint8_t *q = g + (size_t)i * 148 * 16, *sc = q + 128 * 16, *mn = sc + 128;
+        ht_prefetch(q, 148 * 16);
+        __m512i isum[PK16_NC];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
+        HT_UNROLL
+        for (int s = 0; s < 8; s++) {
+            const int k = s / 2, sh = (s & 1) * 4;
+            __m512i w[8];
+            HT_UNROLL
+            for (int j = 0; j < 8; j++)
+                w[j] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(q + ((size_t)k * 8 + j) * 64), sh), m4);
+            const __m512i scale = _mm512_cvtepu8_epi32(ld128(sc + s * 16));
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *aq = a + (size_t)c * as + (size_t)i * 256 + 32 * s;
+                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                HT_UNROLL
+                for (int j = 0; j < 4; j++) {
+                    lo = _mm512_dpbusd_epi32(lo, w[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
+                    hi = _mm512_dpbusd_epi32(hi, w[4 + j], _mm512_set1_epi32(ld32(aq + 16 + 4 * j)));
+                }
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(_mm512_add_epi32(lo, hi), scale));
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(ld256(mn + 128)), dmw = _mm512_cvtph_ps(ld256(mn + 160));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = a + (size_t)c * as;
+            const int16_t *asum = (const int16_t *)(ac + n + (size_t)nsb * 4) + (size_t)i * 8;
+            __m512i msum = _mm512_setzero_si512();
+            HT_UNROLL
+            for (int k = 0; k < 4; k++)
+                msum = _mm512_dpwssd_epi32(msum, _mm512_cvtepu8_epi16(ld256(mn + k * 32)),
+                                           _mm512_set1_epi32(ld32((const uint8_t *)(asum + 2 * k))));
+            const __m512 da = _mm512_set1_ps(((const float *)(ac + n))[i]);
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(dw, da), acc[c]);
+            acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmw, da), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
+}
+
+static void pk_q4_K_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    int c = 0;
+    for (; c + 8 <= nc; c += 8) q4_Kx16_tile(8, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    if (c + 4 <= nc) { q4_Kx16_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 4; }
+    if (c + 2 <= nc) { q4_Kx16_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 2; }
+    if (c < nc) q4_Kx16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+}
+
+static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK16_NC, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
+                                    pk_k_act_prep, pk_q4_K_x16_tile};
+#endif
