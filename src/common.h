@@ -72,6 +72,36 @@ static inline uint16_t f32_to_bf16(float f) {
     return (uint16_t)((x + (0x7fff + ((x >> 16) & 1))) >> 16);
 }
 
+/* Length of the valid UTF-8 character at s (n bytes available), or 0 if the bytes there are not one. */
+static inline int utf8_valid_len(const uint8_t *s, size_t n) {
+    uint8_t c = s[0];
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c < 0xF0) {
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[1] < 0xA0) return 0;          /* overlong */
+        if (c == 0xED && s[1] >= 0xA0) return 0;         /* surrogate */
+        return 3;
+    }
+    if (c < 0xF5) {
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && s[1] < 0x90) return 0;
+        if (c == 0xF4 && s[1] >= 0x90) return 0;
+        return 4;
+    }
+    return 0;
+}
+/* True when the n bytes at s are all whole, valid UTF-8 characters. */
+static inline bool ht_utf8_valid(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        const int l = utf8_valid_len((const uint8_t *)s + i, n - i);
+        if (!l) return false;
+        i += (size_t)l;
+    }
+    return true;
+}
+
 #define HT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define HT_MAX(a, b) ((a) > (b) ? (a) : (b))
 

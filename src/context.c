@@ -489,6 +489,13 @@ int hearth_decode(hearth_ctx *c, const hearth_batch *b, hearth_err *err) {
         for (int i = 0; i < ub.n; i++)
             if (ub.pos[i] + 1 > c->seq_len[ub.seq[i]]) c->seq_len[ub.seq[i]] = ub.pos[i] + 1;
     }
+    /* broken weights or metadata show here first: say so, rather than let a sampler pick from NaNs */
+    const float *o = hp->logits ? c->out_logits : c->out_hidden;
+    const size_t len = (size_t)n_out * (size_t)(hp->logits ? hp->n_vocab : hp->n_embd);
+    float probe = 0;
+    for (size_t i = 0; i < len; i++) probe += o[i] * 0.0f;   /* NaN as soon as one output is NaN or infinite */
+    if (probe != 0) return herr(err, "the model produced NaN or infinite %s: its weights or metadata are broken",
+                                hp->logits ? "logits" : "hidden states");
     return 0;
 }
 

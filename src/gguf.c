@@ -441,6 +441,8 @@ int gguf_open(const char *path, gguf_file **out, hearth_err *err) {
     return open_over(map, (uint64_t)st.st_size, true, out, err);
 }
 
+bool gguf_mapped(const gguf_file *f) { return ((const gguf_impl *)f)->mapped; }
+
 void gguf_close(gguf_file *f) {
     if (!f) return;
     gguf_impl *g = (gguf_impl *)f;
@@ -529,7 +531,9 @@ static double f64_at(const uint8_t *p) { double v; memcpy(&v, p, 8); return v; }
 bool gguf_get_f32(const gguf_file *f, const char *key, float *out) {
     const gguf_kv *kv = gguf_find(f, key);
     if (!kv || (kv->type != GGUF_F32 && kv->type != GGUF_F64)) return false;
-    *out = (float)(kv->type == GGUF_F32 ? f32_at(kv->val) : f64_at(kv->val));
+    const double v = kv->type == GGUF_F32 ? f32_at(kv->val) : f64_at(kv->val);
+    if (v > 3.4028234663852886e38 || v < -3.4028234663852886e38) return false;   /* not a float (NaN passes) */
+    *out = (float)v;
     return true;
 }
 
@@ -580,6 +584,13 @@ double gguf_arr_num(const gguf_kv *kv, uint64_t i) {
     if (kv->arr_type == GGUF_BOOL) return p[0] != 0;
     int_value(kv->arr_type, p, &neg, &s, &u);
     return neg ? (double)s : (double)u;
+}
+
+bool gguf_arr_int(const gguf_kv *kv, uint64_t i, int64_t lo, int64_t hi, int64_t *out) {
+    const double v = gguf_arr_num(kv, i);   /* exact for every integer type up to 2^53, NaN stays NaN */
+    if (!(v >= (double)lo && v <= (double)hi) || v != (double)(int64_t)v) return false;
+    *out = (int64_t)v;
+    return true;
 }
 
 /* ---------------------------------------------------------------------------------------------------------

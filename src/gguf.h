@@ -59,6 +59,8 @@ int  gguf_open(const char *path, gguf_file **out, hearth_err *err);
 /* Same checks over a buffer the caller owns (kept alive while the gguf_file is used). */
 int  gguf_open_memory(const void *buf, uint64_t size, gguf_file **out, hearth_err *err);
 void gguf_close(gguf_file *f);
+/* True when f maps a file (gguf_open), false over a caller's buffer (gguf_open_memory). */
+bool gguf_mapped(const gguf_file *f);
 
 const gguf_kv *gguf_find(const gguf_file *f, const char *key);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
@@ -74,6 +76,9 @@ gguf_str gguf_arr_str(const gguf_kv *kv, uint64_t i);  /* O(i) for string arrays
 /* Fills out[0..arr_n) with the strings of a string array (caller allocates arr_n entries). */
 void gguf_arr_strs(const gguf_kv *kv, gguf_str *out);
 double gguf_arr_num(const gguf_kv *kv, uint64_t i);    /* numeric arrays, any element type */
+/* Element i as an integer in [lo, hi] (|lo|, |hi| <= 2^53); false for NaN, infinities, fractions or values
+ * outside the range: a float is never converted to an integer it cannot be. */
+bool gguf_arr_int(const gguf_kv *kv, uint64_t i, int64_t lo, int64_t hi, int64_t *out);
 /* Human-readable name of a value type. */
 const char *gguf_type_name(uint32_t t);
 
@@ -112,7 +117,6 @@ void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims, 
 typedef int (*gguf_fill_fn)(void *ctx, void *buf, uint64_t nbytes);
 void gguf_w_tensor_fill(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
                         uint64_t nbytes, gguf_fill_fn fill, void *ctx);
-/* Writes the file (creating or truncating path). On failure the file may be left partly written. */
 /* Writes the file atomically: a temp file beside path, renamed into place only when complete. */
 int  gguf_writer_write(gguf_writer *w, const char *path, hearth_err *err);
 /* Writes the file from offset 0 of an open descriptor (path only names it in messages). */

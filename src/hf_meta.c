@@ -86,8 +86,8 @@ void model_apply_generation_eog(hearth_model *m) {
     const gguf_kv *kv = m->gguf && m->vocab ? gguf_find(m->gguf, GEN_KEY "eos_token_ids") : NULL;
     if (!kv || kv->type != GGUF_ARR) return;
     for (uint64_t i = 0; i < kv->arr_n; i++) {
-        double id = gguf_arr_num(kv, i);
-        if (id >= 0 && id < vocab_size(m->vocab)) vocab_add_eog(m->vocab, (int32_t)id);
+        int64_t id;
+        if (gguf_arr_int(kv, i, 0, vocab_size(m->vocab) - 1, &id)) vocab_add_eog(m->vocab, (int32_t)id);
     }
 }
 

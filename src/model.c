@@ -63,10 +63,16 @@ int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, 
     if ((ne0 >= 0 && t->ne[0] != ne0) || (ne1 >= 0 && t->ne[1] != ne1))
         return herr(err, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name, (long long)t->ne[0],
                     (long long)t->ne[1], (long long)ne0, (long long)ne1);
+    const ht_traits *tr = ht_get_traits(t->type);
+    if (t->ne[2] != 1 || t->ne[3] != 1 || (ne1 == 1 && t->ne[1] != 1))
+        return herr(err, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected a %s", name, (long long)t->ne[0],
+                    (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], ne1 == 1 ? "vector" : "matrix");
+    if (ne1 != 1 && (!tr->vec_dot || t->ne[1] > (1 << 26)))   /* Q8_1 / Q8_K: activation formats, no kernel */
+        return herr(err, "tensor '%s': %s", name, !tr->vec_dot ? "its type holds activations, not weights (no kernel multiplies it)"
+                                                              : "too many rows");
     *dst = *t;
-    if (t->n_dims == 1 && t->type != HT_F32) {
-        /* norms and biases are used as float vectors: convert the (small) vector once */
-        const ht_traits *tr = ht_get_traits(t->type);
+    if (ne1 == 1 && t->type != HT_F32) {
+        /* norms and biases are used as float vectors: convert the (small) vector once, whatever its rank */
         float *f = malloc((size_t)t->ne[0] * sizeof(float));
         if (!f) return herr(err, "out of memory converting '%s'", name);
         tr->to_float(t->data, f, t->ne[0]);
@@ -87,29 +93,47 @@ int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *
     return model_bind(m, w, true, err, n, 1, "%s.weight", name) || model_bind(m, b, true, err, n, 1, "%s.bias", name) ? -1 : 0;
 }
 
+int model_meta_int(const hearth_model *m, const char *suffix, int lo, int hi, int def, int *out, hearth_err *err) {
+    char key[256];
+    const gguf_kv *kv = meta_key(m, suffix, key, sizeof key) ? gguf_find(m->gguf, key) : NULL;
+    if (!kv) { *out = def; return 0; }
+    int64_t v;
+    if (!gguf_get_i64(m->gguf, key, &v) || v < lo || v > hi)
+        return herr(err, "metadata %s is not an integer in %d..%d", key, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
 int model_common_hparams(hearth_model *m, hearth_err *err) {
     ht_hparams *hp = &m->hp;
-    uint32_t u;
+    uint32_t n_expert;
+    if (model_meta_u32(m, "expert_count", &n_expert) && n_expert > 0)   /* Mixtral: arch llama with experts */
+        return herr(err, "mixture-of-experts models (%s.expert_count = %u) are not supported yet", m->arch->name, n_expert);
     const char *need[] = { "embedding_length", "block_count", "attention.head_count" };
+    char key[256];
     for (int i = 0; i < 3; i++)
-        if (!model_meta_u32(m, need[i], &u) || u == 0 || u > (1u << 20))
-            return herr(err, "metadata %s.%s missing or out of range", m->arch->name, need[i]);
-    model_meta_u32(m, "embedding_length", &u); hp->n_embd = (int)u;
-    model_meta_u32(m, "block_count", &u); hp->n_layer = (int)u;
-    model_meta_u32(m, "attention.head_count", &u); hp->n_head = (int)u;
-    hp->n_head_kv = model_meta_u32(m, "attention.head_count_kv", &u) ? (int)u : hp->n_head;
-    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv)
+        if (!meta_key(m, need[i], key, sizeof key) || !gguf_find(m->gguf, key))
+            return herr(err, "metadata %s.%s missing", m->arch->name, need[i]);
+    /* every size bounded, and every product of them checked in 64 bits below, before any is used */
+    if (model_meta_int(m, "embedding_length", 1, 1 << 20, 0, &hp->n_embd, err) ||
+        model_meta_int(m, "block_count", 1, 1 << 16, 0, &hp->n_layer, err) ||
+        model_meta_int(m, "attention.head_count", 1, 1 << 16, 0, &hp->n_head, err) ||
+        model_meta_int(m, "attention.head_count_kv", 1, hp->n_head, hp->n_head, &hp->n_head_kv, err) ||
+        model_meta_int(m, "feed_forward_length", 1, 1 << 24, (int)HT_MIN(4ll * hp->n_embd, 1 << 24), &hp->n_ff, err) ||
+        model_meta_int(m, "context_length", 1, 1 << 30, 2048, &hp->n_ctx_train, err) ||
+        model_meta_int(m, "attention.key_length", 1, 4096, HT_MAX(hp->n_embd / hp->n_head, 1), &hp->head_dim, err) ||
+        model_meta_int(m, "attention.value_length", 1, 4096, hp->head_dim, &hp->head_dim_v, err))
+        return -1;
+    if (hp->n_head % hp->n_head_kv)
         return herr(err, "head_count_kv %d does not divide head_count %d", hp->n_head_kv, hp->n_head);
-    hp->n_ff = model_meta_u32(m, "feed_forward_length", &u) ? (int)u : 4 * hp->n_embd;
-    hp->n_ctx_train = model_meta_u32(m, "context_length", &u) ? (int)u : 2048;
-    hp->head_dim = model_meta_u32(m, "attention.key_length", &u) ? (int)u : hp->n_embd / hp->n_head;
-    hp->head_dim_v = model_meta_u32(m, "attention.value_length", &u) ? (int)u : hp->head_dim;
-    if (hp->head_dim <= 0 || hp->head_dim > 4096 || hp->head_dim_v <= 0 || hp->head_dim_v > 4096 || hp->n_ff > (1 << 24))
-        return herr(err, "implausible head or FFN size (head_dim %d, n_ff %d)", hp->head_dim, hp->n_ff);
+    if ((int64_t)hp->n_head * HT_MAX(hp->head_dim, hp->head_dim_v) > (1 << 24))
+        return herr(err, "implausible attention size: %d heads of %d", hp->n_head, HT_MAX(hp->head_dim, hp->head_dim_v));
     if (!model_meta_f32(m, "attention.layer_norm_rms_epsilon", &hp->norm_eps) &&
         !model_meta_f32(m, "attention.layer_norm_epsilon", &hp->norm_eps))
         hp->norm_eps = 1e-5f;
     if (!model_meta_f32(m, "rope.freq_base", &hp->rope_base)) hp->rope_base = 10000.0f;
+    if (!(hp->norm_eps >= 0 && hp->norm_eps < 1) || !(hp->rope_base > 0 && hp->rope_base < 1e30f))
+        return herr(err, "implausible norm epsilon %g or rope base %g", hp->norm_eps, hp->rope_base);
     if (!model_meta_f32(m, "rope.freq_base_swa", &hp->rope_base_swa)) hp->rope_base_swa = hp->rope_base;
     hp->rope_scale = 1.0f;
     float f;
@@ -120,9 +144,10 @@ int model_common_hparams(hearth_model *m, hearth_err *err) {
         if (gguf_get_str(m->gguf, key, &st) && st.n == 6 && !memcmp(st.p, "linear", 6)) hp->rope_scale = f;
     }
     hp->rope_scale_swa = hp->rope_scale;
-    hp->n_rot = model_meta_u32(m, "rope.dimension_count", &u) ? (int)u : hp->head_dim;
-    if (hp->n_rot > hp->head_dim || hp->n_rot % 2) return herr(err, "rope dimension %d invalid for head_dim %d", hp->n_rot, hp->head_dim);
-    if (model_meta_u32(m, "attention.sliding_window", &u)) hp->sliding_window = (int)u;
+    if (model_meta_int(m, "rope.dimension_count", 0, hp->head_dim, hp->head_dim, &hp->n_rot, err) ||
+        model_meta_int(m, "attention.sliding_window", 0, 1 << 30, 0, &hp->sliding_window, err))
+        return -1;
+    if (hp->n_rot % 2) return herr(err, "rope dimension %d invalid for head_dim %d", hp->n_rot, hp->head_dim);
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = 1.0f;
     hp->causal = true;
@@ -150,10 +175,8 @@ static int index_tensors(hearth_model *m, hearth_err *err) {
     return 0;
 }
 
-static int load_gguf(hearth_model *m, const char *path, hearth_err *err) {
-    if (gguf_open(path, &m->gguf, err)) return -1;
-    struct stat st;
-    if (!stat(path, &st)) m->file_bytes = (uint64_t)st.st_size;
+/* The model of an open GGUF (m->gguf). */
+static int load_from_gguf(hearth_model *m, hearth_err *err) {
     if (m->gguf->n_tensors == 0 && gguf_find(m->gguf, "tokenizer.ggml.model")) {
         /* a vocabulary-only GGUF (as llama.cpp ships them): a tokenizer, no weights */
         if (vocab_from_gguf(m->gguf, &m->vocab, err)) return -1;
@@ -165,6 +188,8 @@ static int load_gguf(hearth_model *m, const char *path, hearth_err *err) {
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)HT_MIN(arch.n, 63), arch.p);
     m->arch = ht_find_arch(name);
+    if (!m->arch && strstr(name, "moe"))
+        return herr(err, "mixture-of-experts architecture '%s' is not supported yet", name);
     if (!m->arch) return herr(err, "unsupported architecture '%s'", name);
     gguf_str gn;
     if (gguf_get_str(m->gguf, "general.name", &gn)) snprintf(m->name, sizeof m->name, "%.*s", (int)HT_MIN(gn.n, 127), gn.p);
@@ -176,6 +201,29 @@ static int load_gguf(hearth_model *m, const char *path, hearth_err *err) {
     if (vocab_from_gguf(m->gguf, &m->vocab, err)) return -1;
     if (vocab_size(m->vocab) < m->hp.n_vocab) return herr(err, "vocabulary has %d tokens, embeddings have %d", vocab_size(m->vocab), m->hp.n_vocab);
     model_apply_generation_eog(m);   /* EOG ids a hearth-written GGUF carries from generation_config.json */
+    return 0;
+}
+
+static int load_gguf(hearth_model *m, const char *path, hearth_err *err) {
+    if (gguf_open(path, &m->gguf, err)) return -1;
+    struct stat st;
+    if (!stat(path, &st)) m->file_bytes = (uint64_t)st.st_size;
+    return load_from_gguf(m, err);
+}
+
+int hearth_model_load_memory(const void *buf, size_t size, const char *name, hearth_model **out, hearth_err *err) {
+    *out = NULL;
+    quant_init();
+    hearth_model *m = calloc(1, sizeof *m);
+    if (!m) return herr(err, "out of memory");
+    m->path = strdup(name ? name : "(memory)");
+    m->file_bytes = size;
+    if (!m->path || gguf_open_memory(buf, size, &m->gguf, err) || load_from_gguf(m, err)) {
+        if (!m->path) herr(err, "out of memory");
+        hearth_model_free(m);
+        return -1;
+    }
+    *out = m;
     return 0;
 }
 
@@ -245,6 +293,11 @@ int model_need_vocab(const hearth_model *m, hearth_err *err) {
 }
 
 bool hearth_model_has_tokenizer(const hearth_model *m) { return m && m->vocab; }
+
+const char *hearth_kernels(void) {
+    quant_init();
+    return quant_backend();
+}
 
 /* ---- tokenizer entry points ---- */
 int hearth_tokenize(const hearth_model *m, const char *text, size_t len, bool add_bos, bool parse_special,

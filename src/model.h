@@ -121,6 +121,9 @@ int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, 
 /* Binds the vector pair "<prefix>.weight" and "<prefix>.bias" (a LayerNorm, both required), n floats each;
  * prefix is a printf format taking il (e.g. "blk.%d.attn_norm"), or a plain name. */
 int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *err, int64_t n, const char *prefix, int il);
+/* Integer metadata "<arch>.<suffix>" in [lo, hi] into *out (def when the key is absent); -1 with err set
+ * when present but not an integer in range. */
+int model_meta_int(const hearth_model *m, const char *suffix, int lo, int hi, int def, int *out, hearth_err *err);
 /* Reads the hyperparameters common to decoder families (n_embd, n_layer, heads, ff, context, eps, rope). */
 int model_common_hparams(hearth_model *m, hearth_err *err);
 /* 0 when the model has a tokenizer; otherwise -1 with a message naming the model and what it lacks. */

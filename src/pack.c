@@ -43,7 +43,7 @@ static void pack_job(void *arg, int ith, int nth) {
 
 /* The file's pages of [p, p + n) handed back (whole pages inside the range only). */
 static void release_mapped(const hearth_model *m, const void *p, size_t n) {
-    if (!m->gguf || !m->gguf->map || m->st) return;
+    if (!m->gguf || !gguf_mapped(m->gguf) || m->st) return;   /* only pages of a mapped file come back */
     const uint8_t *base = m->gguf->map, *q = p;
     if (q < base || q + n > base + m->gguf->size) return;   /* not in the file mapping */
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +31,7 @@ typedef struct {
     size_t max_body;
     atomic_int *stop;
     atomic_bool running;    /* past startup: libmicrohttpd's own messages (a client gone, ...) are dropped */
+    char start_msg[160];    /* before: its first message (a busy port, ...), for the one error line */
 } server;
 
 enum { R_HEALTH, R_MODELS, R_CHAT, R_COMPLETION, R_EMBED, R_UNKNOWN };
@@ -39,6 +42,7 @@ typedef struct {
     int route, fd, status;
     char *body; size_t n, cap;
     bool too_big;
+    bool bad_framing;         /* several Content-Length headers, or one with Transfer-Encoding: refused (400) */
     double t0;
     api_req req;
     srv_task *task;
@@ -59,6 +63,17 @@ static int route_of(const char *url) {
     return R_UNKNOWN;
 }
 
+/* Request smuggling behind a proxy starts with a body length two parties read differently. */
+typedef struct { int n_cl; bool te; } framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind, (void)value;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) f->n_cl++;
+    else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) f->te = true;
+    return MHD_YES;
+}
+
 static conn *conn_new(server *s, struct MHD_Connection *mc, const char *url, const char *method) {
     conn *c = calloc(1, sizeof *c);
     if (!c) return NULL;
@@ -68,6 +83,9 @@ static conn *conn_new(server *s, struct MHD_Connection *mc, const char *url, con
     for (char *q = c->url; *q; q++) if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';   /* one clean log line */
     c->route = route_of(url);
     c->t0 = srv_now_ms();
+    framing f = { 0, false };
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, count_framing, &f);
+    c->bad_framing = f.n_cl > 1 || (f.n_cl && f.te);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
     c->fd = ci ? ci->connect_fd : -1;
     return c;
@@ -82,6 +100,7 @@ static enum MHD_Result reply(conn *c, struct MHD_Connection *mc, int status, cha
     if (!r) { free(body); return MHD_NO; }
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (c->bad_framing) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");   /* nothing after it is read */
     enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
     MHD_destroy_response(r);
     return rc;
@@ -243,10 +262,12 @@ static bool authorized(const server *s, struct MHD_Connection *mc) {
 
 static enum MHD_Result dispatch(conn *c, struct MHD_Connection *mc) {
     bool get = !strcmp(c->method, "GET"), post = !strcmp(c->method, "POST");
+    if (c->bad_framing) return reply_error(c, mc, 400, "conflicting Content-Length / Transfer-Encoding headers");
+    /* the key first: without it, nothing (not even which paths exist) is told but /health */
+    if (c->route != R_HEALTH && !authorized(c->s, mc)) return reply_error(c, mc, 401, "invalid API key");
     if (c->route == R_UNKNOWN) return reply_error(c, mc, 404, "not found");
     bool want_get = c->route == R_HEALTH || c->route == R_MODELS;
     if (want_get ? !get : !post) return reply_error(c, mc, 405, want_get ? "use GET" : "use POST");
-    if (c->route != R_HEALTH && !authorized(c->s, mc)) return reply_error(c, mc, 401, "invalid API key");
     if (c->too_big) return reply_error(c, mc, 413, "request body too large");
     if (c->route == R_HEALTH) return reply(c, mc, 200, api_health(&c->s->api));
     if (c->route == R_MODELS) return reply(c, mc, 200, api_models(&c->s->api));
@@ -311,29 +332,43 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
 
 /* ---- daemon ---- */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
-    const server *s = cls;
-    if (s->running) return;   /* per-connection trouble is already in the request's log line */
-    fputs("libmicrohttpd: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    server *s = cls;
+    if (s->running || s->start_msg[0]) return;   /* per-connection trouble is already in the request's log line */
+    vsnprintf(s->start_msg, sizeof s->start_msg, fmt, ap);
+    for (char *q = s->start_msg; *q; q++) if (*q == '\n') *q = ' ';
 }
 
+/* Idle and slow clients: a connection that sends nothing for SRV_IDLE_TIMEOUT_S (between requests, or in
+ * the middle of its headers) is closed; a connection is a thread with a small stack, so thousands of idle
+ * or slowloris connections leave room for real clients (the open-file limit is raised to match). A request
+ * that is being answered is not idle: generation runs inside the connection's callbacks. */
+#define SRV_IDLE_TIMEOUT_S 10
+#define SRV_MAX_CONNECTIONS 4000
+#define SRV_THREAD_STACK (512 * 1024)
+
 static struct MHD_Daemon *start_daemon(server *s, hearth_err *err) {
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     const server_params *p = s->p;
     const char *host = p->host ? p->host : "127.0.0.1";
     struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_port = htons((uint16_t)p->port) };
     struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)p->port) };
     const struct sockaddr *sa = (const struct sockaddr *)&a4;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG;   /* poll: no FD_SETSIZE cap */
     if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1) { sa = (const struct sockaddr *)&a6; flags |= MHD_USE_IPv6; }
     else if (inet_pton(AF_INET, host, &a4.sin_addr) != 1) { herr(err, "bad --host '%s' (an IPv4 or IPv6 address)", host); return NULL; }
     struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_request, s,
                                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                                             MHD_OPTION_SOCK_ADDR, sa,
                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
-                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
+                                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_IDLE_TIMEOUT_S,
+                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_CONNECTIONS,
+                                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)SRV_THREAD_STACK,
                                             MHD_OPTION_END);
-    if (!d) herr(err, "cannot listen on %s port %d: %s", host, p->port, errno ? strerror(errno) : "failed");
+    if (!d) herr(err, "cannot listen on %s port %d: %s", host, p->port, s->start_msg[0] ? s->start_msg : errno ? strerror(errno) : "failed");
     return d;
 }
 

@@ -251,10 +251,19 @@ int api_parse(const srv_api *a, api_kind kind, const char *body, size_t n, api_r
     make_id(r, kind == API_CHAT ? "chatcmpl-" : kind == API_COMPLETION ? "cmpl-" : "embd-");
     hearth_err err = { "" };
     *status = 400;
-    cJSON *o = cJSON_ParseWithLength(body, n);
+    /* strict: the whole body is one JSON value in valid UTF-8, with nothing but whitespace after it */
+    const char *end = NULL;
+    const bool nul = memchr(body, 0, n) != NULL, utf8 = ht_utf8_valid(body, n);
+    cJSON *o = nul || !utf8 ? NULL : cJSON_ParseWithLengthOpts(body, n, &end, false);
+    while (o && end < body + n && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    const bool trailing = o && end != body + n;
+    if (trailing) { cJSON_Delete(o); o = NULL; }
     srv_task *t = o ? task_new(kind == API_EMBED ? TASK_EMBED : TASK_GENERATE) : NULL;
     int rc = -1;
-    if (!o) herr(&err, "the request body is not valid JSON");
+    if (nul) herr(&err, "the request body contains a NUL byte");
+    else if (!utf8) herr(&err, "the request body is not valid UTF-8");
+    else if (trailing) herr(&err, "the request body has data after its JSON value");
+    else if (!o) herr(&err, "the request body is not valid JSON");
     else if (!cJSON_IsObject(o)) herr(&err, "the request body must be a JSON object");
     else if (!t) { herr(&err, "out of memory"); *status = 500; }
     else {

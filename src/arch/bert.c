@@ -21,9 +21,9 @@ static int bert_hparams(hearth_model *m, hearth_err *err) {
     snprintf(key, sizeof key, "%s.attention.causal", m->arch->name);
     if (gguf_get_bool(m->gguf, key, &causal) && causal) return herr(err, "causal BERT models are not supported");
     hp->causal = false;
-    hp->pooling = model_meta_u32(m, "pooling_type", &u) ? (int)u : POOL_NONE;
+    if (model_meta_int(m, "pooling_type", 0, 1 << 16, POOL_NONE, &hp->pooling, err)) return -1;
     if (hp->pooling > POOL_LAST) return herr(err, "unsupported pooling type %d (none, mean, cls or last)", hp->pooling);
-    hp->n_token_types = gguf_get_u32(m->gguf, "tokenizer.ggml.token_type_count", &u) ? (int)u : 0;
+    hp->n_token_types = gguf_get_u32(m->gguf, "tokenizer.ggml.token_type_count", &u) && u <= (1u << 16) ? (int)u : 0;
     hp->logits = false;   /* unless bert_bind finds a masked-LM head */
     return 0;
 }

@@ -14,10 +14,10 @@
 static int gemma3_hparams(hearth_model *m, hearth_err *err) {
     if (model_common_hparams(m, err)) return -1;
     ht_hparams *hp = &m->hp;
-    uint32_t u;
     float f;
     hp->rope_type = ROPE_NEOX;
-    hp->swa_period = model_meta_u32(m, "attention.sliding_window_pattern", &u) && u > 0 ? (int)u : GEMMA3_SWA_PERIOD;
+    if (model_meta_int(m, "attention.sliding_window_pattern", 0, 1 << 16, GEMMA3_SWA_PERIOD, &hp->swa_period, err)) return -1;
+    if (hp->swa_period == 0) hp->swa_period = GEMMA3_SWA_PERIOD;
     if (!model_meta_f32(m, "rope.freq_base_swa", &hp->rope_base_swa)) hp->rope_base_swa = GEMMA3_SWA_ROPE_BASE;
     hp->rope_scale_swa = 1.0f;
     if (model_meta_f32(m, "attention.scale", &f) && f > 0) hp->attn_scale = f;

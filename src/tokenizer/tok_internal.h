@@ -43,26 +43,6 @@ static inline uint64_t pair_hash(uint64_t x) {   /* splitmix64 finalizer */
 }
 
 /* ---- UTF-8 ---- */
-/* Length of the valid UTF-8 character at s (n bytes available), or 0 if the bytes there are not one. */
-static inline int utf8_valid_len(const uint8_t *s, size_t n) {
-    uint8_t c = s[0];
-    if (c < 0x80) return 1;
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
-    if (c < 0xF0) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && s[1] < 0xA0) return 0;          /* overlong */
-        if (c == 0xED && s[1] >= 0xA0) return 0;         /* surrogate */
-        return 3;
-    }
-    if (c < 0xF5) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
-        if (c == 0xF0 && s[1] < 0x90) return 0;
-        if (c == 0xF4 && s[1] >= 0x90) return 0;
-        return 4;
-    }
-    return 0;
-}
 /* Decodes one character: returns its byte length (>= 1) and the code point, or 0xFFFD for an invalid byte. */
 static inline int utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
     int l = utf8_valid_len(s, n);

@@ -322,14 +322,17 @@ int vocab_from_gguf(const gguf_file *f, ht_vocab **out, hearth_err *err) {
     if (sc && sc->type == GGUF_ARR && sc->arr_n >= (uint64_t)n) {
         if (sc->arr_type == GGUF_F32) memcpy(v->score, sc->arr_data, (size_t)n * sizeof(float));
         else if (sc->arr_type == GGUF_I32 || sc->arr_type == GGUF_F64 || sc->arr_type == GGUF_I64)
-            for (int i = 0; i < n; i++) v->score[i] = (float)gguf_arr_num(sc, (uint64_t)i);
+            for (int i = 0; i < n; i++) {   /* a double beyond float's range would be undefined to convert */
+                const double x = gguf_arr_num(sc, (uint64_t)i);
+                v->score[i] = x != x ? 0.0f : (float)(x > 3e38 ? 3e38 : x < -3e38 ? -3e38 : x);
+            }
     }
     const gguf_kv *ty = gguf_find(f, "tokenizer.ggml.token_type");
     if (ty && ty->type == GGUF_ARR && ty->arr_n >= (uint64_t)n && ty->arr_type != GGUF_STR && ty->arr_type != GGUF_ARR) {
         for (int i = 0; i < n; i++) {
             int64_t t;
             if (ty->arr_type == GGUF_I32) { int32_t x; memcpy(&x, ty->arr_data + 4 * (size_t)i, 4); t = x; }
-            else t = (int64_t)gguf_arr_num(ty, (uint64_t)i);
+            else if (!gguf_arr_int(ty, (uint64_t)i, INT32_MIN, INT32_MAX, &t)) t = TT_NORMAL;
             v->type[i] = (t >= TT_NORMAL && t <= TT_BYTE) ? (uint8_t)t : TT_NORMAL;
         }
     }
