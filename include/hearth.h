@@ -10,6 +10,13 @@
 #ifndef HEARTH_H
 #define HEARTH_H
 
+/* Every function of the API, and nothing else, is exported from the shared library (libhearth.so). */
+#if defined(__GNUC__)
+#define HEARTH_API __attribute__((visibility("default")))
+#else
+#define HEARTH_API
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,13 +31,16 @@ typedef struct hearth_ctx hearth_ctx;
 typedef struct { char msg[512]; } hearth_err;
 
 /* ---- model ---- */
-int  hearth_model_load(const char *path, hearth_model **out, hearth_err *err);
-void hearth_model_free(hearth_model *m);
+HEARTH_API int  hearth_model_load(const char *path, hearth_model **out, hearth_err *err);
+/* Loads a GGUF image held in memory (buf must stay valid and unchanged until hearth_model_free); name is
+ * what messages call it. Weights are used in place, as from a mapped file. */
+HEARTH_API int  hearth_model_load_memory(const void *buf, size_t size, const char *name, hearth_model **out, hearth_err *err);
+HEARTH_API void hearth_model_free(hearth_model *m);
 /* Loads only a tokenizer, no weights: a tokenizer.json file, a directory holding tokenizer.json or vocab.txt
  * (with its tokenizer_config.json), or a GGUF's tokenizer.ggml.* metadata. The result works with the tokenizer
  * functions (hearth_tokenize, hearth_token_piece, BOS/EOS/EOG), hearth_model_meta_str, hearth_model_get_info
  * (arch "none", n_vocab set) and hearth_model_free; hearth_ctx_new refuses it. */
-int  hearth_tokenizer_load(const char *path, hearth_model **out, hearth_err *err);
+HEARTH_API int  hearth_tokenizer_load(const char *path, hearth_model **out, hearth_err *err);
 
 typedef struct {
     const char *arch;          /* "llama", "qwen2", ... */
@@ -41,32 +51,35 @@ typedef struct {
     uint64_t weight_bytes;     /* bytes of tensor data */
     uint64_t file_bytes;
 } hearth_model_info;
-void hearth_model_get_info(const hearth_model *m, hearth_model_info *out);
+HEARTH_API void hearth_model_get_info(const hearth_model *m, hearth_model_info *out);
 /* A string metadata value, e.g. "tokenizer.chat_template" (the model's Jinja chat template) or "general.name":
  * copies it NUL-terminated into buf (at most cap - 1 bytes; buf may be NULL when cap is 0) and returns its full
  * length, or -1 if the key is missing or not a string. */
-int hearth_model_meta_str(const hearth_model *m, const char *key, char *buf, size_t cap);
+HEARTH_API int hearth_model_meta_str(const hearth_model *m, const char *key, char *buf, size_t cap);
+
+/* The CPU kernel set in use: "avx512vnni", "avx512", "avx2", "neon" or "scalar". */
+HEARTH_API const char *hearth_kernels(void);
 
 /* ---- tokenizer ---- */
 /* False for a model loaded without tokenizer data (it then evaluates token ids only). */
-bool hearth_model_has_tokenizer(const hearth_model *m);
+HEARTH_API bool hearth_model_has_tokenizer(const hearth_model *m);
 /* Tokenize text into out (capacity cap). Returns the number of tokens, or -1 on error. If the result would
  * not fit, returns the needed count without writing past cap; call again with a larger buffer. */
-int hearth_tokenize(const hearth_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
+HEARTH_API int hearth_tokenize(const hearth_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
                     hearth_token *out, int cap, hearth_err *err);
 /* The bytes a token stands for when detokenized (may be part of a UTF-8 character). Returns the byte
  * count (possibly > cap, in which case nothing past cap is written). */
-int hearth_token_piece(const hearth_model *m, hearth_token t, char *buf, int cap);
-hearth_token hearth_token_bos(const hearth_model *m);   /* -1 if none */
-hearth_token hearth_token_eos(const hearth_model *m);
-bool hearth_token_is_eog(const hearth_model *m, hearth_token t);  /* end of generation (EOS, EOT, ...) */
+HEARTH_API int hearth_token_piece(const hearth_model *m, hearth_token t, char *buf, int cap);
+HEARTH_API hearth_token hearth_token_bos(const hearth_model *m);   /* -1 if none */
+HEARTH_API hearth_token hearth_token_eos(const hearth_model *m);
+HEARTH_API bool hearth_token_is_eog(const hearth_model *m, hearth_token t);  /* end of generation (EOS, EOT, ...) */
 
 /* Streaming detokenizer: feeds token pieces and emits only whole UTF-8 characters. */
 typedef struct { char pend[8]; int n_pend; } hearth_detok;
 /* Appends the printable bytes for token t to buf (cap >= 64 + longest piece); returns the count. */
-int hearth_detok_push(const hearth_model *m, hearth_detok *d, hearth_token t, char *buf, int cap);
+HEARTH_API int hearth_detok_push(const hearth_model *m, hearth_detok *d, hearth_token t, char *buf, int cap);
 /* Flushes bytes still held (an incomplete character at end of stream, emitted as-is). */
-int hearth_detok_flush(hearth_detok *d, char *buf, int cap);
+HEARTH_API int hearth_detok_flush(hearth_detok *d, char *buf, int cap);
 
 /* ---- context: KV cache, scratch, threads ---- */
 typedef enum { HEARTH_CACHE_F32 = 0, HEARTH_CACHE_F16 = 1, HEARTH_CACHE_Q8_0 = 8 } hearth_cache_type;
@@ -77,11 +90,11 @@ typedef struct {
     int n_threads;      /* 0 = all cores */
     hearth_cache_type cache_type;   /* KV cache: F16 (default), F32, or Q8_0 (head sizes must be multiples of 32) */
 } hearth_ctx_params;
-hearth_ctx_params hearth_ctx_default_params(void);
-int  hearth_ctx_new(hearth_model *m, const hearth_ctx_params *p, hearth_ctx **out, hearth_err *err);
-void hearth_ctx_free(hearth_ctx *c);
-int  hearth_ctx_n_ctx(const hearth_ctx *c);
-hearth_model *hearth_ctx_model(const hearth_ctx *c);
+HEARTH_API hearth_ctx_params hearth_ctx_default_params(void);
+HEARTH_API int  hearth_ctx_new(hearth_model *m, const hearth_ctx_params *p, hearth_ctx **out, hearth_err *err);
+HEARTH_API void hearth_ctx_free(hearth_ctx *c);
+HEARTH_API int  hearth_ctx_n_ctx(const hearth_ctx *c);
+HEARTH_API hearth_model *hearth_ctx_model(const hearth_ctx *c);
 
 /* A batch: n tokens, each with its position and sequence; logits are produced for rows with want_logits
  * set (NULL = last row only). Sequence s must be filled in order: pos of a new token = tokens already
@@ -93,24 +106,24 @@ typedef struct {
     const int32_t *seq;        /* NULL = all sequence 0 */
     const int8_t *want_logits; /* NULL = last row only */
 } hearth_batch;
-int hearth_decode(hearth_ctx *c, const hearth_batch *b, hearth_err *err);
+HEARTH_API int hearth_decode(hearth_ctx *c, const hearth_batch *b, hearth_err *err);
 /* Logits of batch row i of the last decode (n_vocab floats), or NULL if that row had none. */
-const float *hearth_logits(const hearth_ctx *c, int i);
+HEARTH_API const float *hearth_logits(const hearth_ctx *c, int i);
 /* Encoder / embedding output: hidden state of row i of the last decode (n_embd floats). */
-const float *hearth_hidden(const hearth_ctx *c, int i);
-int  hearth_seq_len(const hearth_ctx *c, int seq);
+HEARTH_API const float *hearth_hidden(const hearth_ctx *c, int i);
+HEARTH_API int  hearth_seq_len(const hearth_ctx *c, int seq);
 /* Forget cached positions >= pos of sequence seq (pos 0 clears it). A model with sliding-window layers
  * keeps only the last window + n_batch positions of those layers: going back more than n_batch tokens
  * clears the sequence instead (hearth_seq_len tells). */
-void hearth_seq_truncate(hearth_ctx *c, int seq, int pos);
+HEARTH_API void hearth_seq_truncate(hearth_ctx *c, int seq, int pos);
 
 /* Embedding of a token sequence: clears sequence 0, evaluates the n tokens on it and pools the final hidden
  * states as the model says: encoders by their pooling type (mean, CLS = first token, last token, or none);
  * decoders by the mean of the last hidden state (after the final norm). Writes n_embd floats to out, or with
  * pooling none one row per token (n * n_embd floats). Returns the number of rows written, -1 on error. */
-int hearth_embed(hearth_ctx *c, const hearth_token *tokens, int n, float *out, hearth_err *err);
+HEARTH_API int hearth_embed(hearth_ctx *c, const hearth_token *tokens, int n, float *out, hearth_err *err);
 /* Rows hearth_embed writes for n tokens: 1, or n when the model's pooling is none. */
-int hearth_embed_rows(const hearth_ctx *c, int n);
+HEARTH_API int hearth_embed_rows(const hearth_ctx *c, int n);
 
 /* ---- sampling ---- */
 /* The sampler chain. hearth_sample runs these stages, in this order, over the n_vocab logits of one row:
@@ -148,46 +161,46 @@ typedef struct {
     uint64_t seed;           /* PRNG seed for random picks */
 } hearth_sampler_params;
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64, seed 0, every other stage off. */
-hearth_sampler_params hearth_sampler_default_params(void);
+HEARTH_API hearth_sampler_params hearth_sampler_default_params(void);
 /* The model's own sampling defaults: hearth_sampler_default_params() with what the model declares laid over it
  * (a Hugging Face directory's generation_config.json: temperature, top_p, top_k, min_p, typical_p,
  * repetition_penalty; do_sample false = greedy), kept as hearth.generation.* metadata so a GGUF written by
  * hearth quantize has them too. The CLI starts from these and applies the user's flags on top. */
-hearth_sampler_params hearth_model_sampler_defaults(const hearth_model *m);
+HEARTH_API hearth_sampler_params hearth_model_sampler_defaults(const hearth_model *m);
 typedef struct hearth_sampler hearth_sampler;
 /* NULL if n_vocab <= 0 or out of memory. p == NULL means the defaults. Buffers for n_vocab candidates are
  * allocated here once. */
-hearth_sampler *hearth_sampler_new(const hearth_sampler_params *p, int n_vocab);
-void hearth_sampler_free(hearth_sampler *s);
+HEARTH_API hearth_sampler *hearth_sampler_new(const hearth_sampler_params *p, int n_vocab);
+HEARTH_API void hearth_sampler_free(hearth_sampler *s);
 /* Picks a token from logits (n_vocab floats); `history` (the tokens so far, may be NULL) feeds the penalties.
  * Returns -1 if every token is masked out. */
-hearth_token hearth_sample(hearth_sampler *s, const float *logits, const hearth_token *history, int n_history);
+HEARTH_API hearth_token hearth_sample(hearth_sampler *s, const float *logits, const hearth_token *history, int n_history);
 /* Tells the sampler a token was accepted; it calls the accept hook, if any. Call it once per generated token
  * (not for prompt tokens). */
-void hearth_sampler_accept(hearth_sampler *s, hearth_token t);
+HEARTH_API void hearth_sampler_accept(hearth_sampler *s, hearth_token t);
 /* Runs stages 1-8 (not the pick) and writes the survivors, most probable first (ties: lower id), with their
  * probabilities normalized over all survivors, into ids/probs (at most cap entries). Returns the number of
  * survivors (may exceed cap), or -1 on bad arguments. With temperature <= 0 the probabilities are those at
  * temperature 1. For tests and diagnostics: it sorts the returned prefix. */
-int hearth_sampler_candidates(hearth_sampler *s, const float *logits, const hearth_token *history, int n_history,
+HEARTH_API int hearth_sampler_candidates(hearth_sampler *s, const float *logits, const hearth_token *history, int n_history,
                               hearth_token *ids, float *probs, int cap);
 
 /* Stage 1: sets token id's logit bias (replacing an earlier one; 0 clears, -INFINITY bans the token).
  * Returns -1 if id is out of range or bias is NaN or +inf. */
-int hearth_sampler_set_bias(hearth_sampler *s, hearth_token id, float bias);
+HEARTH_API int hearth_sampler_set_bias(hearth_sampler *s, hearth_token id, float bias);
 /* Adds `bias` to every token whose piece contains `needle` (byte-wise, case-sensitive), e.g. the CLI's
  * "--bias-text bard=+3". pieces[id] is token id's text (NUL-terminated, NULL = skip), n_vocab of them.
  * Returns the number of tokens biased, or -1 on bad arguments (empty needle, NaN or +inf bias). */
-int hearth_sampler_bias_text(hearth_sampler *s, const char *const *pieces, int n_vocab, const char *needle,
+HEARTH_API int hearth_sampler_bias_text(hearth_sampler *s, const char *const *pieces, int n_vocab, const char *needle,
                              float bias);
 
 /* Stage 2: a token is a candidate only if allow(user, t) returns true. NULL removes the callback. The callback
  * is called for every token not already masked, once per hearth_sample. */
 typedef bool (*hearth_allow_fn)(void *user, hearth_token t);
-void hearth_sampler_set_allow(hearth_sampler *s, hearth_allow_fn allow, void *user);
+HEARTH_API void hearth_sampler_set_allow(hearth_sampler *s, hearth_allow_fn allow, void *user);
 /* Called by hearth_sampler_accept with each accepted token, so a stateful allow callback can follow the text. */
 typedef void (*hearth_accept_fn)(void *user, hearth_token t);
-void hearth_sampler_set_accept_hook(hearth_sampler *s, hearth_accept_fn on_accept, void *user);
+HEARTH_API void hearth_sampler_set_accept_hook(hearth_sampler *s, hearth_accept_fn on_accept, void *user);
 
 /* The "only words starting with these letters" constraint (the CLI's --only-words-starting BW).
  * Words are runs of word characters: ASCII letters and digits and every byte >= 0x80 (UTF-8 text); an
@@ -198,9 +211,9 @@ void hearth_sampler_set_accept_hook(hearth_sampler *s, hearth_accept_fn on_accep
  * text that ends inside a word (in_word) or not: a piece continuing the current word is free, each word it
  * starts must be allowed, pieces of only spaces and punctuation are allowed. The reply's first word is a new
  * word (start with in_word = false). */
-bool hearth_words_starting_allow(const char *letters, bool in_word, const char *piece);
+HEARTH_API bool hearth_words_starting_allow(const char *letters, bool in_word, const char *piece);
 /* Whether text that ended inside a word (in_word) still ends inside a word after `text` is appended. */
-bool hearth_words_ends_in_word(bool in_word, const char *text);
+HEARTH_API bool hearth_words_ends_in_word(bool in_word, const char *text);
 /* The constraint as sampler callbacks. The CLI wires it as:
  *   hearth_words_constraint wc; hearth_words_constraint_init(&wc, "BW", pieces, n_vocab);
  *   hearth_sampler_set_allow(s, hearth_words_constraint_allow, &wc);
@@ -215,16 +228,16 @@ typedef struct {
     int n_vocab;
     bool in_word;                 /* the reply so far ends inside a word */
 } hearth_words_constraint;
-void hearth_words_constraint_init(hearth_words_constraint *wc, const char *letters, const char *const *pieces,
+HEARTH_API void hearth_words_constraint_init(hearth_words_constraint *wc, const char *letters, const char *const *pieces,
                                   int n_vocab);
-bool hearth_words_constraint_allow(void *wc, hearth_token t);   /* a hearth_allow_fn */
-void hearth_words_constraint_accept(void *wc, hearth_token t);  /* a hearth_accept_fn */
+HEARTH_API bool hearth_words_constraint_allow(void *wc, hearth_token t);   /* a hearth_allow_fn */
+HEARTH_API void hearth_words_constraint_accept(void *wc, hearth_token t);  /* a hearth_accept_fn */
 
 /* Log-probabilities: log-softmax of the raw logits (n_vocab floats; NaN counts as -inf). Writes the chosen
  * token's log-probability to *chosen_logprob (if not NULL) and the top_k most likely tokens, most likely first
  * (ties: lower id), to top_ids/top_logprobs. Returns the number of top entries written (min(top_k, n_vocab)),
  * or -1 on bad arguments or if no logit is finite (all -inf/NaN, or one is +inf). Allocates nothing. */
-int hearth_logprobs(const float *logits, int n_vocab, hearth_token chosen, int top_k, float *chosen_logprob,
+HEARTH_API int hearth_logprobs(const float *logits, int n_vocab, hearth_token chosen, int top_k, float *chosen_logprob,
                     hearth_token *top_ids, float *top_logprobs);
 
 #ifdef __cplusplus

@@ -60,5 +60,30 @@ check "bench --cache-type q8_0 names it and its KV is 17/32 of f16's ($kv8 vs $k
     'awk -v a="$kv8" -v b="$kv16" "BEGIN { exit !(a > 0 && b > 0 && a / b > 0.52 && a / b < 0.54) }"'
 check "bench table keeps its columns with q8_0" '[[ $(printf "%s\n" "$b8" | grep -c "^| llama .* | *pp16 |") -eq 1 ]]'
 
+# the newcomer's paper cuts
+check "--version" '[[ $("$HEARTH" --version) == "hearth "[0-9]*.[0-9]*.[0-9]*" (kernels: "* ]]'
+check "help CMD is CMD --help" '[[ "$("$HEARTH" help run)" == "$("$HEARTH" run --help)" ]]'
+check "help of an unknown command" 'one_error_line "$HEARTH" help frobnicate'
+p1=$("$HEARTH" run -p "Once upon a time" -n 16 --seed 3 2>/dev/null)
+echo -n "Once upon a time" > "$tmp/prompt.txt"
+p2=$("$HEARTH" run -f "$tmp/prompt.txt" -n 16 --seed 3 2>/dev/null)
+p3=$(printf "Once upon a time" | "$HEARTH" run -n 16 --seed 3 2>/dev/null)
+check "run -f FILE reads the prompt" '[[ -n $p1 && "$p1" == "$p2" ]]'
+check "run reads a piped prompt" '[[ "$p1" == "$p3" ]]'
+check "-p and -f together refused" 'one_error_line "$HEARTH" run -p x -f "$tmp/prompt.txt"'
+stats=$("$HEARTH" run -n 4 --seed -1 2>&1 >/dev/null </dev/null)
+check "--seed -1 picks a seed the stats line prints" '[[ $stats == *"seed "[0-9]* ]]'
+for f in --top-p --min-p --typical-p; do
+    check "$f 1.5 refused" 'one_error_line "$HEARTH" run $f 1.5 && [[ $LAST_ERR == *"0 to 1"* ]]'
+    check "$f -0.1 refused" 'one_error_line "$HEARTH" run $f -0.1'
+done
+warn=$("$HEARTH" run -n 1 -c 4096 --seed 1 2>&1 >/dev/null </dev/null)
+check "-c past the trained context warns" '[[ $warn == *"warning: -c 4096 is beyond the"* ]]'
+"$HEARTH" serve --host 127.0.0.1 --port 0 2>"$tmp/serve.log" &
+spid=$!
+for _ in $(seq 100); do port=$(grep -o "127.0.0.1:[0-9]*" "$tmp/serve.log" | head -1 | cut -d: -f2); [[ -n $port ]] && break; sleep 0.05; done
+check "a busy port: one error line" 'one_error_line "$HEARTH" serve --host 127.0.0.1 --port "$port" && [[ $LAST_ERR == *"port $port"* ]]'
+kill $spid; wait $spid 2>/dev/null
+
 [[ $fail -eq 0 ]] && echo "all CLI checks passed"
 exit $fail

@@ -22,7 +22,11 @@ int cmd_quantize(int argc, char **argv);
 int cmd_fill_mask(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
-const char *cli_default_model(void);          /* the embedded stories260K.gguf */
+/* The name -m defaults to: the embedded stories260K.gguf (cli_load_model loads it from memory). */
+const char *cli_default_model(void);
+const void *cli_default_model_data(size_t *size);   /* default_model.c */
+/* hearth_model_load, or the embedded model for cli_default_model()'s name. */
+int cli_model_load(const char *path, hearth_model **m, hearth_err *err);
 /* Parses an integer / float flag value; on failure prints "error: bad value for FLAG: VAL" and returns false. */
 bool cli_int(const char *flag, const char *val, long lo, long hi, long *out);
 bool cli_float(const char *flag, const char *val, double *out);

@@ -10,21 +10,15 @@
 #include "cli.h"
 #include "common.h"
 
-const char *cli_default_model(void) {
-    /* Next to the binary first (build/hearth -> ../models), then the source tree the binary was built from. */
-    static char path[PATH_MAX];
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(path, sizeof path, "%.*s/../models/stories260K.gguf", (int)(sizeof path - 32), exe);
-            if (access(path, R_OK) == 0) return path;
-        }
-    }
-    return HEARTH_DEFAULT_MODEL;
+#define EMBEDDED_NAME "stories260K (embedded)"
+
+const char *cli_default_model(void) { return EMBEDDED_NAME; }
+
+int cli_model_load(const char *path, hearth_model **m, hearth_err *err) {
+    if (strcmp(path, EMBEDDED_NAME)) return hearth_model_load(path, m, err);
+    size_t n;
+    const void *p = cli_default_model_data(&n);
+    return hearth_model_load_memory(p, n, EMBEDDED_NAME, m, err);
 }
 
 int cli_fail(const char *fmt, ...) {
@@ -75,7 +69,7 @@ bool cli_cache_type(const char *flag, const char *val, hearth_cache_type *out) {
 hearth_model *cli_load_model(const char *path) {
     hearth_err err;
     hearth_model *m;
-    if (hearth_model_load(path, &m, &err)) {
+    if (cli_model_load(path, &m, &err)) {
         cli_fail("%s: %s", path, err.msg);
         return NULL;
     }

@@ -19,7 +19,7 @@
 
 typedef struct {
     const char *path;
-    long threads, n_prompt, n_gen, reps, n_ctx;
+    long threads, n_prompt, n_gen, reps, n_ctx, depth;
     bool bandwidth;
     hearth_cache_type cache_type;
 } bench_args;
@@ -33,10 +33,11 @@ static double now_ms(void) {
 }
 
 static void bench_usage(void) {
-    printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-c CTX] [--cache-type T] [--no-bw]\n"
+    printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-d DEPTH] [-c CTX] [--cache-type T] [--no-bw]\n"
            "                    [--cpu avx512vnni|avx512|avx2|neon|scalar]\n"
            "Prints llama-bench's table (pp: one batch of N_PROMPT tokens from an empty cache; tg: N_GEN tokens one at\n"
-           "a time from an empty cache; t/s as mean ± sd over REPS runs after a warm-up), then load time, resident\n"
+           "a time from an empty cache, or with -d DEPTH tokens already in it, as llama-bench -d; t/s as mean ± sd\n"
+           "over REPS runs after a warm-up), then load time, resident\n"
            "memory, and decode speed against the limit the measured read bandwidth sets (--no-bw skips it).\n"
            "Defaults: -t all cores, -p 512, -n 128, -r 3, -c max(2048, p + n). --cache-type: the KV cache's type,\n"
            "f16 (default), f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32);\n"
@@ -45,7 +46,7 @@ static void bench_usage(void) {
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){ NULL, 0, 512, 128, 3, 0, true, HEARTH_CACHE_F16 };
+    *a = (bench_args){ .n_prompt = 512, .n_gen = 128, .reps = 3, .bandwidth = true, .cache_type = HEARTH_CACHE_F16 };
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -58,6 +59,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(f, "-n")) ok = cli_int(f, v, 0, 1 << 16, &a->n_gen);
         else if (!strcmp(f, "-r")) ok = cli_int(f, v, 1, 1000, &a->reps);
         else if (!strcmp(f, "-c")) ok = cli_int(f, v, 1, 1 << 22, &a->n_ctx);
+        else if (!strcmp(f, "-d") || !strcmp(f, "--depth")) ok = cli_int(f, v, 0, 1 << 20, &a->depth);
         else if (!strcmp(f, "--cache-type")) ok = cli_cache_type(f, v, &a->cache_type);
         else if (!strcmp(f, "--cpu")) {
             if (!quant_set_backend(v)) { cli_fail("kernel set '%s' is not built in or this CPU cannot run it", v); return -1; }
@@ -142,8 +144,11 @@ static stat2 stats(const double *x, int n) {
 }
 
 /* One pp run: a single batch of n tokens into an empty cache. Returns ms, or -1. */
+/* Tokens already in the cache when a test starts (-d): filled once, kept by every run. */
+static int g_depth;
+
 static double run_pp(hearth_ctx *c, const hearth_token *toks, int n, hearth_err *err) {
-    hearth_seq_truncate(c, 0, 0);
+    hearth_seq_truncate(c, 0, g_depth);
     hearth_batch b = { .n = n, .tokens = toks };
     double t0 = now_ms();
     if (hearth_decode(c, &b, err)) return -1;
@@ -152,7 +157,7 @@ static double run_pp(hearth_ctx *c, const hearth_token *toks, int n, hearth_err 
 
 /* One tg run: n single-token decodes from an empty cache. Returns ms, or -1. */
 static double run_tg(hearth_ctx *c, hearth_token tok, int n, hearth_err *err) {
-    hearth_seq_truncate(c, 0, 0);
+    hearth_seq_truncate(c, 0, g_depth);
     hearth_batch b = { .n = 1, .tokens = &tok };
     double t0 = now_ms();
     for (int i = 0; i < n; i++)
@@ -268,13 +273,13 @@ typedef struct { hearth_model *m; hearth_ctx *c; double ms; } loaded;
 
 static int load(const bench_args *a, loaded *l, hearth_err *err) {
     double t0 = now_ms();
-    if (hearth_model_load(a->path, &l->m, err)) return -1;
+    if (cli_model_load(a->path, &l->m, err)) return -1;
     hearth_model_info in;
     hearth_model_get_info(l->m, &in);
     if (in.is_encoder) { hearth_model_free(l->m); return herr(err, "%s is an encoder: bench measures generation", a->path); }
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_threads = (int)a->threads;
-    cp.n_ctx = (int)(a->n_ctx ? a->n_ctx : HT_MAX(2048, a->n_prompt + a->n_gen));
+    cp.n_ctx = (int)(a->n_ctx ? a->n_ctx : HT_MAX(2048, a->depth + a->n_prompt + a->n_gen));
     cp.n_batch = (int)HT_MAX(1, a->n_prompt);
     cp.cache_type = a->cache_type;
     if (hearth_ctx_new(l->m, &cp, &l->c, err)) { hearth_model_free(l->m); return -1; }
@@ -298,14 +303,24 @@ static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in
     model_desc(l->m, in, desc, sizeof desc);
     int threads = pool_size(l->c->pool), rc = 0;
     stat2 s = { 0, 0 };
+    /* -d: the cache filled once with depth tokens (batches of the prompt's size), then kept by each run */
+    hearth_seq_truncate(l->c, 0, 0);
+    for (int d = 0; d < a->depth && !rc; d += n) {
+        hearth_batch b = { .n = (int)HT_MIN(n, a->depth - d), .tokens = toks };
+        rc = hearth_decode(l->c, &b, err);
+    }
+    if (rc) { free(toks); return -1; }
+    g_depth = (int)a->depth;
+    char at[32] = "";
+    if (a->depth) snprintf(at, sizeof at, " @ d%ld", a->depth);
     print_header();
     if (a->n_prompt > 0 && !(rc = measure(l->c, true, toks, (int)a->n_prompt, (int)a->reps, &s, err))) {
-        snprintf(test, sizeof test, "pp%ld", a->n_prompt);
+        snprintf(test, sizeof test, "pp%ld%s", a->n_prompt, at);
         print_row(desc, in, threads, test, s);
     }
     toks[0] = bos >= 0 ? bos : toks[0];
     if (!rc && a->n_gen > 0 && !(rc = measure(l->c, false, toks, (int)a->n_gen, (int)a->reps, tg, err))) {
-        snprintf(test, sizeof test, "tg%ld", a->n_gen);
+        snprintf(test, sizeof test, "tg%ld%s", a->n_gen, at);
         print_row(desc, in, threads, test, *tg);
     }
     fflush(stdout);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -12,7 +13,8 @@ typedef struct { long id; float bias; } id_bias;
 typedef struct { const char *text; int len; float bias; } text_bias;   /* text[0..len) of an argv string */
 
 typedef struct {
-    const char *model_path, *prompt, *only_words;
+    const char *model_path, *prompt, *prompt_file, *only_words;
+    char *prompt_buf;         /* the prompt read from -f FILE or stdin (owned) */
     long n_predict, threads, n_ctx, top_k, seed, repeat_last_n, n_logprobs;
     double temp, top_p, min_p, typical_p, rep, freq, pres;
     bool least_likely, json;
@@ -32,9 +34,11 @@ static double now_ms(void) {
 }
 
 static void run_usage(void) {
-    printf("usage: hearth run [-m MODEL] [-p PROMPT] [-n N] [--seed S] [-t THREADS] [-c CTX] [--cache-type T]\n"
+    printf("usage: hearth run [-m MODEL] [-p PROMPT | -f FILE] [-n N] [--seed S] [-t THREADS] [-c CTX] [--cache-type T]\n"
            "                  [sampling options]\n"
-           "Prints the prompt's continuation as it is generated, then a stats line on stderr.\n"
+           "Prints the prompt's continuation as it is generated, then a stats line on stderr (with the seed).\n"
+           "The prompt comes from -p, from -f FILE (- = stdin), or from stdin when it is piped and -p is absent.\n"
+           "--seed -1 (the default) picks a random seed.\n"
            "Defaults: the embedded stories260K model, empty prompt (BOS only), -n 128, temp 0.8, top-k 40,\n"
            "top-p 0.95, min-p 0.05, random seed; penalties off (a model's generation_config.json overrides the\n"
            "sampling defaults; flags override both). -n -1 runs until end of text or context.\n"
@@ -97,7 +101,7 @@ static bool parse_bias_text(const char *v, text_bias *out) {
     return true;
 }
 
-static void opts_free(run_opts *o) { free(o->logit_bias); free(o->bias_text); }
+static void opts_free(run_opts *o) { free(o->logit_bias); free(o->bias_text); free(o->prompt_buf); }
 
 /* Flags without a value; returns false if a is not one. */
 static bool parse_switch(run_opts *o, const char *a) {
@@ -108,7 +112,7 @@ static bool parse_switch(run_opts *o, const char *a) {
 }
 
 static const char *const VALUED_FLAGS[] = {
-    "-m", "-p", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--repeat-penalty",
+    "-m", "-p", "-f", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--repeat-penalty",
     "--frequency-penalty", "--presence-penalty", "--repeat-last-n", "--seed", "-t", "-c", "--logprobs",
     "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", NULL,
 };
@@ -118,21 +122,30 @@ static bool takes_value(const char *a) {
     return false;
 }
 
+/* A probability flag: a number in 0..1, as the server requires. */
+static bool cli_prob(const char *flag, const char *v, double *out) {
+    if (!cli_float(flag, v, out)) return false;
+    if (*out >= 0 && *out <= 1) return true;
+    cli_fail("bad value for %s: '%s' (expected a number from 0 to 1)", flag, v);
+    return false;
+}
+
 /* A flag of VALUED_FLAGS with value v; false if the value is bad (message printed). */
 static bool parse_valued(run_opts *o, const char *a, const char *v) {
     if (!strcmp(a, "-m")) o->model_path = v;
     else if (!strcmp(a, "-p")) o->prompt = v;
+    else if (!strcmp(a, "-f")) o->prompt_file = v;
     else if (!strcmp(a, "-n")) return cli_int(a, v, -1, 1 << 30, &o->n_predict);
     else if (!strcmp(a, "--temp")) return cli_float(a, v, &o->temp);
     else if (!strcmp(a, "--top-k")) return cli_int(a, v, 0, 1 << 30, &o->top_k);
-    else if (!strcmp(a, "--top-p")) return cli_float(a, v, &o->top_p);
-    else if (!strcmp(a, "--min-p")) return cli_float(a, v, &o->min_p);
-    else if (!strcmp(a, "--typical-p")) return cli_float(a, v, &o->typical_p);
+    else if (!strcmp(a, "--top-p")) return cli_prob(a, v, &o->top_p);
+    else if (!strcmp(a, "--min-p")) return cli_prob(a, v, &o->min_p);
+    else if (!strcmp(a, "--typical-p")) return cli_prob(a, v, &o->typical_p);
     else if (!strcmp(a, "--repeat-penalty")) return cli_float(a, v, &o->rep);
     else if (!strcmp(a, "--frequency-penalty")) return cli_float(a, v, &o->freq);
     else if (!strcmp(a, "--presence-penalty")) return cli_float(a, v, &o->pres);
     else if (!strcmp(a, "--repeat-last-n")) return cli_int(a, v, -1, 1 << 30, &o->repeat_last_n);
-    else if (!strcmp(a, "--seed")) return cli_int(a, v, 0, 0x7fffffffL, &o->seed);
+    else if (!strcmp(a, "--seed")) return cli_int(a, v, -1, 0x7fffffffL, &o->seed);
     else if (!strcmp(a, "-t")) return cli_int(a, v, 1, 256, &o->threads);
     else if (!strcmp(a, "-c")) return cli_int(a, v, 1, 1 << 22, &o->n_ctx);
     else if (!strcmp(a, "--logprobs")) return cli_int(a, v, 0, 1 << 20, &o->n_logprobs);
@@ -162,6 +175,14 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
         if (!parse_valued(o, a, v)) return 1;
         i++;
     }
+    if (o->prompt_file && *o->prompt) return cli_fail("give the prompt with -p or -f, not both");
+    const char *from = o->prompt_file ? o->prompt_file : !*o->prompt && !isatty(0) ? "/dev/stdin" : NULL;
+    if (from) {
+        if (!strcmp(from, "-")) from = "/dev/stdin";
+        if (!(o->prompt_buf = cli_read_file(from, NULL))) return 1;
+        o->prompt = o->prompt_buf;
+    }
+    if (o->seed < 0) o->seed = (long)(((uint64_t)time(NULL) ^ (uint64_t)clock() * 2654435761u) & 0x7fffffff);
     return -1;
 }
 
@@ -204,7 +225,7 @@ static hearth_sampler *make_sampler(const run_opts *o, const hearth_model *m, in
     if (!isnan(o->rep)) sp.repeat_penalty = (float)o->rep;
     sp.frequency_penalty = (float)o->freq; sp.presence_penalty = (float)o->pres;
     sp.repeat_last_n = (int)o->repeat_last_n; sp.least_likely = o->least_likely;
-    sp.seed = o->seed >= 0 ? (uint64_t)o->seed : (uint64_t)time(NULL) ^ (uint64_t)clock();
+    sp.seed = (uint64_t)o->seed;
     hearth_sampler *s = hearth_sampler_new(&sp, n_vocab);
     if (!s) cli_fail("out of memory");
     return s;
@@ -341,6 +362,11 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
     cp.n_ctx = (int)o->n_ctx;
     cp.n_threads = (int)o->threads;
     cp.cache_type = o->cache_type;
+    hearth_model_info mi;
+    hearth_model_get_info(r->m, &mi);
+    if (o->n_ctx > mi.n_ctx_train && mi.n_ctx_train > 0)
+        fprintf(stderr, "warning: -c %ld is beyond the %d tokens the model was trained on; expect nonsense past them\n",
+                o->n_ctx, mi.n_ctx_train);
     if (hearth_ctx_new(r->m, &cp, &r->ctx, &err)) return cli_fail("%s", err.msg);
     r->cap = hearth_ctx_n_ctx(r->ctx);
     if (!(r->toks = malloc((size_t)r->cap * sizeof *r->toks))) return cli_fail("out of memory");
@@ -402,7 +428,7 @@ static int generate(run_state *r, const run_opts *o, int last_row) {
         }
         r->toks[r->n++] = t;
         n_gen++;
-        if (r->n >= r->cap) { fprintf(stderr, "\n[context full at %d tokens]", r->cap); break; }
+        if (r->n >= r->cap) { fflush(stdout); fprintf(stderr, "\n[context full at %d tokens]\n", r->cap); break; }
         hearth_batch b = { .n = 1, .tokens = &r->toks[r->n - 1] };
         if (hearth_decode(r->ctx, &b, &err)) { cli_fail("%s", err.msg); return -1; }
         last_row = 0;
@@ -437,8 +463,9 @@ static int run_model(run_state *r, const run_opts *o) {
     int n_prompt = r->n, n_gen = generate(r, o, n_prompt - 1);
     if (n_gen < 0) return 1;
     double t2 = now_ms();
-    fprintf(stderr, "prefill %d tok, %.2f ms/tok · decode %d tok, %.2f ms/tok · ctx %d/%d\n", n_prompt,
-            prefill_ms / n_prompt, n_gen, n_gen ? (t2 - t1) / n_gen : 0.0, r->n, r->cap);
+    fflush(stdout);   /* the text (ending in a newline) before the stats, on a terminal showing both */
+    fprintf(stderr, "prefill %d tok, %.2f ms/tok · decode %d tok, %.2f ms/tok · ctx %d/%d · seed %ld\n", n_prompt,
+            prefill_ms / n_prompt, n_gen, n_gen ? (t2 - t1) / n_gen : 0.0, r->n, r->cap, o->seed);
     return 0;
 }
 

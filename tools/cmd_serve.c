@@ -71,6 +71,7 @@ int cmd_serve(int argc, char **argv) {
     int rc = parse_opts(argc, argv, &p, &model, &tmpl_path);
     if (rc >= 0) return rc;
     if (!model) model = cli_default_model();
+    if (!p.model_id && model == cli_default_model()) p.model_id = "stories260K";
     if (!p.model_id) { const char *sl = strrchr(model, '/'); p.model_id = sl ? sl + 1 : model; }
     char *tmpl = NULL;
     if (tmpl_path && !(tmpl = cli_read_file(tmpl_path, NULL))) return 1;

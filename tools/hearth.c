@@ -30,6 +30,16 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 1; }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("hearth %s (kernels: %s)\n", HEARTH_VERSION, hearth_kernels());
+        return 0;
+    }
+    if (!strcmp(argv[1], "help") && argc > 2) {   /* hearth help CMD = hearth CMD --help */
+        for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+            if (!strcmp(argv[2], COMMANDS[i].name)) return COMMANDS[i].fn(2, (char *[]){ argv[2], "--help", NULL });
+        fprintf(stderr, "error: unknown command '%s' (try hearth --help)\n", argv[2]);
+        return 1;
+    }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);

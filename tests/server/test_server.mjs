@@ -65,7 +65,7 @@ async function streamChat(params) {
 await test('models list', async () => {
     const list = await gen.models.list();
     assert.equal(list.data.length, 1);
-    assert.equal(list.data[0].id, 'stories260K.gguf');
+    assert.equal(list.data[0].id, 'stories260K');
     assert.equal(list.data[0].object, 'model');
 });
 
