@@ -47,6 +47,8 @@ int tok_encode_mode(const ht_vocab *v, const char *text, size_t len, bool add_sp
  * normalizer, pre_tokenizer, added_tokens and decoder. BOS/EOS and add_bos come from a tokenizer_config.json
  * next to it when present. */
 int vocab_from_tokenizer_json(const char *path, ht_vocab **out, hearth_err *err);
+/* The same from the file's text (path only names it in messages). */
+int vocab_from_tokenizer_json_text(const char *txt, size_t len, const char *path, ht_vocab **out, hearth_err *err);
 /* Loads a BERT vocab.txt (one token per line; path is the file or a directory holding vocab.txt) as a
  * WordPiece vocabulary with the BERT normalizer (lowercase and accent stripping when `lowercase`).
  * Both conventions are understood: Hugging Face's "##" continuations and GGUF-style "▁" word starts. */

@@ -379,8 +379,14 @@ int vocab_from_tokenizer_json(const char *path, ht_vocab **out, hearth_err *err)
     size_t len;
     char *txt = ht_read_file(path, &len, err);
     if (!txt) return -1;
-    cJSON *root = cJSON_ParseWithLength(txt, len);
+    int rc = vocab_from_tokenizer_json_text(txt, len, path, out, err);
     free(txt);
+    return rc;
+}
+
+int vocab_from_tokenizer_json_text(const char *txt, size_t len, const char *path, ht_vocab **out, hearth_err *err) {
+    *out = NULL;
+    cJSON *root = cJSON_ParseWithLength(txt, len);
     if (!root) return herr(err, "%s: invalid JSON", path);
     ht_vocab *v = vocab_alloc();
     if (!v) { cJSON_Delete(root); return herr(err, "out of memory"); }

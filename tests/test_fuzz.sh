@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The fuzz targets of tests/fuzz, as CI runs them: built with clang (libFuzzer, ASan, UBSan) in a sibling
+# build directory, every file of tests/fuzz/regressions/<target>/ replayed through its harness (and the
+# model files through the hearth CLI: exit 0, or 1 with one error line), then each target run over its seed
+# corpus (tests/fuzz/seeds.mjs, from the fixtures) plus HEARTH_FUZZ_SECONDS (default 10) of fuzzing.
+# Longer campaigns: tests/fuzz/run.sh.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+BUILD=${HEARTH_BUILD:?}
+if grep -qa __asan_init "$HEARTH"; then echo "sanitizer build: the fuzz targets have their own (covered by the normal run)"; exit 0; fi
+command -v clang >/dev/null || { echo "FAIL: clang not found (apt-get install -y clang libclang-rt-14-dev)"; exit 1; }
+command -v node >/dev/null || { echo "FAIL: node not found (the seed corpora are written by tests/fuzz/seeds.mjs)"; exit 1; }
+B="$BUILD-fuzz"
+secs=${HEARTH_FUZZ_SECONDS:-10}
+targets=(fuzz_gguf fuzz_model fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize fuzz_jinja fuzz_request)
+CC=clang cmake -S "$here/.." -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B.log" 2>&1 &&
+    cmake --build "$B" -j2 --target "${targets[@]}" >> "$B.log" 2>&1 || { tail -30 "$B.log"; echo "FAIL: building the fuzz targets"; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+node "$here/fuzz/seeds.mjs" "$tmp/corpus" > /dev/null || { echo "FAIL: seeds"; exit 1; }
+export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+for t in "${targets[@]}"; do
+    reg=("$here/fuzz/regressions/$t"/*)
+    if [[ -e ${reg[0]} ]]; then
+        check "$t: ${#reg[@]} regression files replayed" '"$B/$t" "${reg[@]}" > "$tmp/$t.replay" 2>&1 || { tail -20 "$tmp/$t.replay"; false; }'
+        if [[ $t == fuzz_gguf || $t == fuzz_model ]]; then
+            for f in "${reg[@]}"; do
+                for cmd in "info -m $f" "run -m $f -n 2 -p hi"; do
+                    err=$("$HEARTH" $cmd 2>&1 >/dev/null); rc=$?
+                    check "$t: hearth $(basename "$f") ${cmd%% *}: exit 0, or 1 with one line (rc $rc)" \
+                        '[[ $rc -eq 0 || ( $rc -eq 1 && $(printf "%s\n" "$err" | wc -l) -eq 1 ) ]]'
+                done
+            done
+        fi
+    fi
+    mkdir -p "$tmp/run/$t" "$tmp/crash/$t"
+    "$B/$t" "$tmp/run/$t" "$tmp/corpus/$t" -max_total_time="$secs" -rss_limit_mb=4096 -artifact_prefix="$tmp/crash/$t/" \
+        -print_final_stats=1 > "$tmp/$t.log" 2>&1
+    rc=$?
+    n=$(grep -o "stat::number_of_executed_units: [0-9]*" "$tmp/$t.log" | awk '{print $2}')
+    check "$t: $secs s of fuzzing, ${n:-0} executions, no crash" '[[ $rc -eq 0 ]] || { grep -E "ERROR|SUMMARY|runtime error" "$tmp/$t.log" | head -5; ls "$tmp/crash/$t"; false; }'
+    echo "$t: ${n:-0} executions in $secs s"
+done
+[[ $fail -eq 0 ]] && echo "all fuzz checks passed"
+exit $fail
