@@ -95,10 +95,15 @@ void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float 
     const int rows = (int)W->ne[1], nth = pool_size(c->pool);
     if (W->packed) {
         const int R = W->pack->rows;
-        j.qa_w = c->qact;
-        j.qa = c->qact;
-        j.qa_row = W->pack->act_bytes(W->ne[0]);
-        pool_run(c->pool, pack_act_job, &j);
+        if (W->pack->act_prep) {
+            j.qa_w = c->qact;
+            j.qa = c->qact;
+            j.qa_row = W->pack->act_bytes(W->ne[0]);
+            pool_run(c->pool, pack_act_job, &j);
+        } else {   /* float weights: the activations as they are */
+            j.qa = (const uint8_t *)x;
+            j.qa_row = (size_t)W->ne[0] * sizeof(float);
+        }
         int groups = (int)(MM_CHUNK_BYTES / W->pack->group_bytes(W->ne[0]));
         groups = HT_MIN(groups, MM_MAX_CHUNK_ROWS / R);
         groups = HT_MIN(groups, (rows + R - 1) / R / (MM_MIN_CHUNKS * HT_MAX(nth, 1)));

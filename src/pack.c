@@ -5,8 +5,8 @@
  * never pay for it), on that context's thread pool. The packed copy replaces the mapped pages: each matrix's
  * range of the file mapping is released with MADV_DONTNEED once packed, so resident memory stays about the
  * file's size (the pages come back from the page cache if anything reads the file's layout again, as
- * quantize would). The token embedding is never packed: rows are looked up from it, and a tied output
- * matrix then keeps the file's layout too. */
+ * quantize would). A tied token embedding is packed as the output head; its rows are still looked up in the
+ * file's layout, whose pages come back one by one as tokens need them. */
 #include "pack.h"
 
 #include <pthread.h>
@@ -51,16 +51,20 @@ static void release_mapped(const hearth_model *m, const void *p, size_t n) {
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-/* The matrices a forward pass multiplies through matmul(). */
+/* The matrices a forward pass multiplies through matmul(), the output head last (output.weight, or the token
+ * embedding when it is tied: lookups of single rows then read the file's pages back one by one). The head
+ * only ever meets the few tokens whose logits are wanted, so it is packed only where that pays for one
+ * token (ht_pack.head). */
+#define LAYER_MATRICES 8
 static int matrices(hearth_model *m, ht_tensor **out) {
     int n = 0;
     for (int il = 0; il < m->hp.n_layer; il++) {
         ht_layer *L = &m->layers[il];
-        ht_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
-        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-            if (out) out[n++] = ts[i]; else n++;
+        ht_tensor *ts[LAYER_MATRICES] = {&L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        for (int i = 0; i < LAYER_MATRICES; i++) out[n++] = ts[i];
     }
-    if (m->output.data != m->tok_embd.data) { if (out) out[n] = &m->output; n++; }
+    ht_tensor *head = m->output.data ? &m->output : m->hp.logits ? &m->tok_embd : NULL;
+    if (head) out[n++] = head;
     return n;
 }
 
@@ -69,17 +73,18 @@ static pthread_mutex_t pack_mu = PTHREAD_MUTEX_INITIALIZER;
 int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err) {
     pthread_mutex_lock(&pack_mu);
     if (m->weights_packed || !m->layers) { pthread_mutex_unlock(&pack_mu); return 0; }
-    int n = matrices(m, NULL), rc = 0;
+    int n = LAYER_MATRICES * m->hp.n_layer + 1, rc = 0;
     ht_tensor **ts = malloc((size_t)n * sizeof *ts);
     pk_job_t *jobs = calloc((size_t)n, sizeof *jobs);
     pk_all all = { jobs, 0, 0 };
     if (!ts || !jobs) { rc = herr(err, "out of memory"); goto out; }
-    matrices(m, ts);
+    n = matrices(m, ts);
     for (int i = 0; i < n; i++) {
         ht_tensor *t = ts[i];
         const ht_traits *tr = t->data ? ht_get_traits(t->type) : NULL;
         if (!tr || !tr->pack || t->n_dims != 2 || t->pack) continue;
         const ht_pack *pk = tr->pack;
+        if (i >= LAYER_MATRICES * m->hp.n_layer && !pk->head) continue;
         const int groups = (int)((t->ne[1] + pk->rows - 1) / pk->rows);
         const size_t bytes = ((size_t)groups * pk->group_bytes(t->ne[0]) + 63) / 64 * 64;
         uint8_t *dst = aligned_alloc(64, bytes);

@@ -994,13 +994,22 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     set_dot(&t[HT_F16], vec_dot_f16, tile_f16);
     set_dot(&t[HT_BF16], vec_dot_bf16, tile_bf16);
     t[HT_Q8_0].from_float = q8_0_from_float;
+#if HT_X86_AVX512
+    t[HT_F16].pack = &pk_f16_x16;
+    t[HT_BF16].pack = &pk_bf16_x16;
+#else
+    t[HT_F16].pack = &pk_f16_x8;
+    t[HT_BF16].pack = &pk_bf16_x8;
+#endif
 #if HT_X86_VNNI
     t[HT_Q4_0].pack = &pk_q4_0_x16;
     t[HT_Q8_0].pack = &pk_q8_0_x16;
     t[HT_Q4_K].pack = &pk_q4_K_x16;
+    t[HT_Q6_K].pack = &pk_q6_K_x16;
 #else
     t[HT_Q4_0].pack = &pk_q4_0_x8;
     t[HT_Q4_K].pack = &pk_q4_K_x8;
+    t[HT_Q6_K].pack = &pk_q6_K_x8;
 #endif
     t[HT_Q8_1].from_float = q8_1_from_float;
     t[HT_Q8_K].from_float = q8_K_from_float;

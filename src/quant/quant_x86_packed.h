@@ -119,29 +119,31 @@ static void pk_q4_0_x8_tile(int n, const uint8_t *g, int nr, const uint8_t *a, s
     if (c < nc) q4_0x8_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
 }
 
-static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
+static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, true, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
                                    pk_q4_0_x8_tile};
 
-/* ---- Q4_K ----
+/* ---- Q4_K (and Q6_K below) ----
  * Activations: Q8_K's values q[n], then float d[n / 256], then int16 asum[n / 32] (each 32-element
- * sub-block's sum of q, in pairs (2k, 2k + 1) that one int32 broadcast carries).
+ * sub-block's sum of q, in pairs (2k, 2k + 1) that one int32 broadcast carries), then int16 bsum[n / 16]
+ * (Q8_K's sums of 16).
  * Super-block i of a group (R rows, 148 R bytes at 148 R i): quants[k][j][r] = row r's qs[32k + 4j..+3]
  * (k < 4, j < 8: low nibbles are sub-block 2k, high ones 2k + 1), then scales[s][r] (s < 8, bytes), then
  * mins[k][r][2] (m of sub-blocks 2k, 2k + 1), then halves d[r], then dmin[r]. Per row and super-block:
  * isum = sum_s scale_s * dot_s (dot_s: the sub-block's integer dot product), msum = sum_s m_s * asum_s,
  * and acc += (d * da) * isum, then acc -= (dmin * da) * msum. */
-static size_t pk_k_act_bytes(int64_t n) { return (size_t)n + (size_t)(n / 256) * 4 + (size_t)(n / 32) * 2; }
+static size_t pk_k_act_bytes(int64_t n) { return (size_t)n + (size_t)(n / 256) * 4 + (size_t)(n / 32) * 2 + (size_t)(n / 16) * 2; }
 
 static void pk_k_act_prep(const float *x, uint8_t *dst, int64_t n) {
     const int64_t nsb = n / 256;
     float *d = (float *)(dst + n);
-    int16_t *as = (int16_t *)(dst + n + nsb * 4);
+    int16_t *as = (int16_t *)(dst + n + nsb * 4), *bs = as + n / 32;
     for (int64_t i = 0; i < nsb; i++) {
         block_q8_K q;
         q8_K_from_float(x + i * 256, &q, 256);
         memcpy(dst + i * 256, q.qs, 256);
         d[i] = q.d;
         for (int s = 0; s < 8; s++) as[i * 8 + s] = (int16_t)(q.bsums[2 * s] + q.bsums[2 * s + 1]);
+        memcpy(bs + i * 16, q.bsums, 32);
     }
 }
 
@@ -235,8 +237,227 @@ static void pk_q4_K_x8_tile(int n, const uint8_t *g, int nr, const uint8_t *a, s
     if (c < nc) q4_Kx8_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
 }
 
-static const ht_pack pk_q4_K_x8 = {"Q4_Kx8", 8, PK8_NC, pk_q4_K_x8_bytes, pk_q4_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
+static const ht_pack pk_q4_K_x8 = {"Q4_Kx8", 8, PK8_NC, true, pk_q4_K_x8_bytes, pk_q4_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
                                    pk_q4_K_x8_tile};
+
+/* ---- Q6_K packing (x16 and x8) ----
+ * Each row's values u = q + 32 (0..63) re-encoded per 32-element chunk s of a super-block: nibbles[j][r]
+ * (4 bytes per row: byte t holds u[4j + t] & 15 low, u[16 + 4j + t] & 15 high), then H0[r], H1[r] (4 bytes
+ * per row: bit 8t + 2j of H0 is the pair of high bits of u[4j + t], H1 the same for u[16 + 4j + t]); 24 R
+ * bytes a chunk. After the 8 chunks: the int8 scales as pairs [s][r][2] (groups 2s, 2s + 1 of 16), then
+ * d[r]: 210 R bytes per super-block, as in the file. Per row: isum = sum_g scale_g * dot_g(u, a) -
+ * 32 * sum_g scale_g * bsum_g, acc += (d * da) * isum. */
+HT_AI void pack_q6_K(const int R, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    memset(dst, 0, (size_t)nsb * 210 * R);
+    for (int64_t i = 0; i < nsb; i++) {
+        uint8_t *o = dst + i * 210 * R;
+        int8_t *sc = (int8_t *)(o + 192 * R);
+        ht_half *d = (ht_half *)(o + 208 * R);
+        for (int r = 0; r < nr; r++) {
+            const block_q6_K *b = (const block_q6_K *)(src + (size_t)r * rb) + i;
+            uint8_t u[256];
+            for (int h = 0; h < 2; h++)   /* ggml's Q6_K element order */
+                for (int g = 0; g < 4; g++)
+                    for (int l = 0; l < 32; l++)
+                        u[128 * h + 32 * g + l] = (uint8_t)(((b->ql[64 * h + 32 * (g % 2) + l] >> (4 * (g / 2))) & 0xF) |
+                                                           ((b->qh[32 * h + l] >> (2 * g)) & 3) << 4);
+            for (int s = 0; s < 8; s++) {
+                uint8_t *c = o + s * 24 * R;
+                const uint8_t *v = u + 32 * s;
+                for (int j = 0; j < 4; j++)
+                    for (int t = 0; t < 4; t++) {
+                        c[j * 4 * R + r * 4 + t] = (uint8_t)((v[4 * j + t] & 15) | (v[16 + 4 * j + t] & 15) << 4);
+                        c[16 * R + r * 4 + t] |= (uint8_t)((v[4 * j + t] >> 4) << (2 * j));
+                        c[20 * R + r * 4 + t] |= (uint8_t)((v[16 + 4 * j + t] >> 4) << (2 * j));
+                    }
+                sc[(s * R + r) * 2] = b->scales[2 * s];
+                sc[(s * R + r) * 2 + 1] = b->scales[2 * s + 1];
+            }
+            d[r] = b->d;
+        }
+    }
+}
+static size_t pk_q6_K_x8_bytes(int64_t n) { return (size_t)(n / 256) * 210 * 8; }
+static void pk_q6_K_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q6_K(8, src, rb, nr, n, dst); }
+
+/* ---- Q6_K x 8, 256-bit: PMADDUBSW pairs (at most 2 * 63 * 128 each, two of them still fit int16), then
+ * PMADDWD by the lane's int16 scale ---- */
+HT_AI __m256i q6_hi8(__m256i h, const int j) {
+    const __m256i s = j < 2 ? _mm256_slli_epi32(h, 4 - 2 * j) : j == 2 ? h : _mm256_srli_epi32(h, 2);
+    return _mm256_and_si256(s, _mm256_set1_epi8(0x30));
+}
+
+HT_AI void q6_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nsb = n / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[PK8_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    for (int i = 0; i < nsb; i++) {
+        const uint8_t *o = g + (size_t)i * 210 * 8;
+        ht_prefetch(o, 210 * 8);
+        __m256i isum[PK8_NC];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *ch = o + s * 24 * 8;
+            const __m256i h0 = ld256(ch + 128), h1 = ld256(ch + 160);
+            __m256i w[8];
+            HT_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const __m256i v = ld256(ch + 32 * j);
+                w[j] = _mm256_or_si256(_mm256_and_si256(v, m4), q6_hi8(h0, j));
+                w[4 + j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), q6_hi8(h1, j));
+            }
+            const __m256i scv = _mm256_cvtepi8_epi16(ld128(o + 192 * 8 + s * 16));   /* lanes: (scale 2s, 2s + 1) */
+            const __m256i lo16 = _mm256_set1_epi32(0xFFFF);   /* each lane's scale in both of its int16 halves */
+            const __m256i sc_lo = _mm256_or_si256(_mm256_and_si256(scv, lo16), _mm256_slli_epi32(scv, 16));
+            const __m256i sc_hi = _mm256_or_si256(_mm256_srli_epi32(scv, 16), _mm256_andnot_si256(lo16, scv));
+            const __m256i sc_m32 = _mm256_mullo_epi16(scv, _mm256_set1_epi16(-32));
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *ac = a + (size_t)c * as;
+                const uint8_t *aq = ac + (size_t)i * 256 + 32 * s;
+                const int16_t *bs = (const int16_t *)(ac + n + (size_t)nsb * 4 + (size_t)(n / 32) * 2) + (size_t)i * 16 + 2 * s;
+                __m256i p[8];
+                HT_UNROLL
+                for (int j = 0; j < 4; j++) {
+                    p[j] = _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + 4 * j)));
+                    p[4 + j] = _mm256_maddubs_epi16(w[4 + j], _mm256_set1_epi32(ld32(aq + 16 + 4 * j)));
+                }
+                const __m256i lo = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[0], p[1]), sc_lo),
+                                                    _mm256_madd_epi16(_mm256_add_epi16(p[2], p[3]), sc_lo));
+                const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[4], p[5]), sc_hi),
+                                                    _mm256_madd_epi16(_mm256_add_epi16(p[6], p[7]), sc_hi));
+                isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(lo, hi));
+                isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(sc_m32, _mm256_set1_epi32(ld32((const uint8_t *)bs))));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(ld128(o + 208 * 8));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const __m256 da = _mm256_set1_ps(((const float *)(a + (size_t)c * as + n))[i]);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, da), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        if (nr == 8) _mm256_storeu_ps(y + (size_t)c * ys, acc[c]);
+        else {
+            float t[8];
+            _mm256_storeu_ps(t, acc[c]);
+            memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+static void pk_q6_K_x8_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) q6_Kx8_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    for (; c + 2 <= nc; c += 2) q6_Kx8_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    if (c < nc) q6_Kx8_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+}
+
+static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, false, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
+                                   pk_q6_K_x8_tile};
+
+/* ---- F16 / BF16 (x8 in 256 bits, x16 in 512) ----
+ * Element k of the group's rows side by side (2 R bytes), converted to floats once for every token of the
+ * tile; the activations are the float rows themselves (no act_prep). Each output keeps two accumulators,
+ * even and odd k, added at the end: two FMA chains instead of one, the latency bound of a single-token decode
+ * halved. */
+HT_AI void pack_half(const int R, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    memset(dst, 0, (size_t)n * 2 * R);
+    for (int r = 0; r < nr; r++)
+        for (int64_t k = 0; k < n; k++) memcpy(dst + (k * R + r) * 2, src + (size_t)r * rb + k * 2, 2);
+}
+static size_t pk_half_x8_bytes(int64_t n) { return (size_t)n * 16; }
+static void pk_half_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_half(8, src, rb, nr, n, dst); }
+
+HT_AI __m256 half8(const int T, const uint8_t *p) {
+    const __m128i h = ld128(p);
+    return T == HT_F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+HT_AI void halfx8_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    __m256 acc[PK8_NC][2];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
+    for (int k = 0; k + 2 <= n; k += 2) {
+        ht_prefetch(g + (size_t)k * 16, 32);
+        const __m256 w0 = half8(T, g + (size_t)k * 16), w1 = half8(T, g + (size_t)k * 16 + 16);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const float *x = (const float *)(a + (size_t)c * as);
+            acc[c][0] = _mm256_fmadd_ps(w0, _mm256_set1_ps(x[k]), acc[c][0]);
+            acc[c][1] = _mm256_fmadd_ps(w1, _mm256_set1_ps(x[k + 1]), acc[c][1]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        __m256 v = _mm256_add_ps(acc[c][0], acc[c][1]);
+        if (n & 1) v = _mm256_fmadd_ps(half8(T, g + (size_t)(n - 1) * 16), _mm256_set1_ps(((const float *)(a + (size_t)c * as))[n - 1]), v);
+        float t[8];
+        _mm256_storeu_ps(t, v);
+        memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
+    }
+}
+
+#define PK_HALF_TILE(name, T, tile, MAXNC)                                                                       \
+    static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
+        int c = 0;                                                                                              \
+        if ((MAXNC) >= 8) for (; c + 8 <= nc; c += 8) tile(T, 8, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); \
+        for (; c + 4 <= nc; c += 4) tile(T, 4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);      \
+        for (; c + 2 <= nc; c += 2) tile(T, 2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);      \
+        if (c < nc) tile(T, 1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);                     \
+    }
+PK_HALF_TILE(pk_f16_x8_tile, HT_F16, halfx8_tile, 4)
+PK_HALF_TILE(pk_bf16_x8_tile, HT_BF16, halfx8_tile, 4)
+static const ht_pack pk_f16_x8 = {"F16x8", 8, PK8_NC, true, pk_half_x8_bytes, pk_half_x8_pack, NULL, NULL, pk_f16_x8_tile};
+static const ht_pack pk_bf16_x8 = {"BF16x8", 8, PK8_NC, true, pk_half_x8_bytes, pk_half_x8_pack, NULL, NULL, pk_bf16_x8_tile};
+
+#if HT_X86_AVX512
+HT_AI void store16(float *y, int nr, __m512 v) {
+    if (nr == 16) _mm512_storeu_ps(y, v);
+    else _mm512_mask_storeu_ps(y, (__mmask16)((1u << nr) - 1), v);
+}
+
+static size_t pk_half_x16_bytes(int64_t n) { return (size_t)n * 32; }
+static void pk_half_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_half(16, src, rb, nr, n, dst); }
+
+HT_AI __m512 half16(const int T, const uint8_t *p) {
+    const __m256i h = ld256(p);
+    return T == HT_F16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+#define PK_HALF16_NC 8
+HT_AI void halfx16_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    __m512 acc[PK_HALF16_NC][2];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
+    for (int k = 0; k + 2 <= n; k += 2) {
+        ht_prefetch(g + (size_t)k * 32, 64);
+        const __m512 w0 = half16(T, g + (size_t)k * 32), w1 = half16(T, g + (size_t)k * 32 + 32);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const float *x = (const float *)(a + (size_t)c * as);
+            acc[c][0] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[k]), acc[c][0]);
+            acc[c][1] = _mm512_fmadd_ps(w1, _mm512_set1_ps(x[k + 1]), acc[c][1]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        __m512 v = _mm512_add_ps(acc[c][0], acc[c][1]);
+        if (n & 1) v = _mm512_fmadd_ps(half16(T, g + (size_t)(n - 1) * 32), _mm512_set1_ps(((const float *)(a + (size_t)c * as))[n - 1]), v);
+        store16(y + (size_t)c * ys, nr, v);
+    }
+}
+PK_HALF_TILE(pk_f16_x16_tile, HT_F16, halfx16_tile, 8)
+PK_HALF_TILE(pk_bf16_x16_tile, HT_BF16, halfx16_tile, 8)
+static const ht_pack pk_f16_x16 = {"F16x16", 16, PK_HALF16_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_f16_x16_tile};
+static const ht_pack pk_bf16_x16 = {"BF16x16", 16, PK_HALF16_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_bf16_x16_tile};
+#endif
 
 #if HT_X86_VNNI
 /* ---- Q4_0 x 16, 512-bit VNNI ---- */
@@ -244,10 +465,6 @@ static const ht_pack pk_q4_K_x8 = {"Q4_Kx8", 8, PK8_NC, pk_q4_K_x8_bytes, pk_q4_
 static size_t pk_q4_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 18 * 16; }
 static void pk_q4_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q4_0(16, src, rb, nr, n, dst); }
 
-HT_AI void store16(float *y, int nr, __m512 v) {
-    if (nr == 16) _mm512_storeu_ps(y, v);
-    else _mm512_mask_storeu_ps(y, (__mmask16)((1u << nr) - 1), v);
-}
 
 HT_AI void q4_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     const int nb = n / 32;
@@ -293,7 +510,7 @@ static void pk_q4_0_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, 
     if (c < nc) q4_0x16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
 }
 
-static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
+static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, true, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
                                     pk_act_signed, pk_q4_0_x16_tile};
 
 /* ---- Q8_0 x 16, 512-bit VNNI ----
@@ -359,7 +576,7 @@ static void pk_q8_0_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, 
     if (c < nc) q8_0x16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
 }
 
-static const ht_pack pk_q8_0_x16 = {"Q8_0x16", 16, PK16_NC, pk_q8_0_x16_bytes, pk_q8_0_x16_pack, pk_act_bytes,
+static const ht_pack pk_q8_0_x16 = {"Q8_0x16", 16, PK16_NC, true, pk_q8_0_x16_bytes, pk_q8_0_x16_pack, pk_act_bytes,
                                     pk_act_unsigned, pk_q8_0_x16_tile};
 
 /* ---- Q4_K x 16, 512-bit VNNI (layout and formula as Q4_K x 8) ---- */
@@ -425,6 +642,79 @@ static void pk_q4_K_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, 
     if (c < nc) q4_Kx16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
 }
 
-static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK16_NC, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
+static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK16_NC, true, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
                                     pk_k_act_prep, pk_q4_K_x16_tile};
+
+/* ---- Q6_K x 16, 512-bit VNNI (layout above; at most 4 tokens a call: registers) ---- */
+static size_t pk_q6_K_x16_bytes(int64_t n) { return (size_t)(n / 256) * 3360; }
+static void pk_q6_K_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q6_K(16, src, rb, nr, n, dst); }
+
+/* The high-bit pairs of w[j] (bits 2j of each byte of h), moved to bits 4..5 of each byte. */
+HT_AI __m512i q6_hi(__m512i h, const int j) {
+    const __m512i s = j < 2 ? _mm512_slli_epi32(h, 4 - 2 * j) : j == 2 ? h : _mm512_srli_epi32(h, 2);
+    return _mm512_and_si512(s, _mm512_set1_epi8(0x30));
+}
+
+#define PK_Q6_NC 4
+HT_AI void q6_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nsb = n / 256;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[PK_Q6_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < nsb; i++) {
+        const uint8_t *o = g + (size_t)i * 3360;
+        ht_prefetch(o, 3360);
+        __m512i isum[PK_Q6_NC];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
+        HT_UNROLL
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *ch = o + s * 384;
+            const __m512i h0 = _mm512_loadu_si512(ch + 256), h1 = _mm512_loadu_si512(ch + 320);
+            __m512i w[8];
+            HT_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const __m512i v = _mm512_loadu_si512(ch + 64 * j);
+                w[j] = _mm512_or_si512(_mm512_and_si512(v, m4), q6_hi(h0, j));
+                w[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), q6_hi(h1, j));
+            }
+            const __m512i scv = _mm512_cvtepi8_epi16(ld256(o + 3072 + s * 32));   /* lanes: (scale 2s, 2s + 1) */
+            const __m512i sc_lo = _mm512_srai_epi32(_mm512_slli_epi32(scv, 16), 16), sc_hi = _mm512_srai_epi32(scv, 16);
+            const __m512i sc_m32 = _mm512_mullo_epi16(scv, _mm512_set1_epi16(-32));
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *ac = a + (size_t)c * as;
+                const uint8_t *aq = ac + (size_t)i * 256 + 32 * s;
+                const int16_t *bs = (const int16_t *)(ac + n + (size_t)nsb * 4 + (size_t)(n / 32) * 2) + (size_t)i * 16 + 2 * s;
+                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                HT_UNROLL
+                for (int j = 0; j < 4; j++) {
+                    lo = _mm512_dpbusd_epi32(lo, w[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
+                    hi = _mm512_dpbusd_epi32(hi, w[4 + j], _mm512_set1_epi32(ld32(aq + 16 + 4 * j)));
+                }
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(lo, sc_lo), _mm512_mullo_epi32(hi, sc_hi)));
+                isum[c] = _mm512_dpwssd_epi32(isum[c], sc_m32, _mm512_set1_epi32(ld32((const uint8_t *)bs)));
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(ld256(o + 3328));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const __m512 da = _mm512_set1_ps(((const float *)(a + (size_t)c * as + n))[i]);
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(dw, da), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
+}
+
+static void pk_q6_K_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) q6_Kx16_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    if (c + 2 <= nc) { q6_Kx16_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 2; }
+    if (c < nc) q6_Kx16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+}
+
+static const ht_pack pk_q6_K_x16 = {"Q6_Kx16", 16, PK_Q6_NC, false, pk_q6_K_x16_bytes, pk_q6_K_x16_pack, pk_k_act_bytes,
+                                    pk_k_act_prep, pk_q6_K_x16_tile};
 #endif
