@@ -583,36 +583,44 @@ static const ht_pack pk_q8_0_x16 = {"Q8_0x16", 16, PK16_NC, true, pk_q8_0_x16_by
 static size_t pk_q4_K_x16_bytes(int64_t n) { return (size_t)(n / 256) * 148 * 16; }
 static void pk_q4_K_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q4_K(16, src, rb, nr, n, dst); }
 
+/* A pair k of sub-blocks at a time: each 64-byte chunk is loaded once, its low nibbles are sub-block 2k and
+ * its high ones 2k + 1 (16 vectors for the pair; hence at most 4 tokens a call). */
+#define PK_Q4K16_NC 4
 HT_AI void q4_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     const int nsb = n / 256;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512 acc[PK16_NC];
+    __m512 acc[PK_Q4K16_NC];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int i = 0; i < nsb; i++) {
         const uint8_t *q = g + (size_t)i * 148 * 16, *sc = q + 128 * 16, *mn = sc + 128;
         ht_prefetch(q, 148 * 16);
-        __m512i isum[PK16_NC];
+        __m512i isum[PK_Q4K16_NC];
         HT_UNROLL
         for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
         HT_UNROLL
-        for (int s = 0; s < 8; s++) {
-            const int k = s / 2, sh = (s & 1) * 4;
-            __m512i w[8];
+        for (int k = 0; k < 4; k++) {
+            __m512i wl[8], wh[8];
             HT_UNROLL
-            for (int j = 0; j < 8; j++)
-                w[j] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(q + ((size_t)k * 8 + j) * 64), sh), m4);
-            const __m512i scale = _mm512_cvtepu8_epi32(ld128(sc + s * 16));
+            for (int j = 0; j < 8; j++) {
+                const __m512i v = _mm512_loadu_si512(q + ((size_t)k * 8 + j) * 64);
+                wl[j] = _mm512_and_si512(v, m4);
+                wh[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+            const __m512i sl = _mm512_cvtepu8_epi32(ld128(sc + 2 * k * 16)), sh = _mm512_cvtepu8_epi32(ld128(sc + (2 * k + 1) * 16));
             HT_UNROLL
             for (int c = 0; c < NC; c++) {
-                const uint8_t *aq = a + (size_t)c * as + (size_t)i * 256 + 32 * s;
-                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                const uint8_t *aq = a + (size_t)c * as + (size_t)i * 256 + 64 * k;
+                __m512i l0 = _mm512_setzero_si512(), l1 = _mm512_setzero_si512(), h0 = _mm512_setzero_si512(), h1 = _mm512_setzero_si512();
                 HT_UNROLL
                 for (int j = 0; j < 4; j++) {
-                    lo = _mm512_dpbusd_epi32(lo, w[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
-                    hi = _mm512_dpbusd_epi32(hi, w[4 + j], _mm512_set1_epi32(ld32(aq + 16 + 4 * j)));
+                    l0 = _mm512_dpbusd_epi32(l0, wl[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
+                    l1 = _mm512_dpbusd_epi32(l1, wl[4 + j], _mm512_set1_epi32(ld32(aq + 16 + 4 * j)));
+                    h0 = _mm512_dpbusd_epi32(h0, wh[j], _mm512_set1_epi32(ld32(aq + 32 + 4 * j)));
+                    h1 = _mm512_dpbusd_epi32(h1, wh[4 + j], _mm512_set1_epi32(ld32(aq + 48 + 4 * j)));
                 }
-                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(_mm512_add_epi32(lo, hi), scale));
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(l0, l1), sl),
+                                                                     _mm512_mullo_epi32(_mm512_add_epi32(h0, h1), sh)));
             }
         }
         const __m512 dw = _mm512_cvtph_ps(ld256(mn + 128)), dmw = _mm512_cvtph_ps(ld256(mn + 160));
@@ -636,13 +644,12 @@ HT_AI void q4_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 
 static void pk_q4_K_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
     int c = 0;
-    for (; c + 8 <= nc; c += 8) q4_Kx16_tile(8, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    if (c + 4 <= nc) { q4_Kx16_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 4; }
+    for (; c + 4 <= nc; c += 4) q4_Kx16_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
     if (c + 2 <= nc) { q4_Kx16_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 2; }
     if (c < nc) q4_Kx16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
 }
 
-static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK16_NC, true, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
+static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK_Q4K16_NC, true, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
                                     pk_k_act_prep, pk_q4_K_x16_tile};
 
 /* ---- Q6_K x 16, 512-bit VNNI (layout above; at most 4 tokens a call: registers) ---- */
