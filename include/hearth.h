@@ -70,6 +70,8 @@ HEARTH_API int hearth_tokenize(const hearth_model *m, const char *text, size_t l
 /* The bytes a token stands for when detokenized (may be part of a UTF-8 character). Returns the byte
  * count (possibly > cap, in which case nothing past cap is written). */
 HEARTH_API int hearth_token_piece(const hearth_model *m, hearth_token t, char *buf, int cap);
+/* The same, but control tokens show their text (e.g. "<|im_start|>") instead of nothing. */
+HEARTH_API int hearth_token_text(const hearth_model *m, hearth_token t, char *buf, int cap);
 HEARTH_API hearth_token hearth_token_bos(const hearth_model *m);   /* -1 if none */
 HEARTH_API hearth_token hearth_token_eos(const hearth_model *m);
 HEARTH_API bool hearth_token_is_eog(const hearth_model *m, hearth_token t);  /* end of generation (EOS, EOT, ...) */

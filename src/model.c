@@ -316,6 +316,11 @@ int hearth_token_piece(const hearth_model *m, hearth_token t, char *buf, int cap
     return tok_piece(m->vocab, t, false, buf, cap);
 }
 
+int hearth_token_text(const hearth_model *m, hearth_token t, char *buf, int cap) {
+    if (!m->vocab || t < 0 || t >= vocab_size(m->vocab)) return 0;
+    return tok_piece(m->vocab, t, true, buf, cap);
+}
+
 hearth_token hearth_token_bos(const hearth_model *m) { return m->vocab ? vocab_bos(m->vocab) : -1; }
 hearth_token hearth_token_eos(const hearth_model *m) { return m->vocab ? vocab_eos(m->vocab) : -1; }
 bool hearth_token_is_eog(const hearth_model *m, hearth_token t) { return m->vocab && vocab_is_eog(m->vocab, t); }

@@ -8,6 +8,7 @@
  * quantize would). A tied token embedding is packed as the output head; its rows are still looked up in the
  * file's layout, whose pages come back one by one as tokens need them. */
 #include "pack.h"
+#include "safetensors.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,7 +24,6 @@ typedef struct {
 typedef struct {
     pk_job_t *jobs;
     int n_jobs;
-    int total_groups;
 } pk_all;
 
 static void pack_job(void *arg, int ith, int nth) {
@@ -41,14 +41,21 @@ static void pack_job(void *arg, int ith, int nth) {
     }
 }
 
-/* The file's pages of [p, p + n) handed back (whole pages inside the range only). */
-static void release_mapped(const hearth_model *m, const void *p, size_t n) {
-    if (!m->gguf || !gguf_mapped(m->gguf) || m->st) return;   /* only pages of a mapped file come back */
-    const uint8_t *base = m->gguf->map, *q = p;
-    if (q < base || q + n > base + m->gguf->size) return;   /* not in the file mapping */
+/* Whole pages of [p, p + n) handed back, when [p, p + n) lies in the file mapping [base, base + size). */
+static void release_in(const void *base, uint64_t size, const void *p, size_t n) {
+    const uint8_t *b = base, *q = p;
+    if (!b || q < b || q + n > b + size) return;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = ((uintptr_t)q + page - 1) & ~(page - 1), hi = ((uintptr_t)q + n) & ~(page - 1);
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* Only pages of a mapped file come back (MADV_DONTNEED would zero a buffer's): the GGUF's, or the safetensors
+ * shards' of an HF directory. */
+static void release_mapped(const hearth_model *m, const void *p, size_t n) {
+    if (m->st)
+        for (int i = 0; i < m->st->n_shards; i++) release_in(m->st->shards[i].map, m->st->shards[i].size, p, n);
+    else if (m->gguf && gguf_mapped(m->gguf)) release_in(m->gguf->map, m->gguf->size, p, n);
 }
 
 /* The matrices a forward pass multiplies through matmul(), the output head last (output.weight, or the token
@@ -76,7 +83,7 @@ int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err) {
     int n = LAYER_MATRICES * m->hp.n_layer + 1, rc = 0;
     ht_tensor **ts = malloc((size_t)n * sizeof *ts);
     pk_job_t *jobs = calloc((size_t)n, sizeof *jobs);
-    pk_all all = { jobs, 0, 0 };
+    pk_all all = { jobs, 0 };
     if (!ts || !jobs) { rc = herr(err, "out of memory"); goto out; }
     n = matrices(m, ts);
     for (int i = 0; i < n; i++) {
@@ -91,7 +98,6 @@ int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err) {
         if (!dst || model_own(m, dst, err)) { rc = herr(err, "out of memory packing the weights"); goto out; }
         t->pack = pk;
         jobs[all.n_jobs++] = (pk_job_t){ t, dst, groups };
-        all.total_groups += groups;
     }
     pool_run(pool, pack_job, &all);
     for (int i = 0; i < all.n_jobs; i++) {

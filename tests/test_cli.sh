@@ -85,5 +85,17 @@ for _ in $(seq 100); do port=$(grep -o "127.0.0.1:[0-9]*" "$tmp/serve.log" | hea
 check "a busy port: one error line" 'one_error_line "$HEARTH" serve --host 127.0.0.1 --port "$port" && [[ $LAST_ERR == *"port $port"* ]]'
 kill $spid; wait $spid 2>/dev/null
 
+check "tokenize --pieces names special tokens" \
+    '[[ $("$HEARTH" tokenize -m data/tokenizer/ggml-vocab-qwen2.gguf --special --no-bos --pieces "<|im_start|>hi") == *":'"'"'<|im_start|>'"'"'"* ]]'
+chat_err=$(echo "Once upon a time" | "$HEARTH" chat --seed 1 2>&1 >/dev/null)
+check "chat without a template says so and stops at 256 tokens" \
+    '[[ $chat_err == *"no chat template"*"at most 256 tokens"* && $chat_err =~ decode\ ([0-9]+)\ tok && ${BASH_REMATCH[1]} -le 256 ]]'
+
+bj=$("$HEARTH" bench -p 8,16 -n 4 -r 1 -o json --no-bw 2>/dev/null)
+check "bench -p list -o json: one object per test" '[[ $(grep -c "\"test\": \"pp8\"\|\"test\": \"pp16\"\|\"test\": \"tg4\"" <<< "$bj") -eq 3 && $bj == "["*"]" ]]'
+bc=$("$HEARTH" bench -p 8 -n 4 -r 1 -o csv --no-bw 2>/dev/null)
+check "bench -o csv: a header and two rows, nothing else on stdout" '[[ $(wc -l <<< "$bc") -eq 3 && $bc == model,size_bytes,* ]]'
+check "bench -o xml refused" 'one_error_line "$HEARTH" bench -o xml'
+
 [[ $fail -eq 0 ]] && echo "all CLI checks passed"
 exit $fail

@@ -19,12 +19,33 @@
 
 typedef struct {
     const char *path;
-    long threads, n_prompt, n_gen, reps, n_ctx, depth;
+    long threads, n_prompt, n_gen, reps, n_ctx, depth;   /* n_prompt, n_gen: the largest of their lists */
+    long pp[16], tg[16];
+    int n_pp, n_tg;
+    int fmt;                  /* OUT_MD, OUT_CSV, OUT_JSON */
     bool bandwidth;
     hearth_cache_type cache_type;
 } bench_args;
 
 typedef struct { double mean, sd; } stat2;
+
+enum { OUT_MD, OUT_CSV, OUT_JSON };
+
+/* "128,512" -> {128, 512} (each in 0..65536, at most 16); false with the one-line error printed. */
+static bool parse_list(const char *flag, const char *v, long *out, int *n, long *max) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    *n = 0;
+    *max = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (*n == 16) { cli_fail("bad value for %s: at most 16 values", flag); return false; }
+        if (!cli_int(flag, t, 0, 1 << 16, &out[*n])) return false;
+        if (out[*n] > *max) *max = out[*n];
+        (*n)++;
+    }
+    if (!*n) { cli_fail("bad value for %s: '%s'", flag, v); return false; }
+    return true;
+}
 
 static double now_ms(void) {
     struct timespec ts;
@@ -34,6 +55,7 @@ static double now_ms(void) {
 
 static void bench_usage(void) {
     printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-d DEPTH] [-c CTX] [--cache-type T] [--no-bw]\n"
+           "                    [-o md|csv|json]  (-p and -n take lists too: -p 128,512)\n"
            "                    [--cpu avx512vnni|avx512|avx2|neon|scalar]\n"
            "Prints llama-bench's table (pp: one batch of N_PROMPT tokens from an empty cache; tg: N_GEN tokens one at\n"
            "a time from an empty cache, or with -d DEPTH tokens already in it, as llama-bench -d; t/s as mean ± sd\n"
@@ -46,7 +68,8 @@ static void bench_usage(void) {
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){ .n_prompt = 512, .n_gen = 128, .reps = 3, .bandwidth = true, .cache_type = HEARTH_CACHE_F16 };
+    *a = (bench_args){ .n_prompt = 512, .n_gen = 128, .pp = {512}, .tg = {128}, .n_pp = 1, .n_tg = 1, .reps = 3,
+                       .bandwidth = true, .cache_type = HEARTH_CACHE_F16 };
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -55,8 +78,12 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         if (!v) { cli_fail("missing value for %s", f); return -1; }
         if (!strcmp(f, "-m")) a->path = v;
         else if (!strcmp(f, "-t")) ok = cli_int(f, v, 1, 256, &a->threads);
-        else if (!strcmp(f, "-p")) ok = cli_int(f, v, 0, 1 << 16, &a->n_prompt);
-        else if (!strcmp(f, "-n")) ok = cli_int(f, v, 0, 1 << 16, &a->n_gen);
+        else if (!strcmp(f, "-p")) ok = parse_list(f, v, a->pp, &a->n_pp, &a->n_prompt);
+        else if (!strcmp(f, "-n")) ok = parse_list(f, v, a->tg, &a->n_tg, &a->n_gen);
+        else if (!strcmp(f, "-o")) {
+            a->fmt = !strcmp(v, "md") ? OUT_MD : !strcmp(v, "csv") ? OUT_CSV : !strcmp(v, "json") ? OUT_JSON : -1;
+            if (a->fmt < 0) { cli_fail("bad value for -o: '%s' (expected md, csv or json)", v); return -1; }
+        }
         else if (!strcmp(f, "-r")) ok = cli_int(f, v, 1, 1000, &a->reps);
         else if (!strcmp(f, "-c")) ok = cli_int(f, v, 1, 1 << 22, &a->n_ctx);
         else if (!strcmp(f, "-d") || !strcmp(f, "--depth")) ok = cli_int(f, v, 0, 1 << 20, &a->depth);
@@ -241,14 +268,38 @@ static uint64_t bytes_per_token(const hearth_model *m, const hearth_model_info *
 
 /* ---- output ---- */
 
+/* Table rows as llama-bench prints them (-o md), or CSV / a JSON array of objects on stdout; with csv and
+ * json the other lines (load, memory, bandwidth) go to stderr, so stdout is the data alone. */
+static int g_fmt, g_rows;
+#define INFO(...) fprintf(g_fmt == OUT_MD ? stdout : stderr, __VA_ARGS__)
+
 static void print_header(void) {
+    if (g_fmt == OUT_CSV) printf("model,size_bytes,params,backend,threads,test,t_s,stddev\n");
+    if (g_fmt == OUT_JSON) printf("[");
+    if (g_fmt != OUT_MD) return;
     printf("| %-30s | %10s | %10s | %-10s | %7s | %13s | %20s |\n", "model", "size", "params", "backend", "threads", "test", "t/s");
     printf("| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", "------------------------------", "---------",
            "---------", "----------", "------", "------------", "-------------------");
 }
 
+static void print_footer(void) {
+    if (g_fmt == OUT_JSON) printf("\n]\n");
+}
+
 static void print_row(const char *desc, const hearth_model_info *in, int threads, const char *test, stat2 s) {
     char size[32], params[32], tps[48];
+    if (g_fmt == OUT_CSV) {
+        printf("\"%s\",%llu,%llu,%s,%d,%s,%.3f,%.3f\n", desc, (unsigned long long)in->weight_bytes,
+               (unsigned long long)in->n_params, quant_backend(), threads, test, s.mean, s.sd);
+        return;
+    }
+    if (g_fmt == OUT_JSON) {
+        printf("%s\n  {\"model\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"%s\", \"threads\": %d, "
+               "\"test\": \"%s\", \"t_s\": %.3f, \"stddev\": %.3f}", g_rows++ ? "," : "", desc,
+               (unsigned long long)in->weight_bytes, (unsigned long long)in->n_params, quant_backend(), threads, test,
+               s.mean, s.sd);
+        return;
+    }
     if (in->weight_bytes >= (1ull << 30)) snprintf(size, sizeof size, "%.2f GiB", in->weight_bytes / (MIB * 1024));
     else snprintf(size, sizeof size, "%.2f MiB", in->weight_bytes / MIB);
     fmt_count(params, sizeof params, (double)in->n_params);
@@ -262,9 +313,9 @@ static void print_rss(const char *when, const hearth_model_info *in, const heart
     double rss = rss_bytes() / MIB, file = in->file_bytes / MIB, kv = ctx_kv_bytes(c, -1) / MIB;
     double limit = file + kv + 64;
     const char *kt = c->kv_type == HT_F16 ? "" : c->kv_type == HT_F32 ? " f32" : " q8_0";
-    printf("rss %s: %.1f MiB (file %.1f MiB, KV%s %.1f MiB", when, rss, file, kt, kv);
-    if (check) printf("; limit file + KV + 64 MiB = %.1f MiB: %s)\n", limit, rss <= limit ? "ok" : "EXCEEDED");
-    else printf("; with every weight page and the %d-token batch scratch touched)\n", c->n_batch);
+    INFO("rss %s: %.1f MiB (file %.1f MiB, KV%s %.1f MiB", when, rss, file, kt, kv);
+    if (check) INFO("; limit file + KV + 64 MiB = %.1f MiB: %s)\n", limit, rss <= limit ? "ok" : "EXCEEDED");
+    else INFO("; with every weight page and the %d-token batch scratch touched)\n", c->n_batch);
 }
 
 /* ---- the command ---- */
@@ -314,15 +365,18 @@ static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in
     char at[32] = "";
     if (a->depth) snprintf(at, sizeof at, " @ d%ld", a->depth);
     print_header();
-    if (a->n_prompt > 0 && !(rc = measure(l->c, true, toks, (int)a->n_prompt, (int)a->reps, &s, err))) {
-        snprintf(test, sizeof test, "pp%ld%s", a->n_prompt, at);
-        print_row(desc, in, threads, test, s);
-    }
+    for (int k = 0; k < a->n_pp && !rc; k++)
+        if (a->pp[k] > 0 && !(rc = measure(l->c, true, toks, (int)a->pp[k], (int)a->reps, &s, err))) {
+            snprintf(test, sizeof test, "pp%ld%s", a->pp[k], at);
+            print_row(desc, in, threads, test, s);
+        }
     toks[0] = bos >= 0 ? bos : toks[0];
-    if (!rc && a->n_gen > 0 && !(rc = measure(l->c, false, toks, (int)a->n_gen, (int)a->reps, tg, err))) {
-        snprintf(test, sizeof test, "tg%ld%s", a->n_gen, at);
-        print_row(desc, in, threads, test, *tg);
-    }
+    for (int k = 0; k < a->n_tg && !rc; k++)
+        if (a->tg[k] > 0 && !(rc = measure(l->c, false, toks, (int)a->tg[k], (int)a->reps, tg, err))) {
+            snprintf(test, sizeof test, "tg%ld%s", a->tg[k], at);
+            print_row(desc, in, threads, test, *tg);
+        }
+    print_footer();
     fflush(stdout);
     free(toks);
     return rc;
@@ -333,10 +387,10 @@ static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in
 static void print_decode_limit(const hearth_model *m, const hearth_model_info *in, stat2 tg, int threads, double bw) {
     bw = HT_MAX(bw, read_bandwidth(threads));
     uint64_t bpt = bytes_per_token(m, in);
-    if (bw <= 0 || !bpt) { printf("decode: bandwidth not measured\n"); return; }
+    if (bw <= 0 || !bpt) { INFO("decode: bandwidth not measured\n"); return; }
     double limit = bw / (double)bpt;
     long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    printf("decode: %.2f t/s = %.1f%% of the %.2f t/s bandwidth limit (%.1f GB/s measured, %.1f MiB read per token%s)\n",
+    INFO("decode: %.2f t/s = %.1f%% of the %.2f t/s bandwidth limit (%.1f GB/s measured, %.1f MiB read per token%s)\n",
            tg.mean, 100.0 * tg.mean / limit, limit, bw / 1e9, bpt / MIB,
            llc > 0 && bpt < (uint64_t)llc ? "; the weights fit in the last-level cache, so DRAM does not bound it" : "");
 }
@@ -345,6 +399,7 @@ int cmd_bench(int argc, char **argv) {
     bench_args a;
     int pr = parse_args(argc, argv, &a);
     if (pr <= 0) return pr < 0 ? 1 : 0;
+    g_fmt = a.fmt;
     hearth_err err;
     loaded l;
     if (load(&a, &l, &err)) return cli_fail("%s: %s", a.path, err.msg);
@@ -360,8 +415,8 @@ int cmd_bench(int argc, char **argv) {
     double cpu0 = cpu_seconds(), wall0 = now_ms();
     if (run_tests(&a, &l, &in, &err, &tg)) { unload(&l); return cli_fail("%s", err.msg); }
     double cpu_share = (cpu_seconds() - cpu0) / ((now_ms() - wall0) / 1e3 * threads);
-    printf("load: %.0f ms (model + context of %d tokens, file in page cache)\n", l.ms, hearth_ctx_n_ctx(l.c));
-    printf("cpu: the tests got %.0f%% of %d threads' wall time (less means other load on the machine)\n",
+    INFO("load: %.0f ms (model + context of %d tokens, file in page cache)\n", l.ms, hearth_ctx_n_ctx(l.c));
+    INFO("cpu: the tests got %.0f%% of %d threads' wall time (less means other load on the machine)\n",
            100.0 * cpu_share, threads);
     print_rss("after bench", &in, l.c, false);
     hearth_ctx_free(l.c);

@@ -285,7 +285,7 @@ static int repl(chat_state *s) {
 }
 
 /* ---- setup ---- */
-static int chat_setup(chat_state *s, const chat_opts *o) {
+static int chat_setup(chat_state *s, chat_opts *o) {
     hearth_err err;
     hearth_model_info info;
     hearth_model_get_info(s->m, &info);
@@ -310,8 +310,12 @@ static int chat_setup(chat_state *s, const chat_opts *o) {
     s->turns = cJSON_CreateArray();
     if (!s->smp || !s->cache || !s->turns) return cli_fail("out of memory");
     set_system(s, o->system);
-    if (!chat_fmt_has_template(s->fmt))
-        fprintf(stderr, "note: the model has no chat template: plain continuation (each line is appended to the text)\n");
+    if (!chat_fmt_has_template(s->fmt)) {
+        /* nothing tells a plain continuation where a reply ends: stop at a sane length unless -n says */
+        if (o->n_predict < 0) o->n_predict = 256;
+        fprintf(stderr, "note: the model has no chat template: plain continuation (each line is appended to the text), "
+                        "replies of at most %ld tokens\n", o->n_predict);
+    }
     return 0;
 }
 

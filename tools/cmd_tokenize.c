@@ -64,7 +64,7 @@ int cmd_tokenize(int argc, char **argv) {
         for (int i = 0; i < n; i++) {
             printf(i ? " %d" : "%d", ids[i]);
             if (pieces) {
-                int k = hearth_token_piece(m, ids[i], piece, sizeof piece);
+                int k = hearth_token_text(m, ids[i], piece, sizeof piece);   /* specials by name */
                 printf(":'%.*s'", k < (int)sizeof piece ? k : (int)sizeof piece, piece);
             }
         }

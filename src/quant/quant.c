@@ -10,8 +10,8 @@
 
 #include <pthread.h>
 
-/* name, block, bytes per block, is_quant, to_float, from_float, vec_dot_type, vec_dot, vec_dot_tile (none in
- * the scalar table: ht_vec_dot_tile loops vec_dot; SIMD sets install theirs) */
+/* name, block, bytes per block, is_quant, to_float, from_float, vec_dot_type, vec_dot, vec_dot_tile and pack
+ * (none in the scalar table: ht_vec_dot_tile loops vec_dot; SIMD sets install theirs) */
 #define HT_TRAITS_TABLE {                                                                                            \
     [HT_F32]    = {"F32", 1, 4, false, ht_ref_f32_to_float, ht_ref_f32_from_float, HT_F32, ht_ref_vec_dot_f32_f32, NULL, NULL}, \
     [HT_F16]    = {"F16", 1, 2, false, ht_ref_f16_to_float, ht_ref_f16_from_float, HT_F32, ht_ref_vec_dot_f16_f32, NULL, NULL}, \

@@ -1,5 +1,5 @@
-/* quant_x86_packed.h — row-interleaved ("packed") Q4_0 and Q8_0 kernels for x86 (ht_pack in quant.h),
- * included by quant_x86_kernels.h after its helpers.
+/* quant_x86_packed.h — row-interleaved ("packed") kernels for x86 (ht_pack in quant.h): Q4_0, Q8_0, Q4_K,
+ * Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256. Included by quant_x86_kernels.h after its helpers.
  *
  * Why: the row-by-row kernels spend most of their time per 32-element block (unpacking, converting each
  * block sum to float, scaling) rather than in the dot-product instructions. With R rows interleaved four
@@ -13,11 +13,13 @@
  *     of a lane pair-sum to at most 8 * 2 * 15 * 127 = 30480, so they add in int16 without saturating.
  *   Q8_0 x16 (AVX-512 VNNI): 8 x 64 bytes of signed weights + 16 halves + 16 int16 row sums; the
  *     activations go unsigned (a + 128) and -128 * sum(w) comes off.
+ *   Q4_K, Q6_K: the same per 32-element sub-block, the integer scales applied per lane (VPMULLD), mins and
+ *     offsets from the activations' block sums; F16/BF16: floats per lane, FMA (layouts at each kernel).
  * Each output's block terms are added in block order with the same instructions whatever the number of
  * tokens in the tile: an output does not depend on the tiling, the batch or the thread count.
  *
- * Activation rows (both packs): int8 q[n] (Q8_0's values, or q + 128 as unsigned for Q8_0 weights), then
- * float d[n / 32], then int32 sum[n / 32] of each block's q. */
+ * Activation rows of the 32-element packs: int8 q[n] (Q8_0's values, or q + 128 as unsigned for Q8_0
+ * weights), then float d[n / 32], then int32 sum[n / 32] of each block's q. */
 
 /* ---- activations ---- */
 static size_t pk_act_bytes(int64_t n) { return (size_t)n + (size_t)(n / 32) * 8; }
