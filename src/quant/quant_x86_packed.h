@@ -21,6 +21,17 @@
  * Activation rows of the 32-element packs: int8 q[n] (Q8_0's values, or q + 128 as unsigned for Q8_0
  * weights), then float d[n / 32], then int32 sum[n / 32] of each block's q. */
 
+/* A pack's tile entry (ht_pack.tile) from an always_inline kernel TILE(NC, ...) for a compile-time token count:
+ * nc <= MAXNC tokens as instances for 8, 4, 2 and 1 (a count above MAXNC is never instantiated). */
+#define PK_TILE(name, TILE, MAXNC)                                                                              \
+    static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
+        int c = 0;                                                                                              \
+        if ((MAXNC) >= 8) for (; c + 8 <= nc; c += 8) TILE((MAXNC) >= 8 ? 8 : 1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); \
+        if ((MAXNC) >= 4) for (; c + 4 <= nc; c += 4) TILE((MAXNC) >= 4 ? 4 : 1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); \
+        for (; c + 2 <= nc; c += 2) TILE(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);      \
+        if (c < nc) TILE(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);                     \
+    }
+
 /* ---- activations ---- */
 static size_t pk_act_bytes(int64_t n) { return (size_t)n + (size_t)(n / 32) * 8; }
 
@@ -114,12 +125,7 @@ HT_AI void q4_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
     }
 }
 
-static void pk_q4_0_x8_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
-    int c = 0;
-    for (; c + 4 <= nc; c += 4) q4_0x8_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    for (; c + 2 <= nc; c += 2) q4_0x8_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    if (c < nc) q4_0x8_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-}
+PK_TILE(pk_q4_0_x8_tile, q4_0x8_tile, 4)
 
 static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, true, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
                                    pk_q4_0_x8_tile};
@@ -232,12 +238,7 @@ HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
     }
 }
 
-static void pk_q4_K_x8_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
-    int c = 0;
-    for (; c + 4 <= nc; c += 4) q4_Kx8_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    for (; c + 2 <= nc; c += 2) q4_Kx8_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    if (c < nc) q4_Kx8_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-}
+PK_TILE(pk_q4_K_x8_tile, q4_Kx8_tile, 4)
 
 static const ht_pack pk_q4_K_x8 = {"Q4_Kx8", 8, PK8_NC, true, pk_q4_K_x8_bytes, pk_q4_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
                                    pk_q4_K_x8_tile};
@@ -354,12 +355,7 @@ HT_AI void q6_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
     }
 }
 
-static void pk_q6_K_x8_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
-    int c = 0;
-    for (; c + 4 <= nc; c += 4) q6_Kx8_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    for (; c + 2 <= nc; c += 2) q6_Kx8_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    if (c < nc) q6_Kx8_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-}
+PK_TILE(pk_q6_K_x8_tile, q6_Kx8_tile, 4)
 
 static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, false, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
                                    pk_q6_K_x8_tile};
@@ -406,16 +402,14 @@ HT_AI void halfx8_tile(const int T, const int NC, int n, const uint8_t *g, int n
     }
 }
 
-#define PK_HALF_TILE(name, T, tile, MAXNC)                                                                       \
-    static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
-        int c = 0;                                                                                              \
-        if ((MAXNC) >= 8) for (; c + 8 <= nc; c += 8) tile(T, 8, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); \
-        for (; c + 4 <= nc; c += 4) tile(T, 4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);      \
-        for (; c + 2 <= nc; c += 2) tile(T, 2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);      \
-        if (c < nc) tile(T, 1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);                     \
-    }
-PK_HALF_TILE(pk_f16_x8_tile, HT_F16, halfx8_tile, 4)
-PK_HALF_TILE(pk_bf16_x8_tile, HT_BF16, halfx8_tile, 4)
+HT_AI void f16x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    halfx8_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
+}
+HT_AI void bf16x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    halfx8_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
+}
+PK_TILE(pk_f16_x8_tile, f16x8_tile, 4)
+PK_TILE(pk_bf16_x8_tile, bf16x8_tile, 4)
 static const ht_pack pk_f16_x8 = {"F16x8", 8, PK8_NC, true, pk_half_x8_bytes, pk_half_x8_pack, NULL, NULL, pk_f16_x8_tile};
 static const ht_pack pk_bf16_x8 = {"BF16x8", 8, PK8_NC, true, pk_half_x8_bytes, pk_half_x8_pack, NULL, NULL, pk_bf16_x8_tile};
 
@@ -455,8 +449,14 @@ HT_AI void halfx16_tile(const int T, const int NC, int n, const uint8_t *g, int 
         store16(y + (size_t)c * ys, nr, v);
     }
 }
-PK_HALF_TILE(pk_f16_x16_tile, HT_F16, halfx16_tile, 8)
-PK_HALF_TILE(pk_bf16_x16_tile, HT_BF16, halfx16_tile, 8)
+HT_AI void f16x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    halfx16_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
+}
+HT_AI void bf16x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    halfx16_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
+}
+PK_TILE(pk_f16_x16_tile, f16x16_tile, 8)
+PK_TILE(pk_bf16_x16_tile, bf16x16_tile, 8)
 static const ht_pack pk_f16_x16 = {"F16x16", 16, PK_HALF16_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_f16_x16_tile};
 static const ht_pack pk_bf16_x16 = {"BF16x16", 16, PK_HALF16_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_bf16_x16_tile};
 #endif
@@ -504,13 +504,7 @@ HT_AI void q4_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
 }
 
-static void pk_q4_0_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
-    int c = 0;
-    for (; c + 8 <= nc; c += 8) q4_0x16_tile(8, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    if (c + 4 <= nc) { q4_0x16_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 4; }
-    if (c + 2 <= nc) { q4_0x16_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 2; }
-    if (c < nc) q4_0x16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-}
+PK_TILE(pk_q4_0_x16_tile, q4_0x16_tile, 8)
 
 static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, true, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
                                     pk_act_signed, pk_q4_0_x16_tile};
@@ -570,13 +564,7 @@ HT_AI void q8_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
 }
 
-static void pk_q8_0_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
-    int c = 0;
-    for (; c + 8 <= nc; c += 8) q8_0x16_tile(8, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    if (c + 4 <= nc) { q8_0x16_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 4; }
-    if (c + 2 <= nc) { q8_0x16_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 2; }
-    if (c < nc) q8_0x16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-}
+PK_TILE(pk_q8_0_x16_tile, q8_0x16_tile, 8)
 
 static const ht_pack pk_q8_0_x16 = {"Q8_0x16", 16, PK16_NC, true, pk_q8_0_x16_bytes, pk_q8_0_x16_pack, pk_act_bytes,
                                     pk_act_unsigned, pk_q8_0_x16_tile};
@@ -644,12 +632,7 @@ HT_AI void q4_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
 }
 
-static void pk_q4_K_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
-    int c = 0;
-    for (; c + 4 <= nc; c += 4) q4_Kx16_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    if (c + 2 <= nc) { q4_Kx16_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 2; }
-    if (c < nc) q4_Kx16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-}
+PK_TILE(pk_q4_K_x16_tile, q4_Kx16_tile, 4)
 
 static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK_Q4K16_NC, true, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
                                     pk_k_act_prep, pk_q4_K_x16_tile};
@@ -717,12 +700,7 @@ HT_AI void q6_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
 }
 
-static void pk_q6_K_x16_tile(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
-    int c = 0;
-    for (; c + 4 <= nc; c += 4) q6_Kx16_tile(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-    if (c + 2 <= nc) { q6_Kx16_tile(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); c += 2; }
-    if (c < nc) q6_Kx16_tile(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-}
+PK_TILE(pk_q6_K_x16_tile, q6_Kx16_tile, 4)
 
 static const ht_pack pk_q6_K_x16 = {"Q6_Kx16", 16, PK_Q6_NC, false, pk_q6_K_x16_bytes, pk_q6_K_x16_pack, pk_k_act_bytes,
                                     pk_k_act_prep, pk_q6_K_x16_tile};
