@@ -645,8 +645,10 @@ int tok_piece(const ht_vocab *v, int32_t id, bool show_special, char *buf, int c
         return at;
     }
     case DEC_WPM_HF: {
-        size_t cl = strlen(v->wpm_cont);
-        if (cl && n >= cl && !memcmp(t, v->wpm_cont, cl)) return put(buf, cap, 0, t + cl, n - cl);
+        /* a WordPiece decoder over another model (fuzzing found one) has no model prefix: HF's default */
+        const char *cont = v->wpm_cont ? v->wpm_cont : "##";
+        size_t cl = strlen(cont);
+        if (cl && n >= cl && !memcmp(t, cont, cl)) return put(buf, cap, 0, t + cl, n - cl);
         int at = put(buf, cap, 0, " ", 1);
         return put(buf, cap, at, t, n);
     }
