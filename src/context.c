@@ -76,6 +76,22 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->att_scores = xcalloc((size_t)c->n_threads * c->att_stride, sizeof(float), &fail);
     c->rope_cos = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
     c->rope_sin = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
+    if (hp->n_expert) {
+        size_t S = B * (size_t)hp->n_expert_used, NE = (size_t)hp->n_expert, F = (size_t)hp->n_ff_exp, W = HT_MAX(E, F);
+        c->moe_logits = xcalloc(B * NE, sizeof(float), &fail);
+        c->moe_sel = xcalloc(S, sizeof(int), &fail);
+        c->moe_w = xcalloc(S, sizeof(float), &fail);
+        c->moe_row = xcalloc(S, sizeof(int), &fail);
+        c->moe_src = xcalloc(S, sizeof(int), &fail);
+        c->moe_cnt = xcalloc(NE, sizeof(int), &fail);
+        c->moe_first = xcalloc(NE, sizeof(int), &fail);
+        c->moe_active = xcalloc(NE, sizeof(int), &fail);
+        c->moe_g = xcalloc(S * F, sizeof(float), &fail);
+        c->moe_u = xcalloc(S * F, sizeof(float), &fail);
+        c->moe_y = xcalloc(S * E, sizeof(float), &fail);
+        c->moe_qact_row = HT_MAX(matmul_act_row_bytes((int64_t)W), W * sizeof(float));
+        c->moe_qact = xcalloc(S, c->moe_qact_row, &fail);
+    }
     c->max_rows = c->n_ctx * c->n_seq;
     c->row_out = xcalloc((size_t)c->max_rows, sizeof(int), &fail);
     c->b_pos = xcalloc((size_t)c->max_rows, sizeof(int32_t), &fail);
@@ -108,7 +124,9 @@ void hearth_ctx_free(hearth_ctx *c) {
     if (c->kv) for (int il = 0; il < c->m->hp.n_layer; il++) { free(c->kv[il].k); free(c->kv[il].v); }
     free(c->kv);
     void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
-                     c->rope_cos, c->rope_sin, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want, c->seq_next, c->out_logits, c->out_hidden };
+                     c->rope_cos, c->rope_sin, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want, c->seq_next, c->out_logits, c->out_hidden,
+                     c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt, c->moe_first, c->moe_active,
+                     c->moe_g, c->moe_u, c->moe_y, c->moe_qact };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }

@@ -110,3 +110,59 @@ void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, cons
     activate_par(c, c->hb, NULL, (size_t)ub->n * (size_t)ff, act);
     matmul_bias(c, &L->ffn_down, &L->ffn_down_b, c->hb, ub->n, out);
 }
+
+/* The router's choice for one token: softmax over the experts, the n_expert_used most probable (best first,
+ * ties to the lower index), their probabilities renormalised to sum to 1 when the model does (as the
+ * reference's build_moe_ffn with norm_w). */
+static void moe_route(const ht_hparams *hp, const float *logits, int *sel, float *w) {
+    const int NE = hp->n_expert, K = hp->n_expert_used;
+    float p[HT_MAX_EXPERTS], mx = -INFINITY, sum = 0;
+    bool taken[HT_MAX_EXPERTS] = { false };
+    for (int e = 0; e < NE; e++) mx = HT_MAX(mx, logits[e]);
+    for (int e = 0; e < NE; e++) sum += p[e] = expf(logits[e] - mx);
+    for (int e = 0; e < NE; e++) p[e] /= sum;
+    float wsum = 0;
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int e = 0; e < NE; e++)
+            if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+        taken[best] = true;
+        sel[k] = best;
+        wsum += w[k] = p[best];
+    }
+    if (hp->expert_norm_w)
+        for (int k = 0; k < K; k++) w[k] /= wsum;
+}
+
+void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out) {
+    const ht_hparams *hp = &c->m->hp;
+    const int n = ub->n, NE = hp->n_expert, K = hp->n_expert_used, E = hp->n_embd, F = hp->n_ff_exp;
+    int *sel = c->moe_sel, *cnt = c->moe_cnt, *next = c->moe_first, *row = c->moe_row;
+    matmul(c, &L->ffn_gate_inp, in, n, c->moe_logits);
+    memset(cnt, 0, (size_t)NE * sizeof *cnt);
+    for (int t = 0; t < n; t++) {
+        moe_route(hp, c->moe_logits + (size_t)t * NE, sel + (size_t)t * K, c->moe_w + (size_t)t * K);
+        for (int k = 0; k < K; k++) cnt[sel[t * K + k]]++;
+    }
+    /* the batch's choices ordered by expert (tokens in order within one): each expert then meets all its rows
+     * in one product; moe_first serves as the fill cursor here */
+    for (int e = 0, r = 0; e < NE; r += cnt[e++]) next[e] = r;
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < K; k++) {
+            int r = next[sel[t * K + k]]++;
+            row[t * K + k] = r;
+            c->moe_src[r] = t;
+        }
+    matmul_experts(c, &L->ffn_gate_exps, &L->ffn_up_exps, in, c->moe_src, n * K, cnt, c->moe_g, c->moe_u);
+    activate_par(c, c->moe_g, c->moe_u, (size_t)n * K * F, ACT_SILU);
+    matmul_experts(c, &L->ffn_down_exps, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL);
+    /* each token's experts summed in the router's order, whatever the batch */
+    for (int t = 0; t < n; t++) {
+        float *o = out + (size_t)t * E;
+        for (int k = 0; k < K; k++) {
+            const float wk = c->moe_w[t * K + k], *y = c->moe_y + (size_t)row[t * K + k] * E;
+            if (k == 0) for (int i = 0; i < E; i++) o[i] = wk * y[i];
+            else for (int i = 0; i < E; i++) o[i] += wk * y[i];
+        }
+    }
+}

@@ -21,6 +21,9 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
                      int window);
 /* Gated FFN: out = down(act(gate(in)) * up(in)). */
 void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
+/* Mixture of experts (Mixtral, Qwen3-MoE): the router ffn_gate_inp picks n_expert_used experts per token,
+ * out = sum of their gated SwiGLU FFNs (the ffn_*_exps stacks) weighted by the router. */
+void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out);
 /* Plain FFN with biases: out = down(act(up(in) + b_up)) + b_down. */
 void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
 /* out = act(W·in + b) over the micro-batch (b may be absent): a dense layer, e.g. a head transform. */

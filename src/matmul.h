@@ -10,6 +10,12 @@
 void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y);
 /* Same, then adds bias b (a vector of W.ne[1] floats, may be absent) to every row. */
 void matmul_bias(hearth_ctx *c, const ht_tensor *W, const ht_tensor *b, const float *x, int n_tok, float *y);
+/* The products of a mixture-of-experts block, all experts in one job: W (and W2, optional, on the same
+ * input) are expert stacks [n_in, n_out, n_expert]; the n_rows activation rows are ordered by expert, cnt[e]
+ * rows for expert e, row r read from x[src[r]] (or x[r] when src is NULL; x rows of W.ne[0] floats). Row r of
+ * y (and y2) is row r's product with its expert's matrix. Uses the context's moe_* scratch. */
+void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *W2, const float *x, const int *src, int n_rows,
+                    const int *cnt, float *y, float *y2);
 /* Bytes of quantized-activation scratch a row of n elements may need in any format. */
 size_t matmul_act_row_bytes(int64_t n);
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_gemma3, &ht_arch_gpt2,
-                                         &ht_arch_bert };
+static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_gemma3,
+                                         &ht_arch_gpt2, &ht_arch_bert };
 
 const ht_arch *ht_find_arch(const char *name) {
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
@@ -48,13 +48,9 @@ static const ht_tensor *find_tensor(const hearth_model *m, const char *name) {
     return NULL;
 }
 
-int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, int64_t ne0, int64_t ne1,
-               const char *fmt, ...) {
-    char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
+/* model_bind and model_bind_experts: ne2 is 1 for a matrix or vector, n_expert for an expert stack. */
+static int bind_named(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, int64_t ne0, int64_t ne1,
+                      int64_t ne2, const char *name) {
     const ht_tensor *t = find_tensor(m, name);
     if (!t) {
         memset(dst, 0, sizeof *dst);
@@ -64,9 +60,10 @@ int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, 
         return herr(err, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name, (long long)t->ne[0],
                     (long long)t->ne[1], (long long)ne0, (long long)ne1);
     const ht_traits *tr = ht_get_traits(t->type);
-    if (t->ne[2] != 1 || t->ne[3] != 1 || (ne1 == 1 && t->ne[1] != 1))
-        return herr(err, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected a %s", name, (long long)t->ne[0],
-                    (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], ne1 == 1 ? "vector" : "matrix");
+    if (t->ne[2] != ne2 || t->ne[3] != 1 || (ne1 == 1 && t->ne[1] != 1))
+        return herr(err, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected %s", name, (long long)t->ne[0],
+                    (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                    ne2 > 1 ? "a stack of one matrix per expert" : ne1 == 1 ? "a vector" : "a matrix");
     if (ne1 != 1 && (!tr->vec_dot || t->ne[1] > (1 << 26)))   /* Q8_1 / Q8_K: activation formats, no kernel */
         return herr(err, "tensor '%s': %s", name, !tr->vec_dot ? "its type holds activations, not weights (no kernel multiplies it)"
                                                               : "too many rows");
@@ -82,6 +79,25 @@ int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, 
         dst->row_bytes = dst->nbytes = (size_t)t->ne[0] * sizeof(float);
     }
     return 0;
+}
+
+int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, int64_t ne0, int64_t ne1,
+               const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return bind_named(m, dst, required, err, ne0, ne1, 1, name);
+}
+
+int model_bind_experts(hearth_model *m, ht_tensor *dst, hearth_err *err, int64_t ne0, int64_t ne1, const char *fmt, int il) {
+    char name[256];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(name, sizeof name, fmt, il);
+#pragma GCC diagnostic pop
+    return bind_named(m, dst, true, err, ne0, ne1, m->hp.n_expert, name);
 }
 
 int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *err, int64_t n, const char *prefix, int il) {
@@ -106,9 +122,6 @@ int model_meta_int(const hearth_model *m, const char *suffix, int lo, int hi, in
 
 int model_common_hparams(hearth_model *m, hearth_err *err) {
     ht_hparams *hp = &m->hp;
-    uint32_t n_expert;
-    if (model_meta_u32(m, "expert_count", &n_expert) && n_expert > 0)   /* Mixtral: arch llama with experts */
-        return herr(err, "mixture-of-experts models (%s.expert_count = %u) are not supported yet", m->arch->name, n_expert);
     const char *need[] = { "embedding_length", "block_count", "attention.head_count" };
     char key[256];
     for (int i = 0; i < 3; i++)
@@ -124,6 +137,15 @@ int model_common_hparams(hearth_model *m, hearth_err *err) {
         model_meta_int(m, "attention.key_length", 1, 4096, HT_MAX(hp->n_embd / hp->n_head, 1), &hp->head_dim, err) ||
         model_meta_int(m, "attention.value_length", 1, 4096, hp->head_dim, &hp->head_dim_v, err))
         return -1;
+    /* mixture of experts (Mixtral: arch llama with experts; qwen3moe): the expert FFN width defaults to n_ff */
+    if (model_meta_int(m, "expert_count", 0, HT_MAX_EXPERTS, 0, &hp->n_expert, err) ||
+        model_meta_int(m, "expert_used_count", hp->n_expert ? 1 : 0, hp->n_expert, hp->n_expert ? 2 : 0, &hp->n_expert_used, err) ||
+        model_meta_int(m, "expert_feed_forward_length", 1, 1 << 24, hp->n_ff, &hp->n_ff_exp, err))
+        return -1;
+    if (hp->n_expert == 1) return herr(err, "metadata %s.expert_count 1: a mixture needs at least 2 experts", m->arch->name);
+    char nk[256];
+    bool nw = true;
+    hp->expert_norm_w = !meta_key(m, "expert_weights_norm", nk, sizeof nk) || !gguf_get_bool(m->gguf, nk, &nw) || nw;
     if (hp->n_head % hp->n_head_kv)
         return herr(err, "head_count_kv %d does not divide head_count %d", hp->n_head_kv, hp->n_head);
     if ((int64_t)hp->n_head * HT_MAX(hp->head_dim, hp->head_dim_v) > (1 << 24))

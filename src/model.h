@@ -25,9 +25,32 @@ typedef struct {
     size_t nbytes;
     const ht_pack *pack;  /* when repacked for the kernels (model_pack_weights): the layout, and */
     const uint8_t *packed;   /* the groups of pack->rows rows, pack->group_bytes(ne[0]) bytes each */
+    const void *const *slabs;   /* an expert stack (ne[2] experts of ne[1] rows) whose experts lie apart (HF
+                                 * directories: one tensor per expert): slab e's rows; NULL when contiguous */
 } ht_tensor;
 
+/* Expert e of a 3-D expert stack, as a matrix: its slab of the mapping (one expert = ne[1] rows), and of the
+ * packed copy when packed (each expert's rows pack into whole groups of their own). */
+static inline ht_tensor ht_expert(const ht_tensor *t, int e) {
+    ht_tensor v = *t;
+    v.n_dims = 2;
+    v.ne[2] = 1;
+    v.slabs = NULL;
+    v.nbytes = (size_t)t->ne[1] * t->row_bytes;
+    v.data = t->slabs ? t->slabs[e] : (const uint8_t *)t->data + (size_t)e * v.nbytes;
+    if (t->packed)
+        v.packed = t->packed + (size_t)e * (size_t)((t->ne[1] + t->pack->rows - 1) / t->pack->rows) * t->pack->group_bytes(t->ne[0]);
+    return v;
+}
+
+/* Row r of a matrix or of a stack read as ne[1] * ne[2] rows, in the file's layout. */
+static inline const uint8_t *ht_row(const ht_tensor *t, int64_t r) {
+    if (t->slabs) return (const uint8_t *)t->slabs[r / t->ne[1]] + (size_t)(r % t->ne[1]) * t->row_bytes;
+    return (const uint8_t *)t->data + (size_t)r * t->row_bytes;
+}
+
 enum { ROPE_NORM = 0, ROPE_NEOX = 2 };
+#define HT_MAX_EXPERTS 512
 enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
 
 typedef struct {
@@ -44,6 +67,8 @@ typedef struct {
     bool logits;              /* produces logits: decoders, and encoders with a language-model head */
     int pooling;
     int n_token_types;
+    int n_expert, n_expert_used, n_ff_exp;   /* mixture of experts (0 experts: dense FFN); expert FFN width */
+    bool expert_norm_w;       /* the chosen experts' softmax weights renormalised to sum to 1 */
 } ht_hparams;
 
 /* Per-layer weights; each architecture binds the ones it uses. */
@@ -57,6 +82,8 @@ typedef struct {
     ht_tensor ffn_gate, ffn_up, ffn_down;
     ht_tensor ffn_up_b, ffn_down_b;
     ht_tensor ffn_post_norm, ffn_post_norm_b;     /* gemma3 post-FFN norm; bert layer-output LayerNorm */
+    ht_tensor ffn_gate_inp;                       /* MoE router [n_embd -> n_expert] */
+    ht_tensor ffn_gate_exps, ffn_up_exps, ffn_down_exps;   /* MoE expert stacks, 3-D [.., .., n_expert] */
 } ht_layer;
 
 typedef struct hearth_ctx hearth_ctx;
@@ -103,7 +130,8 @@ struct ht_arch {
 };
 
 /* Registered architectures (one file each under src/arch). */
-extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert;
+extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_gemma3, ht_arch_gpt2,
+    ht_arch_bert;
 /* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
  * -> tied) and the pre-norm SwiGLU forward pass. */
 int llama_bind_common(hearth_model *m, hearth_err *err);
@@ -118,6 +146,8 @@ bool model_meta_f32(const hearth_model *m, const char *suffix, float *out);
  * the expected dims (pass -1 to accept any). Returns 0, or -1 with err set. */
 int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, int64_t ne0, int64_t ne1,
                const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* Binds an expert stack: ne[0] = ne0, ne[1] = ne1, ne[2] = the model's n_expert (a 3-D tensor). */
+int model_bind_experts(hearth_model *m, ht_tensor *dst, hearth_err *err, int64_t ne0, int64_t ne1, const char *fmt, int il);
 /* Binds the vector pair "<prefix>.weight" and "<prefix>.bias" (a LayerNorm, both required), n floats each;
  * prefix is a printf format taking il (e.g. "blk.%d.attn_norm"), or a plain name. */
 int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *err, int64_t n, const char *prefix, int il);
@@ -155,6 +185,18 @@ struct hearth_ctx {
     float *att_scores;        /* [n_threads][att_stride]: attention scores and gather space (hearth_ctx_new) */
     size_t att_stride;        /* floats per thread in att_scores */
     float *rope_cos, *rope_sin;   /* [n_batch][head_dim/2] */
+    /* mixture of experts (n_expert > 0): a micro-batch's n_batch × n_expert_used choices ("slots") */
+    float *moe_logits;        /* [n_batch][n_expert] router outputs */
+    int *moe_sel;             /* [slot] the chosen expert, best first per token */
+    float *moe_w;             /* [slot] its weight */
+    int *moe_row;             /* [slot] its row in the expert-ordered batch */
+    int *moe_src;             /* [expert-ordered row] the token it carries */
+    int *moe_cnt;             /* [n_expert] expert-ordered rows of each expert */
+    int *moe_first, *moe_active;   /* [n_expert] an expert's first row; the experts with rows (matmul_experts) */
+    float *moe_g, *moe_u;     /* [expert-ordered row][n_ff_exp] gate and up products */
+    float *moe_y;             /* [expert-ordered row][n_embd] down products */
+    void *moe_qact;           /* [expert-ordered row] prepared activations, moe_qact_row bytes each */
+    size_t moe_qact_row;
 
     /* per-batch bookkeeping, sized for the largest batch (n_ctx * n_seq rows) */
     int max_rows;

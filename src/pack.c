@@ -32,12 +32,12 @@ static void pack_job(void *arg, int ith, int nth) {
     for (int i = 0; i < a->n_jobs; i++) {
         const pk_job_t *j = &a->jobs[i];
         const ht_pack *pk = j->t->pack;
-        const int R = pk->rows, rows = (int)j->t->ne[1];
+        const int R = pk->rows, rows = (int)j->t->ne[1], per = (rows + R - 1) / R;   /* groups per matrix (expert) */
         const size_t gb = pk->group_bytes(j->t->ne[0]);
         for (int k = 0; k < j->groups; k++, g++)
             if (g % nth == ith)
-                pk->pack((const uint8_t *)j->t->data + (size_t)k * R * j->t->row_bytes, j->t->row_bytes,
-                         HT_MIN(R, rows - k * R), j->t->ne[0], j->dst + (size_t)k * gb);
+                pk->pack(ht_row(j->t, (int64_t)(k / per) * rows + (int64_t)(k % per) * R), j->t->row_bytes,
+                         HT_MIN(R, rows - k % per * R), j->t->ne[0], j->dst + (size_t)k * gb);
     }
 }
 
@@ -62,12 +62,13 @@ static void release_mapped(const hearth_model *m, const void *p, size_t n) {
  * embedding when it is tied: lookups of single rows then read the file's pages back one by one). The head
  * only ever meets the few tokens whose logits are wanted, so it is packed only where that pays for one
  * token (ht_pack.head). */
-#define LAYER_MATRICES 8
+#define LAYER_MATRICES 11
 static int matrices(hearth_model *m, ht_tensor **out) {
     int n = 0;
     for (int il = 0; il < m->hp.n_layer; il++) {
         ht_layer *L = &m->layers[il];
-        ht_tensor *ts[LAYER_MATRICES] = {&L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        ht_tensor *ts[LAYER_MATRICES] = {&L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
+                                         &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps};
         for (int i = 0; i < LAYER_MATRICES; i++) out[n++] = ts[i];
     }
     ht_tensor *head = m->output.data ? &m->output : m->hp.logits ? &m->tok_embd : NULL;
@@ -89,10 +90,10 @@ int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err) {
     for (int i = 0; i < n; i++) {
         ht_tensor *t = ts[i];
         const ht_traits *tr = t->data ? ht_get_traits(t->type) : NULL;
-        if (!tr || !tr->pack || t->n_dims != 2 || t->pack) continue;
+        if (!tr || !tr->pack || t->pack) continue;
         const ht_pack *pk = tr->pack;
         if (i >= LAYER_MATRICES * m->hp.n_layer && !pk->head) continue;
-        const int groups = (int)((t->ne[1] + pk->rows - 1) / pk->rows);
+        const int groups = (int)((t->ne[1] + pk->rows - 1) / pk->rows * t->ne[2]);   /* an expert's rows: its own groups */
         const size_t bytes = ((size_t)groups * pk->group_bytes(t->ne[0]) + 63) / 64 * 64;
         uint8_t *dst = aligned_alloc(64, bytes);
         if (!dst || model_own(m, dst, err)) { rc = herr(err, "out of memory packing the weights"); goto out; }
@@ -103,7 +104,9 @@ int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err) {
     for (int i = 0; i < all.n_jobs; i++) {
         ht_tensor *t = (ht_tensor *)jobs[i].t;
         t->packed = jobs[i].dst;
-        release_mapped(m, t->data, t->nbytes);
+        if (t->slabs)
+            for (int e = 0; e < t->ne[2]; e++) release_mapped(m, t->slabs[e], (size_t)t->ne[1] * t->row_bytes);
+        else release_mapped(m, t->data, t->nbytes);
     }
     m->weights_packed = true;
 out:

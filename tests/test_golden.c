@@ -26,6 +26,8 @@ static const fixture FIXTURES[] = {
     { "qwen2", "qwen2", NULL }, { "qwen3", "qwen3", NULL }, { "qwen3-Q8_0", "qwen3-Q8_0", "qwen3" },
     { "gemma3", "gemma3", NULL }, { "gemma3-Q8_0", "gemma3-Q8_0", "gemma3" }, { "gpt2", "gpt2", NULL },
     { "bert", "bert", NULL },
+    { "qwen3moe", "qwen3moe", NULL }, { "qwen3moe-Q8_0", "qwen3moe-Q8_0", "qwen3moe" },
+    { "mixtral", "mixtral", NULL }, { "mixtral-Q4_K_M", "mixtral-Q4_K_M", "mixtral" },
 };
 
 #define SMALL_BATCH 7   /* micro-batches that do not divide the cases and cross an 8-token window */

@@ -1,6 +1,6 @@
 /* test_kv_cache.c — the KV cache types. A Q8_0 (and the default F16) cache gives bit-identical logits in one
  * batch, token by token, in micro-batches of 7 (through Gemma 3's ring cache, well past its 8-token window)
- * and with 1 or 2 threads; a Q8_0 cache stays close to the reference's F32-cache goldens: its mean KL is at most
+ * and with 1 or 2 threads (the mixture-of-experts fixtures too); a Q8_0 cache stays close to the reference's F32-cache goldens: its mean KL is at most
  * a quarter of what the reference loses on the Q8_0-quantized weights (measured: llama 8.8e-6 vs 1.4e-4, gemma3
  * 7.2e-5 vs 5.4e-4), the argmax agrees at >= 97% of positions; it takes 34/32 bytes per cached value; a model
  * whose head size is not a multiple of 32 is refused. */
@@ -156,6 +156,8 @@ int main(void) {
     test_exact("gemma3", HEARTH_CACHE_Q8_0, true);
     test_exact("llama", HEARTH_CACHE_F16, false);
     test_exact("gemma3", HEARTH_CACHE_F16, true);
+    test_exact("qwen3moe-Q8_0", HEARTH_CACHE_F16, false);   /* experts: their rows regrouped by every batch */
+    test_exact("mixtral-Q4_K_M", HEARTH_CACHE_F16, false);
     test_accuracy("llama");
     test_accuracy("gemma3");   /* (qwen3's random logits are nearly flat: KL ~1e-14 whatever the cache) */
     test_memory();

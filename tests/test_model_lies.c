@@ -7,7 +7,8 @@
  *  - hyper-parameters that overflow int or whose products do (heads x head size);
  *  - NaN in the token-type array and in the eos id list (float-to-int conversions);
  *  - NaN weights: decoding says the model produced NaN, instead of handing NaNs to a sampler;
- *  - a Mixtral-shaped file (llama.expert_count > 0): refused as mixture-of-experts, not as a missing tensor. */
+ *  - expert counts that lie: a dense file that claims experts (refused naming the missing router), counts
+ *    past the limit, one expert, more experts used per token than there are. */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -141,9 +142,13 @@ int main(void) {
     expect_refused(&(lie){.kv_key = "llama.rope.dimension_count", .kv_type = GGUF_I32, .kv_val = &neg}, "rope-neg", "dimension_count");
     expect_refused(&(lie){.kv_key = "llama.attention.head_count", .kv_type = GGUF_U32, .kv_val = &heads}, "heads-64k", "");
     expect_refused(&(lie){.kv_key = "llama.attention.key_length", .kv_type = GGUF_U32, .kv_val = &hd}, "keylen-4096", "");
-    const uint32_t experts = 4;
-    expect_refused(&(lie){.kv_key = "llama.expert_count", .kv_type = GGUF_U32, .kv_val = &experts}, "mixtral-shaped",
-                   "mixture-of-experts");
+    const uint32_t experts = 4, one = 1, many = 1u << 20;
+    expect_refused(&(lie){.kv_key = "llama.expert_count", .kv_type = GGUF_U32, .kv_val = &experts}, "dense-claims-experts",
+                   "blk.0.ffn_gate_inp.weight");
+    expect_refused(&(lie){.kv_key = "llama.expert_count", .kv_type = GGUF_U32, .kv_val = &many}, "experts-1M", "expert_count");
+    expect_refused(&(lie){.kv_key = "llama.expert_count", .kv_type = GGUF_U32, .kv_val = &one}, "experts-1", "expert_count");
+    expect_refused(&(lie){.kv_key = "llama.expert_used_count", .kv_type = GGUF_U32, .kv_val = &experts}, "used-without-experts",
+                   "expert_used_count");
     const float nan_f = NAN;
     expect_refused(&(lie){.kv_key = "llama.rope.freq_base", .kv_type = GGUF_F32, .kv_val = &nan_f}, "rope-nan", "rope base");
 

@@ -1,12 +1,24 @@
-/* llama.c — the Llama family (Llama 2/3, Mistral, TinyLlama, SmolLM): RMSNorm, rope in GGUF's llama
- * layout (adjacent pairs) with optional rope_freqs divisors, GQA/MQA attention, SwiGLU FFN, tied or
- * separate output. Everything is read from metadata. */
+/* llama.c — the Llama family (Llama 2/3, Mistral, TinyLlama, SmolLM, Mixtral): RMSNorm, rope in GGUF's
+ * llama layout (adjacent pairs) with optional rope_freqs divisors, GQA/MQA attention, SwiGLU FFN — or, with
+ * llama.expert_count > 0, a mixture of SwiGLU experts (layer_ffn_moe) — tied or separate output. Everything
+ * is read from metadata. */
 #include "../layers.h"
 
 static int llama_hparams(hearth_model *m, hearth_err *err) {
     if (model_common_hparams(m, err)) return -1;
     m->hp.rope_type = ROPE_NORM;
     return 0;
+}
+
+/* A mixture-of-experts FFN in place of the dense one (Mixtral, Qwen3-MoE): the router and the three stacks. */
+static int llama_bind_moe(hearth_model *m, ht_layer *L, int il, hearth_err *err) {
+    const ht_hparams *hp = &m->hp;
+    int E = hp->n_embd, F = hp->n_ff_exp;
+    return model_bind(m, &L->ffn_gate_inp, true, err, E, hp->n_expert, "blk.%d.ffn_gate_inp.weight", il) ||
+                   model_bind_experts(m, &L->ffn_gate_exps, err, E, F, "blk.%d.ffn_gate_exps.weight", il) ||
+                   model_bind_experts(m, &L->ffn_up_exps, err, E, F, "blk.%d.ffn_up_exps.weight", il) ||
+                   model_bind_experts(m, &L->ffn_down_exps, err, F, E, "blk.%d.ffn_down_exps.weight", il)
+               ? -1 : 0;
 }
 
 /* Binds the weights every decoder of the Llama shape has (used by the Qwen files too). */
@@ -27,10 +39,12 @@ int llama_bind_common(hearth_model *m, hearth_err *err) {
             model_bind(m, &L->wk, true, err, E, KD, "blk.%d.attn_k.weight", il) ||
             model_bind(m, &L->wv, true, err, E, VD, "blk.%d.attn_v.weight", il) ||
             model_bind(m, &L->wo, true, err, OD, E, "blk.%d.attn_output.weight", il) ||
-            model_bind(m, &L->ffn_norm, true, err, E, 1, "blk.%d.ffn_norm.weight", il) ||
-            model_bind(m, &L->ffn_gate, true, err, E, hp->n_ff, "blk.%d.ffn_gate.weight", il) ||
-            model_bind(m, &L->ffn_up, true, err, E, hp->n_ff, "blk.%d.ffn_up.weight", il) ||
-            model_bind(m, &L->ffn_down, true, err, hp->n_ff, E, "blk.%d.ffn_down.weight", il))
+            model_bind(m, &L->ffn_norm, true, err, E, 1, "blk.%d.ffn_norm.weight", il))
+            return -1;
+        if (hp->n_expert ? llama_bind_moe(m, L, il, err)
+                         : model_bind(m, &L->ffn_gate, true, err, E, hp->n_ff, "blk.%d.ffn_gate.weight", il) ||
+                               model_bind(m, &L->ffn_up, true, err, E, hp->n_ff, "blk.%d.ffn_up.weight", il) ||
+                               model_bind(m, &L->ffn_down, true, err, hp->n_ff, E, "blk.%d.ffn_down.weight", il))
             return -1;
     }
     return 0;
@@ -48,7 +62,8 @@ void llama_forward(hearth_ctx *c, const ht_ubatch *ub) {
         layer_attention(c, ub, il, c->xb, c->xb2, hp->rope_base, 0);
         layer_residual(ub, c->x, c->xb2, E);
         layer_norm_rows(ub, c->xb, c->x, &L->ffn_norm, NULL, E, hp->norm_eps, NORM_RMS);
-        layer_ffn_gated(c, ub, L, c->xb, c->xb2, ACT_SILU);
+        if (L->ffn_gate_inp.data) layer_ffn_moe(c, ub, L, c->xb, c->xb2);
+        else layer_ffn_gated(c, ub, L, c->xb, c->xb2, ACT_SILU);
         layer_residual(ub, c->x, c->xb2, E);
     }
     layer_norm_rows(ub, c->xb, c->x, &m->output_norm, NULL, E, hp->norm_eps, NORM_RMS);
