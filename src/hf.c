@@ -34,7 +34,17 @@ static const name_map LLAMA_LAYER[] = {
     { "self_attn.q_norm.weight", "attn_q_norm.weight", 0 }, { "self_attn.k_norm.weight", "attn_k_norm.weight", 0 },
     { "post_attention_layernorm.weight", "ffn_norm.weight", 0 },
     { "mlp.gate_proj.weight", "ffn_gate.weight", 0 }, { "mlp.up_proj.weight", "ffn_up.weight", 0 },
-    { "mlp.down_proj.weight", "ffn_down.weight", 0 }, { NULL, NULL, 0 } };
+    { "mlp.down_proj.weight", "ffn_down.weight", 0 },
+    { "mlp.gate.weight", "ffn_gate_inp.weight", 0 },                 /* Qwen3-MoE router */
+    { "block_sparse_moe.gate.weight", "ffn_gate_inp.weight", 0 },    /* Mixtral router */
+    { NULL, NULL, 0 } };
+/* One tensor per expert ("<prefix><e>.<name>"), stacked into GGUF's 3-D expert tensors. */
+static const char *const EXPERT_PREFIXES[] = { "mlp.experts.", "block_sparse_moe.experts." };
+static const name_map EXPERT_LAYER[] = {
+    { "gate_proj.weight", "ffn_gate_exps.weight", 0 }, { "up_proj.weight", "ffn_up_exps.weight", 0 },
+    { "down_proj.weight", "ffn_down_exps.weight", 0 },
+    { "w1.weight", "ffn_gate_exps.weight", 0 }, { "w3.weight", "ffn_up_exps.weight", 0 }, { "w2.weight", "ffn_down_exps.weight", 0 },
+    { NULL, NULL, 0 } };
 static const name_map LLAMA_GLOBAL[] = {
     { "model.embed_tokens.weight", "token_embd.weight", 0 }, { "model.norm.weight", "output_norm.weight", 0 },
     { "lm_head.weight", "output.weight", 0 }, { NULL, NULL, 0 } };
@@ -115,8 +125,10 @@ typedef struct {
 static const family FAMILIES[] = {
     { "LlamaForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
     { "MistralForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
+    { "MixtralForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
     { "Qwen2ForCausalLM", "qwen2", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
     { "Qwen3ForCausalLM", "qwen3", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
+    { "Qwen3MoeForCausalLM", "qwen3moe", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
     { "Gemma3ForCausalLM", "gemma3", "model.layers.%d.", "", GEMMA3_LAYER, GEMMA3_GLOBAL, false },
     { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false },
     { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false },
@@ -198,6 +210,25 @@ static float *llama3_rope_freqs(const cJSON *rs, int n_rot, double base) {
     return ff;
 }
 
+/* Mixtral (num_local_experts, intermediate_size per expert) and Qwen3-MoE (num_experts, moe_intermediate_size,
+ * norm_topk_prob; every layer sparse). */
+static int put_moe(gguf_writer *w, const cJSON *cfg, const char *a, hearth_err *err) {
+    double n = 0, step = 1;
+    if (!cfg_num(cfg, "num_local_experts", &n) && !cfg_num(cfg, "num_experts", &n)) return 0;
+    const cJSON *dense = cJSON_GetObjectItemCaseSensitive(cfg, "mlp_only_layers");
+    if ((cJSON_IsArray(dense) && cJSON_GetArraySize(dense) > 0) || (cfg_num(cfg, "decoder_sparse_step", &step) && step != 1))
+        return herr(err, "config.json: dense layers between the sparse ones (mlp_only_layers, decoder_sparse_step) are not supported");
+    if (put_u32(w, cfg, a, "expert_count", true, err, "num_local_experts|num_experts") ||
+        put_u32(w, cfg, a, "expert_used_count", true, err, "num_experts_per_tok") ||
+        put_u32(w, cfg, a, "expert_feed_forward_length", false, err, "moe_intermediate_size"))
+        return -1;
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(cfg, "norm_topk_prob");
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    if (cJSON_IsBool(norm)) gguf_w_bool(w, key, cJSON_IsTrue(norm));
+    return 0;
+}
+
 static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, hearth_err *err) {
     const char *a = fam->arch;
     gguf_w_str(w, "general.architecture", a);
@@ -239,6 +270,7 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
         gguf_w_u32(w, "bert.pooling_type", 1);   /* mean, as sentence-transformers pools BERT */
         return 0;
     }
+    if (put_moe(w, cfg, a, err)) return -1;
     put_f32(w, cfg, a, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1e-6);
     put_f32(w, cfg, a, "rope.freq_base", "rope_theta", 10000.0);
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
@@ -303,13 +335,29 @@ static const name_map *lookup(const name_map *tab, const char *name) {
     return NULL;
 }
 
-/* Resolves an HF tensor name to its GGUF name and transform; false for tensors the model doesn't use. */
-static bool map_name(const family *fam, const char *name, char *out, size_t cap, int *transform) {
+/* "<expert prefix><e>.<name>": the expert's index and its name in EXPERT_LAYER; NULL for other names. */
+static const name_map *expert_name(const char *rest, int *expert) {
+    for (size_t i = 0; i < sizeof EXPERT_PREFIXES / sizeof EXPERT_PREFIXES[0]; i++) {
+        size_t n = strlen(EXPERT_PREFIXES[i]);
+        if (strncmp(rest, EXPERT_PREFIXES[i], n) || rest[n] < '0' || rest[n] > '9') continue;
+        char *end;
+        long e = strtol(rest + n, &end, 10);
+        if (*end != '.' || e > HT_MAX_EXPERTS) return NULL;
+        *expert = (int)e;
+        return lookup(EXPERT_LAYER, end + 1);
+    }
+    return NULL;
+}
+
+/* Resolves an HF tensor name to its GGUF name and transform; false for tensors the model doesn't use. One
+ * expert's matrix gets its stack's name and *expert its index (-1 for every other tensor). */
+static bool map_name(const family *fam, const char *name, char *out, size_t cap, int *transform, int *expert) {
     int il;
     const char *rest;
     const name_map *e;
+    *expert = -1;
     if (match_prefix(name, fam->layer_fmt, &il, &rest)) {
-        if (!(e = lookup(fam->layer, rest))) return false;
+        if (!(e = lookup(fam->layer, rest)) && !(e = expert_name(rest, expert))) return false;
         snprintf(out, cap, "blk.%d.%s", il, e->gguf);
         *transform = e->transform;
         return true;
@@ -370,16 +418,70 @@ static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, i
     return 0;
 }
 
+typedef struct { const st_tensor *st; char name[160]; int expert; } expert_part;
+
+static int by_name_then_expert(const void *a, const void *b) {
+    const expert_part *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->expert > y->expert) - (x->expert < y->expert);
+}
+
+/* parts[0..n): experts 0..n-1 of one stack, sorted. Their matrices become one 3-D tensor whose slabs are the
+ * experts' data in the mapping (an F32 copy of each where one is unaligned or the types differ). */
+static int add_stack(hearth_model *m, const expert_part *parts, int n, hearth_err *err) {
+    const st_tensor *s0 = parts[0].st;
+    bool copy = false;
+    for (int e = 0; e < n; e++) {
+        const st_tensor *s = parts[e].st;
+        if (parts[e].expert != e) return herr(err, "%s: expert %d missing (the experts are numbered 0..%d)", s0->name, e, n - 1);
+        if (s->n_dims != 2 || s->ne[0] != s0->ne[0] || s->ne[1] != s0->ne[1])
+            return herr(err, "tensor '%s': every expert's matrix must have the shape of expert 0's", s->name);
+        if (s->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", s->name, s->dtype);
+        copy |= !s->aligned || s->type != s0->type;
+    }
+    const void **slabs = calloc((size_t)n, sizeof *slabs);
+    char *name = strdup(parts[0].name);
+    if (!slabs || !name) { free(slabs); free(name); return herr(err, "out of memory"); }
+    if (model_own(m, slabs, err) || model_own(m, name, err)) return -1;
+    const uint64_t per = (uint64_t)s0->ne[0] * (uint64_t)s0->ne[1];
+    for (int e = 0; e < n; e++) {
+        slabs[e] = parts[e].st->data;
+        if (!copy) continue;
+        float *f = malloc(per * sizeof(float));
+        if (!f) return herr(err, "out of memory converting '%s'", parts[e].st->name);
+        if (st_read_f32(parts[e].st, 0, per, f, err)) { free(f); return -1; }
+        if (model_own(m, f, err)) return -1;
+        slabs[e] = f;
+    }
+    ht_tensor *t = &m->tensors[m->n_tensors++];
+    *t = (ht_tensor){ .name = name, .type = copy ? (uint32_t)HT_F32 : (uint32_t)s0->type, .n_dims = 3,
+                      .ne = { s0->ne[0], s0->ne[1], n, 1 }, .data = slabs[0], .slabs = slabs };
+    t->row_bytes = ht_row_size(t->type, t->ne[0]);
+    t->nbytes = (size_t)t->ne[1] * (size_t)n * t->row_bytes;
+    return 0;
+}
+
 static int map_tensors(hearth_model *m, const family *fam, const st_set *st, hearth_err *err) {
     m->tensors = calloc(st->n_tensors + 1, sizeof *m->tensors);
-    if (!m->tensors) return herr(err, "out of memory");
-    for (uint64_t i = 0; i < st->n_tensors; i++) {
+    expert_part *parts = calloc(st->n_tensors + 1, sizeof *parts);
+    int n_parts = 0, rc = 0;
+    if (!m->tensors || !parts) { free(parts); return herr(err, "out of memory"); }
+    for (uint64_t i = 0; i < st->n_tensors && !rc; i++) {
         char gname[160];
-        int transform;
-        if (!map_name(fam, st->tensors[i].name, gname, sizeof gname, &transform)) continue;
-        if (add_tensor(m, &st->tensors[i], gname, transform, err)) return -1;
+        int transform, expert;
+        if (!map_name(fam, st->tensors[i].name, gname, sizeof gname, &transform, &expert)) continue;
+        if (expert < 0) { rc = add_tensor(m, &st->tensors[i], gname, transform, err); continue; }
+        parts[n_parts].st = &st->tensors[i];
+        parts[n_parts].expert = expert;
+        snprintf(parts[n_parts++].name, sizeof parts->name, "%s", gname);
     }
-    return 0;
+    qsort(parts, (size_t)n_parts, sizeof *parts, by_name_then_expert);
+    for (int i = 0, j; !rc && i < n_parts; i = j) {
+        for (j = i; j < n_parts && !strcmp(parts[j].name, parts[i].name); j++) {}
+        rc = add_stack(m, parts + i, j - i, err);
+    }
+    free(parts);
+    return rc;
 }
 
 /* rope_freqs.weight for Llama 3.1-style configs (the converter stores it as a tensor). */

@@ -65,9 +65,9 @@ static bool ends_with(const char *s, const char *suf) {
 
 uint32_t quant_tensor_type(const char *name, int n_dims, int64_t ne0, uint32_t base, int mix, int n_layer,
                            bool has_output) {
-    /* vectors, norms, and tables llama.cpp never quantizes */
+    /* vectors, norms, and tables llama.cpp never quantizes (the MoE router among them) */
     if (n_dims < 2 || strstr(name, "_norm.weight") || !ends_with(name, ".weight") || strstr(name, "position_embd") ||
-        strstr(name, "token_types") || strstr(name, "rope_freqs"))
+        strstr(name, "token_types") || strstr(name, "rope_freqs") || strstr(name, "ffn_gate_inp"))
         return HT_F32;
     uint32_t t = base;
     bool head = !strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"));
@@ -114,7 +114,7 @@ static void *quantize_rows(void *arg_) {
     float *f = malloc((size_t)n * sizeof(float));
     if (!f) { j->failed = true; return NULL; }
     for (int64_t r = ith; r < j->rows; r += j->n_threads) {
-        const uint8_t *s = (const uint8_t *)j->src->data + (size_t)source_row(j, r) * j->src->row_bytes;
+        const uint8_t *s = ht_row(j->src, source_row(j, r));
         uint8_t *d = j->buf + (size_t)r * j->dst_row;
         if (j->src->type == j->dst_type) { memcpy(d, s, j->dst_row); continue; }
         st->to_float(s, f, n);
@@ -198,7 +198,7 @@ int model_quantize(const hearth_model *m, const char *out, const char *type_name
         qjob *j = &jobs[nj++];
         j->src = t;
         j->dst_type = quant_tensor_type(t->name, t->n_dims, t->ne[0], base, mix, m->hp.n_layer, has_output);
-        j->rows = (int64_t)(t->nbytes / t->row_bytes);
+        j->rows = t->ne[1] * t->ne[2] * t->ne[3];
         j->dst_row = ht_row_size(j->dst_type, t->ne[0]);
         j->n_threads = n_threads;
         j->index = nj - 1;

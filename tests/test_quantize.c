@@ -2,7 +2,10 @@
  * and Q4_0 gives the reference's blocks byte for byte (the fixtures were made with llama-quantize
  * --pure), every type's output loads and meets the fixtures' KL rule against the reference's own
  * quantized file, Q4_K_M follows llama.cpp's per-tensor recipe, and an HF directory quantizes to a GGUF
- * that reproduces the golden (q/k rows permuted back to GGUF's layout). */
+ * that reproduces the golden (q/k rows permuted back to GGUF's layout). Mixture-of-experts files too: qwen3moe
+ * to Q8_0 gives the reference's blocks, mixtral to Q4_K_M follows the reference's recipe (the router stays F32,
+ * ffn_down_exps takes Q6_K where use_more_bits says) and meets the KL rule, and every type's mixtral loads and
+ * stays close (expert stacks written row for row, 3-D). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +46,45 @@ static void same_tensors(const char *pa, const char *pb, bool bytes) {
     gguf_close(b);
 }
 
+/* KL of `model` quantized to `type` against the F32 golden `f32`; same_tensors against `ref` when given. */
+static double moe_kl(const char *dir, const char *model, const char *type, const char *f32, const char *ref, bool bytes) {
+    hearth_err err;
+    hearth_model *m;
+    char src[256], out[256], gp[256];
+    snprintf(src, sizeof src, "data/models/%s.gguf", model);
+    snprintf(out, sizeof out, "%s/%s-%s.gguf", dir, model, type);
+    snprintf(gp, sizeof gp, "data/golden/%s.golden", f32);
+    REQUIRE(!hearth_model_load(src, &m, &err), "%s: %s", src, err.msg);
+    REQUIRE(!model_quantize(m, out, type, !strcmp(type, "Q8_0"), 2, NULL, NULL, &err), "%s %s: %s", model, type, err.msg);
+    hearth_model_free(m);
+    if (ref) same_tensors(out, ref, bytes);
+    golden_file base;
+    REQUIRE(!golden_read(gp, &base, &err), "%s", err.msg);
+    double kl = eval_kl(out, &base);
+    golden_free(&base);
+    unlink(out);
+    return kl;
+}
+
+static void check_moe(const char *dir, const char *const *types, size_t n_types) {
+    hearth_err err;
+    golden_file base, rq;
+    moe_kl(dir, "qwen3moe", "Q8_0", "qwen3moe", "data/models/qwen3moe-Q8_0.gguf", true);
+    double kl = moe_kl(dir, "mixtral", "Q4_K_M", "mixtral", "data/models/mixtral-Q4_K_M.gguf", false);
+    REQUIRE(!golden_read("data/golden/mixtral.golden", &base, &err) && !golden_read("data/golden/mixtral-Q4_K_M.golden", &rq, &err),
+            "%s", err.msg);
+    double bar = 1.1 * gc_mean_kl(&base, &rq) + 1e-5;
+    printf("mixtral Q4_K_M KL %.3e (bar %.3e)\n", kl, bar);
+    CHECK(kl <= bar, "mixtral Q4_K_M: KL %.4g above %.4g", kl, bar);
+    golden_free(&base);
+    golden_free(&rq);
+    for (size_t i = 0; i < n_types; i++) {
+        kl = moe_kl(dir, "mixtral", types[i], "mixtral", NULL, false);
+        printf("mixtral %-7s KL %.3e\n", types[i], kl);
+        CHECK(kl < 0.2, "mixtral %s: KL %.4g", types[i], kl);
+    }
+}
+
 int main(void) {
     static const char *TYPES[] = { "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
                                    "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "Q4_K_M" };
@@ -81,6 +123,8 @@ int main(void) {
     gguf_close(g);
     unlink(out);
     hearth_model_free(m);
+
+    check_moe(dir, TYPES, sizeof TYPES / sizeof TYPES[0]);
 
     /* an HF directory (rotate-half q/k) quantized to F32 GGUF must reproduce the golden like the original */
     REQUIRE(!hearth_model_load("data/hf/llama-hf", &m, &err), "%s", err.msg);

@@ -1,0 +1,243 @@
+/* test_hf_moe.c — Hugging Face directories of the mixture-of-experts families, written here from the GGUF
+ * fixtures the way Hugging Face stores them: one tensor per expert under the HF names (Qwen3-MoE's
+ * mlp.experts.E.{gate,up,down}_proj, Mixtral's block_sparse_moe.experts.E.w1/w3/w2 and their routers), the
+ * experts of a layer interleaved in the file so that no stack is contiguous, and Mixtral's q/k rows
+ * un-permuted to HF's rotate-half order (the inverse of the GGUF converter's permutation). Each directory
+ * loads, gives its GGUF twin's logits, meets the golden's F32 rule, and quantizes back to F32 GGUF tensors
+ * identical to the fixture's (stacks written row for row). A directory with an expert missing is refused. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gguf.h"
+#include "golden_check.h"
+#include "hearth.h"
+#include "quantize.h"
+#include "testutil.h"
+
+typedef struct { const char *gguf, *hf; } rename_t;
+
+static const rename_t GLOBALS[] = { { "token_embd.weight", "model.embed_tokens.weight" },
+                                    { "output_norm.weight", "model.norm.weight" }, { "output.weight", "lm_head.weight" } };
+static const rename_t LAYER[] = {
+    { "attn_norm.weight", "input_layernorm.weight" }, { "attn_q.weight", "self_attn.q_proj.weight" },
+    { "attn_k.weight", "self_attn.k_proj.weight" }, { "attn_v.weight", "self_attn.v_proj.weight" },
+    { "attn_output.weight", "self_attn.o_proj.weight" }, { "attn_q_norm.weight", "self_attn.q_norm.weight" },
+    { "attn_k_norm.weight", "self_attn.k_norm.weight" }, { "ffn_norm.weight", "post_attention_layernorm.weight" } };
+
+typedef struct {
+    const char *arch, *hf_arch, *router;   /* router: the HF name of ffn_gate_inp after the layer prefix */
+    const char *experts, *gate, *up, *down;
+    bool permute_qk;
+} family;
+
+static const family QWEN3MOE = { "qwen3moe", "Qwen3MoeForCausalLM", "mlp.gate.weight", "mlp.experts",
+                                 "gate_proj", "up_proj", "down_proj", false };
+static const family MIXTRAL = { "llama", "MixtralForCausalLM", "block_sparse_moe.gate.weight", "block_sparse_moe.experts",
+                                "w1", "w3", "w2", true };
+
+/* The safetensors file being built: a JSON header of entries and the data after it. */
+typedef struct {
+    char *hdr;
+    size_t hlen, hcap;
+    uint8_t *data;
+    size_t dlen;
+} st_out;
+
+/* rows 0: a vector of cols */
+static void st_add(st_out *o, const char *name, int64_t rows, int64_t cols, const float *x) {
+    size_t bytes = (size_t)(HT_MAX(rows, 1) * cols) * sizeof(float);
+    char entry[512], shape[64];
+    if (rows) snprintf(shape, sizeof shape, "%lld,%lld", (long long)rows, (long long)cols);
+    else snprintf(shape, sizeof shape, "%lld", (long long)cols);
+    int n = snprintf(entry, sizeof entry, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                     o->hlen > 1 ? "," : "", name, shape, o->dlen, o->dlen + bytes);
+    if (o->hlen + (size_t)n + 64 > o->hcap) o->hdr = realloc(o->hdr, o->hcap = (o->hcap + (size_t)n) * 2 + 4096);
+    memcpy(o->hdr + o->hlen, entry, (size_t)n + 1);
+    o->hlen += (size_t)n;
+    o->data = realloc(o->data, o->dlen + bytes);
+    REQUIRE(o->hdr && o->data, "out of memory");
+    memcpy(o->data + o->dlen, x, bytes);
+    o->dlen += bytes;
+}
+
+/* A GGUF tensor's rows [r0, r0 + rows) as an HF tensor (F32 fixtures: the data is the floats). With heads > 0,
+ * rows in GGUF's interleaved rope order go back to HF's rotate-half order. */
+static void put(st_out *o, const gguf_tensor *t, const char *name, int64_t r0, int64_t rows, int heads) {
+    REQUIRE(t->type == HT_F32, "%s: the fixture should be F32", t->name);
+    const int64_t cols = (int64_t)t->ne[0];
+    const float *src = (const float *)t->data + r0 * cols;
+    float *x = malloc((size_t)(rows * cols) * sizeof(float));
+    REQUIRE(x, "out of memory");
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t dst = r;
+        if (heads > 0) {
+            int64_t hd = rows / heads, h = r / hd, i = r % hd;
+            dst = h * hd + (i % 2) * (hd / 2) + i / 2;
+        }
+        memcpy(x + dst * cols, src + r * cols, (size_t)cols * sizeof(float));
+    }
+    st_add(o, name, t->n_dims == 1 ? 0 : rows, cols, x);
+    free(x);
+}
+
+static const gguf_tensor *need(const gguf_file *g, const char *name) {
+    const gguf_tensor *t = gguf_find_tensor(g, name);
+    REQUIRE(t, "fixture has no %s", name);
+    return t;
+}
+
+static uint32_t meta(const gguf_file *g, const char *arch, const char *suffix) {
+    char key[128];
+    uint32_t v = 0;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    REQUIRE(gguf_get_u32(g, key, &v), "fixture has no %s", key);
+    return v;
+}
+
+/* Writes dir/config.json and dir/model.safetensors from the GGUF fixture; drop_expert >= 0 leaves that expert
+ * of layer 0's gate stack out. */
+static void write_hf(const family *f, const char *gguf_path, const char *dir, int drop_expert) {
+    hearth_err err;
+    gguf_file *g;
+    REQUIRE(!gguf_open(gguf_path, &g, &err), "%s", err.msg);
+    const char *a = f->arch;
+    uint32_t L = meta(g, a, "block_count"), NE = meta(g, a, "expert_count"), H = meta(g, a, "attention.head_count");
+    uint32_t HKV = meta(g, a, "attention.head_count_kv");
+    float eps, theta;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
+    REQUIRE(gguf_get_f32(g, key, &eps), "no %s", key);
+    snprintf(key, sizeof key, "%s.rope.freq_base", a);
+    REQUIRE(gguf_get_f32(g, key, &theta), "no %s", key);
+    const gguf_tensor *emb = need(g, "token_embd.weight");
+
+    char path[512], name[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *cf = fopen(path, "w");
+    REQUIRE(cf, "cannot write %s", path);
+    fprintf(cf, "{\"architectures\": [\"%s\"], \"hidden_size\": %u, \"num_hidden_layers\": %u, \"num_attention_heads\": %u,\n"
+                " \"num_key_value_heads\": %u, \"intermediate_size\": %u, \"max_position_embeddings\": %u, \"rms_norm_eps\": %g,\n"
+                " \"rope_theta\": %g, \"vocab_size\": %llu, \"num_experts_per_tok\": %u, \"tie_word_embeddings\": false",
+            f->hf_arch, meta(g, a, "embedding_length"), L, H, HKV, meta(g, a, "feed_forward_length"), meta(g, a, "context_length"),
+            (double)eps, (double)theta, (unsigned long long)emb->ne[1], meta(g, a, "expert_used_count"));
+    if (!strcmp(a, "qwen3moe"))
+        fprintf(cf, ", \"num_experts\": %u, \"moe_intermediate_size\": %u, \"head_dim\": %u, \"norm_topk_prob\": true,"
+                    " \"decoder_sparse_step\": 1, \"mlp_only_layers\": []}\n",
+                NE, meta(g, a, "expert_feed_forward_length"), meta(g, a, "attention.key_length"));
+    else
+        fprintf(cf, ", \"num_local_experts\": %u}\n", NE);
+    fclose(cf);
+
+    st_out o = { 0 };
+    o.hdr = malloc(o.hcap = 4096);
+    REQUIRE(o.hdr, "out of memory");
+    o.hdr[0] = '{';
+    o.hlen = 1;
+    for (size_t i = 0; i < sizeof GLOBALS / sizeof GLOBALS[0]; i++) {
+        const gguf_tensor *t = need(g, GLOBALS[i].gguf);
+        put(&o, t, GLOBALS[i].hf, 0, (int64_t)t->ne[1], 0);
+    }
+    for (uint32_t il = 0; il < L; il++) {
+        for (size_t i = 0; i < sizeof LAYER / sizeof LAYER[0]; i++) {
+            snprintf(key, sizeof key, "blk.%u.%s", il, LAYER[i].gguf);
+            const gguf_tensor *t = gguf_find_tensor(g, key);
+            if (!t) continue;   /* q/k norms: Qwen3-MoE only */
+            int heads = !f->permute_qk ? 0 : strstr(key, "attn_q.") ? (int)H : strstr(key, "attn_k.") ? (int)HKV : 0;
+            snprintf(name, sizeof name, "model.layers.%u.%s", il, LAYER[i].hf);
+            put(&o, t, name, 0, (int64_t)t->ne[1], heads);
+        }
+        snprintf(key, sizeof key, "blk.%u.ffn_gate_inp.weight", il);
+        snprintf(name, sizeof name, "model.layers.%u.%s", il, f->router);
+        put(&o, need(g, key), name, 0, NE, 0);
+        /* expert by expert, each one's three matrices together: no stack is contiguous in the file */
+        const char *kinds[3][2] = { { "ffn_gate_exps", f->gate }, { "ffn_up_exps", f->up }, { "ffn_down_exps", f->down } };
+        for (uint32_t e = 0; e < NE; e++)
+            for (int k = 0; k < 3; k++) {
+                if (il == 0 && k == 0 && (int)e == drop_expert) continue;
+                snprintf(key, sizeof key, "blk.%u.%s.weight", il, kinds[k][0]);
+                const gguf_tensor *t = need(g, key);
+                snprintf(name, sizeof name, "model.layers.%u.%s.%u.%s.weight", il, f->experts, e, kinds[k][1]);
+                put(&o, t, name, (int64_t)e * (int64_t)t->ne[1], (int64_t)t->ne[1], 0);
+            }
+    }
+    o.hdr[o.hlen++] = '}';
+    while (o.hlen % 8) o.hdr[o.hlen++] = ' ';
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *sf = fopen(path, "wb");
+    REQUIRE(sf, "cannot write %s", path);
+    uint64_t hl = o.hlen;
+    REQUIRE(fwrite(&hl, 8, 1, sf) == 1 && fwrite(o.hdr, 1, o.hlen, sf) == o.hlen && fwrite(o.data, 1, o.dlen, sf) == o.dlen &&
+                !fclose(sf), "writing %s", path);
+    free(o.hdr);
+    free(o.data);
+    gguf_close(g);
+}
+
+static void check_family(const family *f, const char *fixture, const char *tmp) {
+    char gguf[256], dir[256], golden[256], out[300];
+    hearth_err err;
+    snprintf(gguf, sizeof gguf, "data/models/%s.gguf", fixture);
+    snprintf(golden, sizeof golden, "data/golden/%s.golden", fixture);
+    snprintf(dir, sizeof dir, "%s/%s-hf", tmp, fixture);
+    REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
+    write_hf(f, gguf, dir, -1);
+
+    hearth_model *hf, *twin;
+    REQUIRE(!hearth_model_load(dir, &hf, &err), "%s: %s", dir, err.msg);
+    REQUIRE(!hearth_model_load(gguf, &twin, &err), "%s: %s", gguf, err.msg);
+    golden_file ref, a, b;
+    REQUIRE(!golden_read(golden, &ref, &err), "%s", err.msg);
+    gc_eval_file(hf, &ref, false, HEARTH_CACHE_F32, 0, &a);
+    gc_eval_file(twin, &ref, false, HEARTH_CACHE_F32, 0, &b);
+    double twin_diff = 0;
+    for (uint32_t c = 0; c < ref.n_cases; c++) {
+        double d = gc_rel_diff(&a.cases[c], &b.cases[c]);
+        if (!(d <= twin_diff)) twin_diff = d;
+    }
+    int agree = 0, total = 0;
+    double worst = gc_worst_rel(&a, &ref, &agree, &total);
+    printf("%s HF dir: vs its GGUF twin %.2e, vs golden %.2e, argmax %d/%d\n", fixture, twin_diff, worst, agree, total);
+    CHECK(twin_diff <= 1e-5, "%s: the HF directory's logits differ from the GGUF's by %.3g", fixture, twin_diff);
+    CHECK(worst <= 5e-3 && agree >= 0.99 * total, "%s HF: rel diff %.3g, argmax %d/%d", fixture, worst, agree, total);
+    golden_free(&a);
+    golden_free(&b);
+    golden_free(&ref);
+    hearth_model_free(twin);
+
+    /* back to GGUF: the stacks are rebuilt row for row (and Mixtral's q/k permuted back) */
+    snprintf(out, sizeof out, "%s/%s-from-hf.gguf", tmp, fixture);
+    REQUIRE(!model_quantize(hf, out, "F32", true, 2, NULL, NULL, &err), "%s", err.msg);
+    hearth_model_free(hf);
+    gguf_file *x, *y;
+    REQUIRE(!gguf_open(out, &x, &err) && !gguf_open(gguf, &y, &err), "%s", err.msg);
+    int same = 0;
+    for (uint64_t i = 0; i < y->n_tensors; i++) {
+        const gguf_tensor *t = &y->tensors[i], *u = gguf_find_tensor(x, t->name);
+        bool ok = u && u->type == t->type && u->n_dims == t->n_dims && u->nbytes == t->nbytes && !memcmp(u->data, t->data, t->nbytes);
+        CHECK(ok, "%s: tensor %s differs after HF -> GGUF", fixture, t->name);
+        same += ok;
+    }
+    printf("%s HF dir -> GGUF F32: %d of %llu tensors identical to the fixture's\n", fixture, same, (unsigned long long)y->n_tensors);
+    gguf_close(x);
+    gguf_close(y);
+    unlink(out);
+
+    /* an expert missing from a stack: one line naming it */
+    snprintf(dir, sizeof dir, "%s/%s-hf-gap", tmp, fixture);
+    REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
+    write_hf(f, gguf, dir, 1);
+    REQUIRE(hearth_model_load(dir, &hf, &err), "%s loaded without expert 1", dir);
+    CHECK(strstr(err.msg, "expert 1 missing") && !strchr(err.msg, '\n'), "missing expert: '%s'", err.msg);
+}
+
+int main(void) {
+    char tmp[] = "/tmp/hearth-hf-moe-XXXXXX", cmd[300];
+    REQUIRE(mkdtemp(tmp), "mkdtemp");
+    check_family(&QWEN3MOE, "qwen3moe", tmp);
+    check_family(&MIXTRAL, "mixtral", tmp);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    TEST_DONE();
+}
