@@ -50,6 +50,9 @@ typedef struct {
     uint64_t n_params;         /* elements across all weight tensors */
     uint64_t weight_bytes;     /* bytes of tensor data */
     uint64_t file_bytes;
+    int n_expert, n_expert_used, n_ff_exp;   /* mixture of experts: experts per layer, chosen per token, their FFN width (0 if dense) */
+    uint64_t n_params_active;  /* n_params with each expert stack counted at n_expert_used / n_expert */
+    uint64_t active_bytes;     /* weight_bytes counted the same way: what one token's pass can read */
 } hearth_model_info;
 HEARTH_API void hearth_model_get_info(const hearth_model *m, hearth_model_info *out);
 /* A string metadata value, e.g. "tokenizer.chat_template" (the model's Jinja chat template) or "general.name":

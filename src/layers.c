@@ -134,9 +134,27 @@ static void moe_route(const ht_hparams *hp, const float *logits, int *sel, float
         for (int k = 0; k < K; k++) w[k] /= wsum;
 }
 
+/* out[t] = the router-weighted sum of token t's expert outputs, in the router's order whatever the batch; each
+ * thread a share of the tokens. */
+typedef struct { hearth_ctx *c; float *out; int n; } moe_job;
+
+static void moe_combine(void *arg, int ith, int nth) {
+    const moe_job *j = arg;
+    const hearth_ctx *c = j->c;
+    const int K = c->m->hp.n_expert_used, E = c->m->hp.n_embd;
+    for (int t = ith; t < j->n; t += nth) {
+        float *o = j->out + (size_t)t * E;
+        for (int k = 0; k < K; k++) {
+            const float wk = c->moe_w[t * K + k], *y = c->moe_y + (size_t)c->moe_row[t * K + k] * E;
+            if (k == 0) for (int i = 0; i < E; i++) o[i] = wk * y[i];
+            else for (int i = 0; i < E; i++) o[i] += wk * y[i];
+        }
+    }
+}
+
 void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out) {
     const ht_hparams *hp = &c->m->hp;
-    const int n = ub->n, NE = hp->n_expert, K = hp->n_expert_used, E = hp->n_embd, F = hp->n_ff_exp;
+    const int n = ub->n, NE = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
     int *sel = c->moe_sel, *cnt = c->moe_cnt, *next = c->moe_first, *row = c->moe_row;
     matmul(c, &L->ffn_gate_inp, in, n, c->moe_logits);
     memset(cnt, 0, (size_t)NE * sizeof *cnt);
@@ -156,13 +174,6 @@ void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const 
     matmul_experts(c, &L->ffn_gate_exps, &L->ffn_up_exps, in, c->moe_src, n * K, cnt, c->moe_g, c->moe_u);
     activate_par(c, c->moe_g, c->moe_u, (size_t)n * K * F, ACT_SILU);
     matmul_experts(c, &L->ffn_down_exps, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL);
-    /* each token's experts summed in the router's order, whatever the batch */
-    for (int t = 0; t < n; t++) {
-        float *o = out + (size_t)t * E;
-        for (int k = 0; k < K; k++) {
-            const float wk = c->moe_w[t * K + k], *y = c->moe_y + (size_t)row[t * K + k] * E;
-            if (k == 0) for (int i = 0; i < E; i++) o[i] = wk * y[i];
-            else for (int i = 0; i < E; i++) o[i] += wk * y[i];
-        }
-    }
+    moe_job j = { c, out, ub->n };
+    pool_run(c->pool, moe_combine, &j);
 }

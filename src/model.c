@@ -288,9 +288,14 @@ void hearth_model_get_info(const hearth_model *m, hearth_model_info *o) {
     if (!m->arch && m->vocab) o->n_vocab = vocab_size(m->vocab);   /* a tokenizer only */
     for (int i = 0; i < m->n_tensors; i++) {
         const ht_tensor *t = &m->tensors[i];
-        o->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        const uint64_t n = (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        const bool stack = hp->n_expert > 1 && t->n_dims == 3 && t->ne[2] == hp->n_expert;
+        o->n_params += n;
         o->weight_bytes += t->nbytes;
+        o->n_params_active += stack ? n / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used : n;
+        o->active_bytes += stack ? t->nbytes / (size_t)hp->n_expert * (size_t)hp->n_expert_used : t->nbytes;
     }
+    o->n_expert = hp->n_expert; o->n_expert_used = hp->n_expert_used; o->n_ff_exp = hp->n_expert ? hp->n_ff_exp : 0;
     o->file_bytes = m->file_bytes;
 }
 

@@ -33,23 +33,27 @@
 
 static const synth_shape SHAPES[] = {
     { "llama-3.2-1b", "Llama 3.2 1B", "1B", SYN_LLAMA, 2048, 16, 32, 8, 64, 8192, 128256, 128000, 131072,
-      500000.0f, 0, 1e-5f, 0, 32.0f, 8192 },
+      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false },
     { "qwen3-0.6b", "Qwen3 0.6B", "0.6B", SYN_QWEN3, 1024, 28, 16, 8, 128, 3072, 151936, 151643, 40960,
-      1000000.0f, 0, 1e-6f, 0, 0, 0 },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false },
     { "gemma-3-1b", "Gemma 3 1b", "1B", SYN_GEMMA3, 1152, 26, 4, 1, 256, 6912, 262144, 262144, 32768,
-      1000000.0f, 10000.0f, 1e-6f, 512, 0, 0 },
+      1000000.0f, 10000.0f, 1e-6f, 512, 0, 0, 0, 0, 0, false },
     { "gpt2-124m", "GPT2", "124M", SYN_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 50256, 1024,
-      0, 0, 1e-5f, 0, 0, 0 },
+      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false },
+    { "qwen3-30b-a3b", "Qwen3 30B A3B", "30B-A3B", SYN_QWEN3MOE, 2048, 48, 32, 4, 128, 6144, 151936, 151643, 40960,
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 128, 8, 768, true },
     /* tiny shapes for tests: the same structure (tied output, GQA, q/k norms, sliding window, widths that
      * are not a multiple of 256 where the real model has them) with small dimensions */
     { "tiny-llama", "Tiny Llama", "1M", SYN_LLAMA, 256, 2, 4, 2, 64, 512, 2048, 1792, 2048,
-      500000.0f, 0, 1e-5f, 0, 32.0f, 8192 },
+      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false },
     { "tiny-qwen3", "Tiny Qwen3", "1M", SYN_QWEN3, 256, 2, 4, 2, 128, 512, 1320, 1280, 4096,
-      1000000.0f, 0, 1e-6f, 0, 0, 0 },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false },
     { "tiny-gemma3", "Tiny Gemma 3", "2M", SYN_GEMMA3, 384, 7, 2, 1, 128, 768, 2048, 2048, 2048,
-      1000000.0f, 10000.0f, 1e-6f, 16, 0, 0 },
+      1000000.0f, 10000.0f, 1e-6f, 16, 0, 0, 0, 0, 0, false },
     { "tiny-gpt2", "Tiny GPT2", "1M", SYN_GPT2, 128, 2, 4, 4, 32, 512, 1025, 1024, 256,
-      0, 0, 1e-5f, 0, 0, 0 },
+      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false },
+    { "tiny-qwen3moe", "Tiny Qwen3 MoE", "8x1M", SYN_QWEN3MOE, 256, 2, 4, 2, 64, 768, 1320, 1280, 4096,
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 256, true },
 };
 #define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
 
@@ -76,7 +80,7 @@ enum { INIT_WEIGHT, INIT_NORM, INIT_BIAS, INIT_ROPE_LLAMA3 };
 typedef struct {
     char name[64];
     int n_dims, init;
-    int64_t ne[2];
+    int64_t ne[3];            /* ne[2]: experts of a stack (1 otherwise) */
     uint32_t type;
     uint64_t nbytes, file_off;
 } syn_tensor;
@@ -109,15 +113,24 @@ static syn_tensor *plan_add(syn_plan *p, const char *fmt, int il) {
 static void add_mat(syn_plan *p, int64_t ne0, int64_t ne1, const char *fmt, int il) {
     syn_tensor *t = plan_add(p, fmt, il);
     if (!t) return;
-    t->n_dims = 2; t->ne[0] = ne0; t->ne[1] = ne1; t->init = INIT_WEIGHT;
-    t->type = quant_tensor_type(t->name, 2, ne0, p->ft->base, p->ft->mix, p->s->n_layer, false);
+    t->n_dims = 2; t->ne[0] = ne0; t->ne[1] = ne1; t->ne[2] = 1; t->init = INIT_WEIGHT;
+    t->type = quant_tensor_type(t->name, 2, ne0, p->ft->base, p->ft->mix, p->s->n_layer, p->s->untied);
+}
+
+/* An expert stack: n_expert matrices of ne1 rows of ne0, one 3-D tensor. */
+static void add_stack(syn_plan *p, int64_t ne0, int64_t ne1, const char *fmt, int il) {
+    add_mat(p, ne0, ne1, fmt, il);
+    if (p->oom) return;
+    syn_tensor *t = &p->t[p->n - 1];
+    t->n_dims = 3;
+    t->ne[2] = p->s->n_expert;
 }
 
 /* A vector of n floats (norms, biases, rope factors: always F32). */
 static void add_vec(syn_plan *p, int init, int64_t n, const char *fmt, int il) {
     syn_tensor *t = plan_add(p, fmt, il);
     if (!t) return;
-    t->n_dims = 1; t->ne[0] = n; t->ne[1] = 1; t->init = init; t->type = HT_F32;
+    t->n_dims = 1; t->ne[0] = n; t->ne[1] = 1; t->ne[2] = 1; t->init = init; t->type = HT_F32;
 }
 
 static void plan_attention(syn_plan *p, int il, bool qk_norm) {
@@ -135,8 +148,15 @@ static void plan_attention(syn_plan *p, int il, bool qk_norm) {
 }
 
 static void plan_gated_ffn(syn_plan *p, int il) {
-    int64_t E = p->s->n_embd, F = p->s->n_ff;
+    int64_t E = p->s->n_embd, F = p->s->n_ff, FE = p->s->n_ff_exp;
     add_vec(p, INIT_NORM, E, "blk.%d.ffn_norm.weight", il);
+    if (p->s->n_expert) {   /* the router (F32, as llama-quantize leaves it) and the expert stacks */
+        add_mat(p, E, p->s->n_expert, "blk.%d.ffn_gate_inp.weight", il);
+        add_stack(p, E, FE, "blk.%d.ffn_gate_exps.weight", il);
+        add_stack(p, E, FE, "blk.%d.ffn_up_exps.weight", il);
+        add_stack(p, FE, E, "blk.%d.ffn_down_exps.weight", il);
+        return;
+    }
     add_mat(p, E, F, "blk.%d.ffn_gate.weight", il);
     add_mat(p, E, F, "blk.%d.ffn_up.weight", il);
     add_mat(p, F, E, "blk.%d.ffn_down.weight", il);
@@ -154,6 +174,7 @@ static void plan_llama_like(syn_plan *p) {
         if (s->family == SYN_GEMMA3) add_vec(p, INIT_NORM, s->n_embd, "blk.%d.post_ffw_norm.weight", il);
     }
     add_vec(p, INIT_NORM, s->n_embd, "output_norm.weight", 0);
+    if (s->untied) add_mat(p, s->n_embd, s->n_vocab, "output.weight", 0);
 }
 
 static void plan_gpt2(syn_plan *p) {
@@ -186,14 +207,15 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
     if (s->family == SYN_GPT2) plan_gpt2(p);
     else plan_llama_like(p);
     if (p->oom) return herr(err, "out of memory");
-    for (int i = 0; i < p->n; i++) p->t[i].nbytes = ht_row_size(p->t[i].type, p->t[i].ne[0]) * (uint64_t)p->t[i].ne[1];
+    for (int i = 0; i < p->n; i++)
+        p->t[i].nbytes = ht_row_size(p->t[i].type, p->t[i].ne[0]) * (uint64_t)p->t[i].ne[1] * (uint64_t)p->t[i].ne[2];
     return 0;
 }
 
 /* ---- metadata ---- */
 
 static const char *arch_name(synth_family f) {
-    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2" };
+    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe" };
     return names[f];
 }
 
@@ -231,6 +253,11 @@ static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftyp
         kv_u32(w, s, "attention.value_length", (uint32_t)s->head_dim);
         if (s->sliding_window) kv_u32(w, s, "attention.sliding_window", (uint32_t)s->sliding_window);
     }
+    if (s->n_expert) {
+        kv_u32(w, s, "expert_count", (uint32_t)s->n_expert);
+        kv_u32(w, s, "expert_used_count", (uint32_t)s->n_expert_used);
+        kv_u32(w, s, "expert_feed_forward_length", (uint32_t)s->n_ff_exp);
+    }
     if (s->family == SYN_LLAMA) {
         kv_u32(w, s, "vocab_size", (uint32_t)s->n_vocab);
         kv_u32(w, s, "rope.dimension_count", (uint32_t)s->head_dim);
@@ -240,7 +267,7 @@ static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftyp
 }
 
 static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vocab *v) {
-    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2" };
+    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2" };
     gguf_w_str(w, "tokenizer.ggml.model", s->family == SYN_GEMMA3 ? "llama" : "gpt2");
     gguf_w_str(w, "tokenizer.ggml.pre", pre[s->family]);
     gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (uint64_t)v->n);
@@ -255,13 +282,13 @@ static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vo
         gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true);
         gguf_w_bool(w, "tokenizer.ggml.add_eos_token", false);
         gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", false);
-    } else if (s->family == SYN_QWEN3) {
+    } else if (s->family == SYN_QWEN3 || s->family == SYN_QWEN3MOE) {
         gguf_w_bool(w, "tokenizer.ggml.add_bos_token", false);
     }
 }
 
 static int build_vocab(const synth_shape *s, synth_vocab *v, hearth_err *err) {
-    static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2 };
+    static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2, SV_BPE_QWEN };
     synth_vocab_layout l = { kinds[s->family], s->n_vocab, s->n_text };
     return synth_vocab_build(&l, v, err);
 }
@@ -440,8 +467,9 @@ static int make_chunks(syn_job *j, hearth_err *err) {
         for (int ti = 0; ti < j->p->n; ti++) {
             const syn_tensor *t = &j->p->t[ti];
             int64_t rows = HT_MAX(1, CHUNK_ELEMS / t->ne[0]);
-            for (int64_t r = 0; r < t->ne[1]; r += rows, n++)
-                if (pass) j->chunks[n] = (syn_chunk){ ti, r, HT_MIN(t->ne[1], r + rows) };
+            const int64_t all = t->ne[1] * t->ne[2];   /* an expert stack's rows, expert after expert */
+            for (int64_t r = 0; r < all; r += rows, n++)
+                if (pass) j->chunks[n] = (syn_chunk){ ti, r, HT_MIN(all, r + rows) };
         }
         if (!pass && !(j->chunks = malloc((size_t)(n ? n : 1) * sizeof *j->chunks))) return herr(err, "out of memory");
     }

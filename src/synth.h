@@ -7,7 +7,7 @@
 
 #include "common.h"
 
-typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2 } synth_family;
+typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2, SYN_QWEN3MOE } synth_family;
 
 typedef struct {
     const char *name;          /* "llama-3.2-1b", or a tiny test shape "tiny-llama" */
@@ -22,6 +22,8 @@ typedef struct {
     int sliding_window;        /* gemma3 */
     float rope_llama3_factor;  /* > 0: write rope_freqs.weight the way llama 3.x's converter computes it */
     int rope_llama3_orig_ctx;
+    int n_expert, n_expert_used, n_ff_exp;   /* qwen3moe: expert stacks in place of the dense FFN */
+    bool untied;               /* a separate output.weight (the others tie it to the embedding) */
 } synth_shape;
 
 /* NULL if unknown. synth_shape_at(i) lists them (NULL past the end). */

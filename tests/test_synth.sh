@@ -8,8 +8,11 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # shape, type, a tensor type `info` must list (Q4_0: llama-quantize's default keeps the tied embedding in Q6_K;
 # gemma3's 384-wide rows take Q4_K's fallback, Q5_0)
-for spec in "tiny-llama Q4_K_M Q6_K" "tiny-qwen3 Q8_0 Q8_0" "tiny-gemma3 Q4_K_M Q5_0" "tiny-gpt2 F16 F16" "tiny-llama Q4_0 Q6_K"; do
+# (tiny-qwen3moe: expert stacks, an F32 router, an untied output in Q6_K)
+for spec in "tiny-llama Q4_K_M Q6_K" "tiny-qwen3 Q8_0 Q8_0" "tiny-gemma3 Q4_K_M Q5_0" "tiny-gpt2 F16 F16" "tiny-llama Q4_0 Q6_K" \
+            "tiny-qwen3moe Q4_0 experts      8, 2 used per token"; do
     read -r shape type want <<<"$spec"
+    want=${spec#"$shape $type "}
     f="$tmp/$shape-$type.gguf"
     check "$shape $type: synth" '"$HEARTH" synth --shape $shape --type $type -o "$f" --seed 7 2>/dev/null'
     "$HEARTH" synth --shape "$shape" --type "$type" -o "$tmp/same.gguf" --seed 7 -t 1 2>/dev/null

@@ -260,7 +260,7 @@ static double read_bandwidth(int threads) {
 /* Weight bytes one decoded token reads: everything but the embedding rows not looked up (a tied output
  * head reads the whole token embedding). */
 static uint64_t bytes_per_token(const hearth_model *m, const hearth_model_info *in) {
-    uint64_t b = in->weight_bytes;
+    uint64_t b = in->active_bytes;   /* a mixture of experts reads only the chosen experts' slabs */
     if (m->output.data && m->tok_embd.data) b -= m->tok_embd.nbytes - m->tok_embd.row_bytes;
     if (m->pos_embd.data) b -= m->pos_embd.nbytes - m->pos_embd.row_bytes;
     return b;
