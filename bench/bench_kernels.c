@@ -4,7 +4,8 @@
  * sane scales — speed does not depend on the values) and one activation row in the type's vec_dot format.
  * "matvec" times y = W x (a decode step) and reports weight GB/s; "tile4" times the 4-token product and
  * reports weight bytes x 4 tokens per second, i.e. GB/s of matvec-equivalent work. Both go through
- * vec_dot_tile 64 rows a call, as matmul.c hands its chunks over. Best of several runs,
+ * vec_dot_tile 64 rows a call, as matmul.c hands its chunks over. Where a kernel set packs the type (ht_pack),
+ * the packed layout is timed too: one token, and a full tile of max_nc tokens. Best of several runs,
  * timed in thread CPU time: the machine is shared, and wall time would count the time other jobs run.
  * Usage: bench_kernels [-r ROWS] [-n COLS] [-s set[,set...]] [TYPE...]   (e.g. bench_kernels Q4_0 Q4_K) */
 #include <stdio.h>
@@ -19,6 +20,7 @@ static const uint32_t all_types[] = {HT_Q4_0, HT_Q4_K, HT_Q6_K, HT_Q8_0, HT_F16,
 #define MAX_SETS 8
 #define TOK 4
 #define CHUNK 64   /* rows per tile call, as matmul.c's chunks */
+#define HT_TILE_PACK_MAX 16   /* activation rows prepared for the packed tiles (>= every pack's max_nc) */
 
 static uint64_t rng = 0x1234567;
 static uint64_t rnd(void) {
@@ -97,6 +99,38 @@ static result run(const ht_traits *tr, const uint8_t *w, size_t rb, int rows, in
     return best;
 }
 
+/* The set's packed layout of the type (ht_pack), when it has one: one token, and max_nc tokens a tile call. */
+static result run_packed(const ht_pack *pk, const uint8_t *w, size_t rb, int rows, int n, const float *xf, float *y) {
+    result best = {0, 0};
+    const int R = pk->rows, groups = (rows + R - 1) / R;
+    const size_t gb = pk->group_bytes(n), ab = pk->act_prep ? pk->act_bytes(n) : (size_t)n * sizeof(float);
+    uint8_t *g = aligned_alloc(64, ((size_t)groups * gb + 63) / 64 * 64), *a = malloc(ab * (size_t)pk->max_nc);
+    if (!g || !a) { free(g); free(a); return best; }
+    for (int k = 0; k < groups; k++) pk->pack(w + (size_t)k * R * rb, rb, HT_MIN(R, rows - k * R), n, g + (size_t)k * gb);
+    for (int c = 0; c < pk->max_nc; c++)
+        if (pk->act_prep) pk->act_prep(xf + (size_t)c * n, a + (size_t)c * ab, n);
+        else memcpy(a + (size_t)c * ab, xf + (size_t)c * n, (size_t)n * sizeof(float));
+    const double bytes = (double)rb * rows;
+    for (int rep = 0; rep < 5; rep++)
+        for (int pass = 0; pass < 2; pass++) {
+            const int nc = pass ? pk->max_nc : 1;
+            int iters = 0;
+            double t0 = now(), t;
+            do {
+                for (int k = 0; k < groups; k++)
+                    pk->tile(n, g + (size_t)k * gb, HT_MIN(R, rows - k * R), a, ab, nc, y + (size_t)k * R, (size_t)rows);
+                iters++;
+            } while ((t = now() - t0) < 0.15);
+            sink = y[rows / 2];
+            double gbs = bytes * nc * iters / t / 1e9;
+            if (pass && gbs > best.tile) best.tile = gbs;
+            if (!pass && gbs > best.matvec) best.matvec = gbs;
+        }
+    free(g);
+    free(a);
+    return best;
+}
+
 int main(int argc, char **argv) {
     int rows = 2048, n = 8192;
     const char *sets_arg = NULL;
@@ -135,9 +169,9 @@ int main(int argc, char **argv) {
     for (int s = 0; s < n_sets; s++) printf(" | matvec  tile4");
     printf("\n");
 
-    float *xf = malloc((size_t)n * TOK * sizeof(float));
-    float *y = malloc((size_t)rows * TOK * sizeof(float));
-    for (int i = 0; i < n * TOK; i++) xf[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+    float *xf = malloc((size_t)n * HT_TILE_PACK_MAX * sizeof(float));
+    float *y = malloc((size_t)rows * HT_TILE_PACK_MAX * sizeof(float));
+    for (int i = 0; i < n * HT_TILE_PACK_MAX; i++) xf[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
     for (int t = 0; t < n_types; t++) {
         const ht_traits *ref = ht_get_traits_ref(types[t]);
         const size_t rb = ht_row_size(types[t], n), ab = ht_row_size((uint32_t)ref->vec_dot_type, n);
@@ -154,6 +188,13 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         printf("\n");
+        for (int s = 0; s < n_sets; s++) {   /* the packed layouts: 1 token, and a full tile (max_nc tokens) */
+            quant_set_backend(sets[s]);
+            const ht_pack *pk = ht_get_traits(types[t])->pack;
+            if (!pk) continue;
+            const result r = run_packed(pk, w, rb, rows, n, xf, y);
+            printf("  packed %-10s (%s): 1 token %6.2f, %d tokens %6.2f\n", pk->name, sets[s], r.matvec, pk->max_nc, r.tile);
+        }
         free(w);
         free(a);
     }

@@ -46,10 +46,11 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
     if (L->wqkv.data) {
         matmul_bias(c, &L->wqkv, &L->bqkv, in, ub->n, c->hb);
         split_qkv(ub, c->hb, q, k, v, QD, KD, VD);
-    } else {
-        matmul_bias(c, &L->wq, &L->bq, in, ub->n, q);
-        matmul_bias(c, &L->wk, &L->bk, in, ub->n, k);
-        matmul_bias(c, &L->wv, &L->bv, in, ub->n, v);
+    } else {   /* one job for the three where they share a format */
+        const ht_tensor *W[3] = { &L->wq, &L->wk, &L->wv }, *B[3] = { &L->bq, &L->bk, &L->bv };
+        float *Y[3] = { q, k, v };
+        matmul_multi(c, W, Y, 3, in, ub->n);
+        for (int i = 0; i < 3; i++) matmul_add_bias(B[i], Y[i], ub->n, (int)W[i]->ne[1]);
     }
     if (L->q_norm.data) head_norm(ub, q, &L->q_norm, hp->n_head, hp->head_dim, hp->norm_eps);
     if (L->k_norm.data) head_norm(ub, k, &L->k_norm, hp->n_head_kv, hp->head_dim, hp->norm_eps);
@@ -154,7 +155,7 @@ static void moe_combine(void *arg, int ith, int nth) {
 
 void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out) {
     const ht_hparams *hp = &c->m->hp;
-    const int n = ub->n, NE = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
+    const int n = ub->n, NE = hp->n_expert, K = hp->n_expert_used;
     int *sel = c->moe_sel, *cnt = c->moe_cnt, *next = c->moe_first, *row = c->moe_row;
     matmul(c, &L->ffn_gate_inp, in, n, c->moe_logits);
     memset(cnt, 0, (size_t)NE * sizeof *cnt);
@@ -171,9 +172,9 @@ void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const 
             row[t * K + k] = r;
             c->moe_src[r] = t;
         }
-    matmul_experts(c, &L->ffn_gate_exps, &L->ffn_up_exps, in, c->moe_src, n * K, cnt, c->moe_g, c->moe_u);
-    activate_par(c, c->moe_g, c->moe_u, (size_t)n * K * F, ACT_SILU);
-    matmul_experts(c, &L->ffn_down_exps, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL);
+    matmul_experts(c, &L->ffn_gate_exps, &L->ffn_up_exps, in, c->moe_src, n * K, cnt, c->moe_g, c->moe_u, op_silu_mul);
+    matmul_experts(c, &L->ffn_down_exps, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL, NULL);
     moe_job j = { c, out, ub->n };
-    pool_run(c->pool, moe_combine, &j);
+    if (n == 1) moe_combine(&j, 0, 1);   /* decode: a few thousand products, less than waking a thread */
+    else pool_run(c->pool, moe_combine, &j);
 }

@@ -76,12 +76,27 @@ static int matrices(hearth_model *m, ht_tensor **out) {
     return n;
 }
 
+/* The packed copies live in one arena, in transparent huge pages where the kernel gives them (madvise mode):
+ * decode streams every weight once per token, and with 4 KiB pages that is a TLB miss per 4 KiB; the faults of
+ * the first touch (packing) are 512 times fewer too. One arena wastes at most one partial huge page. */
+static void *alloc_arena(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    void *p = NULL;
+    bytes = (bytes + huge - 1) / huge * huge;
+    if (posix_memalign(&p, huge, bytes ? bytes : huge)) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 static pthread_mutex_t pack_mu = PTHREAD_MUTEX_INITIALIZER;
 
 int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err) {
     pthread_mutex_lock(&pack_mu);
     if (m->weights_packed || !m->layers) { pthread_mutex_unlock(&pack_mu); return 0; }
     int n = LAYER_MATRICES * m->hp.n_layer + 1, rc = 0;
+    size_t arena_bytes = 0;
     ht_tensor **ts = malloc((size_t)n * sizeof *ts);
     pk_job_t *jobs = calloc((size_t)n, sizeof *jobs);
     pk_all all = { jobs, 0 };
@@ -94,12 +109,13 @@ int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err) {
         const ht_pack *pk = tr->pack;
         if (i >= LAYER_MATRICES * m->hp.n_layer && !pk->head) continue;
         const int groups = (int)((t->ne[1] + pk->rows - 1) / pk->rows * t->ne[2]);   /* an expert's rows: its own groups */
-        const size_t bytes = ((size_t)groups * pk->group_bytes(t->ne[0]) + 63) / 64 * 64;
-        uint8_t *dst = aligned_alloc(64, bytes);
-        if (!dst || model_own(m, dst, err)) { rc = herr(err, "out of memory packing the weights"); goto out; }
         t->pack = pk;
-        jobs[all.n_jobs++] = (pk_job_t){ t, dst, groups };
+        jobs[all.n_jobs++] = (pk_job_t){ t, (uint8_t *)(uintptr_t)arena_bytes, groups };   /* an offset, for now */
+        arena_bytes += ((size_t)groups * pk->group_bytes(t->ne[0]) + 63) / 64 * 64;
     }
+    uint8_t *arena = all.n_jobs ? alloc_arena(arena_bytes) : NULL;
+    if (all.n_jobs && (!arena || model_own(m, arena, err))) { rc = herr(err, "out of memory packing the weights"); goto out; }
+    for (int i = 0; i < all.n_jobs; i++) jobs[i].dst = arena + (uintptr_t)jobs[i].dst;
     pool_run(pool, pack_job, &all);
     for (int i = 0; i < all.n_jobs; i++) {
         ht_tensor *t = (ht_tensor *)jobs[i].t;
