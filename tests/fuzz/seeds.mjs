@@ -46,7 +46,7 @@ put('fuzz_gguf', 'all-types.gguf', gguf([
   { name: 'q4_k', type: 12, ne: [256], data: Buffer.alloc(144, 0x11) },
 ]));
 for (const f of ['qwen3-Q8_0.gguf', 'llama-Q2_K.gguf']) put('fuzz_gguf', f, fs.readFileSync(`data/models/${f}`));
-for (const f of ['qwen3-Q8_0.gguf', 'llama-Q2_K.gguf', 'stories260K.gguf', 'gemma3-Q8_0.gguf'])
+for (const f of ['qwen3-Q8_0.gguf', 'llama-Q2_K.gguf', 'stories260K.gguf', 'gemma3-Q8_0.gguf', 'qwen3moe-Q8_0.gguf'])
   put('fuzz_model', f, fs.readFileSync(`data/models/${f}`));
 
 // ---- safetensors ----
