@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "golden.h"
+#include "io/golden.h"
 #include "hearth.h"
 #include "testutil.h"
 

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "context.h"
+#include "model/context.h"
 #include "testutil.h"
 
 static hearth_ctx *new_ctx(hearth_model *m, int n_ctx, int n_batch) {

@@ -6,8 +6,8 @@
 
 #include <unistd.h>
 
-#include "chat.h"
-#include "gguf.h"
+#include "generate/chat.h"
+#include "io/gguf.h"
 #include "testutil.h"
 
 /* The template of the first case named `name` in data/chat-templates.json (malloc'd). */

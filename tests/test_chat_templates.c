@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jinja.h"
+#include "jinja/jinja.h"
 #include "testutil.h"
 
 /* Prints s[from, to) with control characters escaped. */

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "io/gguf.h"
 #include "quant/quant.h"
 #include "testutil.h"
 

@@ -9,7 +9,7 @@
 
 #include "golden_check.h"
 #include "hearth.h"
-#include "quantize.h"
+#include "convert/quantize.h"
 #include "testutil.h"
 
 static const char *const TEXTS[] = {

@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "io/gguf.h"
 #include "golden_check.h"
 #include "hearth.h"
-#include "quantize.h"
+#include "convert/quantize.h"
 #include "testutil.h"
 
 typedef struct { const char *gguf, *hf; } rename_t;

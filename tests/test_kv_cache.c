@@ -6,7 +6,7 @@
  * whose head size is not a multiple of 32 is refused. */
 #include <string.h>
 
-#include "context.h"
+#include "model/context.h"
 #include "golden_check.h"
 #include "testutil.h"
 

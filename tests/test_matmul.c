@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "matmul.h"
+#include "model/matmul.h"
 #include "testutil.h"
 
 #define ROWS 37

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "testutil.h"
 
 static const char *SRC = "data/models/llama.gguf";

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "gguf.h"
+#include "io/gguf.h"
 #include "quant/quant.h"
 #include "testutil.h"
 

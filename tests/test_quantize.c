@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "golden_check.h"
-#include "gguf.h"
+#include "io/gguf.h"
 #include "hearth.h"
-#include "quantize.h"
+#include "convert/quantize.h"
 #include "testutil.h"
 
 static double eval_kl(const char *path, const golden_file *base) {

@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include "quant/quant.h"
-#include "safetensors.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 
 #if defined(__has_include)
 #if __has_include("../src/gguf.c")
-#include "gguf.h"
+#include "io/gguf.h"
 #define HAVE_GGUF_READER 1
 #endif
 #endif

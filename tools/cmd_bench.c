@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "context.h"
-#include "threads.h"
+#include "model/context.h"
+#include "compute/threads.h"
 
 #define BW_BYTES (1ull << 30)     /* streamed buffer: far larger than any last-level cache */
 #define BW_PASSES 10

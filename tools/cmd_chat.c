@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chat.h"
+#include "generate/chat.h"
 #include "cli.h"
 
 typedef struct {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "golden.h"
+#include "io/golden.h"
 
 int cmd_golden(int argc, char **argv) {
     const char *path = NULL, *in = NULL, *outp = NULL;

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "model.h"
+#include "model/model.h"
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;

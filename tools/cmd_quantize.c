@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "quantize.h"
+#include "convert/quantize.h"
 
 static void progress_bar(void *user, int done, int total, const char *name) {
     (void)user;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "server.h"
+#include "server/server.h"
 
 static atomic_int g_stop;   /* lock-free: safe in a signal handler, and read by every server thread */
 static void on_stop(int sig) {

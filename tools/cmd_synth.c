@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "quantize.h"
-#include "synth.h"
+#include "convert/quantize.h"
+#include "convert/synth.h"
 
 static void synth_usage(void) {
     printf("usage: hearth synth --shape NAME --type TYPE -o FILE.gguf [--seed S] [--pure] [-t THREADS]\n"

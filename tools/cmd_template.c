@@ -15,9 +15,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "chat.h"
+#include "generate/chat.h"
 #include "cli.h"
-#include "jinja.h"
+#include "jinja/jinja.h"
 
 static const char usage[] =
     "usage: hearth template --template FILE [--bos TEXT] [--eos TEXT] [--no-generation-prompt] MESSAGES.json\n"

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../layers.h"
+#include "model/layers.h"
 
 typedef struct { ht_tensor dense, dense_b, norm, norm_b; } bert_mlm_head;   /* m->arch_data when present */
 

@@ -5,7 +5,7 @@
  * The GGUF converter stores every norm weight already as (1 + w), so they are used as they are. */
 #include <math.h>
 
-#include "../layers.h"
+#include "model/layers.h"
 
 #define GEMMA3_SWA_PERIOD 6            /* llama.cpp's fixed pattern: 5 local layers, then a global one */
 #define GEMMA3_SWA_ROPE_BASE 10000.0f

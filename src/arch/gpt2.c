@@ -1,7 +1,7 @@
 /* gpt2.c — GPT-2: learned position embeddings (the context cannot pass their count), pre-LayerNorm
  * blocks with biases, fused QKV projection with bias, no rope, GELU (tanh form) FFN with biases, final
  * LayerNorm, output tied to the token embeddings unless output.weight is present. */
-#include "../layers.h"
+#include "model/layers.h"
 
 static int gpt2_hparams(hearth_model *m, hearth_err *err) {
     if (model_common_hparams(m, err)) return -1;

@@ -2,7 +2,7 @@
  * llama layout (adjacent pairs) with optional rope_freqs divisors, GQA/MQA attention, SwiGLU FFN — or, with
  * llama.expert_count > 0, a mixture of SwiGLU experts (layer_ffn_moe) — tied or separate output. Everything
  * is read from metadata. */
-#include "../layers.h"
+#include "model/layers.h"
 
 static int llama_hparams(hearth_model *m, hearth_err *err) {
     if (model_common_hparams(m, err)) return -1;

@@ -1,7 +1,7 @@
 /* qwen2.c — Qwen2 / Qwen2.5: the Llama decoder with q/k/v projection biases and NEOX rope (the two
  * halves of each head rotated together); output tied to the embeddings when output.weight is absent.
  * Binding and the forward pass are Llama's (arch/llama.c); layer_attention adds the biases. */
-#include "../layers.h"
+#include "model/layers.h"
 
 static int qwen2_hparams(hearth_model *m, hearth_err *err) {
     if (model_common_hparams(m, err)) return -1;

@@ -2,7 +2,7 @@
  * (attn_q_norm / attn_k_norm), NEOX rope, and head_dim from attention.key_length, independent of
  * n_embd / n_head. Binding and the forward pass are Llama's; layer_attention applies the q/k norms, and
  * qwen3moe's expert stacks (qwen3moe.expert_count, expert_feed_forward_length) make each FFN a mixture. */
-#include "../layers.h"
+#include "model/layers.h"
 
 static int qwen3_hparams(hearth_model *m, hearth_err *err) {
     if (model_common_hparams(m, err)) return -1;

@@ -8,7 +8,7 @@
 #ifndef HEARTH_QUANT_H
 #define HEARTH_QUANT_H
 
-#include "../common.h"
+#include "common.h"
 
 enum ht_type {
     HT_F32 = 0, HT_F16 = 1, HT_Q4_0 = 2, HT_Q4_1 = 3, HT_Q5_0 = 6, HT_Q5_1 = 7, HT_Q8_0 = 8, HT_Q8_1 = 9,

@@ -4,8 +4,8 @@
 #ifndef HEARTH_TOKENIZER_H
 #define HEARTH_TOKENIZER_H
 
-#include "../common.h"
-#include "../gguf.h"
+#include "common.h"
+#include "io/gguf.h"
 
 enum ht_tok_kind { TOK_SPM = 1, TOK_BPE = 2, TOK_WPM = 3 };
 /* Token types as in GGUF tokenizer.ggml.token_type */

@@ -1,7 +1,7 @@
 /* fuzz_gguf.c — the GGUF reader on arbitrary bytes: gguf_open_memory, then every value and tensor it hands
  * out is read (typed getters, arrays, strings), as the loaders do. */
 #include "fuzz.h"
-#include "gguf.h"
+#include "io/gguf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = fuzz_copy(data, size);

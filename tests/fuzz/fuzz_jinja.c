@@ -5,7 +5,7 @@
 #include <cJSON.h>
 
 #include "fuzz.h"
-#include "jinja.h"
+#include "jinja/jinja.h"
 
 static const char CONV[] = "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hi <b>\"},"
                            "{\"role\":\"assistant\",\"content\":\"Hello!\"},{\"role\":\"tool\",\"content\":\"{\\\"x\\\":1}\"}]";

@@ -4,9 +4,9 @@
  * would on a disconnect. */
 #include <stdio.h>
 
-#include "chat.h"
+#include "generate/chat.h"
 #include "fuzz.h"
-#include "srv_internal.h"
+#include "server/srv_internal.h"
 
 static srv_api api;
 

@@ -1,7 +1,7 @@
 /* fuzz_safetensors.c — the safetensors reader on arbitrary bytes (header JSON, dtypes, shapes, offsets),
  * then every tensor it accepts is read back as floats. */
 #include "fuzz.h"
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = fuzz_copy(data, size);

@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "fuzz.h"
-#include "gguf.h"
+#include "io/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 static const char *const VOCABS[] = {"llama-spm", "llama-bpe", "qwen2", "bert-bge"};

@@ -1,0 +1,550 @@
+/* synth.c — synthetic models (see synth.h): the named shapes, the tensor plan of each family with
+ * llama-quantize's type choices, the GGUF metadata of llama.cpp's converter, and the streaming writer.
+ *
+ * Writing streams: gguf_writer writes the metadata (a tensorless GGUF), the tensor infos are appended and the
+ * file is extended, sparse, to its final size; then worker threads each generate a chunk of rows, quantize it
+ * with the reference quantizer and pwrite it into its place. Nothing is written twice and memory stays at a
+ * chunk per thread. The finished file is reopened with gguf_open, so it passes every check the reader makes. */
+#include "convert/synth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "io/gguf.h"
+#include "quant/quant.h"
+#include "convert/quantize.h"
+#include "convert/synth_vocab.h"
+#include "compute/threads.h"
+
+#define WEIGHT_STD 0.02f
+#define CHUNK_ELEMS (1 << 20)          /* floats generated per work item (4 MiB) */
+#define GGUF_QUANT_VERSION 2
+#define GGUF_ALIGN 32                  /* the default data alignment (no general.alignment key) */
+#define GGUF_COUNT_OFFSET 8            /* the u64 tensor count follows the magic and the version */
+
+/* ---- shapes ---- */
+
+static const synth_shape SHAPES[] = {
+    { "llama-3.2-1b", "Llama 3.2 1B", "1B", SYN_LLAMA, 2048, 16, 32, 8, 64, 8192, 128256, 128000, 131072,
+      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false },
+    { "qwen3-0.6b", "Qwen3 0.6B", "0.6B", SYN_QWEN3, 1024, 28, 16, 8, 128, 3072, 151936, 151643, 40960,
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false },
+    { "gemma-3-1b", "Gemma 3 1b", "1B", SYN_GEMMA3, 1152, 26, 4, 1, 256, 6912, 262144, 262144, 32768,
+      1000000.0f, 10000.0f, 1e-6f, 512, 0, 0, 0, 0, 0, false },
+    { "gpt2-124m", "GPT2", "124M", SYN_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 50256, 1024,
+      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false },
+    { "qwen3-30b-a3b", "Qwen3 30B A3B", "30B-A3B", SYN_QWEN3MOE, 2048, 48, 32, 4, 128, 6144, 151936, 151643, 40960,
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 128, 8, 768, true },
+    /* tiny shapes for tests: the same structure (tied output, GQA, q/k norms, sliding window, widths that
+     * are not a multiple of 256 where the real model has them) with small dimensions */
+    { "tiny-llama", "Tiny Llama", "1M", SYN_LLAMA, 256, 2, 4, 2, 64, 512, 2048, 1792, 2048,
+      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false },
+    { "tiny-qwen3", "Tiny Qwen3", "1M", SYN_QWEN3, 256, 2, 4, 2, 128, 512, 1320, 1280, 4096,
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false },
+    { "tiny-gemma3", "Tiny Gemma 3", "2M", SYN_GEMMA3, 384, 7, 2, 1, 128, 768, 2048, 2048, 2048,
+      1000000.0f, 10000.0f, 1e-6f, 16, 0, 0, 0, 0, 0, false },
+    { "tiny-gpt2", "Tiny GPT2", "1M", SYN_GPT2, 128, 2, 4, 4, 32, 512, 1025, 1024, 256,
+      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false },
+    { "tiny-qwen3moe", "Tiny Qwen3 MoE", "8x1M", SYN_QWEN3MOE, 256, 2, 4, 2, 64, 768, 1320, 1280, 4096,
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 256, true },
+};
+#define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
+
+const synth_shape *synth_shape_at(int i) { return i >= 0 && i < N_SHAPES ? &SHAPES[i] : NULL; }
+
+const synth_shape *synth_find_shape(const char *name) {
+    for (int i = 0; i < N_SHAPES; i++) if (!strcmp(SHAPES[i].name, name)) return &SHAPES[i];
+    return NULL;
+}
+
+/* ---- file types ---- */
+
+int synth_parse_ftype(const char *s, bool pure, synth_ftype *out, hearth_err *err) {
+    if (quant_parse_type(s, pure, &out->base, &out->mix, &out->file_type))
+        return herr(err, "unknown type '%s' (one of: %s)", s, quant_type_list());
+    out->name = s;
+    return 0;
+}
+
+/* ---- tensor plan ---- */
+
+enum { INIT_WEIGHT, INIT_NORM, INIT_BIAS, INIT_ROPE_LLAMA3 };
+
+typedef struct {
+    char name[64];
+    int n_dims, init;
+    int64_t ne[3];            /* ne[2]: experts of a stack (1 otherwise) */
+    uint32_t type;
+    uint64_t nbytes, file_off;
+} syn_tensor;
+
+typedef struct {
+    const synth_shape *s;
+    const synth_ftype *ft;
+    syn_tensor *t;
+    int n, cap;
+    bool oom;
+} syn_plan;
+
+static syn_tensor *plan_add(syn_plan *p, const char *fmt, int il) {
+    if (p->n == p->cap) {
+        int nc = p->cap ? p->cap * 2 : 64;
+        syn_tensor *t = realloc(p->t, (size_t)nc * sizeof *t);
+        if (!t) { p->oom = true; return NULL; }
+        p->t = t; p->cap = nc;
+    }
+    syn_tensor *t = &p->t[p->n++];
+    memset(t, 0, sizeof *t);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(t->name, sizeof t->name, fmt, il);
+#pragma GCC diagnostic pop
+    return t;
+}
+
+/* A matrix of ne1 rows of ne0, typed as llama-quantize would (every synthetic shape ties its output). */
+static void add_mat(syn_plan *p, int64_t ne0, int64_t ne1, const char *fmt, int il) {
+    syn_tensor *t = plan_add(p, fmt, il);
+    if (!t) return;
+    t->n_dims = 2; t->ne[0] = ne0; t->ne[1] = ne1; t->ne[2] = 1; t->init = INIT_WEIGHT;
+    t->type = quant_tensor_type(t->name, 2, ne0, p->ft->base, p->ft->mix, p->s->n_layer, p->s->untied);
+}
+
+/* An expert stack: n_expert matrices of ne1 rows of ne0, one 3-D tensor. */
+static void add_stack(syn_plan *p, int64_t ne0, int64_t ne1, const char *fmt, int il) {
+    add_mat(p, ne0, ne1, fmt, il);
+    if (p->oom) return;
+    syn_tensor *t = &p->t[p->n - 1];
+    t->n_dims = 3;
+    t->ne[2] = p->s->n_expert;
+}
+
+/* A vector of n floats (norms, biases, rope factors: always F32). */
+static void add_vec(syn_plan *p, int init, int64_t n, const char *fmt, int il) {
+    syn_tensor *t = plan_add(p, fmt, il);
+    if (!t) return;
+    t->n_dims = 1; t->ne[0] = n; t->ne[1] = 1; t->ne[2] = 1; t->init = init; t->type = HT_F32;
+}
+
+static void plan_attention(syn_plan *p, int il, bool qk_norm) {
+    const synth_shape *s = p->s;
+    int64_t E = s->n_embd, QD = (int64_t)s->n_head * s->head_dim, KD = (int64_t)s->n_head_kv * s->head_dim;
+    add_vec(p, INIT_NORM, E, "blk.%d.attn_norm.weight", il);
+    add_mat(p, E, QD, "blk.%d.attn_q.weight", il);
+    add_mat(p, E, KD, "blk.%d.attn_k.weight", il);
+    add_mat(p, E, KD, "blk.%d.attn_v.weight", il);
+    if (qk_norm) {
+        add_vec(p, INIT_NORM, s->head_dim, "blk.%d.attn_q_norm.weight", il);
+        add_vec(p, INIT_NORM, s->head_dim, "blk.%d.attn_k_norm.weight", il);
+    }
+    add_mat(p, QD, E, "blk.%d.attn_output.weight", il);
+}
+
+static void plan_gated_ffn(syn_plan *p, int il) {
+    int64_t E = p->s->n_embd, F = p->s->n_ff, FE = p->s->n_ff_exp;
+    add_vec(p, INIT_NORM, E, "blk.%d.ffn_norm.weight", il);
+    if (p->s->n_expert) {   /* the router (F32, as llama-quantize leaves it) and the expert stacks */
+        add_mat(p, E, p->s->n_expert, "blk.%d.ffn_gate_inp.weight", il);
+        add_stack(p, E, FE, "blk.%d.ffn_gate_exps.weight", il);
+        add_stack(p, E, FE, "blk.%d.ffn_up_exps.weight", il);
+        add_stack(p, FE, E, "blk.%d.ffn_down_exps.weight", il);
+        return;
+    }
+    add_mat(p, E, F, "blk.%d.ffn_gate.weight", il);
+    add_mat(p, E, F, "blk.%d.ffn_up.weight", il);
+    add_mat(p, F, E, "blk.%d.ffn_down.weight", il);
+}
+
+/* Llama, Qwen3 (q/k norms) and Gemma 3 (q/k norms, post-attention and post-FFN norms). */
+static void plan_llama_like(syn_plan *p) {
+    const synth_shape *s = p->s;
+    if (s->rope_llama3_factor > 0) add_vec(p, INIT_ROPE_LLAMA3, s->head_dim / 2, "rope_freqs.weight", 0);
+    add_mat(p, s->n_embd, s->n_vocab, "token_embd.weight", 0);
+    for (int il = 0; il < s->n_layer; il++) {
+        plan_attention(p, il, s->family != SYN_LLAMA);
+        if (s->family == SYN_GEMMA3) add_vec(p, INIT_NORM, s->n_embd, "blk.%d.post_attention_norm.weight", il);
+        plan_gated_ffn(p, il);
+        if (s->family == SYN_GEMMA3) add_vec(p, INIT_NORM, s->n_embd, "blk.%d.post_ffw_norm.weight", il);
+    }
+    add_vec(p, INIT_NORM, s->n_embd, "output_norm.weight", 0);
+    if (s->untied) add_mat(p, s->n_embd, s->n_vocab, "output.weight", 0);
+}
+
+static void plan_gpt2(syn_plan *p) {
+    const synth_shape *s = p->s;
+    int64_t E = s->n_embd, F = s->n_ff, QKV = 3 * E;
+    add_mat(p, E, s->n_vocab, "token_embd.weight", 0);
+    add_mat(p, E, s->n_ctx, "position_embd.weight", 0);
+    for (int il = 0; il < s->n_layer; il++) {
+        add_vec(p, INIT_NORM, E, "blk.%d.attn_norm.weight", il);
+        add_vec(p, INIT_BIAS, E, "blk.%d.attn_norm.bias", il);
+        add_mat(p, E, QKV, "blk.%d.attn_qkv.weight", il);
+        add_vec(p, INIT_BIAS, QKV, "blk.%d.attn_qkv.bias", il);
+        add_mat(p, E, E, "blk.%d.attn_output.weight", il);
+        add_vec(p, INIT_BIAS, E, "blk.%d.attn_output.bias", il);
+        add_vec(p, INIT_NORM, E, "blk.%d.ffn_norm.weight", il);
+        add_vec(p, INIT_BIAS, E, "blk.%d.ffn_norm.bias", il);
+        add_mat(p, E, F, "blk.%d.ffn_up.weight", il);
+        add_vec(p, INIT_BIAS, F, "blk.%d.ffn_up.bias", il);
+        add_mat(p, F, E, "blk.%d.ffn_down.weight", il);
+        add_vec(p, INIT_BIAS, E, "blk.%d.ffn_down.bias", il);
+    }
+    add_vec(p, INIT_NORM, E, "output_norm.weight", 0);
+    add_vec(p, INIT_BIAS, E, "output_norm.bias", 0);
+}
+
+static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, hearth_err *err) {
+    memset(p, 0, sizeof *p);
+    p->s = s;
+    p->ft = ft;
+    if (s->family == SYN_GPT2) plan_gpt2(p);
+    else plan_llama_like(p);
+    if (p->oom) return herr(err, "out of memory");
+    for (int i = 0; i < p->n; i++)
+        p->t[i].nbytes = ht_row_size(p->t[i].type, p->t[i].ne[0]) * (uint64_t)p->t[i].ne[1] * (uint64_t)p->t[i].ne[2];
+    return 0;
+}
+
+/* ---- metadata ---- */
+
+static const char *arch_name(synth_family f) {
+    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe" };
+    return names[f];
+}
+
+static void kv_u32(gguf_writer *w, const synth_shape *s, const char *suffix, uint32_t v) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch_name(s->family), suffix);
+    gguf_w_u32(w, key, v);
+}
+
+static void kv_f32(gguf_writer *w, const synth_shape *s, const char *suffix, float v) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch_name(s->family), suffix);
+    gguf_w_f32(w, key, v);
+}
+
+/* The hyperparameters as convert_hf_to_gguf.py writes them for the family. */
+static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftype *ft) {
+    gguf_w_str(w, "general.architecture", arch_name(s->family));
+    gguf_w_str(w, "general.type", "model");
+    gguf_w_str(w, "general.name", s->label);
+    gguf_w_str(w, "general.size_label", s->size_label);
+    kv_u32(w, s, "block_count", (uint32_t)s->n_layer);
+    kv_u32(w, s, "context_length", (uint32_t)s->n_ctx);
+    kv_u32(w, s, "embedding_length", (uint32_t)s->n_embd);
+    kv_u32(w, s, "feed_forward_length", (uint32_t)s->n_ff);
+    kv_u32(w, s, "attention.head_count", (uint32_t)s->n_head);
+    if (s->family == SYN_GPT2) {
+        kv_f32(w, s, "attention.layer_norm_epsilon", s->norm_eps);
+    } else {
+        kv_u32(w, s, "attention.head_count_kv", (uint32_t)s->n_head_kv);
+        kv_f32(w, s, "rope.freq_base", s->rope_base);
+        if (s->rope_base_swa > 0) kv_f32(w, s, "rope.freq_base_swa", s->rope_base_swa);
+        kv_f32(w, s, "attention.layer_norm_rms_epsilon", s->norm_eps);
+        kv_u32(w, s, "attention.key_length", (uint32_t)s->head_dim);
+        kv_u32(w, s, "attention.value_length", (uint32_t)s->head_dim);
+        if (s->sliding_window) kv_u32(w, s, "attention.sliding_window", (uint32_t)s->sliding_window);
+    }
+    if (s->n_expert) {
+        kv_u32(w, s, "expert_count", (uint32_t)s->n_expert);
+        kv_u32(w, s, "expert_used_count", (uint32_t)s->n_expert_used);
+        kv_u32(w, s, "expert_feed_forward_length", (uint32_t)s->n_ff_exp);
+    }
+    if (s->family == SYN_LLAMA) {
+        kv_u32(w, s, "vocab_size", (uint32_t)s->n_vocab);
+        kv_u32(w, s, "rope.dimension_count", (uint32_t)s->head_dim);
+    }
+    gguf_w_u32(w, "general.file_type", ft->file_type);
+    gguf_w_u32(w, "general.quantization_version", GGUF_QUANT_VERSION);
+}
+
+static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vocab *v) {
+    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2" };
+    gguf_w_str(w, "tokenizer.ggml.model", s->family == SYN_GEMMA3 ? "llama" : "gpt2");
+    gguf_w_str(w, "tokenizer.ggml.pre", pre[s->family]);
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (uint64_t)v->n);
+    if (v->scores) gguf_w_arr_f32(w, "tokenizer.ggml.scores", v->scores, (uint64_t)v->n);
+    gguf_w_arr_i32(w, "tokenizer.ggml.token_type", v->types, (uint64_t)v->n);
+    if (v->n_merges) gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, (uint64_t)v->n_merges);
+    if (v->bos >= 0) gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos);
+    if (v->eos >= 0) gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos);
+    if (v->unk >= 0) gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)v->unk);
+    if (v->pad >= 0) gguf_w_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad);
+    if (s->family == SYN_GEMMA3) {
+        gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true);
+        gguf_w_bool(w, "tokenizer.ggml.add_eos_token", false);
+        gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", false);
+    } else if (s->family == SYN_QWEN3 || s->family == SYN_QWEN3MOE) {
+        gguf_w_bool(w, "tokenizer.ggml.add_bos_token", false);
+    }
+}
+
+static int build_vocab(const synth_shape *s, synth_vocab *v, hearth_err *err) {
+    static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2, SV_BPE_QWEN };
+    synth_vocab_layout l = { kinds[s->family], s->n_vocab, s->n_text };
+    return synth_vocab_build(&l, v, err);
+}
+
+/* ---- file layout ---- */
+
+static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off) {
+    while (n > 0) {
+        ssize_t k = pwrite(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return k < 0 ? errno : EIO;
+        p += k; n -= (size_t)k; off += (uint64_t)k;
+    }
+    return 0;
+}
+
+typedef struct { uint8_t *p; size_t n, cap; bool oom; } blob;
+
+static void blob_put(blob *b, const void *src, size_t n) {
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1 << 16;
+        while (nc < b->n + n) nc *= 2;
+        uint8_t *q = realloc(b->p, nc);
+        if (!q) { b->oom = true; return; }
+        b->p = q; b->cap = nc;
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+
+static void blob_le(blob *b, uint64_t v, int bytes) {
+    uint8_t le[8];
+    for (int i = 0; i < bytes; i++) le[i] = (uint8_t)(v >> (8 * i));
+    blob_put(b, le, (size_t)bytes);
+}
+
+/* GGUF tensor infos (name, dims, type, offset in the data section), assigning each tensor's data offset. */
+static void tensor_infos(syn_plan *p, blob *b, uint64_t *data_bytes) {
+    uint64_t off = 0;
+    for (int i = 0; i < p->n; i++) {
+        const syn_tensor *t = &p->t[i];
+        blob_le(b, strlen(t->name), 8);
+        blob_put(b, t->name, strlen(t->name));
+        blob_le(b, (uint64_t)t->n_dims, 4);
+        for (int d = 0; d < t->n_dims; d++) blob_le(b, (uint64_t)t->ne[d], 8);
+        blob_le(b, t->type, 4);
+        blob_le(b, off, 8);
+        p->t[i].file_off = off;
+        off = (off + t->nbytes + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN;
+    }
+    *data_bytes = off;
+}
+
+/* The file without tensor data: gguf_writer writes the metadata (a tensorless GGUF); the tensor infos are
+ * appended, the tensor count patched in, and the file extended (sparse) to its full size. Sets file_off. */
+static int write_skeleton(syn_plan *p, const synth_vocab *v, int fd, const char *path, hearth_err *err) {
+    gguf_writer *w = gguf_writer_new();
+    write_hparams(w, p->s, p->ft);
+    write_tokenizer(w, p->s, v);
+    int rc = gguf_writer_write_fd(w, fd, path, err);
+    gguf_writer_free(w);
+    if (rc) return -1;
+    blob infos = { 0 }, count = { 0 };
+    uint64_t data_bytes = 0;
+    tensor_infos(p, &infos, &data_bytes);
+    blob_le(&count, (uint64_t)p->n, 8);
+    off_t end = lseek(fd, 0, SEEK_END);
+    uint64_t data_off = ((uint64_t)end + infos.n + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN;
+    int e = infos.oom || count.oom ? ENOMEM : end < 0 ? errno : 0;
+    if (!e) e = pwrite_all(fd, count.p, count.n, GGUF_COUNT_OFFSET);
+    if (!e) e = pwrite_all(fd, infos.p, infos.n, (uint64_t)end);
+    if (!e && ftruncate(fd, (off_t)(data_off + data_bytes))) e = errno;
+    free(infos.p);
+    free(count.p);
+    for (int i = 0; i < p->n; i++) p->t[i].file_off += data_off;
+    return e ? herr(err, "cannot write %s: %s", path, strerror(e)) : 0;
+}
+
+/* Reopens the finished file with the reader (every check it makes) and confirms the layout. */
+static int verify_file(const syn_plan *p, const char *tmp, const char *path, hearth_err *err) {
+    gguf_file *g;
+    if (gguf_open(tmp, &g, err)) return -1;
+    int rc = g->n_tensors == (uint64_t)p->n ? 0 : herr(err, "%s: wrote %d tensors, reader sees %llu", path, p->n, (unsigned long long)g->n_tensors);
+    for (int i = 0; !rc && i < p->n; i++)
+        if (g->data_offset + g->tensors[i].offset != p->t[i].file_off || g->tensors[i].nbytes != p->t[i].nbytes)
+            rc = herr(err, "%s: tensor '%s' is not where it was written", path, p->t[i].name);
+    gguf_close(g);
+    return rc;
+}
+
+/* ---- weights ---- */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* 65536 unit-variance bell-shaped values: each the sum of 12 uniforms (Irwin-Hall), in exact arithmetic so
+ * the table is the same everywhere. Weights are looked up by 16 random bits (4 per splitmix64 draw). */
+static float NOISE[1 << 16];
+
+static void noise_table_init(void) {
+    uint64_t st = 0x6e6f697365ull;
+    for (int i = 0; i < 1 << 16; i++) {
+        int64_t sum = 0;
+        for (int k = 0; k < 3; k++) {
+            uint64_t r = splitmix64(&st);
+            sum += (int64_t)(r & 0xffff) + (int64_t)((r >> 16) & 0xffff) + (int64_t)((r >> 32) & 0xffff) + (int64_t)(r >> 48);
+        }
+        NOISE[i] = (float)((double)(2 * sum - 12 * 65535) / (2.0 * 65536.0));
+    }
+}
+
+static void fill_noise(float *x, int64_t n, uint64_t state, float mean, float std) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint64_t r = splitmix64(&state);
+        for (int k = 0; k < 4; k++) x[i + k] = mean + std * NOISE[(r >> (16 * k)) & 0xffff];
+    }
+    for (uint64_t r = splitmix64(&state); i < n; i++, r >>= 16) x[i] = mean + std * NOISE[r & 0xffff];
+}
+
+/* llama 3.x rope frequency factors, as convert_hf_to_gguf.py computes them (low 1, high 4). */
+static void fill_rope_llama3(float *x, int64_t n, const synth_shape *s) {
+    double lo_wav = s->rope_llama3_orig_ctx / 1.0, hi_wav = s->rope_llama3_orig_ctx / 4.0, f = s->rope_llama3_factor;
+    for (int64_t i = 0; i < n; i++) {
+        double freq = 1.0 / pow(s->rope_base, (double)(2 * i) / (double)(2 * n)), wav = 2 * M_PI / freq;
+        if (wav < hi_wav) x[i] = 1.0f;
+        else if (wav > lo_wav) x[i] = (float)f;
+        else {
+            double smooth = (s->rope_llama3_orig_ctx / wav - 1.0) / (4.0 - 1.0);
+            x[i] = (float)(1.0 / ((1 - smooth) / f + smooth));
+        }
+    }
+}
+
+static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, int64_t row, float *x) {
+    uint64_t st = seed ^ name_hash(t->name);
+    st = splitmix64(&st) ^ ((uint64_t)row * 0xd1b54a32d192ed03ull);
+    if (t->init == INIT_ROPE_LLAMA3) fill_rope_llama3(x, t->ne[0], s);
+    else if (t->init == INIT_NORM) fill_noise(x, t->ne[0], st, 1.0f, WEIGHT_STD);
+    else fill_noise(x, t->ne[0], st, 0.0f, WEIGHT_STD);
+}
+
+/* ---- streaming writer ---- */
+
+typedef struct { int ti; int64_t r0, r1; } syn_chunk;
+
+typedef struct {
+    const syn_plan *p;
+    uint64_t seed;
+    int fd;
+    syn_chunk *chunks;
+    int n_chunks;
+    atomic_int next;
+    atomic_int error;          /* errno of the first failure */
+    pthread_mutex_t mu;
+    uint64_t done, total;
+    synth_progress_fn progress;
+    void *user;
+} syn_job;
+
+static int make_chunks(syn_job *j, hearth_err *err) {
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        n = 0;
+        for (int ti = 0; ti < j->p->n; ti++) {
+            const syn_tensor *t = &j->p->t[ti];
+            int64_t rows = HT_MAX(1, CHUNK_ELEMS / t->ne[0]);
+            const int64_t all = t->ne[1] * t->ne[2];   /* an expert stack's rows, expert after expert */
+            for (int64_t r = 0; r < all; r += rows, n++)
+                if (pass) j->chunks[n] = (syn_chunk){ ti, r, HT_MIN(all, r + rows) };
+        }
+        if (!pass && !(j->chunks = malloc((size_t)(n ? n : 1) * sizeof *j->chunks))) return herr(err, "out of memory");
+    }
+    j->n_chunks = n;
+    return 0;
+}
+
+static void report(syn_job *j, uint64_t bytes) {
+    pthread_mutex_lock(&j->mu);
+    j->done += bytes;
+    if (j->progress) j->progress(j->user, j->done, j->total);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Generates, quantizes and writes one chunk of rows; returns 0 or an errno. */
+static int write_chunk(syn_job *j, const syn_chunk *c, float *x, uint8_t *q) {
+    const syn_tensor *t = &j->p->t[c->ti];
+    const ht_traits *tr = ht_get_traits_ref(t->type);
+    size_t rb = ht_row_size(t->type, t->ne[0]);
+    for (int64_t r = c->r0; r < c->r1; r++) {
+        fill_row(t, j->p->s, j->seed, r, x);
+        tr->from_float(x, q + (size_t)(r - c->r0) * rb, t->ne[0]);
+    }
+    size_t bytes = (size_t)(c->r1 - c->r0) * rb;
+    int e = pwrite_all(j->fd, q, bytes, t->file_off + (uint64_t)c->r0 * rb);
+    if (!e) report(j, bytes);
+    return e;
+}
+
+static void writer_thread(void *arg, int ith, int nth) {
+    (void)ith; (void)nth;
+    syn_job *j = arg;
+    int64_t max_ne0 = 1;
+    for (int i = 0; i < j->p->n; i++) max_ne0 = HT_MAX(max_ne0, j->p->t[i].ne[0]);
+    size_t elems = (size_t)HT_MAX(CHUNK_ELEMS, max_ne0);
+    float *x = malloc(elems * sizeof(float));
+    uint8_t *q = malloc(elems * sizeof(float) + 4096);   /* no format is larger than F32 */
+    if (!x || !q) { int z = 0; atomic_compare_exchange_strong(&j->error, &z, ENOMEM); }
+    for (int c; x && q && !atomic_load(&j->error) && (c = atomic_fetch_add(&j->next, 1)) < j->n_chunks;) {
+        int e = write_chunk(j, &j->chunks[c], x, q);
+        if (e) { int z = 0; atomic_compare_exchange_strong(&j->error, &z, e); }
+    }
+    free(x);
+    free(q);
+}
+
+static int write_weights(const syn_plan *p, int fd, const char *path, const synth_opts *o, hearth_err *err) {
+    syn_job j = { .p = p, .seed = o->seed, .progress = o->progress, .user = o->user, .fd = fd };
+    for (int i = 0; i < p->n; i++) j.total += p->t[i].nbytes;
+    if (make_chunks(&j, err)) return -1;
+    pthread_mutex_init(&j.mu, NULL);
+    ht_pool *pool = pool_new(o->n_threads > 0 ? o->n_threads : 2);
+    if (pool) { pool_run(pool, writer_thread, &j); pool_free(pool); }
+    pthread_mutex_destroy(&j.mu);
+    int e = pool ? atomic_load(&j.error) : ENOMEM;
+    free(j.chunks);
+    return e ? herr(err, "cannot write %s: %s", path, strerror(e)) : 0;
+}
+
+int synth_write(const synth_shape *s, const synth_ftype *ft, const char *path, const synth_opts *o, hearth_err *err) {
+    syn_plan p;
+    synth_vocab v;
+    if (plan_build(&p, s, ft, err)) { free(p.t); return -1; }
+    if (build_vocab(s, &v, err)) { free(p.t); return -1; }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, noise_table_init);
+    /* written under a temp name, renamed into place once complete and read back */
+    ht_afile f;
+    int rc = ht_afile_open(&f, path, err);
+    if (!rc) rc = write_skeleton(&p, &v, f.fd, path, err);
+    synth_vocab_free(&v);
+    if (!rc) rc = write_weights(&p, f.fd, path, o, err);
+    if (!rc) rc = verify_file(&p, f.tmp ? f.tmp : path, path, err);
+    if (!rc) rc = ht_afile_commit(&f, err);
+    else ht_afile_abort(&f);
+    free(p.t);
+    return rc;
+}

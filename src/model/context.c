@@ -1,0 +1,552 @@
+/* context.c — inference contexts: the KV cache (F16, F32 or Q8_0), scratch buffers sized once, the thread
+ * pool, and hearth_decode(), which validates a batch, cuts it into micro-batches and runs the architecture's
+ * forward pass. Also the shared attention over the cache and the output head used by every family. */
+#include "model/context.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "model/matmul.h"
+#include "model/pack.h"
+#include "compute/ops.h"
+
+hearth_ctx_params hearth_ctx_default_params(void) {
+    return (hearth_ctx_params){ .n_ctx = 0, .n_seq = 1, .n_batch = 512, .n_threads = 0, .cache_type = HEARTH_CACHE_F16 };
+}
+
+static void *xcalloc(size_t n, size_t sz, bool *fail) {
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) *fail = true;
+    return p;
+}
+
+static size_t att_scratch_floats(const hearth_ctx *c);
+
+bool ctx_layer_is_swa(const hearth_model *m, int il) {
+    const ht_hparams *hp = &m->hp;
+    return hp->sliding_window > 0 && hp->swa_period > 0 && (il + 1) % hp->swa_period != 0;
+}
+
+int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **out, hearth_err *err) {
+    *out = NULL;
+    if (!m->arch)
+        return herr(err, "%s is a tokenizer only, with no weights to evaluate", m->path ? m->path : "this model");
+    hearth_ctx_params p = pp ? *pp : hearth_ctx_default_params();
+    const ht_hparams *hp = &m->hp;
+    if (p.n_ctx <= 0) p.n_ctx = HT_MIN(hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096, 4096);
+    if (m->pos_embd.data && p.n_ctx > m->pos_embd.ne[1]) p.n_ctx = (int)m->pos_embd.ne[1];
+    if (p.n_ctx > (1 << 22)) return herr(err, "context size %d too large", p.n_ctx);
+    if (p.n_seq <= 0) p.n_seq = 1;
+    if (p.n_seq > 256) return herr(err, "too many sequences (%d, max 256)", p.n_seq);
+    if (p.n_batch <= 0) p.n_batch = 512;
+    p.n_batch = HT_MIN(p.n_batch, p.n_ctx * p.n_seq);
+    if (p.n_threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); p.n_threads = nc > 0 ? (int)HT_MIN(nc, 64) : 1; }
+    if (p.cache_type != HEARTH_CACHE_F32 && p.cache_type != HEARTH_CACHE_F16 && p.cache_type != HEARTH_CACHE_Q8_0)
+        return herr(err, "unsupported KV cache type %d (f32, f16 or q8_0)", (int)p.cache_type);
+    if (p.cache_type == HEARTH_CACHE_Q8_0 && (hp->head_dim % QK8_0 || hp->head_dim_v % QK8_0))
+        return herr(err, "a Q8_0 KV cache needs head sizes that are multiples of %d (this model's K %d, V %d): use f16 or f32",
+                    QK8_0, hp->head_dim, hp->head_dim_v);
+
+    hearth_ctx *c = calloc(1, sizeof *c);
+    if (!c) return herr(err, "out of memory");
+    c->m = m;
+    c->n_ctx = p.n_ctx; c->n_seq = p.n_seq; c->n_batch = p.n_batch; c->n_threads = p.n_threads;
+    c->kv_type = p.cache_type == HEARTH_CACHE_F32 ? HT_F32 : p.cache_type == HEARTH_CACHE_Q8_0 ? HT_Q8_0 : HT_F16;
+    bool fail = false;
+    size_t B = (size_t)c->n_batch, E = (size_t)hp->n_embd;
+    size_t QD = (size_t)hp->n_head * hp->head_dim, KD = (size_t)hp->n_head_kv * hp->head_dim;
+    size_t VD = (size_t)hp->n_head * hp->head_dim_v, KVD = (size_t)hp->n_head_kv * hp->head_dim_v;
+    size_t wide = HT_MAX(HT_MAX(E, QD + 2 * KD), HT_MAX(VD, (size_t)hp->n_ff));
+    c->x = xcalloc(B * E, sizeof(float), &fail);
+    c->xb = xcalloc(B * wide, sizeof(float), &fail);
+    c->xb2 = xcalloc(B * wide, sizeof(float), &fail);
+    c->q = xcalloc(B * (QD + 2 * KD), sizeof(float), &fail);   /* room for fused QKV output */
+    c->k = xcalloc(B * KD, sizeof(float), &fail);
+    c->v = xcalloc(B * KVD, sizeof(float), &fail);
+    c->att = xcalloc(B * VD, sizeof(float), &fail);
+    c->hb = xcalloc(B * HT_MAX((size_t)hp->n_ff, QD + 2 * KD), sizeof(float), &fail);
+    c->hb2 = xcalloc(B * (size_t)hp->n_ff, sizeof(float), &fail);
+    c->qact_row_cap = matmul_act_row_bytes((int64_t)wide);
+    c->qact = xcalloc(B, c->qact_row_cap, &fail);
+    c->att_stride = att_scratch_floats(c);
+    c->att_scores = xcalloc((size_t)c->n_threads * c->att_stride, sizeof(float), &fail);
+    c->rope_cos = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
+    c->rope_sin = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
+    if (hp->n_expert) {
+        size_t S = B * (size_t)hp->n_expert_used, NE = (size_t)hp->n_expert, F = (size_t)hp->n_ff_exp, W = HT_MAX(E, F);
+        c->moe_logits = xcalloc(B * NE, sizeof(float), &fail);
+        c->moe_sel = xcalloc(S, sizeof(int), &fail);
+        c->moe_w = xcalloc(S, sizeof(float), &fail);
+        c->moe_row = xcalloc(S, sizeof(int), &fail);
+        c->moe_src = xcalloc(S, sizeof(int), &fail);
+        c->moe_cnt = xcalloc(NE, sizeof(int), &fail);
+        c->moe_first = xcalloc(NE, sizeof(int), &fail);
+        c->moe_active = xcalloc(NE, sizeof(int), &fail);
+        c->moe_g = xcalloc(S * F, sizeof(float), &fail);
+        c->moe_u = xcalloc(S * F, sizeof(float), &fail);
+        c->moe_y = xcalloc(S * E, sizeof(float), &fail);
+        c->moe_qact_row = HT_MAX(matmul_act_row_bytes((int64_t)W), W * sizeof(float));
+        c->moe_qact = xcalloc(S, c->moe_qact_row, &fail);
+    }
+    c->max_rows = c->n_ctx * c->n_seq;
+    c->row_out = xcalloc((size_t)c->max_rows, sizeof(int), &fail);
+    c->b_pos = xcalloc((size_t)c->max_rows, sizeof(int32_t), &fail);
+    c->b_seq = xcalloc((size_t)c->max_rows, sizeof(int32_t), &fail);
+    c->b_want = xcalloc((size_t)c->max_rows, 1, &fail);
+    c->seq_next = xcalloc((size_t)c->n_seq, sizeof(int), &fail);
+    c->seq_len = xcalloc((size_t)c->n_seq, sizeof(int), &fail);
+    c->kv = xcalloc((size_t)hp->n_layer, sizeof *c->kv, &fail);
+    size_t krow = ht_row_size(c->kv_type, hp->head_dim), vrow = ht_row_size(c->kv_type, hp->head_dim_v);
+    for (int il = 0; !fail && il < hp->n_layer; il++) {
+        ht_kv_layer *L = &c->kv[il];
+        L->cap = c->n_ctx;
+        if (ctx_layer_is_swa(m, il) && hp->sliding_window + c->n_batch < c->n_ctx) {
+            L->cap = hp->sliding_window + c->n_batch;   /* ring: a window plus one micro-batch of new rows */
+            L->ring = true;
+        }
+        L->k = xcalloc((size_t)c->n_seq * L->cap * hp->n_head_kv, krow, &fail);
+        L->v = xcalloc((size_t)c->n_seq * L->cap * hp->n_head_kv, vrow, &fail);
+    }
+    if (!fail) c->pool = pool_new(c->n_threads);
+    if (fail || !c->pool) { hearth_ctx_free(c); return herr(err, "out of memory allocating a context of %d tokens", p.n_ctx); }
+    if (model_pack_weights(m, c->pool, err)) { hearth_ctx_free(c); return -1; }
+    *out = c;
+    return 0;
+}
+
+void hearth_ctx_free(hearth_ctx *c) {
+    if (!c) return;
+    if (c->pool) pool_free(c->pool);
+    if (c->kv) for (int il = 0; il < c->m->hp.n_layer; il++) { free(c->kv[il].k); free(c->kv[il].v); }
+    free(c->kv);
+    void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
+                     c->rope_cos, c->rope_sin, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want, c->seq_next, c->out_logits, c->out_hidden,
+                     c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt, c->moe_first, c->moe_active,
+                     c->moe_g, c->moe_u, c->moe_y, c->moe_qact };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(c);
+}
+
+int hearth_ctx_n_ctx(const hearth_ctx *c) { return c->n_ctx; }
+hearth_model *hearth_ctx_model(const hearth_ctx *c) { return c->m; }
+int hearth_seq_len(const hearth_ctx *c, int seq) { return seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0; }
+/* How far back a sequence can be truncated and still continue: a ring (sliding-window layer) holds only the
+ * last cap positions, and the next token must see the `window` before it. INT_MAX without rings. */
+static int ring_slack(const hearth_ctx *c) {
+    int slack = INT_MAX;
+    for (int il = 0; il < c->m->hp.n_layer; il++)
+        if (c->kv[il].ring) slack = HT_MIN(slack, c->kv[il].cap - c->m->hp.sliding_window);
+    return slack;
+}
+
+void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
+    if (seq < 0 || seq >= c->n_seq || pos < 0 || pos >= c->seq_len[seq]) return;
+    if (pos > 0 && c->seq_len[seq] - pos > ring_slack(c)) pos = 0;   /* the window before pos is overwritten */
+    c->seq_len[seq] = pos;
+}
+
+size_t ctx_kv_bytes(const hearth_ctx *c, int il) {
+    if (il < 0) {
+        size_t sum = 0;
+        for (int i = 0; i < c->m->hp.n_layer; i++) sum += ctx_kv_bytes(c, i);
+        return sum;
+    }
+    const ht_hparams *hp = &c->m->hp;
+    size_t row = (size_t)hp->n_head_kv *
+                 (ht_row_size(c->kv_type, hp->head_dim) + ht_row_size(c->kv_type, hp->head_dim_v));
+    return (size_t)c->n_seq * (size_t)c->kv[il].cap * row;
+}
+
+const float *hearth_logits(const hearth_ctx *c, int i) {
+    if (i < 0 || i >= c->n_rows || c->row_out[i] < 0 || !c->out_logits) return NULL;
+    return c->out_logits + (size_t)c->row_out[i] * c->m->hp.n_vocab;
+}
+
+const float *hearth_hidden(const hearth_ctx *c, int i) {
+    if (i < 0 || i >= c->n_rows || c->row_out[i] < 0 || !c->out_hidden) return NULL;
+    return c->out_hidden + (size_t)c->row_out[i] * c->m->hp.n_embd;
+}
+
+/* ---- token embeddings ---- */
+void ctx_embed_tokens(hearth_ctx *c, const ht_ubatch *ub, float *x) {
+    const ht_tensor *E = &c->m->tok_embd;
+    const ht_traits *tr = ht_get_traits(E->type);
+    int n = (int)E->ne[0];
+    for (int i = 0; i < ub->n; i++)
+        tr->to_float((const uint8_t *)E->data + (size_t)ub->tokens[i] * E->row_bytes, x + (size_t)i * n, n);
+    if (c->m->hp.embd_scale != 1.0f) op_scale(x, c->m->hp.embd_scale, ub->n * n);
+}
+
+void ctx_embed_rows(const ht_ubatch *ub, const ht_tensor *T, const int32_t *ids, float *x) {
+    const ht_traits *tr = ht_get_traits(T->type);
+    int n = (int)T->ne[0];
+    for (int i = 0; i < ub->n; i++)
+        tr->to_float((const uint8_t *)T->data + (size_t)(ids ? ids[i] : 0) * T->row_bytes, x + (size_t)i * n, n);
+}
+
+/* ---- rope ---- */
+void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale) {
+    const ht_hparams *hp = &c->m->hp;
+    const float *ff = c->m->rope_freqs.data;
+    int h = hp->n_rot / 2;
+    for (int i = 0; i < ub->n; i++)
+        op_rope_table(c->rope_cos + (size_t)i * h, c->rope_sin + (size_t)i * h, ub->pos[i], hp->n_rot, base,
+                      scale, ff);
+}
+
+void ctx_rope(hearth_ctx *c, const ht_ubatch *ub, float *x, int n_heads) {
+    const ht_hparams *hp = &c->m->hp;
+    int h = hp->n_rot / 2;
+    for (int i = 0; i < ub->n; i++)
+        op_rope(x + (size_t)i * n_heads * hp->head_dim, n_heads, hp->head_dim, hp->n_rot, c->rope_cos + (size_t)i * h,
+                c->rope_sin + (size_t)i * h, hp->rope_type == ROPE_NEOX);
+}
+
+/* ---- attention over the KV cache ----
+ * A task is one token and one KV head with up to HT_TILE_MAX of the q heads that share it (all of the group
+ * unless there are fewer tasks than threads), so each K and V element loaded serves every head of the task.
+ * F32 / F16 cache: both products go through the type's dot-product tiles (F32 activations). q·k takes K rows
+ * (one per position) against the heads' q vectors; V is cached transposed ([seq][kv head][dim][position]) so
+ * that softmax·V takes V^T rows (one per output dim) against the heads' probability rows. Q8_0 cache: q is
+ * quantized to Q8_0 for q·k; V rows are Q8_0 blocks per position (V cannot be quantized along positions,
+ * which arrive one by one), dequantized and accumulated into the outputs in position order. A tile computes
+ * each output exactly as vec_dot does, and each position adds the same terms in the same order whatever the
+ * batching, so results do not depend on the micro-batch, the thread count or the head grouping. */
+#define PV_ROWS 4   /* Q8_0 V rows dequantized and applied together */
+
+typedef struct {
+    hearth_ctx *c;
+    const ht_ubatch *ub;
+    const ht_kv_layer *L;
+    const float *q;
+    float *out;
+    float scale;
+    int window;
+    bool causal;
+    int heads;               /* q heads per task (<= HT_TILE_MAX) */
+    int n_chunks;            /* tasks per (token, kv head): the group's heads in chunks of `heads` */
+    const int *seq_end;      /* per sequence: cached length after this micro-batch */
+    atomic_int next_task;    /* tasks are claimed one at a time, as matmul's chunks are */
+} att_job;
+
+/* Floats of per-thread scratch: HT_TILE_MAX score rows of n_ctx, then (F32 / F16) room to gather
+ * HT_TILE_MAX V^T rows of a wrapped ring, or (Q8_0) PV_ROWS dequantized V rows and the task's quantized q
+ * vectors; rounded up to a cache line. */
+static size_t att_scratch_floats(const hearth_ctx *c) {
+    const ht_hparams *hp = &c->m->hp;
+    size_t heads = (size_t)HT_MIN(hp->n_head / hp->n_head_kv, HT_TILE_MAX), n = (size_t)c->n_ctx;
+    size_t extra = c->kv_type == HT_Q8_0
+                       ? PV_ROWS * hp->head_dim_v * sizeof(float) + heads * ht_row_size(HT_Q8_0, hp->head_dim)
+                       : HT_TILE_MAX * n * ht_row_size(c->kv_type, 1);
+    return (heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
+}
+
+/* y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as) for r < nr, c < nc: all rows in one tile call per group of
+ * at most HT_TILE_MAX columns. */
+static void dot_tiles(const ht_traits *tr, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
+                      int nc, float *y, size_t ys) {
+    for (int k = 0; k < nc; k += HT_TILE_MAX)
+        ht_vec_dot_tile(tr, n, w, ws, nr, a + (size_t)k * as, as, HT_MIN(HT_TILE_MAX, nc - k), y + (size_t)k * ys, ys);
+}
+
+/* Softmax of each of nh rows of n scores (row stride ld), after scaling: normalized probabilities in place. */
+static void att_softmax(float *sc, size_t ld, int nh, int n, float scale) {
+    for (int h = 0; h < nh; h++) {
+        float *r = sc + (size_t)h * ld, mx = -INFINITY;
+        for (int t = 0; t < n; t++) {
+            r[t] *= scale;
+            if (r[t] > mx) mx = r[t];
+        }
+        double sum = 0;
+        for (int t = 0; t < n; t++) { r[t] = expf(r[t] - mx); sum += r[t]; }
+        float inv = (float)(1.0 / sum);
+        for (int t = 0; t < n; t++) r[t] *= inv;
+    }
+}
+
+/* softmax·V from the transposed cache: o[h * hdv + d] = V^T row d (positions lo..lo+n-1) · probabilities of
+ * head h. A wrapped ring's rows are gathered in position order (HT_TILE_MAX at a time into tmp) so the sum
+ * does not depend on where the ring wrapped. */
+static void att_pv_transposed(const ht_traits *tr, size_t esz, const uint8_t *vt, int cap, int hdv, int lo, int n,
+                              const float *p, size_t ld, int nh, float *o, uint8_t *tmp) {
+    int s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
+    size_t rs = (size_t)cap * esz;
+    if (n0 == n) {
+        dot_tiles(tr, n, vt + (size_t)s0 * esz, rs, hdv, (const uint8_t *)p, ld * sizeof(float), nh, o, (size_t)hdv);
+        return;
+    }
+    for (int d = 0; d < hdv; d += HT_TILE_MAX) {
+        int nr = HT_MIN(HT_TILE_MAX, hdv - d);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *row = vt + (size_t)(d + r) * rs;
+            uint8_t *g = tmp + (size_t)r * n * esz;
+            memcpy(g, row + (size_t)s0 * esz, (size_t)n0 * esz);
+            memcpy(g + (size_t)n0 * esz, row, (size_t)(n - n0) * esz);
+        }
+        ht_vec_dot_tile(tr, n, tmp, (size_t)n * esz, nr, p, ld * sizeof(float), nh, o + d, (size_t)hdv);
+    }
+}
+
+/* o[k] += w[r] * v[r * vs + k] for r = 0, 1, 2, 3 in turn, k < 32 (fixed sizes: the compiler vectorizes it). */
+static void pv_add4(float *restrict o, const float *restrict v, size_t vs, const float *w) {
+    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    for (int k = 0; k < QK8_0; k++) o[k] = o[k] + w0 * v[k] + w1 * v[vs + k] + w2 * v[2 * vs + k] + w3 * v[3 * vs + k];
+}
+
+static void pv_add1(float *restrict o, const float *restrict v, float w) {
+    for (int k = 0; k < QK8_0; k++) o[k] = o[k] + w * v[k];
+}
+
+/* Q8_0 to float with the traits' formula (y = q * d, bit-identical to to_float), in a form the compiler
+ * vectorizes: the reference to_float is not, and a cache row is dequantized once per task and position. */
+static void q8_0_row_to_float(const block_q8_0 *restrict b, float *restrict y, int n) {
+    for (int i = 0; i < n / QK8_0; i++) {
+        const float d = fp16_to_f32(b[i].d);
+        for (int k = 0; k < QK8_0; k++) y[i * QK8_0 + k] = (float)b[i].qs[k] * d;
+    }
+}
+
+/* softmax·V from Q8_0 rows: o[h * hdv + d] = sum over positions, in order, of p_h[t] * v_t[d]. Rows are
+ * dequantized PV_ROWS at a time into vrow, once for all the task's heads; every output still adds its terms
+ * one position after another, so the grouping does not change a bit. vb: kv head kvh's row at slot 0, rs
+ * bytes apart. */
+static void att_pv_rows(const uint8_t *vb, size_t rs, int cap, int hdv, int lo, int n, const float *p, size_t ld, int nh,
+                        float *o, float *vrow) {
+    memset(o, 0, (size_t)nh * hdv * sizeof(float));
+    for (int t = 0; t < n; t += PV_ROWS) {
+        int m = HT_MIN(PV_ROWS, n - t);
+        for (int r = 0; r < m; r++)
+            q8_0_row_to_float((const block_q8_0 *)(vb + (size_t)((lo + t + r) % cap) * rs), vrow + (size_t)r * hdv, hdv);
+        for (int h = 0; h < nh; h++) {
+            const float *w = p + (size_t)h * ld + t;
+            float *oh = o + (size_t)h * hdv;
+            for (int d = 0; d < hdv; d += QK8_0) {
+                if (m == PV_ROWS) pv_add4(oh + d, vrow + d, (size_t)hdv, w);
+                else for (int r = 0; r < m; r++) pv_add1(oh + d, vrow + (size_t)r * hdv + d, w[r]);
+            }
+        }
+    }
+}
+
+static void attention_job(void *arg, int ith, int nth) {
+    att_job *j = arg;
+    hearth_ctx *c = j->c;
+    const ht_hparams *hp = &c->m->hp;
+    int hd = hp->head_dim, hdv = hp->head_dim_v, n_kv = hp->n_head_kv, group = hp->n_head / n_kv, cap = j->L->cap;
+    bool q8 = c->kv_type == HT_Q8_0;
+    const ht_traits *tr = ht_get_traits(c->kv_type);
+    size_t krs = ht_row_size(c->kv_type, hd), vrs = ht_row_size(c->kv_type, hdv), qrs = ht_row_size(HT_Q8_0, hd);
+    size_t ld = (size_t)c->n_ctx, kstride = (size_t)n_kv * krs, esz = ht_row_size(c->kv_type, 1);
+    float *sc = c->att_scores + (size_t)ith * c->att_stride;
+    uint8_t *tmp = (uint8_t *)(sc + (size_t)j->heads * ld);   /* gather rows (F32 / F16) */
+    float *vrow = (float *)tmp;                                 /* Q8_0: dequantized V rows, then q in Q8_0 */
+    uint8_t *qq = (uint8_t *)(vrow + PV_ROWS * hdv);
+    int per_token = n_kv * j->n_chunks, total = j->ub->n * per_token;
+    (void)nth;
+    for (int task; (task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed)) < total;) {
+        int i = task / per_token, kvh = task % per_token / j->n_chunks, h0 = kvh * group + task % j->n_chunks * j->heads;
+        int nh = HT_MIN(j->heads, (kvh + 1) * group - h0);
+        int s = j->ub->seq[i], p = j->ub->pos[i];
+        int hi = j->causal ? p : j->seq_end[s] - 1;
+        int lo = j->window > 0 ? HT_MAX(0, p - j->window + 1) : 0;
+        int n = hi - lo + 1, s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
+        const float *q = j->q + ((size_t)i * hp->n_head + h0) * hd;
+        float *o = j->out + ((size_t)i * hp->n_head + h0) * hdv;
+        const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
+        const uint8_t *qa = (const uint8_t *)q;
+        size_t qs = (size_t)hd * sizeof(float);
+        if (q8) {
+            for (int h = 0; h < nh; h++) ht_quantize_row(HT_Q8_0, q + (size_t)h * hd, qq + (size_t)h * qrs, hd);
+            qa = qq;
+            qs = qrs;
+        }
+        /* scores, per contiguous run of ring slots: each is an independent dot */
+        dot_tiles(tr, hd, kb + (size_t)s0 * kstride, kstride, n0, qa, qs, nh, sc, ld);
+        if (n0 < n) dot_tiles(tr, hd, kb, kstride, n - n0, qa, qs, nh, sc + n0, ld);
+        att_softmax(sc, ld, nh, n, j->scale);
+        if (q8) {
+            const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
+            att_pv_rows(vb, (size_t)n_kv * vrs, cap, hdv, lo, n, sc, ld, nh, o, vrow);
+        } else {
+            const uint8_t *vt = (const uint8_t *)j->L->v + ((size_t)s * n_kv + kvh) * hdv * (size_t)cap * esz;
+            att_pv_transposed(tr, esz, vt, cap, hdv, lo, n, sc, ld, nh, o, tmp);
+        }
+    }
+}
+
+static void kv_store(void *dst, uint32_t type, const float *src, int n) {
+    if (type == HT_F32) memcpy(dst, src, (size_t)n * sizeof(float));
+    else if (type == HT_Q8_0) ht_quantize_row(HT_Q8_0, src, dst, n);   /* blocks never straddle heads (hd % 32 == 0) */
+    else { uint16_t *h = dst; for (int i = 0; i < n; i++) h[i] = f32_to_fp16(src[i]); }
+}
+
+/* V^T[s][kvh][d][slot] = v[kvh * hdv + d] (F32 / F16); a Q8_0 cache stores the row as K does. */
+static void kv_store_v(ht_kv_layer *L, uint32_t type, int s, int slot, const float *v, int n_kv, int hdv) {
+    if (type == HT_Q8_0) {
+        size_t row = (size_t)n_kv * ht_row_size(HT_Q8_0, hdv);
+        kv_store((uint8_t *)L->v + ((size_t)s * L->cap + slot) * row, type, v, n_kv * hdv);
+        return;
+    }
+    size_t base = (size_t)s * n_kv * hdv * L->cap + (size_t)slot;
+    if (type == HT_F32) { float *V = L->v; for (int e = 0; e < n_kv * hdv; e++) V[base + (size_t)e * L->cap] = v[e]; }
+    else { uint16_t *V = L->v; for (int e = 0; e < n_kv * hdv; e++) V[base + (size_t)e * L->cap] = f32_to_fp16(v[e]); }
+}
+
+void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,
+                   float *out, float scale, int window) {
+    const ht_hparams *hp = &c->m->hp;
+    ht_kv_layer *L = &c->kv[il];
+    int KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
+    size_t krow = (size_t)hp->n_head_kv * ht_row_size(c->kv_type, hp->head_dim);
+    int seq_end[256] = { 0 };
+    for (int i = 0; i < ub->n; i++) {
+        int s = ub->seq[i], slot = ub->pos[i] % L->cap;
+        kv_store((uint8_t *)L->k + ((size_t)s * L->cap + slot) * krow, c->kv_type, k + (size_t)i * KD, KD);
+        kv_store_v(L, c->kv_type, s, slot, v + (size_t)i * VD, hp->n_head_kv, hp->head_dim_v);
+        if (ub->pos[i] + 1 > seq_end[s]) seq_end[s] = ub->pos[i] + 1;
+    }
+    /* the whole group per task (at most a tile's width), split further only to give every thread work */
+    int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);
+    while (heads > 1 && (long)ub->n * hp->n_head_kv * ((group + heads - 1) / heads) < c->n_threads) heads = (heads + 1) / 2;
+    att_job j = { .c = c, .ub = ub, .L = L, .q = q, .out = out, .scale = scale, .window = window,
+                  .causal = c->m->hp.causal, .heads = heads, .n_chunks = (group + heads - 1) / heads, .seq_end = seq_end };
+    atomic_init(&j.next_task, 0);
+    pool_run(c->pool, attention_job, &j);
+}
+
+/* ---- output head ---- */
+/* Packs the rows of src ([ub->n][E]) the batch wants into dst, in order; returns their count. */
+static int gather_wanted(const ht_ubatch *ub, const float *src, float *dst, int E) {
+    int n = 0;
+    for (int i = 0; i < ub->n; i++)
+        if (ub->want[i]) memmove(dst + (size_t)n++ * E, src + (size_t)i * E, (size_t)E * sizeof(float));
+    return n;
+}
+
+void ctx_output_head(hearth_ctx *c, const ht_ubatch *ub, const float *hidden, const float *head) {
+    hearth_model *m = c->m;
+    int E = m->hp.n_embd, first = -1;
+    for (int i = 0; i < ub->n && first < 0; i++)
+        if (ub->want[i]) first = c->row_out[ub->row0 + i];
+    if (first < 0) return;
+    int n = gather_wanted(ub, hidden, c->out_hidden + (size_t)first * E, E);
+    if (!m->hp.logits || !head) return;
+    gather_wanted(ub, head, c->xb2, E);
+    const ht_tensor *W = m->output.data ? &m->output : &m->tok_embd;
+    matmul_bias(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
+}
+
+void ctx_output(hearth_ctx *c, const ht_ubatch *ub, const float *x) { ctx_output_head(c, ub, x, x); }
+
+/* ---- decode ---- */
+static int ensure_outputs(hearth_ctx *c, int n_out, hearth_err *err) {
+    if (n_out <= c->n_out_cap) return 0;
+    int cap = HT_MAX(n_out, 8);
+    const ht_hparams *hp = &c->m->hp;
+    float *lg = hp->logits ? realloc(c->out_logits, (size_t)cap * hp->n_vocab * sizeof(float)) : NULL;
+    if (hp->logits && !lg) return herr(err, "out of memory for %d rows of logits", n_out);
+    if (lg) c->out_logits = lg;
+    float *hd = realloc(c->out_hidden, (size_t)cap * hp->n_embd * sizeof(float));
+    if (!hd) return herr(err, "out of memory for %d output rows", n_out);
+    c->out_hidden = hd;
+    c->n_out_cap = cap;
+    return 0;
+}
+
+int hearth_decode(hearth_ctx *c, const hearth_batch *b, hearth_err *err) {
+    const ht_hparams *hp = &c->m->hp;
+    if (!b || b->n <= 0 || !b->tokens) return herr(err, "empty batch");
+    if (b->n > c->max_rows) {
+        if (c->m->pos_embd.data && c->n_seq == 1 && b->n > c->m->pos_embd.ne[1])
+            return herr(err, "sequence of %d tokens passes the model's context length (%lld learned positions)", b->n,
+                        (long long)c->m->pos_embd.ne[1]);
+        return herr(err, "batch of %d tokens exceeds the context (%d)", b->n, c->max_rows);
+    }
+    if (!hp->causal && b->n > c->n_batch)   /* bidirectional: every token must see the whole sequence at once */
+        return herr(err, "batch of %d tokens exceeds n_batch %d: an encoder sees its whole batch at once (raise n_batch)",
+                    b->n, c->n_batch);
+    int32_t *pos = c->b_pos, *seq = c->b_seq;
+    int8_t *want = c->b_want;
+    int *next = c->seq_next;
+    memcpy(next, c->seq_len, (size_t)c->n_seq * sizeof *next);
+    int n_out = 0;
+    for (int i = 0; i < b->n; i++) {
+        int s = b->seq ? b->seq[i] : 0;
+        if (s < 0 || s >= c->n_seq) return herr(err, "batch row %d: sequence %d out of range (0..%d)", i, s, c->n_seq - 1);
+        if (b->tokens[i] < 0 || b->tokens[i] >= hp->n_vocab)
+            return herr(err, "batch row %d: token %d out of range (vocabulary of %d)", i, b->tokens[i], hp->n_vocab);
+        if (!hp->causal && c->seq_len[s] > 0)
+            return herr(err, "sequence %d already holds %d tokens: an encoder evaluates whole sequences (clear it with hearth_seq_truncate)",
+                        s, c->seq_len[s]);
+        int p = b->pos ? b->pos[i] : next[s];
+        if (p != next[s]) return herr(err, "batch row %d: position %d, but sequence %d continues at %d", i, p, s, next[s]);
+        if (p >= c->n_ctx) {
+            if (c->m->pos_embd.data && p >= c->m->pos_embd.ne[1])
+                return herr(err, "sequence of %d tokens passes the model's context length (%lld learned positions)",
+                            p + 1, (long long)c->m->pos_embd.ne[1]);
+            return herr(err, "context full: sequence %d would reach %d tokens, context is %d", s, p + 1, c->n_ctx);
+        }
+        next[s] = p + 1;
+        pos[i] = p;
+        seq[i] = s;
+        want[i] = b->want_logits ? (b->want_logits[i] != 0) : (i == b->n - 1);
+        n_out += want[i];
+    }
+    if (ensure_outputs(c, n_out, err)) return -1;
+    for (int i = 0, o = 0; i < b->n; i++) c->row_out[i] = want[i] ? o++ : -1;
+    c->n_rows = b->n;
+    c->n_out = n_out;
+    for (int i0 = 0; i0 < b->n; i0 += c->n_batch) {
+        ht_ubatch ub = { .n = HT_MIN(c->n_batch, b->n - i0), .tokens = b->tokens + i0, .pos = pos + i0,
+                         .seq = seq + i0, .want = want + i0, .row0 = i0 };
+        c->m->arch->forward(c, &ub);
+        for (int i = 0; i < ub.n; i++)
+            if (ub.pos[i] + 1 > c->seq_len[ub.seq[i]]) c->seq_len[ub.seq[i]] = ub.pos[i] + 1;
+    }
+    /* broken weights or metadata show here first: say so, rather than let a sampler pick from NaNs */
+    const float *o = hp->logits ? c->out_logits : c->out_hidden;
+    const size_t len = (size_t)n_out * (size_t)(hp->logits ? hp->n_vocab : hp->n_embd);
+    float probe = 0;
+    for (size_t i = 0; i < len; i++) probe += o[i] * 0.0f;   /* NaN as soon as one output is NaN or infinite */
+    if (probe != 0) return herr(err, "the model produced NaN or infinite %s: its weights or metadata are broken",
+                                hp->logits ? "logits" : "hidden states");
+    return 0;
+}
+
+/* ---- embeddings ---- */
+static int embed_pooling(const hearth_model *m) { return m->arch->encoder ? m->hp.pooling : POOL_MEAN; }
+
+int hearth_embed_rows(const hearth_ctx *c, int n) { return embed_pooling(c->m) == POOL_NONE ? n : 1; }
+
+/* out = mean of the n hidden rows (accumulated in double). */
+static void pool_mean(const hearth_ctx *c, int n, float *out) {
+    int E = c->m->hp.n_embd;
+    for (int k = 0; k < E; k++) {
+        double s = 0;
+        for (int i = 0; i < n; i++) s += hearth_hidden(c, i)[k];
+        out[k] = (float)(s / n);
+    }
+}
+
+int hearth_embed(hearth_ctx *c, const hearth_token *tokens, int n, float *out, hearth_err *err) {
+    if (n <= 0 || !tokens) return herr(err, "nothing to embed");
+    int pool = embed_pooling(c->m), E = c->m->hp.n_embd;
+    int8_t *want = calloc((size_t)n, 1);
+    if (!want) return herr(err, "out of memory");
+    if (pool == POOL_MEAN || pool == POOL_NONE) memset(want, 1, (size_t)n);
+    else want[pool == POOL_CLS ? 0 : n - 1] = 1;
+    hearth_seq_truncate(c, 0, 0);
+    hearth_batch b = { .n = n, .tokens = tokens, .want_logits = want };
+    int rc = hearth_decode(c, &b, err);
+    free(want);
+    if (rc) return -1;
+    if (pool == POOL_MEAN) pool_mean(c, n, out);
+    else if (pool == POOL_NONE)
+        for (int i = 0; i < n; i++) memcpy(out + (size_t)i * E, hearth_hidden(c, i), (size_t)E * sizeof(float));
+    else memcpy(out, hearth_hidden(c, pool == POOL_CLS ? 0 : n - 1), (size_t)E * sizeof(float));
+    return pool == POOL_NONE ? n : 1;
+}

@@ -1,0 +1,560 @@
+/* hf.c — Hugging Face checkpoint directories loaded directly: config.json + safetensors (single or
+ * sharded) + tokenizer.json / vocab.txt, with no conversion step.
+ *
+ * How: config.json is translated into the same GGUF metadata keys llama.cpp's converter would write,
+ * built as a small in-memory GGUF (a memfd) so every architecture reads its hyperparameters exactly as it
+ * does from a .gguf; safetensors names are renamed to GGUF names by one table per family. Weights stay
+ * in the safetensors mapping; only what changes layout is copied: GPT-2's Conv1D matrices are stored
+ * [in, out] (transposed here), Gemma's norms are stored as w for (1 + w), and unaligned data. Llama-family
+ * q/k weights are in rotate-half order (GGUF's were permuted by its converter), which NEOX rope computes
+ * exactly, so instead of permuting we switch the rope mode. */
+#define _GNU_SOURCE
+#include "model/hf.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "io/hf_meta.h"
+#include "io/safetensors.h"
+
+enum { T_PLAIN = 0, T_TRANSPOSE = 1, T_PLUS_ONE = 2 };
+
+typedef struct { const char *hf, *gguf; int transform; } name_map;
+
+/* Per-layer names (after the family's layer prefix) and global names. */
+static const name_map LLAMA_LAYER[] = {
+    { "input_layernorm.weight", "attn_norm.weight", 0 },
+    { "self_attn.q_proj.weight", "attn_q.weight", 0 }, { "self_attn.q_proj.bias", "attn_q.bias", 0 },
+    { "self_attn.k_proj.weight", "attn_k.weight", 0 }, { "self_attn.k_proj.bias", "attn_k.bias", 0 },
+    { "self_attn.v_proj.weight", "attn_v.weight", 0 }, { "self_attn.v_proj.bias", "attn_v.bias", 0 },
+    { "self_attn.o_proj.weight", "attn_output.weight", 0 },
+    { "self_attn.q_norm.weight", "attn_q_norm.weight", 0 }, { "self_attn.k_norm.weight", "attn_k_norm.weight", 0 },
+    { "post_attention_layernorm.weight", "ffn_norm.weight", 0 },
+    { "mlp.gate_proj.weight", "ffn_gate.weight", 0 }, { "mlp.up_proj.weight", "ffn_up.weight", 0 },
+    { "mlp.down_proj.weight", "ffn_down.weight", 0 },
+    { "mlp.gate.weight", "ffn_gate_inp.weight", 0 },                 /* Qwen3-MoE router */
+    { "block_sparse_moe.gate.weight", "ffn_gate_inp.weight", 0 },    /* Mixtral router */
+    { NULL, NULL, 0 } };
+/* One tensor per expert ("<prefix><e>.<name>"), stacked into GGUF's 3-D expert tensors. */
+static const char *const EXPERT_PREFIXES[] = { "mlp.experts.", "block_sparse_moe.experts." };
+static const name_map EXPERT_LAYER[] = {
+    { "gate_proj.weight", "ffn_gate_exps.weight", 0 }, { "up_proj.weight", "ffn_up_exps.weight", 0 },
+    { "down_proj.weight", "ffn_down_exps.weight", 0 },
+    { "w1.weight", "ffn_gate_exps.weight", 0 }, { "w3.weight", "ffn_up_exps.weight", 0 }, { "w2.weight", "ffn_down_exps.weight", 0 },
+    { NULL, NULL, 0 } };
+static const name_map LLAMA_GLOBAL[] = {
+    { "model.embed_tokens.weight", "token_embd.weight", 0 }, { "model.norm.weight", "output_norm.weight", 0 },
+    { "lm_head.weight", "output.weight", 0 }, { NULL, NULL, 0 } };
+
+static const name_map GEMMA3_LAYER[] = {
+    { "input_layernorm.weight", "attn_norm.weight", T_PLUS_ONE },
+    { "post_attention_layernorm.weight", "post_attention_norm.weight", T_PLUS_ONE },
+    { "pre_feedforward_layernorm.weight", "ffn_norm.weight", T_PLUS_ONE },
+    { "post_feedforward_layernorm.weight", "post_ffw_norm.weight", T_PLUS_ONE },
+    { "self_attn.q_norm.weight", "attn_q_norm.weight", T_PLUS_ONE },
+    { "self_attn.k_norm.weight", "attn_k_norm.weight", T_PLUS_ONE },
+    { "self_attn.q_proj.weight", "attn_q.weight", 0 }, { "self_attn.k_proj.weight", "attn_k.weight", 0 },
+    { "self_attn.v_proj.weight", "attn_v.weight", 0 }, { "self_attn.o_proj.weight", "attn_output.weight", 0 },
+    { "mlp.gate_proj.weight", "ffn_gate.weight", 0 }, { "mlp.up_proj.weight", "ffn_up.weight", 0 },
+    { "mlp.down_proj.weight", "ffn_down.weight", 0 }, { NULL, NULL, 0 } };
+static const name_map GEMMA3_GLOBAL[] = {
+    { "model.embed_tokens.weight", "token_embd.weight", 0 },
+    { "model.norm.weight", "output_norm.weight", T_PLUS_ONE }, { NULL, NULL, 0 } };
+
+static const name_map GPT2_LAYER[] = {
+    { "ln_1.weight", "attn_norm.weight", 0 }, { "ln_1.bias", "attn_norm.bias", 0 },
+    { "attn.c_attn.weight", "attn_qkv.weight", T_TRANSPOSE }, { "attn.c_attn.bias", "attn_qkv.bias", 0 },
+    { "attn.c_proj.weight", "attn_output.weight", T_TRANSPOSE }, { "attn.c_proj.bias", "attn_output.bias", 0 },
+    { "ln_2.weight", "ffn_norm.weight", 0 }, { "ln_2.bias", "ffn_norm.bias", 0 },
+    { "mlp.c_fc.weight", "ffn_up.weight", T_TRANSPOSE }, { "mlp.c_fc.bias", "ffn_up.bias", 0 },
+    { "mlp.c_proj.weight", "ffn_down.weight", T_TRANSPOSE }, { "mlp.c_proj.bias", "ffn_down.bias", 0 },
+    { NULL, NULL, 0 } };
+static const name_map GPT2_GLOBAL[] = {
+    { "wte.weight", "token_embd.weight", 0 }, { "wpe.weight", "position_embd.weight", 0 },
+    { "ln_f.weight", "output_norm.weight", 0 }, { "ln_f.bias", "output_norm.bias", 0 }, { NULL, NULL, 0 } };
+
+static const name_map BERT_LAYER[] = {
+    { "attention.self.query.weight", "attn_q.weight", 0 }, { "attention.self.query.bias", "attn_q.bias", 0 },
+    { "attention.self.key.weight", "attn_k.weight", 0 }, { "attention.self.key.bias", "attn_k.bias", 0 },
+    { "attention.self.value.weight", "attn_v.weight", 0 }, { "attention.self.value.bias", "attn_v.bias", 0 },
+    { "attention.output.dense.weight", "attn_output.weight", 0 }, { "attention.output.dense.bias", "attn_output.bias", 0 },
+    { "attention.output.LayerNorm.weight", "attn_output_norm.weight", 0 },
+    { "attention.output.LayerNorm.bias", "attn_output_norm.bias", 0 },
+    { "intermediate.dense.weight", "ffn_up.weight", 0 }, { "intermediate.dense.bias", "ffn_up.bias", 0 },
+    { "output.dense.weight", "ffn_down.weight", 0 }, { "output.dense.bias", "ffn_down.bias", 0 },
+    { "output.LayerNorm.weight", "layer_output_norm.weight", 0 }, { "output.LayerNorm.bias", "layer_output_norm.bias", 0 },
+    { NULL, NULL, 0 } };
+static const name_map BERT_GLOBAL[] = {
+    { "embeddings.word_embeddings.weight", "token_embd.weight", 0 },
+    { "embeddings.position_embeddings.weight", "position_embd.weight", 0 },
+    { "embeddings.token_type_embeddings.weight", "token_types.weight", 0 },
+    { "embeddings.LayerNorm.weight", "token_embd_norm.weight", 0 }, { "embeddings.LayerNorm.bias", "token_embd_norm.bias", 0 },
+    { NULL, NULL, 0 } };
+
+static const name_map DISTILBERT_LAYER[] = {
+    { "attention.q_lin.weight", "attn_q.weight", 0 }, { "attention.q_lin.bias", "attn_q.bias", 0 },
+    { "attention.k_lin.weight", "attn_k.weight", 0 }, { "attention.k_lin.bias", "attn_k.bias", 0 },
+    { "attention.v_lin.weight", "attn_v.weight", 0 }, { "attention.v_lin.bias", "attn_v.bias", 0 },
+    { "attention.out_lin.weight", "attn_output.weight", 0 }, { "attention.out_lin.bias", "attn_output.bias", 0 },
+    { "sa_layer_norm.weight", "attn_output_norm.weight", 0 }, { "sa_layer_norm.bias", "attn_output_norm.bias", 0 },
+    { "ffn.lin1.weight", "ffn_up.weight", 0 }, { "ffn.lin1.bias", "ffn_up.bias", 0 },
+    { "ffn.lin2.weight", "ffn_down.weight", 0 }, { "ffn.lin2.bias", "ffn_down.bias", 0 },
+    { "output_layer_norm.weight", "layer_output_norm.weight", 0 }, { "output_layer_norm.bias", "layer_output_norm.bias", 0 },
+    { NULL, NULL, 0 } };
+static const name_map DISTILBERT_GLOBAL[] = {
+    { "embeddings.word_embeddings.weight", "token_embd.weight", 0 },
+    { "embeddings.position_embeddings.weight", "position_embd.weight", 0 },
+    { "embeddings.LayerNorm.weight", "token_embd_norm.weight", 0 }, { "embeddings.LayerNorm.bias", "token_embd_norm.bias", 0 },
+    /* masked-LM head: vocab_transform -> GELU -> vocab_layer_norm -> projector tied to the embeddings + bias */
+    { "vocab_transform.weight", "mlm.dense.weight", 0 }, { "vocab_transform.bias", "mlm.dense.bias", 0 },
+    { "vocab_layer_norm.weight", "mlm.norm.weight", 0 }, { "vocab_layer_norm.bias", "mlm.norm.bias", 0 },
+    { "vocab_projector.bias", "output.bias", 0 }, { NULL, NULL, 0 } };
+
+typedef struct {
+    const char *hf_arch;       /* config.json architectures[0] */
+    const char *arch;          /* hearth / GGUF architecture */
+    const char *layer_fmt;     /* layer prefixes tried, "%d" = layer index, '|' separated */
+    const char *global_prefixes;  /* prefixes stripped before matching globals, '|' separated ("" = none) */
+    const name_map *layer, *global;
+    bool neox_from_hf;         /* rotate-half q/k: run NEOX rope */
+} family;
+
+static const family FAMILIES[] = {
+    { "LlamaForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
+    { "MistralForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
+    { "MixtralForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
+    { "Qwen2ForCausalLM", "qwen2", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
+    { "Qwen3ForCausalLM", "qwen3", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
+    { "Qwen3MoeForCausalLM", "qwen3moe", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
+    { "Gemma3ForCausalLM", "gemma3", "model.layers.%d.", "", GEMMA3_LAYER, GEMMA3_GLOBAL, false },
+    { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false },
+    { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false },
+    { "DistilBertForMaskedLM", "bert", "distilbert.transformer.layer.%d.|transformer.layer.%d.", "distilbert.|",
+      DISTILBERT_LAYER, DISTILBERT_GLOBAL, false },
+};
+
+/* ---- config.json -> GGUF metadata ---- */
+static bool cfg_num(const cJSON *cfg, const char *key, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!cJSON_IsNumber(v)) return false;
+    *out = v->valuedouble;
+    return true;
+}
+
+/* Copies an integer config field (first of several names found) to "<arch>.<suffix>". */
+static int put_u32(gguf_writer *w, const cJSON *cfg, const char *arch, const char *suffix, bool required,
+                   hearth_err *err, const char *names) {
+    char key[128], buf[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    snprintf(buf, sizeof buf, "%s", names);
+    for (char *save = NULL, *n = strtok_r(buf, "|", &save); n; n = strtok_r(NULL, "|", &save)) {
+        double v;
+        if (!cfg_num(cfg, n, &v)) continue;
+        if (v < 0 || v > 1e9 || v != floor(v)) return herr(err, "config.json: %s = %g is not a valid size", n, v);
+        gguf_w_u32(w, key, (uint32_t)v);
+        return 0;
+    }
+    return required ? herr(err, "config.json: missing %s", names) : 0;
+}
+
+static void put_f32(gguf_writer *w, const cJSON *cfg, const char *arch, const char *suffix, const char *name, double dflt) {
+    char key[128];
+    double v = dflt;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    cfg_num(cfg, name, &v);
+    gguf_w_f32(w, key, (float)v);
+}
+
+/* Gemma 3's layer_types: a global layer every `period` layers, the rest sliding. */
+static int gemma3_swa_period(const cJSON *cfg, hearth_err *err, uint32_t *period) {
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    double p;
+    if (!cJSON_IsArray(lt)) { *period = cfg_num(cfg, "sliding_window_pattern", &p) && p >= 1 ? (uint32_t)p : 6; return 0; }
+    int n = cJSON_GetArraySize(lt), first_global = -1;
+    for (int i = 0; i < n && first_global < 0; i++) {
+        const cJSON *e = cJSON_GetArrayItem(lt, i);
+        if (cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention")) first_global = i;
+    }
+    *period = first_global < 0 ? (uint32_t)n + 1 : (uint32_t)first_global + 1;
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(lt, i);
+        bool global = cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention");
+        if (global != ((i + 1) % (int)*period == 0))
+            return herr(err, "config.json: layer_types pattern is not 'one global layer every %u'", *period);
+    }
+    return 0;
+}
+
+/* Llama 3.1-style rope scaling: per-dimension frequency divisors, as the GGUF converter computes them. */
+static float *llama3_rope_freqs(const cJSON *rs, int n_rot, double base) {
+    double factor = 8, lo = 1, hi = 4, old_ctx = 8192;
+    cfg_num(rs, "factor", &factor);
+    cfg_num(rs, "low_freq_factor", &lo);
+    cfg_num(rs, "high_freq_factor", &hi);
+    cfg_num(rs, "original_max_position_embeddings", &old_ctx);
+    float *ff = malloc((size_t)(n_rot / 2) * sizeof(float));
+    if (!ff) return NULL;
+    double lo_wav = old_ctx / lo, hi_wav = old_ctx / hi;
+    for (int i = 0; i < n_rot / 2; i++) {
+        double freq = 1.0 / pow(base, 2.0 * i / n_rot), wav = 2 * M_PI / freq;
+        if (wav < hi_wav) ff[i] = 1.0f;
+        else if (wav > lo_wav) ff[i] = (float)factor;
+        else {
+            double smooth = (old_ctx / wav - lo) / (hi - lo);
+            ff[i] = (float)(1.0 / ((1 - smooth) / factor + smooth));
+        }
+    }
+    return ff;
+}
+
+/* Mixtral (num_local_experts, intermediate_size per expert) and Qwen3-MoE (num_experts, moe_intermediate_size,
+ * norm_topk_prob; every layer sparse). */
+static int put_moe(gguf_writer *w, const cJSON *cfg, const char *a, hearth_err *err) {
+    double n = 0, step = 1;
+    if (!cfg_num(cfg, "num_local_experts", &n) && !cfg_num(cfg, "num_experts", &n)) return 0;
+    const cJSON *dense = cJSON_GetObjectItemCaseSensitive(cfg, "mlp_only_layers");
+    if ((cJSON_IsArray(dense) && cJSON_GetArraySize(dense) > 0) || (cfg_num(cfg, "decoder_sparse_step", &step) && step != 1))
+        return herr(err, "config.json: dense layers between the sparse ones (mlp_only_layers, decoder_sparse_step) are not supported");
+    if (put_u32(w, cfg, a, "expert_count", true, err, "num_local_experts|num_experts") ||
+        put_u32(w, cfg, a, "expert_used_count", true, err, "num_experts_per_tok") ||
+        put_u32(w, cfg, a, "expert_feed_forward_length", false, err, "moe_intermediate_size"))
+        return -1;
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(cfg, "norm_topk_prob");
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    if (cJSON_IsBool(norm)) gguf_w_bool(w, key, cJSON_IsTrue(norm));
+    return 0;
+}
+
+static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, hearth_err *err) {
+    const char *a = fam->arch;
+    gguf_w_str(w, "general.architecture", a);
+    gguf_w_str(w, "general.name", fam->hf_arch);
+    if (!strcmp(fam->hf_arch, "GPT2LMHeadModel")) {
+        if (put_u32(w, cfg, a, "embedding_length", true, err, "n_embd") ||
+            put_u32(w, cfg, a, "block_count", true, err, "n_layer") ||
+            put_u32(w, cfg, a, "attention.head_count", true, err, "n_head") ||
+            put_u32(w, cfg, a, "context_length", true, err, "n_positions|n_ctx") ||
+            put_u32(w, cfg, a, "feed_forward_length", false, err, "n_inner"))
+            return -1;
+        put_f32(w, cfg, a, "attention.layer_norm_epsilon", "layer_norm_epsilon", 1e-5);
+        return 0;
+    }
+    if (!strcmp(fam->hf_arch, "DistilBertForMaskedLM")) {
+        if (put_u32(w, cfg, a, "embedding_length", true, err, "dim") ||
+            put_u32(w, cfg, a, "block_count", true, err, "n_layers") ||
+            put_u32(w, cfg, a, "attention.head_count", true, err, "n_heads") ||
+            put_u32(w, cfg, a, "feed_forward_length", true, err, "hidden_dim") ||
+            put_u32(w, cfg, a, "context_length", true, err, "max_position_embeddings"))
+            return -1;
+        gguf_w_f32(w, "bert.attention.layer_norm_epsilon", 1e-12f);
+        gguf_w_bool(w, "bert.attention.causal", false);
+        gguf_w_u32(w, "bert.pooling_type", 1);
+        return 0;
+    }
+    if (put_u32(w, cfg, a, "embedding_length", true, err, "hidden_size") ||
+        put_u32(w, cfg, a, "block_count", true, err, "num_hidden_layers") ||
+        put_u32(w, cfg, a, "attention.head_count", true, err, "num_attention_heads") ||
+        put_u32(w, cfg, a, "attention.head_count_kv", false, err, "num_key_value_heads") ||
+        put_u32(w, cfg, a, "feed_forward_length", true, err, "intermediate_size") ||
+        put_u32(w, cfg, a, "context_length", false, err, "max_position_embeddings") ||
+        put_u32(w, cfg, a, "attention.key_length", false, err, "head_dim") ||
+        put_u32(w, cfg, a, "attention.value_length", false, err, "head_dim"))
+        return -1;
+    if (!strcmp(a, "bert")) {
+        put_f32(w, cfg, a, "attention.layer_norm_epsilon", "layer_norm_eps", 1e-12);
+        gguf_w_bool(w, "bert.attention.causal", false);
+        gguf_w_u32(w, "bert.pooling_type", 1);   /* mean, as sentence-transformers pools BERT */
+        return 0;
+    }
+    if (put_moe(w, cfg, a, err)) return -1;
+    put_f32(w, cfg, a, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1e-6);
+    put_f32(w, cfg, a, "rope.freq_base", "rope_theta", 10000.0);
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    if (cJSON_IsObject(rs)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+        if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+        double f;
+        if (cJSON_IsString(t) && !strcmp(t->valuestring, "linear") && cfg_num(rs, "factor", &f)) {
+            char key[128];
+            snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+            gguf_w_str(w, key, "linear");
+            snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
+            gguf_w_f32(w, key, (float)f);
+        } else if (!cJSON_IsString(t) || (strcmp(t->valuestring, "llama3") && strcmp(t->valuestring, "default")))
+            return herr(err, "config.json: rope_scaling type '%s' is not supported", cJSON_IsString(t) ? t->valuestring : "?");
+    }
+    if (!strcmp(a, "gemma3")) {
+        uint32_t period;
+        double qs;
+        if (gemma3_swa_period(cfg, err, &period)) return -1;
+        if (put_u32(w, cfg, a, "attention.sliding_window", false, err, "sliding_window")) return -1;
+        gguf_w_u32(w, "gemma3.attention.sliding_window_pattern", period);
+        put_f32(w, cfg, a, "rope.freq_base_swa", "rope_local_base_freq", 10000.0);
+        if (cfg_num(cfg, "query_pre_attn_scalar", &qs) && qs > 0) gguf_w_f32(w, "gemma3.attention.scale", (float)(1.0 / sqrt(qs)));
+    }
+    return 0;
+}
+
+/* Writes the metadata into an anonymous in-memory file and opens it like any GGUF. */
+static int open_metadata(gguf_writer *w, gguf_file **out, hearth_err *err) {
+    int fd = memfd_create("hearth-hf-metadata", 0);
+    if (fd < 0) return herr(err, "memfd_create failed");
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int rc = gguf_writer_write_fd(w, fd, "the HF metadata", err);
+    if (!rc) rc = gguf_open(path, out, err);
+    close(fd);
+    return rc;
+}
+
+/* ---- tensors ---- */
+static bool match_prefix(const char *name, const char *prefixes, int *layer, const char **rest) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", prefixes);
+    for (char *save = NULL, *p = strtok_r(buf, "|", &save); p; p = strtok_r(NULL, "|", &save)) {
+        const char *d = strstr(p, "%d");
+        if (!d) continue;
+        size_t pre = (size_t)(d - p);
+        if (strncmp(name, p, pre)) continue;
+        char *end;
+        long il = strtol(name + pre, &end, 10);
+        if (end == name + pre || il < 0 || il > 100000 || strncmp(end, d + 2, strlen(d + 2))) continue;
+        *layer = (int)il;
+        *rest = end + strlen(d + 2);
+        return true;
+    }
+    return false;
+}
+
+static const name_map *lookup(const name_map *tab, const char *name) {
+    for (; tab->hf; tab++) if (!strcmp(tab->hf, name)) return tab;
+    return NULL;
+}
+
+/* "<expert prefix><e>.<name>": the expert's index and its name in EXPERT_LAYER; NULL for other names. */
+static const name_map *expert_name(const char *rest, int *expert) {
+    for (size_t i = 0; i < sizeof EXPERT_PREFIXES / sizeof EXPERT_PREFIXES[0]; i++) {
+        size_t n = strlen(EXPERT_PREFIXES[i]);
+        if (strncmp(rest, EXPERT_PREFIXES[i], n) || rest[n] < '0' || rest[n] > '9') continue;
+        char *end;
+        long e = strtol(rest + n, &end, 10);
+        if (*end != '.' || e > HT_MAX_EXPERTS) return NULL;
+        *expert = (int)e;
+        return lookup(EXPERT_LAYER, end + 1);
+    }
+    return NULL;
+}
+
+/* Resolves an HF tensor name to its GGUF name and transform; false for tensors the model doesn't use. One
+ * expert's matrix gets its stack's name and *expert its index (-1 for every other tensor). */
+static bool map_name(const family *fam, const char *name, char *out, size_t cap, int *transform, int *expert) {
+    int il;
+    const char *rest;
+    const name_map *e;
+    *expert = -1;
+    if (match_prefix(name, fam->layer_fmt, &il, &rest)) {
+        if (!(e = lookup(fam->layer, rest)) && !(e = expert_name(rest, expert))) return false;
+        snprintf(out, cap, "blk.%d.%s", il, e->gguf);
+        *transform = e->transform;
+        return true;
+    }
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", fam->global_prefixes);
+    const char *p = buf;
+    for (;;) {   /* each '|'-separated prefix, including the empty one */
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (!strncmp(name, p, n) && (e = lookup(fam->global, name + n))) {
+            snprintf(out, cap, "%s", e->gguf);
+            *transform = e->transform;
+            return true;
+        }
+        if (!bar) return false;
+        p = bar + 1;
+    }
+}
+
+static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, int transform, hearth_err *err) {
+    if (st->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", st->name, st->dtype);
+    if (st->n_dims < 1 || st->n_dims > 2) return herr(err, "tensor '%s': %d dimensions, expected 1 or 2", st->name, st->n_dims);
+    ht_tensor *t = &m->tensors[m->n_tensors];
+    char *name = strdup(gname);
+    if (!name || model_own(m, name, err)) return herr(err, "out of memory");
+    t->name = name;
+    t->type = (uint32_t)st->type;
+    t->n_dims = st->n_dims;
+    for (int d = 0; d < 4; d++) t->ne[d] = d < st->n_dims ? st->ne[d] : 1;
+    t->data = st->data;
+    t->nbytes = st->nbytes;
+    if (transform || !st->aligned) {
+        /* layout change (or unaligned data): an F32 copy */
+        int64_t rows = t->ne[1], cols = t->ne[0];
+        float *f = malloc((size_t)(rows * cols) * sizeof(float));
+        if (!f) return herr(err, "out of memory converting '%s'", st->name);
+        if (st_read_f32(st, 0, (uint64_t)(rows * cols), f, err)) { free(f); return -1; }
+        if (transform == T_TRANSPOSE) {   /* Conv1D [in, out] -> rows of out */
+            float *tr = malloc((size_t)(rows * cols) * sizeof(float));
+            if (!tr) { free(f); return herr(err, "out of memory converting '%s'", st->name); }
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < cols; c++) tr[c * rows + r] = f[r * cols + c];
+            free(f);
+            f = tr;
+            t->ne[0] = rows;
+            t->ne[1] = cols;
+        } else if (transform == T_PLUS_ONE) {
+            for (int64_t i = 0; i < rows * cols; i++) f[i] += 1.0f;
+        }
+        if (model_own(m, f, err)) return -1;
+        t->data = f;
+        t->type = HT_F32;
+        t->nbytes = (size_t)(rows * cols) * sizeof(float);
+    }
+    t->row_bytes = ht_row_size(t->type, t->ne[0]);
+    m->n_tensors++;
+    return 0;
+}
+
+typedef struct { const st_tensor *st; char name[160]; int expert; } expert_part;
+
+static int by_name_then_expert(const void *a, const void *b) {
+    const expert_part *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->expert > y->expert) - (x->expert < y->expert);
+}
+
+/* parts[0..n): experts 0..n-1 of one stack, sorted. Their matrices become one 3-D tensor whose slabs are the
+ * experts' data in the mapping (an F32 copy of each where one is unaligned or the types differ). */
+static int add_stack(hearth_model *m, const expert_part *parts, int n, hearth_err *err) {
+    const st_tensor *s0 = parts[0].st;
+    bool copy = false;
+    for (int e = 0; e < n; e++) {
+        const st_tensor *s = parts[e].st;
+        if (parts[e].expert != e) return herr(err, "%s: expert %d missing (the experts are numbered 0..%d)", s0->name, e, n - 1);
+        if (s->n_dims != 2 || s->ne[0] != s0->ne[0] || s->ne[1] != s0->ne[1])
+            return herr(err, "tensor '%s': every expert's matrix must have the shape of expert 0's", s->name);
+        if (s->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", s->name, s->dtype);
+        copy |= !s->aligned || s->type != s0->type;
+    }
+    const void **slabs = calloc((size_t)n, sizeof *slabs);
+    char *name = strdup(parts[0].name);
+    if (!slabs || !name) { free(slabs); free(name); return herr(err, "out of memory"); }
+    if (model_own(m, slabs, err) || model_own(m, name, err)) return -1;
+    const uint64_t per = (uint64_t)s0->ne[0] * (uint64_t)s0->ne[1];
+    for (int e = 0; e < n; e++) {
+        slabs[e] = parts[e].st->data;
+        if (!copy) continue;
+        float *f = malloc(per * sizeof(float));
+        if (!f) return herr(err, "out of memory converting '%s'", parts[e].st->name);
+        if (st_read_f32(parts[e].st, 0, per, f, err)) { free(f); return -1; }
+        if (model_own(m, f, err)) return -1;
+        slabs[e] = f;
+    }
+    ht_tensor *t = &m->tensors[m->n_tensors++];
+    *t = (ht_tensor){ .name = name, .type = copy ? (uint32_t)HT_F32 : (uint32_t)s0->type, .n_dims = 3,
+                      .ne = { s0->ne[0], s0->ne[1], n, 1 }, .data = slabs[0], .slabs = slabs };
+    t->row_bytes = ht_row_size(t->type, t->ne[0]);
+    t->nbytes = (size_t)t->ne[1] * (size_t)n * t->row_bytes;
+    return 0;
+}
+
+static int map_tensors(hearth_model *m, const family *fam, const st_set *st, hearth_err *err) {
+    m->tensors = calloc(st->n_tensors + 1, sizeof *m->tensors);
+    expert_part *parts = calloc(st->n_tensors + 1, sizeof *parts);
+    int n_parts = 0, rc = 0;
+    if (!m->tensors || !parts) { free(parts); return herr(err, "out of memory"); }
+    for (uint64_t i = 0; i < st->n_tensors && !rc; i++) {
+        char gname[160];
+        int transform, expert;
+        if (!map_name(fam, st->tensors[i].name, gname, sizeof gname, &transform, &expert)) continue;
+        if (expert < 0) { rc = add_tensor(m, &st->tensors[i], gname, transform, err); continue; }
+        parts[n_parts].st = &st->tensors[i];
+        parts[n_parts].expert = expert;
+        snprintf(parts[n_parts++].name, sizeof parts->name, "%s", gname);
+    }
+    qsort(parts, (size_t)n_parts, sizeof *parts, by_name_then_expert);
+    for (int i = 0, j; !rc && i < n_parts; i = j) {
+        for (j = i; j < n_parts && !strcmp(parts[j].name, parts[i].name); j++) {}
+        rc = add_stack(m, parts + i, j - i, err);
+    }
+    free(parts);
+    return rc;
+}
+
+/* rope_freqs.weight for Llama 3.1-style configs (the converter stores it as a tensor). */
+static int add_rope_freqs(hearth_model *m, const cJSON *cfg, hearth_err *err) {
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    const cJSON *t = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "rope_type") : NULL;
+    if (!cJSON_IsString(t) || strcmp(t->valuestring, "llama3")) return 0;
+    float *ff = llama3_rope_freqs(rs, m->hp.n_rot, m->hp.rope_base);
+    if (!ff || model_own(m, ff, err)) return herr(err, "out of memory");
+    m->rope_freqs = (ht_tensor){ .name = "rope_freqs.weight", .type = HT_F32, .n_dims = 1,
+                                 .ne = { m->hp.n_rot / 2, 1, 1, 1 }, .data = ff,
+                                 .row_bytes = (size_t)(m->hp.n_rot / 2) * 4, .nbytes = (size_t)(m->hp.n_rot / 2) * 4 };
+    m->hf_rope_freqs = true;
+    return 0;
+}
+
+/* ---- tokenizer ---- */
+int hf_load_tokenizer(hearth_model *m, const char *dir, hearth_err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (access(path, R_OK) == 0) return vocab_from_tokenizer_json(path, &m->vocab, err);
+    snprintf(path, sizeof path, "%s/vocab.txt", dir);
+    if (access(path, R_OK) == 0) {
+        bool lower = true;   /* uncased BERT unless tokenizer_config.json says otherwise */
+        char cfgp[4096];
+        snprintf(cfgp, sizeof cfgp, "%s/tokenizer_config.json", dir);
+        if (access(cfgp, R_OK) == 0) {
+            cJSON *tc = st_read_json(cfgp, err);
+            if (!tc) return -1;
+            const cJSON *lc = cJSON_GetObjectItemCaseSensitive(tc, "do_lower_case");
+            if (cJSON_IsBool(lc)) lower = cJSON_IsTrue(lc);
+            cJSON_Delete(tc);
+        }
+        return vocab_from_wordpiece_txt(path, lower, &m->vocab, err);
+    }
+    return 0;   /* no tokenizer: the model still evaluates token ids (hearth golden, --ids) */
+}
+
+int hf_load(hearth_model *m, const char *dir, hearth_err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cJSON *cfg = st_read_json(path, err);
+    if (!cfg) return -1;
+    st_set *st = NULL;
+    gguf_writer *w = NULL;
+    int rc = -1;
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
+    const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+    const family *fam = NULL;
+    if (!cJSON_IsString(a0)) { herr(err, "%s: no 'architectures' list", path); goto out; }
+    for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
+        if (!strcmp(FAMILIES[i].hf_arch, a0->valuestring)) fam = &FAMILIES[i];
+    if (!fam) { herr(err, "%s: architecture '%s' is not supported", path, a0->valuestring); goto out; }
+    m->arch = ht_find_arch(fam->arch);
+    if (!m->arch) { herr(err, "architecture '%s' is not built in", fam->arch); goto out; }
+    w = gguf_writer_new();
+    if (build_metadata(w, fam, cfg, err) || hf_put_extra_metadata(w, dir, err) || open_metadata(w, &m->gguf, err)) goto out;
+    if (st_open_dir(dir, &st, err) || map_tensors(m, fam, st, err)) goto out;
+    snprintf(m->name, sizeof m->name, "%s", fam->hf_arch);
+    if (m->arch->load_hparams(m, err)) goto out;
+    if (fam->neox_from_hf) { m->hp.rope_type = ROPE_NEOX; m->qk_rotate_half = true; }
+    m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
+    if (!m->layers) { herr(err, "out of memory"); goto out; }
+    if (m->arch->bind(m, err) || add_rope_freqs(m, cfg, err) || hf_load_tokenizer(m, dir, err)) goto out;
+    model_apply_generation_eog(m);
+    for (int i = 0; i < st->n_shards; i++) m->file_bytes += st->shards[i].size;
+    m->st = st;
+    st = NULL;
+    rc = 0;
+out:
+    if (st) st_close(st);
+    gguf_writer_free(w);
+    cJSON_Delete(cfg);
+    return rc;
+}

@@ -1,0 +1,180 @@
+/* layers.c — the shared transformer blocks (see layers.h). Scratch comes from the context: q/k/v and
+ * the attention output have their own buffers, hb/hb2 hold the FFN's wide activations. */
+#include "model/layers.h"
+
+#include "model/matmul.h"
+#include "compute/ops.h"
+
+#include <math.h>
+
+void layer_norm_rows(const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w, const ht_tensor *b,
+                     int width, float eps, int kind) {
+    for (int i = 0; i < ub->n; i++) {
+        const float *x = in + (size_t)i * width;
+        float *y = out + (size_t)i * width;
+        if (kind == NORM_RMS) op_rmsnorm(y, x, w ? w->data : NULL, width, eps);
+        else op_layernorm(y, x, w ? w->data : NULL, b && b->data ? b->data : NULL, width, eps);
+    }
+}
+
+void layer_residual(const ht_ubatch *ub, float *x, const float *y, int width) {
+    op_add(x, y, ub->n * width);
+}
+
+/* Splits fused QKV rows [n][QD + 2 KD] into q, k, v. */
+static void split_qkv(const ht_ubatch *ub, const float *qkv, float *q, float *k, float *v, int QD, int KD, int VD) {
+    for (int i = 0; i < ub->n; i++) {
+        const float *r = qkv + (size_t)i * (QD + KD + VD);
+        memcpy(q + (size_t)i * QD, r, (size_t)QD * sizeof(float));
+        memcpy(k + (size_t)i * KD, r + QD, (size_t)KD * sizeof(float));
+        memcpy(v + (size_t)i * VD, r + QD + KD, (size_t)VD * sizeof(float));
+    }
+}
+
+/* Per-head RMSNorm (Qwen3, Gemma 3): rows of n_heads * head_dim. */
+static void head_norm(const ht_ubatch *ub, float *x, const ht_tensor *w, int n_heads, int hd, float eps) {
+    for (int i = 0; i < ub->n * n_heads; i++) op_rmsnorm(x + (size_t)i * hd, x + (size_t)i * hd, w->data, hd, eps);
+}
+
+void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in, float *out, float rope_base,
+                     int window) {
+    const hearth_model *m = c->m;
+    const ht_hparams *hp = &m->hp;
+    const ht_layer *L = &m->layers[il];
+    int QD = hp->n_head * hp->head_dim, KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
+    float *q = c->q, *k = c->k, *v = c->v;
+    if (L->wqkv.data) {
+        matmul_bias(c, &L->wqkv, &L->bqkv, in, ub->n, c->hb);
+        split_qkv(ub, c->hb, q, k, v, QD, KD, VD);
+    } else {   /* one job for the three where they share a format */
+        const ht_tensor *W[3] = { &L->wq, &L->wk, &L->wv }, *B[3] = { &L->bq, &L->bk, &L->bv };
+        float *Y[3] = { q, k, v };
+        matmul_multi(c, W, Y, 3, in, ub->n);
+        for (int i = 0; i < 3; i++) matmul_add_bias(B[i], Y[i], ub->n, (int)W[i]->ne[1]);
+    }
+    if (L->q_norm.data) head_norm(ub, q, &L->q_norm, hp->n_head, hp->head_dim, hp->norm_eps);
+    if (L->k_norm.data) head_norm(ub, k, &L->k_norm, hp->n_head_kv, hp->head_dim, hp->norm_eps);
+    if (rope_base > 0) {
+        ctx_rope_tables(c, ub, rope_base, ctx_layer_is_swa(m, il) ? hp->rope_scale_swa : hp->rope_scale);
+        ctx_rope(c, ub, q, hp->n_head);
+        ctx_rope(c, ub, k, hp->n_head_kv);
+    }
+    ctx_attention(c, il, ub, q, k, v, c->att, hp->attn_scale, window);
+    matmul_bias(c, &L->wo, &L->bo, c->att, ub->n, out);
+}
+
+static void activate(float *x, int n, int act) {
+    if (act == ACT_SILU) for (int i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+    else if (act == ACT_GELU_TANH) op_gelu_tanh(x, n);
+    else if (act == ACT_GELU_ERF) op_gelu_erf(x, n);
+}
+
+/* x = act(x) (u NULL) or x = act(x) * u over the pool, each thread a contiguous share: every element is
+ * computed alone, so the split does not change the result. */
+typedef struct { float *x; const float *u; size_t n; int act; } act_job;
+
+static void act_share(void *arg, int ith, int nth) {
+    const act_job *j = arg;
+    size_t per = (j->n + (size_t)nth - 1) / (size_t)nth, lo = HT_MIN(j->n, (size_t)ith * per), m = HT_MIN(j->n - lo, per);
+    float *x = j->x + lo;
+    const float *u = j->u ? j->u + lo : NULL;
+    if (!u) activate(x, (int)m, j->act);
+    else if (j->act == ACT_SILU) op_silu_mul(x, u, (int)m);
+    else if (j->act == ACT_GELU_TANH) op_gelu_tanh_mul(x, u, (int)m);
+    else { activate(x, (int)m, j->act); for (size_t i = 0; i < m; i++) x[i] *= u[i]; }
+}
+
+static void activate_par(hearth_ctx *c, float *x, const float *u, size_t n, int act) {
+    if (act == ACT_NONE && !u) return;
+    act_job j = { .x = x, .u = u, .n = n, .act = act };
+    pool_run(c->pool, act_share, &j);
+}
+
+void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const ht_tensor *b, const float *in, float *out,
+                 int act) {
+    if (b) matmul_bias(c, W, b, in, ub->n, out);
+    else matmul(c, W, in, ub->n, out);
+    activate_par(c, out, NULL, (size_t)ub->n * (size_t)W->ne[1], act);
+}
+
+void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
+    int ff = (int)L->ffn_up.ne[1];
+    matmul(c, &L->ffn_gate, in, ub->n, c->hb);
+    matmul(c, &L->ffn_up, in, ub->n, c->hb2);
+    activate_par(c, c->hb, c->hb2, (size_t)ub->n * (size_t)ff, act);
+    matmul(c, &L->ffn_down, c->hb, ub->n, out);
+}
+
+void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
+    int ff = (int)L->ffn_up.ne[1];
+    matmul_bias(c, &L->ffn_up, &L->ffn_up_b, in, ub->n, c->hb);
+    activate_par(c, c->hb, NULL, (size_t)ub->n * (size_t)ff, act);
+    matmul_bias(c, &L->ffn_down, &L->ffn_down_b, c->hb, ub->n, out);
+}
+
+/* The router's choice for one token: softmax over the experts, the n_expert_used most probable (best first,
+ * ties to the lower index), their probabilities renormalised to sum to 1 when the model does (as the
+ * reference's build_moe_ffn with norm_w). */
+static void moe_route(const ht_hparams *hp, const float *logits, int *sel, float *w) {
+    const int NE = hp->n_expert, K = hp->n_expert_used;
+    float p[HT_MAX_EXPERTS], mx = -INFINITY, sum = 0;
+    bool taken[HT_MAX_EXPERTS] = { false };
+    for (int e = 0; e < NE; e++) mx = HT_MAX(mx, logits[e]);
+    for (int e = 0; e < NE; e++) sum += p[e] = expf(logits[e] - mx);
+    for (int e = 0; e < NE; e++) p[e] /= sum;
+    float wsum = 0;
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int e = 0; e < NE; e++)
+            if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+        taken[best] = true;
+        sel[k] = best;
+        wsum += w[k] = p[best];
+    }
+    if (hp->expert_norm_w)
+        for (int k = 0; k < K; k++) w[k] /= wsum;
+}
+
+/* out[t] = the router-weighted sum of token t's expert outputs, in the router's order whatever the batch; each
+ * thread a share of the tokens. */
+typedef struct { hearth_ctx *c; float *out; int n; } moe_job;
+
+static void moe_combine(void *arg, int ith, int nth) {
+    const moe_job *j = arg;
+    const hearth_ctx *c = j->c;
+    const int K = c->m->hp.n_expert_used, E = c->m->hp.n_embd;
+    for (int t = ith; t < j->n; t += nth) {
+        float *o = j->out + (size_t)t * E;
+        for (int k = 0; k < K; k++) {
+            const float wk = c->moe_w[t * K + k], *y = c->moe_y + (size_t)c->moe_row[t * K + k] * E;
+            if (k == 0) for (int i = 0; i < E; i++) o[i] = wk * y[i];
+            else for (int i = 0; i < E; i++) o[i] += wk * y[i];
+        }
+    }
+}
+
+void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out) {
+    const ht_hparams *hp = &c->m->hp;
+    const int n = ub->n, NE = hp->n_expert, K = hp->n_expert_used;
+    int *sel = c->moe_sel, *cnt = c->moe_cnt, *next = c->moe_first, *row = c->moe_row;
+    matmul(c, &L->ffn_gate_inp, in, n, c->moe_logits);
+    memset(cnt, 0, (size_t)NE * sizeof *cnt);
+    for (int t = 0; t < n; t++) {
+        moe_route(hp, c->moe_logits + (size_t)t * NE, sel + (size_t)t * K, c->moe_w + (size_t)t * K);
+        for (int k = 0; k < K; k++) cnt[sel[t * K + k]]++;
+    }
+    /* the batch's choices ordered by expert (tokens in order within one): each expert then meets all its rows
+     * in one product; moe_first serves as the fill cursor here */
+    for (int e = 0, r = 0; e < NE; r += cnt[e++]) next[e] = r;
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < K; k++) {
+            int r = next[sel[t * K + k]]++;
+            row[t * K + k] = r;
+            c->moe_src[r] = t;
+        }
+    matmul_experts(c, &L->ffn_gate_exps, &L->ffn_up_exps, in, c->moe_src, n * K, cnt, c->moe_g, c->moe_u, op_silu_mul);
+    matmul_experts(c, &L->ffn_down_exps, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL, NULL);
+    moe_job j = { c, out, ub->n };
+    if (n == 1) moe_combine(&j, 0, 1);   /* decode: a few thousand products, less than waking a thread */
+    else pool_run(c->pool, moe_combine, &j);
+}

@@ -1,0 +1,35 @@
+/* layers.h — transformer blocks shared by the architecture files: norms over a micro-batch, the
+ * attention block (projections with optional biases, optional per-head q/k norm, rope, cached attention,
+ * output projection) and the feed-forward variants. An architecture's forward pass strings these
+ * together in its own order. */
+#ifndef HEARTH_LAYERS_H
+#define HEARTH_LAYERS_H
+
+#include "model/context.h"
+
+enum { NORM_RMS = 0, NORM_LAYER = 1 };
+enum { ACT_SILU = 0, ACT_GELU_TANH = 1, ACT_GELU_ERF = 2, ACT_NONE = 3 };
+
+/* out[i] = norm(in[i]) * w (+ b) for each of the n rows of width `width`. */
+void layer_norm_rows(const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w, const ht_tensor *b,
+                     int width, float eps, int kind);
+/* Full attention block for layer il: in (normed input) -> out ([n][n_embd]). Uses L's wq/wk/wv (or
+ * wqkv), biases, q_norm/k_norm when bound; rope with `rope_base` unless it is 0 (scaled by rope_scale, or
+ * rope_scale_swa on sliding-window layers); window > 0 on sliding-window layers (their cache is a ring:
+ * pass hp.sliding_window exactly when ctx_layer_is_swa). Attention is causal or not per hp.causal. */
+void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in, float *out, float rope_base,
+                     int window);
+/* Gated FFN: out = down(act(gate(in)) * up(in)). */
+void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
+/* Mixture of experts (Mixtral, Qwen3-MoE): the router ffn_gate_inp picks n_expert_used experts per token,
+ * out = sum of their gated SwiGLU FFNs (the ffn_*_exps stacks) weighted by the router. */
+void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out);
+/* Plain FFN with biases: out = down(act(up(in) + b_up)) + b_down. */
+void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
+/* out = act(W·in + b) over the micro-batch (b may be absent): a dense layer, e.g. a head transform. */
+void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const ht_tensor *b, const float *in, float *out,
+                 int act);
+/* x += y over n rows of width. */
+void layer_residual(const ht_ubatch *ub, float *x, const float *y, int width);
+
+#endif

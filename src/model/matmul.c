@@ -1,0 +1,247 @@
+/* matmul.c — quantized matrix × activation-batch products over the thread pool.
+ *
+ * Two pool jobs per product: (1) each thread quantizes a share of the activation rows into the
+ * context's qact scratch, in the traits table's vec_dot format; (2) output rows are cut into chunks that
+ * threads claim one at a time from a shared counter (a thread slowed by other load on the machine then
+ * holds up only the chunk it is on, not a fixed share of the matrix); inside a chunk the loop runs token-outer, row-inner, so a chunk of
+ * weights stays in cache while every token of the batch passes over it. Each group of up to HT_TILE_MAX
+ * tokens meets the chunk's rows in one ht_vec_dot_tile call, which decodes each weight block once for all
+ * the group's tokens (and prepares what depends on the tokens alone once for all the rows); a tile computes every output exactly as vec_dot would (quant.h), so the result does not
+ * depend on the batch size, the tiling or the thread count. */
+#include "model/matmul.h"
+
+#include <stdatomic.h>
+
+/* Rows per chunk: about MM_CHUNK_BYTES of weights. In prefill they stay in L2 while every token of the batch
+ * passes over them: the activations then stream from L3 once per chunk, so the bigger the chunk the less
+ * activation traffic per weight byte (float activations of F16 weights are 4 bytes an element). In decode a
+ * long contiguous run keeps the weight stream fast: with chunks of 16 rows (18 KB of Q4_0), the claims, the
+ * per-call setup and the prefetches running past each chunk's end held Q4_0 1B decode to 37 t/s against 50+
+ * at 128-512 rows. Chunks stay at least MM_MIN_CHUNKS per thread for balance, and at least MM_CHUNK_ROWS. */
+#define MM_CHUNK_ROWS 16
+#define MM_CHUNK_BYTES (384 * 1024)
+#define MM_MAX_CHUNK_ROWS 256
+#define MM_MIN_CHUNKS 4
+/* Activations of at most this many elements are prepared by the calling thread: in decode a pool job for a
+ * row or eight (a few microseconds of work) costs about what it saves. */
+#define MM_SERIAL_PREP 32768
+
+#define MM_MAX_MATS 4
+
+/* One job: up to MM_MAX_MATS matrices of one activation format times the same n_tok input rows. Items are
+ * (matrix, chunk of rows), claimed one at a time. */
+typedef struct {
+    const ht_tensor *W[MM_MAX_MATS];
+    float *y[MM_MAX_MATS];
+    int n_mat;
+    const ht_traits *tr;
+    const float *x;
+    int n_tok;
+    const uint8_t *qa;      /* prepared activations (or x itself when the kernels take floats) */
+    size_t qa_row;          /* bytes per prepared activation row */
+    uint8_t *qa_w;
+    int chunk_rows[MM_MAX_MATS];   /* each a multiple of the kernel's rows per call */
+    int chunk0[MM_MAX_MATS + 1];   /* first item of each matrix */
+    atomic_int next_chunk;  /* the next item no thread has claimed */
+} mm_job;
+
+size_t matmul_act_row_bytes(int64_t n) { return (size_t)n / QK_K * sizeof(block_q8_K) + sizeof(block_q8_K) + (size_t)n * 2 + 64; }
+
+/* The kernels of W take the activations as floats: packed float weights, or a vec_dot over F32 rows. */
+static bool act_is_float(const ht_tensor *W, const ht_traits *tr) {
+    return W->packed ? !W->pack->act_prep : tr->vec_dot_type == HT_F32;
+}
+
+static size_t act_bytes(const ht_tensor *W, const ht_traits *tr) {
+    if (act_is_float(W, tr)) return (size_t)W->ne[0] * sizeof(float);
+    return W->packed ? W->pack->act_bytes(W->ne[0]) : ht_row_size((uint32_t)tr->vec_dot_type, W->ne[0]);
+}
+
+/* One activation row prepared for W's kernels: its pack's format, its vec_dot format, or a float copy. */
+static void act_prep(const ht_tensor *W, const ht_traits *tr, const float *x, uint8_t *dst) {
+    if (act_is_float(W, tr)) memcpy(dst, x, (size_t)W->ne[0] * sizeof(float));
+    else if (W->packed) W->pack->act_prep(x, dst, W->ne[0]);
+    else ht_quantize_row((uint32_t)tr->vec_dot_type, x, dst, W->ne[0]);
+}
+
+/* Rows [r0, r1) of the matrix W (r0 a multiple of the kernel's rows per call) times n_tok prepared
+ * activation rows (a, stride as) into y[t * ys + r]: token groups outer, so the rows stay in cache. */
+static void mm_rows(const ht_tensor *W, const ht_traits *tr, int r0, int r1, const uint8_t *a, size_t as, int n_tok,
+                    float *y, size_t ys) {
+    const int n = (int)W->ne[0], rows = (int)W->ne[1];
+    if (W->packed) {
+        const ht_pack *pk = W->pack;
+        const int R = pk->rows;
+        const size_t gb = pk->group_bytes(n);
+        for (int t = 0; t < n_tok; t += pk->max_nc) {
+            const int nc = HT_MIN(pk->max_nc, n_tok - t);
+            for (int g0 = r0; g0 < r1; g0 += R)
+                pk->tile(n, W->packed + (size_t)(g0 / R) * gb, HT_MIN(R, rows - g0), a + (size_t)t * as, as, nc,
+                         y + (size_t)t * ys + g0, ys);
+        }
+        return;
+    }
+    for (int t = 0; t < n_tok; t += HT_TILE_MAX)
+        ht_vec_dot_tile(tr, n, (const uint8_t *)W->data + (size_t)r0 * W->row_bytes, W->row_bytes, r1 - r0,
+                        a + (size_t)t * as, as, HT_MIN(HT_TILE_MAX, n_tok - t), y + (size_t)t * ys + r0, ys);
+}
+
+/* Rows per chunk of W: about MM_CHUNK_BYTES, at most MM_MAX_CHUNK_ROWS, and small enough that the
+ * balance_rows of the whole job make MM_MIN_CHUNKS per thread; whole packed groups, or whole tiles. */
+static int chunk_rows(const ht_tensor *W, int64_t balance_rows, int nth) {
+    const int unit = W->packed ? W->pack->rows : HT_TILE_MAX;
+    const size_t unit_bytes = W->packed ? W->pack->group_bytes(W->ne[0]) : W->row_bytes * HT_TILE_MAX;
+    int64_t units = (int64_t)(MM_CHUNK_BYTES / (unit_bytes ? unit_bytes : 1));
+    units = HT_MIN(units, MM_MAX_CHUNK_ROWS / unit);
+    units = HT_MIN(units, balance_rows / unit / (MM_MIN_CHUNKS * HT_MAX(nth, 1)));
+    return (int)HT_MAX(units, W->packed ? 1 : MM_CHUNK_ROWS / HT_TILE_MAX) * unit;
+}
+
+static void prep_job(void *arg, int ith, int nth) {
+    mm_job *j = arg;
+    int64_t n = j->W[0]->ne[0];
+    for (int t = ith; t < j->n_tok; t += nth) act_prep(j->W[0], j->tr, j->x + (size_t)t * n, j->qa_w + (size_t)t * j->qa_row);
+}
+
+static void dot_job(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
+    mm_job *j = arg;
+    for (int i, m = 0; (i = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed)) < j->chunk0[j->n_mat];) {
+        while (i >= j->chunk0[m + 1]) m++;   /* items are claimed in increasing order */
+        const int rows = (int)j->W[m]->ne[1], r0 = (i - j->chunk0[m]) * j->chunk_rows[m];
+        mm_rows(j->W[m], j->tr, r0, HT_MIN(rows, r0 + j->chunk_rows[m]), j->qa, j->qa_row, j->n_tok, j->y[m], (size_t)rows);
+    }
+}
+
+/* y[m] = W[m] x for matrices that take the same activation format (same type, pack and width). */
+static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok) {
+    mm_job j = { .n_mat = n_mat, .tr = ht_get_traits(W[0]->type), .x = x, .n_tok = n_tok };
+    int64_t all_rows = 0;
+    for (int m = 0; m < n_mat; m++) {
+        j.W[m] = W[m];
+        j.y[m] = y[m];
+        all_rows += W[m]->ne[1];
+    }
+    j.qa_row = act_bytes(W[0], j.tr);
+    if (act_is_float(W[0], j.tr)) {
+        j.qa = (const uint8_t *)x;
+    } else {
+        j.qa = j.qa_w = c->qact;
+        if ((int64_t)n_tok * W[0]->ne[0] <= MM_SERIAL_PREP) prep_job(&j, 0, 1);
+        else pool_run(c->pool, prep_job, &j);
+    }
+    for (int m = 0; m < n_mat; m++) {
+        j.chunk_rows[m] = chunk_rows(W[m], all_rows, pool_size(c->pool));
+        j.chunk0[m + 1] = j.chunk0[m] + (int)((W[m]->ne[1] + j.chunk_rows[m] - 1) / j.chunk_rows[m]);
+    }
+    atomic_init(&j.next_chunk, 0);
+    pool_run(c->pool, dot_job, &j);
+}
+
+void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) { matmul_same(c, &W, &y, 1, x, n_tok); }
+
+void matmul_multi(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok) {
+    for (int m0 = 0, m1; m0 < n_mat; m0 = m1) {   /* runs of matrices that share a format, one job each */
+        for (m1 = m0 + 1; m1 < n_mat && m1 - m0 < MM_MAX_MATS && W[m1]->type == W[m0]->type && W[m1]->pack == W[m0]->pack &&
+                          W[m1]->ne[0] == W[m0]->ne[0]; m1++) {}
+        matmul_same(c, W + m0, y + m0, m1 - m0, x, n_tok);
+    }
+}
+
+/* ---- expert stacks ---- */
+typedef struct {
+    const ht_tensor *W[2];  /* stacks sharing one activation format; W[1] may be absent */
+    float *y[2];
+    int n_mat;
+    const ht_traits *tr;
+    const float *x;
+    const int *src;         /* prepared row r reads x row src[r] (NULL: row r) */
+    int n_rows;
+    const int *cnt;         /* rows per expert, expert-ordered */
+    const int *active;      /* the experts with rows, in order */
+    int n_active;
+    int *first;             /* [n_expert] first row of each expert */
+    uint8_t *qa;
+    size_t qa_row;
+    int chunk_rows, n_chunks;   /* per expert matrix */
+    void (*glu)(float *g, const float *u, int n);   /* fused: y[0] = glu(y[0], y[1]) on each item's rows */
+    atomic_int next;
+} mx_job;
+
+static void mx_prep_job(void *arg, int ith, int nth) {
+    mx_job *j = arg;
+    int64_t n = j->W[0]->ne[0];
+    for (int r = ith; r < j->n_rows; r += nth)
+        act_prep(j->W[0], j->tr, j->x + (size_t)(j->src ? j->src[r] : r) * n, j->qa + (size_t)r * j->qa_row);
+}
+
+/* Items (active expert, chunk of rows) claimed one at a time: all the experts' products share one job. An item
+ * computes its rows of every matrix (gate and up), then the fused activation on them. */
+static void mx_dot_job(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
+    mx_job *j = arg;
+    const int total = j->n_active * j->n_chunks;
+    for (int i; (i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < total;) {
+        const int e = j->active[i / j->n_chunks], ch = i % j->n_chunks, rows = (int)j->W[0]->ne[1];
+        const int r0 = ch * j->chunk_rows, r1 = HT_MIN(rows, r0 + j->chunk_rows), n = j->cnt[e];
+        const uint8_t *a = j->qa + (size_t)j->first[e] * j->qa_row;
+        for (int m = 0; m < j->n_mat; m++) {
+            const ht_tensor W = ht_expert(j->W[m], e);
+            mm_rows(&W, j->tr, r0, r1, a, j->qa_row, n, j->y[m] + (size_t)j->first[e] * rows, (size_t)rows);
+        }
+        if (j->glu)
+            for (int t = j->first[e]; t < j->first[e] + n; t++)
+                j->glu(j->y[0] + (size_t)t * rows + r0, j->y[1] + (size_t)t * rows + r0, r1 - r0);
+    }
+}
+
+static void glu_pass(hearth_ctx *c, float *y, const float *y2, size_t n, void (*glu)(float *, const float *, int));
+
+void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *W2, const float *x, const int *src, int n_rows,
+                    const int *cnt, float *y, float *y2, void (*glu)(float *g, const float *u, int n)) {
+    if (W2 && (W2->type != W->type || W2->pack != W->pack || W2->ne[0] != W->ne[0] || W2->ne[1] != W->ne[1])) {
+        matmul_experts(c, W, NULL, x, src, n_rows, cnt, y, NULL, NULL);   /* different activation formats: one at a time */
+        matmul_experts(c, W2, NULL, x, src, n_rows, cnt, y2, NULL, NULL);
+        if (glu) glu_pass(c, y, y2, (size_t)n_rows * (size_t)W->ne[1], glu);
+        return;
+    }
+    mx_job j = { .W = { W, W2 }, .y = { y, y2 }, .n_mat = W2 ? 2 : 1, .tr = ht_get_traits(W->type), .x = x, .src = src,
+                 .n_rows = n_rows, .cnt = cnt, .active = c->moe_active, .first = c->moe_first, .qa = c->moe_qact,
+                 .glu = W2 ? glu : NULL };
+    j.qa_row = act_bytes(W, j.tr);
+    for (int e = 0, r = 0; e < (int)W->ne[2]; r += cnt[e++]) {
+        j.first[e] = r;
+        if (cnt[e]) c->moe_active[j.n_active++] = e;
+    }
+    if ((int64_t)n_rows * W->ne[0] <= MM_SERIAL_PREP) mx_prep_job(&j, 0, 1);
+    else pool_run(c->pool, mx_prep_job, &j);
+    j.chunk_rows = chunk_rows(W, (int64_t)j.n_active * W->ne[1], pool_size(c->pool));
+    j.n_chunks = (int)((W->ne[1] + j.chunk_rows - 1) / j.chunk_rows);
+    atomic_init(&j.next, 0);
+    pool_run(c->pool, mx_dot_job, &j);
+}
+
+/* y = glu(y, y2) over n elements, each thread a contiguous share (elementwise: the split changes nothing). */
+typedef struct { float *y; const float *y2; size_t n; void (*glu)(float *, const float *, int); } glu_job_t;
+
+static void glu_job(void *arg, int ith, int nth) {
+    const glu_job_t *j = arg;
+    const size_t per = (j->n + (size_t)nth - 1) / (size_t)nth, lo = HT_MIN(j->n, (size_t)ith * per);
+    j->glu(j->y + lo, j->y2 + lo, (int)HT_MIN(per, j->n - lo));
+}
+
+static void glu_pass(hearth_ctx *c, float *y, const float *y2, size_t n, void (*glu)(float *, const float *, int)) {
+    glu_job_t j = { y, y2, n, glu };
+    pool_run(c->pool, glu_job, &j);
+}
+
+void matmul_add_bias(const ht_tensor *b, float *y, int n_tok, int rows) {
+    if (!b->data) return;
+    for (int t = 0; t < n_tok; t++)
+        for (int r = 0; r < rows; r++) y[(size_t)t * rows + r] += ((const float *)b->data)[r];
+}
+
+void matmul_bias(hearth_ctx *c, const ht_tensor *W, const ht_tensor *b, const float *x, int n_tok, float *y) {
+    matmul(c, W, x, n_tok, y);
+    matmul_add_bias(b, y, n_tok, (int)W->ne[1]);
+}

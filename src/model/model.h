@@ -1,0 +1,218 @@
+/* model.h — internal model, context and architecture interfaces.
+ *
+ * A model is hyperparameters + named tensor views (pointing into the mmap'd file, never copied unless a
+ * layout must change) + a vocabulary + an architecture. An architecture (src/arch/<name>.c) is one row
+ * of ht_arch: it reads its hyperparameters, binds its weights by GGUF name, and runs the forward pass
+ * over a micro-batch using the shared layers in ops.h / matmul.h / attention in context.c. */
+#ifndef HEARTH_MODEL_H
+#define HEARTH_MODEL_H
+
+#include "common.h"
+#include "io/gguf.h"
+#include "quant/quant.h"
+#include "compute/threads.h"
+#include "tokenizer/tokenizer.h"
+
+/* A tensor view: type, shape (ne[0] contiguous) and data. A matrix of n_out rows × n_in columns has
+ * ne[0] = n_in, ne[1] = n_out. data == NULL means "absent" for optional weights. */
+typedef struct {
+    const char *name;
+    uint32_t type;
+    int n_dims;
+    int64_t ne[4];
+    const void *data;
+    size_t row_bytes;     /* bytes of one ne[0]-row */
+    size_t nbytes;
+    const ht_pack *pack;  /* when repacked for the kernels (model_pack_weights): the layout, and */
+    const uint8_t *packed;   /* the groups of pack->rows rows, pack->group_bytes(ne[0]) bytes each */
+    const void *const *slabs;   /* an expert stack (ne[2] experts of ne[1] rows) whose experts lie apart (HF
+                                 * directories: one tensor per expert): slab e's rows; NULL when contiguous */
+} ht_tensor;
+
+/* Expert e of a 3-D expert stack, as a matrix: its slab of the mapping (one expert = ne[1] rows), and of the
+ * packed copy when packed (each expert's rows pack into whole groups of their own). */
+static inline ht_tensor ht_expert(const ht_tensor *t, int e) {
+    ht_tensor v = *t;
+    v.n_dims = 2;
+    v.ne[2] = 1;
+    v.slabs = NULL;
+    v.nbytes = (size_t)t->ne[1] * t->row_bytes;
+    v.data = t->slabs ? t->slabs[e] : (const uint8_t *)t->data + (size_t)e * v.nbytes;
+    if (t->packed)
+        v.packed = t->packed + (size_t)e * (size_t)((t->ne[1] + t->pack->rows - 1) / t->pack->rows) * t->pack->group_bytes(t->ne[0]);
+    return v;
+}
+
+/* Row r of a matrix or of a stack read as ne[1] * ne[2] rows, in the file's layout. */
+static inline const uint8_t *ht_row(const ht_tensor *t, int64_t r) {
+    if (t->slabs) return (const uint8_t *)t->slabs[r / t->ne[1]] + (size_t)(r % t->ne[1]) * t->row_bytes;
+    return (const uint8_t *)t->data + (size_t)r * t->row_bytes;
+}
+
+enum { ROPE_NORM = 0, ROPE_NEOX = 2 };
+#define HT_MAX_EXPERTS 512
+enum { POOL_NONE = 0, POOL_MEAN = 1, POOL_CLS = 2, POOL_LAST = 3 };
+
+typedef struct {
+    int n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, head_dim_v, n_ff;
+    float norm_eps;
+    float rope_base, rope_base_swa, rope_scale;   /* rope_scale: linear position scaling factor (1 = none) */
+    float rope_scale_swa;     /* rope_scale of sliding-window layers (Gemma 3: 1) */
+    int rope_type, n_rot;
+    int sliding_window;       /* 0 = none */
+    int swa_period;           /* layer il is global when (il + 1) % swa_period == 0; 0 = all global */
+    float attn_scale;         /* multiplies q·k; default 1/sqrt(head_dim) */
+    float embd_scale;         /* multiplies token embeddings; default 1 */
+    bool causal;
+    bool logits;              /* produces logits: decoders, and encoders with a language-model head */
+    int pooling;
+    int n_token_types;
+    int n_expert, n_expert_used, n_ff_exp;   /* mixture of experts (0 experts: dense FFN); expert FFN width */
+    bool expert_norm_w;       /* the chosen experts' softmax weights renormalised to sum to 1 */
+} ht_hparams;
+
+/* Per-layer weights; each architecture binds the ones it uses. */
+typedef struct {
+    ht_tensor attn_norm, attn_norm_b;
+    ht_tensor wq, wk, wv, wqkv, wo;
+    ht_tensor bq, bk, bv, bqkv, bo;
+    ht_tensor q_norm, k_norm;
+    ht_tensor attn_post_norm, attn_post_norm_b;   /* gemma3 post-attention norm; bert attention-output LayerNorm */
+    ht_tensor ffn_norm, ffn_norm_b;
+    ht_tensor ffn_gate, ffn_up, ffn_down;
+    ht_tensor ffn_up_b, ffn_down_b;
+    ht_tensor ffn_post_norm, ffn_post_norm_b;     /* gemma3 post-FFN norm; bert layer-output LayerNorm */
+    ht_tensor ffn_gate_inp;                       /* MoE router [n_embd -> n_expert] */
+    ht_tensor ffn_gate_exps, ffn_up_exps, ffn_down_exps;   /* MoE expert stacks, 3-D [.., .., n_expert] */
+} ht_layer;
+
+typedef struct hearth_ctx hearth_ctx;
+typedef struct ht_arch ht_arch;
+
+struct hearth_model {
+    const ht_arch *arch;
+    gguf_file *gguf;          /* metadata source (a real file, or metadata built in memory for HF dirs) */
+    struct st_set *st;        /* safetensors shards of an HF directory, or NULL */
+    ht_hparams hp;
+    ht_vocab *vocab;
+    ht_tensor *tensors;       /* every tensor by (GGUF) name */
+    int n_tensors;
+    ht_tensor tok_embd, pos_embd, type_embd, tok_embd_norm, tok_embd_norm_b, output_norm, output_norm_b, output,
+              output_b, rope_freqs;
+    ht_layer *layers;
+    void **owned;             /* buffers the model owns (converted tensors, HF metadata image, ...) */
+    int n_owned;
+    void *arch_data;
+    bool qk_rotate_half;      /* HF Llama layout: q/k rows in rotate-half order (run with NEOX rope) */
+    bool hf_rope_freqs;       /* rope_freqs computed from config.json rather than stored as a tensor */
+    uint64_t file_bytes;
+    char name[128];
+    char *path;               /* what it was loaded from, for messages */
+    bool weights_packed;      /* model_pack_weights has run */
+};
+
+/* A micro-batch as the forward pass sees it: at most ctx->n_batch tokens. */
+typedef struct {
+    int n;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *seq;
+    const int8_t *want;       /* rows whose output (logits / hidden) is needed */
+    int row0;                 /* index of the first row in the whole batch */
+} ht_ubatch;
+
+struct ht_arch {
+    const char *name;
+    bool encoder;                                             /* bidirectional: no generation */
+    int (*load_hparams)(hearth_model *m, hearth_err *err);    /* from m->gguf metadata */
+    int (*bind)(hearth_model *m, hearth_err *err);            /* weights by name, shapes checked */
+    void (*forward)(hearth_ctx *c, const ht_ubatch *ub);      /* fills c->out_logits / c->out_hidden rows */
+};
+
+/* Registered architectures (one file each under src/arch). */
+extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_gemma3, ht_arch_gpt2,
+    ht_arch_bert;
+/* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
+ * -> tied) and the pre-norm SwiGLU forward pass. */
+int llama_bind_common(hearth_model *m, hearth_err *err);
+void llama_forward(hearth_ctx *c, const ht_ubatch *ub);
+const ht_arch *ht_find_arch(const char *name);
+
+/* ---- helpers for architecture files ---- */
+/* Metadata "<arch>.<suffix>" getters. */
+bool model_meta_u32(const hearth_model *m, const char *suffix, uint32_t *out);
+bool model_meta_f32(const hearth_model *m, const char *suffix, float *out);
+/* Looks a tensor up by name; with required, a missing one is an error. Checks the shape: ne[i] must equal
+ * the expected dims (pass -1 to accept any). Returns 0, or -1 with err set. */
+int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, int64_t ne0, int64_t ne1,
+               const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* Binds an expert stack: ne[0] = ne0, ne[1] = ne1, ne[2] = the model's n_expert (a 3-D tensor). */
+int model_bind_experts(hearth_model *m, ht_tensor *dst, hearth_err *err, int64_t ne0, int64_t ne1, const char *fmt, int il);
+/* Binds the vector pair "<prefix>.weight" and "<prefix>.bias" (a LayerNorm, both required), n floats each;
+ * prefix is a printf format taking il (e.g. "blk.%d.attn_norm"), or a plain name. */
+int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *err, int64_t n, const char *prefix, int il);
+/* Integer metadata "<arch>.<suffix>" in [lo, hi] into *out (def when the key is absent); -1 with err set
+ * when present but not an integer in range. */
+int model_meta_int(const hearth_model *m, const char *suffix, int lo, int hi, int def, int *out, hearth_err *err);
+/* Reads the hyperparameters common to decoder families (n_embd, n_layer, heads, ff, context, eps, rope). */
+int model_common_hparams(hearth_model *m, hearth_err *err);
+/* 0 when the model has a tokenizer; otherwise -1 with a message naming the model and what it lacks. */
+int model_need_vocab(const hearth_model *m, hearth_err *err);
+/* Marks hearth.generation.eos_token_ids (if any) as end-of-generation tokens of m's vocabulary. */
+void model_apply_generation_eog(hearth_model *m);
+/* Records a buffer for the model to free; on failure frees it and returns -1 with err set. */
+int model_own(hearth_model *m, void *p, hearth_err *err);
+
+/* ---- context ---- */
+typedef struct {
+    int cap;                  /* cached positions per sequence (ring size for sliding-window layers) */
+    bool ring;                /* positions stored at pos % cap */
+    void *k;                  /* [n_seq][cap][n_head_kv] rows of head_dim in kv_type */
+    void *v;                  /* F32 / F16: transposed, [n_seq][n_head_kv][head_dim_v][cap];
+                               * Q8_0: like K, [n_seq][cap][n_head_kv] rows of head_dim_v */
+} ht_kv_layer;
+
+struct hearth_ctx {
+    hearth_model *m;
+    ht_pool *pool;
+    int n_ctx, n_seq, n_batch, n_threads;
+    uint32_t kv_type;         /* HT_F32, HT_F16 or HT_Q8_0 */
+    ht_kv_layer *kv;
+    int *seq_len;             /* tokens cached per sequence */
+
+    /* scratch, sized once at creation for n_batch tokens */
+    float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2;
+    void *qact;               /* activations quantized for vec_dot (largest row format × n_batch) */
+    size_t qact_row_cap;
+    float *att_scores;        /* [n_threads][att_stride]: attention scores and gather space (hearth_ctx_new) */
+    size_t att_stride;        /* floats per thread in att_scores */
+    float *rope_cos, *rope_sin;   /* [n_batch][head_dim/2] */
+    /* mixture of experts (n_expert > 0): a micro-batch's n_batch × n_expert_used choices ("slots") */
+    float *moe_logits;        /* [n_batch][n_expert] router outputs */
+    int *moe_sel;             /* [slot] the chosen expert, best first per token */
+    float *moe_w;             /* [slot] its weight */
+    int *moe_row;             /* [slot] its row in the expert-ordered batch */
+    int *moe_src;             /* [expert-ordered row] the token it carries */
+    int *moe_cnt;             /* [n_expert] expert-ordered rows of each expert */
+    int *moe_first, *moe_active;   /* [n_expert] an expert's first row; the experts with rows (matmul_experts) */
+    float *moe_g, *moe_u;     /* [expert-ordered row][n_ff_exp] gate and up products */
+    float *moe_y;             /* [expert-ordered row][n_embd] down products */
+    void *moe_qact;           /* [expert-ordered row] prepared activations, moe_qact_row bytes each */
+    size_t moe_qact_row;
+
+    /* per-batch bookkeeping, sized for the largest batch (n_ctx * n_seq rows) */
+    int max_rows;
+    int32_t *b_pos, *b_seq;
+    int8_t *b_want;
+    int *seq_next;
+
+    /* outputs of the last decode */
+    int n_rows;               /* rows of the last batch */
+    int *row_out;             /* batch row -> output slot, or -1 */
+    float *out_logits;        /* [n_out_cap][n_vocab] */
+    float *out_hidden;        /* [n_out_cap][n_embd] */
+    int n_out_cap;
+    int n_out;
+};
+
+#endif

@@ -1,0 +1,395 @@
+/* server.c — the HTTP side of `hearth serve` on libmicrohttpd, one thread per connection: routing, API key,
+ * body size limit, handing requests to the engine (srv_engine.c) and streaming its tokens back as
+ * server-sent events. A connection thread waiting for tokens checks every 50 ms whether its client hung up;
+ * if so the request is cancelled and the engine frees the slot at its next step. One log line per request. */
+#define _GNU_SOURCE
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "server/srv_internal.h"
+
+#define WAIT_SLICE_MS 50
+
+typedef struct {
+    srv_api api;
+    const server_params *p;
+    size_t max_body;
+    atomic_int *stop;
+    atomic_bool running;    /* past startup: libmicrohttpd's own messages (a client gone, ...) are dropped */
+    char start_msg[160];    /* before: its first message (a busy port, ...), for the one error line */
+} server;
+
+enum { R_HEALTH, R_MODELS, R_CHAT, R_COMPLETION, R_EMBED, R_UNKNOWN };
+
+typedef struct {
+    server *s;
+    char method[16], url[160];
+    int route, fd, status;
+    char *body; size_t n, cap;
+    bool too_big;
+    bool bad_framing;         /* several Content-Length headers, or one with Transfer-Encoding: refused (400) */
+    double t0;
+    api_req req;
+    srv_task *task;
+    char *out; size_t out_n, out_off, out_cap;   /* SSE bytes formatted but not yet sent */
+    size_t sent; int sent_toks;
+    bool started, finished;
+} conn;
+
+/* ---- routing ---- */
+static int route_of(const char *url) {
+    static const struct { const char *path; int route; } R[] = {
+        { "/health", R_HEALTH }, { "/v1/health", R_HEALTH }, { "/v1/models", R_MODELS }, { "/models", R_MODELS },
+        { "/v1/chat/completions", R_CHAT }, { "/chat/completions", R_CHAT }, { "/v1/completions", R_COMPLETION },
+        { "/completions", R_COMPLETION }, { "/v1/embeddings", R_EMBED }, { "/embeddings", R_EMBED },
+    };
+    for (size_t i = 0; i < sizeof R / sizeof R[0]; i++)
+        if (!strcmp(url, R[i].path)) return R[i].route;
+    return R_UNKNOWN;
+}
+
+/* Request smuggling behind a proxy starts with a body length two parties read differently. */
+typedef struct { int n_cl; bool te; } framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind, (void)value;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) f->n_cl++;
+    else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) f->te = true;
+    return MHD_YES;
+}
+
+static conn *conn_new(server *s, struct MHD_Connection *mc, const char *url, const char *method) {
+    conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->s = s;
+    snprintf(c->method, sizeof c->method, "%s", method);
+    snprintf(c->url, sizeof c->url, "%s", url);
+    for (char *q = c->url; *q; q++) if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';   /* one clean log line */
+    c->route = route_of(url);
+    c->t0 = srv_now_ms();
+    framing f = { 0, false };
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, count_framing, &f);
+    c->bad_framing = f.n_cl > 1 || (f.n_cl && f.te);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    c->fd = ci ? ci->connect_fd : -1;
+    return c;
+}
+
+/* ---- replies ---- */
+static enum MHD_Result reply(conn *c, struct MHD_Connection *mc, int status, char *body) {
+    if (!body) { status = 500; body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}"); }
+    if (!body) return MHD_NO;
+    c->status = status;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) { free(body); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (c->bad_framing) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");   /* nothing after it is read */
+    enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result reply_error(conn *c, struct MHD_Connection *mc, int status, const char *msg) {
+    return reply(c, mc, status, api_error_body(status, msg));
+}
+
+/* ---- client presence ---- */
+static bool hung_up(const conn *c) {
+    if (c->fd < 0) return false;
+    struct pollfd pf = { .fd = c->fd, .events = POLLRDHUP };
+    return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* Waits on t->cv (t->mu held) for at most one slice. */
+static void wait_slice(srv_task *t) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += WAIT_SLICE_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+}
+
+/* Waits (t->mu held) until ready(t) or done; false if the client left or the server stops (task cancelled). */
+static bool wait_task(conn *c, bool (*ready)(const conn *, const srv_task *)) {
+    srv_task *t = c->task;
+    while (!t->done && !ready(c, t)) {
+        wait_slice(t);
+        if (t->done || ready(c, t)) break;
+        if (hung_up(c) || atomic_load(c->s->stop)) {
+            t->cancelled = true;
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool never(const conn *c, const srv_task *t) { (void)c; (void)t; return false; }
+static bool has_text(const conn *c, const srv_task *t) { return t->stable > c->sent; }
+
+/* ---- streaming ---- */
+static void out_add(conn *c, char *s) {
+    if (!s) return;
+    size_t n = strlen(s);
+    if (c->out_n + n > c->out_cap) {
+        size_t nc = HT_MAX(c->out_cap * 2, c->out_n + n + 256);
+        char *p = realloc(c->out, nc);
+        if (!p) { free(s); return; }
+        c->out = p; c->out_cap = nc;
+    }
+    memcpy(c->out + c->out_n, s, n);
+    c->out_n += n;
+    free(s);
+}
+
+static char *sse_error(int status, const char *msg) {
+    char *body = api_error_body(status, msg);
+    size_t n = body ? strlen(body) : 0;
+    char *s = body ? malloc(n + 9) : NULL;
+    if (s) snprintf(s, n + 9, "data: %s\n\n", body);
+    free(body);
+    return s;
+}
+
+/* Formats what the task produced since the last call (t->mu held). */
+static void stream_collect(conn *c, srv_task *t) {
+    const srv_api *a = &c->s->api;
+    size_t end = t->stable;
+    int nt = 0;
+    while (c->sent_toks + nt < t->n_toks && t->toks[c->sent_toks + nt].text_end <= end) nt++;
+    if (end > c->sent || nt)
+        out_add(c, api_chunk_delta(a, &c->req, t->text + c->sent, end - c->sent, t->toks + c->sent_toks, nt, NULL, false));
+    c->sent = end;
+    c->sent_toks += nt;
+    if (!t->done) return;
+    if (t->status) out_add(c, sse_error(t->status, t->err));
+    else {
+        out_add(c, api_chunk_delta(a, &c->req, "", 0, NULL, 0, t->finish ? t->finish : "stop", false));
+        if (c->req.include_usage) out_add(c, api_chunk_usage(a, &c->req, t));
+    }
+    out_add(c, strdup("data: [DONE]\n\n"));
+    c->finished = true;
+}
+
+/* Produces the next SSE bytes into c->out; -1 if the client left. */
+static int stream_produce(conn *c) {
+    c->out_n = c->out_off = 0;
+    if (!c->started) {
+        c->started = true;
+        if (c->req.kind == API_CHAT) {
+            out_add(c, api_chunk_delta(&c->s->api, &c->req, "", 0, NULL, 0, NULL, true));
+            return 0;
+        }
+    }
+    srv_task *t = c->task;
+    pthread_mutex_lock(&t->mu);
+    bool ok = wait_task(c, has_text);
+    if (ok) stream_collect(c, t);
+    pthread_mutex_unlock(&t->mu);
+    return ok ? 0 : -1;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    conn *c = cls;
+    for (;;) {
+        if (c->out_off < c->out_n) {
+            size_t k = HT_MIN(max, c->out_n - c->out_off);
+            memcpy(buf, c->out + c->out_off, k);
+            c->out_off += k;
+            return (ssize_t)k;
+        }
+        if (c->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (stream_produce(c)) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+}
+
+static enum MHD_Result reply_stream(conn *c, struct MHD_Connection *mc) {
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, c, NULL);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    c->status = 200;
+    enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+/* ---- requests ---- */
+static enum MHD_Result run_task(conn *c, struct MHD_Connection *mc) {
+    static const api_kind KIND[] = { [R_CHAT] = API_CHAT, [R_COMPLETION] = API_COMPLETION, [R_EMBED] = API_EMBED };
+    char msg[512];
+    int status;
+    if (api_parse(&c->s->api, KIND[c->route], c->body ? c->body : "", c->n, &c->req, &c->task, &status, msg, sizeof msg))
+        return reply_error(c, mc, status, msg);
+    if (engine_submit(c->s->api.eng, c->task)) return reply_error(c, mc, 503, "the server is busy (request queue full)");
+    if (c->req.stream && c->req.kind != API_EMBED) return reply_stream(c, mc);
+    srv_task *t = c->task;
+    pthread_mutex_lock(&t->mu);
+    bool ok = wait_task(c, never);
+    pthread_mutex_unlock(&t->mu);
+    if (!ok) { c->status = 499; return MHD_NO; }
+    if (t->status) return reply_error(c, mc, t->status, t->err);
+    return reply(c, mc, 200, api_response(&c->s->api, &c->req, t));
+}
+
+static bool authorized(const server *s, struct MHD_Connection *mc) {
+    if (!s->p->api_key || !*s->p->api_key) return true;
+    const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    const char *k = h + 7, *want = s->p->api_key;
+    size_t nk = strlen(k), nw = strlen(want);
+    unsigned diff = nk != nw;
+    for (size_t i = 0; i < nw; i++) diff |= (unsigned)(want[i] ^ (i < nk ? k[i] : 0));   /* constant time */
+    return !diff;
+}
+
+static enum MHD_Result dispatch(conn *c, struct MHD_Connection *mc) {
+    bool get = !strcmp(c->method, "GET"), post = !strcmp(c->method, "POST");
+    if (c->bad_framing) return reply_error(c, mc, 400, "conflicting Content-Length / Transfer-Encoding headers");
+    /* the key first: without it, nothing (not even which paths exist) is told but /health */
+    if (c->route != R_HEALTH && !authorized(c->s, mc)) return reply_error(c, mc, 401, "invalid API key");
+    if (c->route == R_UNKNOWN) return reply_error(c, mc, 404, "not found");
+    bool want_get = c->route == R_HEALTH || c->route == R_MODELS;
+    if (want_get ? !get : !post) return reply_error(c, mc, 405, want_get ? "use GET" : "use POST");
+    if (c->too_big) return reply_error(c, mc, 413, "request body too large");
+    if (c->route == R_HEALTH) return reply(c, mc, 200, api_health(&c->s->api));
+    if (c->route == R_MODELS) return reply(c, mc, 200, api_models(&c->s->api));
+    return run_task(c, mc);
+}
+
+static void body_add(conn *c, const char *p, size_t n) {
+    if (c->too_big || c->n + n > c->s->max_body) { c->too_big = true; return; }
+    if (c->n + n + 1 > c->cap) {
+        size_t nc = HT_MIN(HT_MAX(c->cap * 2, c->n + n + 1024), c->s->max_body + 1);
+        char *b = realloc(c->body, nc);
+        if (!b) { c->too_big = true; return; }
+        c->body = b; c->cap = nc;
+    }
+    memcpy(c->body + c->n, p, n);
+    c->n += n;
+    c->body[c->n] = 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    server *s = cls;
+    conn *c = *con_cls;
+    if (!c) {
+        if (!(c = conn_new(s, mc, url, method))) return MHD_NO;
+        *con_cls = c;
+        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->max_body) c->too_big = true;   /* read and dropped, then a 413 */
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        body_add(c, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return dispatch(c, mc);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls; (void)mc;
+    conn *c = *con_cls;
+    if (!c) return;
+    *con_cls = NULL;
+    int status = c->status ? c->status : 500;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499;   /* client went away */
+    char extra[160] = "";
+    if (c->task) {
+        pthread_mutex_lock(&c->task->mu);
+        if (!c->task->done) c->task->cancelled = true;
+        if (c->task->kind == TASK_GENERATE)
+            snprintf(extra, sizeof extra, " prompt=%d cached=%d completion=%d%s", c->task->n_prompt, c->task->n_cached,
+                     c->task->n_gen, c->task->done ? "" : " (cancelled)");
+        pthread_mutex_unlock(&c->task->mu);
+        task_release(c->task);
+    }
+    fprintf(stderr, "%s %s %d %.1f ms%s\n", c->method, c->url, status, srv_now_ms() - c->t0, extra);
+    free(c->body);
+    free(c->out);
+    free(c);
+}
+
+/* ---- daemon ---- */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    server *s = cls;
+    if (s->running || s->start_msg[0]) return;   /* per-connection trouble is already in the request's log line */
+    vsnprintf(s->start_msg, sizeof s->start_msg, fmt, ap);
+    for (char *q = s->start_msg; *q; q++) if (*q == '\n') *q = ' ';
+}
+
+/* Idle and slow clients: a connection that sends nothing for SRV_IDLE_TIMEOUT_S (between requests, or in
+ * the middle of its headers) is closed; a connection is a thread with a small stack, so thousands of idle
+ * or slowloris connections leave room for real clients (the open-file limit is raised to match). A request
+ * that is being answered is not idle: generation runs inside the connection's callbacks. */
+#define SRV_IDLE_TIMEOUT_S 10
+#define SRV_MAX_CONNECTIONS 4000
+#define SRV_THREAD_STACK (512 * 1024)
+
+static struct MHD_Daemon *start_daemon(server *s, hearth_err *err) {
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    const server_params *p = s->p;
+    const char *host = p->host ? p->host : "127.0.0.1";
+    struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_port = htons((uint16_t)p->port) };
+    struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)p->port) };
+    const struct sockaddr *sa = (const struct sockaddr *)&a4;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG;   /* poll: no FD_SETSIZE cap */
+    if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1) { sa = (const struct sockaddr *)&a6; flags |= MHD_USE_IPv6; }
+    else if (inet_pton(AF_INET, host, &a4.sin_addr) != 1) { herr(err, "bad --host '%s' (an IPv4 or IPv6 address)", host); return NULL; }
+    struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_request, s,
+                                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+                                            MHD_OPTION_SOCK_ADDR, sa,
+                                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_IDLE_TIMEOUT_S,
+                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_CONNECTIONS,
+                                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)SRV_THREAD_STACK,
+                                            MHD_OPTION_END);
+    if (!d) herr(err, "cannot listen on %s port %d: %s", host, p->port, s->start_msg[0] ? s->start_msg : errno ? strerror(errno) : "failed");
+    return d;
+}
+
+int server_run(hearth_model *m, const server_params *p, atomic_int *stop, hearth_err *err) {
+    server s = { .p = p, .stop = stop, .max_body = p->max_body ? p->max_body : (size_t)8 << 20 };
+    hearth_model_info info;
+    hearth_model_get_info(m, &info);
+    s.api = (srv_api){ .m = m, .model_id = p->model_id ? p->model_id : "hearth", .encoder = info.is_encoder,
+                       .n_vocab = info.n_vocab };
+    if (chat_fmt_new(m, p->chat_template, &s.api.fmt, err)) return -1;
+    if (engine_new(m, p, &s.api.eng, err)) { chat_fmt_free(s.api.fmt); return -1; }
+    struct MHD_Daemon *d = start_daemon(&s, err);
+    if (!d) { engine_free(s.api.eng); chat_fmt_free(s.api.fmt); return -1; }
+    s.running = true;
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "listening on http://%s:%u (%d slots of %d tokens%s)\n", p->host ? p->host : "127.0.0.1",
+            di ? di->port : (unsigned)p->port, info.is_encoder ? 0 : (p->parallel > 0 ? p->parallel : 1),
+            engine_n_ctx(s.api.eng), chat_fmt_has_template(s.api.fmt) ? "" : ", no chat template: plain prompts");
+    while (!atomic_load(stop)) usleep(100 * 1000);
+    MHD_stop_daemon(d);
+    engine_free(s.api.eng);
+    chat_fmt_free(s.api.fmt);
+    return 0;
+}

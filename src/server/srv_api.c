@@ -1,0 +1,545 @@
+/* srv_api.c — the OpenAI API surface of the server: request bodies (chat completions, completions,
+ * embeddings) checked field by field and turned into engine tasks, and the JSON / SSE bodies sent back.
+ * Unknown fields are ignored; a known field of the wrong type or out of range is a 400 naming it. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "server/srv_internal.h"
+
+/* ---- small helpers ---- */
+static const cJSON *field(const cJSON *o, const char *k) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNull(j) ? NULL : j;
+}
+
+static int get_num(const cJSON *o, const char *k, double lo, double hi, double *out, hearth_err *err) {
+    const cJSON *j = field(o, k);
+    if (!j) return 0;
+    if (!cJSON_IsNumber(j)) return herr(err, "'%s' must be a number", k);
+    if (!(j->valuedouble >= lo && j->valuedouble <= hi)) return herr(err, "'%s' must be between %g and %g", k, lo, hi);
+    *out = j->valuedouble;
+    return 0;
+}
+
+static int get_int(const cJSON *o, const char *k, double lo, double hi, long long *out, hearth_err *err) {
+    const cJSON *j = field(o, k);
+    if (!j) return 0;
+    if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble)) return herr(err, "'%s' must be an integer", k);
+    if (!(j->valuedouble >= lo && j->valuedouble <= hi)) return herr(err, "'%s' must be between %.0f and %.0f", k, lo, hi);
+    *out = (long long)j->valuedouble;
+    return 0;
+}
+
+static int get_bool(const cJSON *o, const char *k, bool *out, hearth_err *err) {
+    const cJSON *j = field(o, k);
+    if (!j) return 0;
+    if (!cJSON_IsBool(j)) return herr(err, "'%s' must be a boolean", k);
+    *out = cJSON_IsTrue(j);
+    return 0;
+}
+
+static bool is_token_array(const cJSON *a, int n_vocab) {
+    if (!cJSON_IsArray(a) || !cJSON_GetArraySize(a)) return false;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a)
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble >= n_vocab)
+            return false;
+    return true;
+}
+
+static int tokens_from_array(const cJSON *a, hearth_token **out, int *n) {
+    *n = cJSON_GetArraySize(a);
+    *out = malloc((size_t)HT_MAX(*n, 1) * sizeof **out);
+    if (!*out) return -1;
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) (*out)[i++] = (hearth_token)x->valuedouble;
+    return 0;
+}
+
+static int tokenize_text(const srv_api *a, const char *s, bool parse_special, hearth_token **out, int *n, hearth_err *err) {
+    size_t len = strlen(s);
+    int cap = (int)HT_MIN(len + 8, (size_t)1 << 26);
+    for (;;) {
+        *out = malloc((size_t)cap * sizeof **out);
+        if (!*out) return herr(err, "out of memory");
+        *n = hearth_tokenize(a->m, s, len, true, parse_special, *out, cap, err);
+        if (*n < 0) { free(*out); *out = NULL; return -1; }
+        if (*n <= cap) return 0;
+        free(*out);
+        cap = *n;
+    }
+}
+
+static void make_id(api_req *r, const char *prefix) {
+    static atomic_ullong counter;
+    unsigned long long c = atomic_fetch_add(&counter, 1) + 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->created = (long)ts.tv_sec;
+    snprintf(r->id, sizeof r->id, "%s%08llx%06llx", prefix, (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 20),
+             c & 0xffffff);
+}
+
+/* ---- sampling and stopping parameters shared by both generation endpoints ---- */
+static int parse_sampling(const cJSON *o, srv_task *t, hearth_err *err) {
+    hearth_sampler_params *sp = &t->sp;
+    double temp = sp->temperature, top_p = sp->top_p, min_p = sp->min_p, typ = sp->typical_p;
+    double fp = 0, pp = 0, rp = sp->repeat_penalty;
+    long long top_k = sp->top_k, rln = sp->repeat_last_n, seed = -1;
+    if (get_num(o, "temperature", 0, 2, &temp, err) || get_num(o, "top_p", 0, 1, &top_p, err) ||
+        get_num(o, "min_p", 0, 1, &min_p, err) || get_num(o, "typical_p", 0, 1, &typ, err) ||
+        get_num(o, "frequency_penalty", -2, 2, &fp, err) || get_num(o, "presence_penalty", -2, 2, &pp, err) ||
+        get_num(o, "repeat_penalty", 0, 10, &rp, err) || get_int(o, "top_k", 0, 1e9, &top_k, err) ||
+        get_int(o, "repeat_last_n", -1, 1e9, &rln, err) || get_int(o, "seed", -9.2e18, 9.2e18, &seed, err) ||
+        get_bool(o, "ignore_eos", &t->ignore_eos, err))
+        return -1;
+    sp->temperature = (float)temp; sp->top_p = (float)top_p; sp->min_p = (float)min_p; sp->typical_p = (float)typ;
+    sp->frequency_penalty = (float)fp; sp->presence_penalty = (float)pp; sp->repeat_penalty = (float)rp;
+    sp->top_k = (int)top_k; sp->repeat_last_n = (int)rln;
+    if (field(o, "seed")) sp->seed = (uint64_t)seed;
+    else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        sp->seed = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)t;
+    }
+    return 0;
+}
+
+static int add_stop(srv_task *t, const cJSON *s, hearth_err *err) {
+    if (!cJSON_IsString(s)) return herr(err, "'stop' must be a string or an array of strings");
+    if (!*s->valuestring) return 0;
+    if (t->n_stop == SRV_MAX_STOP) return herr(err, "'stop' may hold at most %d strings", SRV_MAX_STOP);
+    if (strlen(s->valuestring) > 512) return herr(err, "'stop' strings must be at most 512 bytes");
+    if (!(t->stop[t->n_stop] = strdup(s->valuestring))) return herr(err, "out of memory");
+    t->n_stop++;
+    return 0;
+}
+
+static int parse_limits(const cJSON *o, srv_task *t, api_req *r, hearth_err *err) {
+    long long max_tokens = -1, n = 1;
+    if (get_int(o, "max_tokens", 1, 1e9, &max_tokens, err) || get_int(o, "max_completion_tokens", 1, 1e9, &max_tokens, err) ||
+        get_int(o, "n", -1e9, 1e9, &n, err) || get_bool(o, "stream", &r->stream, err))
+        return -1;
+    if (n != 1) return herr(err, "'n' must be 1 (only one choice per request is supported)");
+    t->max_tokens = (int)max_tokens;
+    const cJSON *so = field(o, "stream_options");
+    if (so && !cJSON_IsObject(so)) return herr(err, "'stream_options' must be an object");
+    if (so && get_bool(so, "include_usage", &r->include_usage, err)) return -1;
+    const cJSON *stop = field(o, "stop");
+    if (cJSON_IsArray(stop)) {
+        const cJSON *s;
+        cJSON_ArrayForEach(s, stop) if (add_stop(t, s, err)) return -1;
+    } else if (stop && add_stop(t, stop, err)) return -1;
+    return 0;
+}
+
+/* chat: logprobs (bool) + top_logprobs; completions: logprobs (integer count). */
+static int parse_logprobs(const cJSON *o, api_kind kind, srv_task *t, hearth_err *err) {
+    const cJSON *lp = field(o, "logprobs");
+    long long top = 0;
+    if (kind == API_CHAT) {
+        bool on = false;
+        if (get_bool(o, "logprobs", &on, err) || get_int(o, "top_logprobs", 0, SRV_MAX_TOP, &top, err)) return -1;
+        if (field(o, "top_logprobs") && !on) return herr(err, "'top_logprobs' requires 'logprobs': true");
+        t->n_probs = on ? (int)top : -1;
+        return 0;
+    }
+    if (cJSON_IsBool(lp)) { t->n_probs = cJSON_IsTrue(lp) ? 0 : -1; return 0; }
+    if (lp && get_int(o, "logprobs", 0, SRV_MAX_TOP, &top, err)) return -1;
+    if (lp) t->n_probs = (int)top;
+    return 0;
+}
+
+/* ---- prompts ---- */
+static int chat_extra(const cJSON *o, cJSON **extra, hearth_err *err) {
+    *extra = NULL;
+    const cJSON *tools = field(o, "tools"), *kw = field(o, "chat_template_kwargs");
+    if (tools && !cJSON_IsArray(tools)) return herr(err, "'tools' must be an array");
+    if (kw && !cJSON_IsObject(kw)) return herr(err, "'chat_template_kwargs' must be an object");
+    if (!tools && !kw) return 0;
+    *extra = kw ? cJSON_Duplicate(kw, true) : cJSON_CreateObject();
+    if (*extra && tools && !cJSON_GetObjectItemCaseSensitive(*extra, "tools"))
+        cJSON_AddItemToObject(*extra, "tools", cJSON_Duplicate(tools, true));
+    return *extra ? 0 : herr(err, "out of memory");
+}
+
+static int chat_prompt(const srv_api *a, const cJSON *o, srv_task *t, hearth_err *err) {
+    const cJSON *msgs = field(o, "messages");
+    if (!msgs) return herr(err, "'messages' is required");
+    cJSON *norm = chat_messages_normalize(msgs, err), *extra = NULL;
+    if (!norm) return -1;
+    int rc = chat_extra(o, &extra, err);
+    if (!rc) rc = chat_fmt_tokenize(a->fmt, norm, true, extra, &t->prompt, &t->n_prompt, err);
+    cJSON_Delete(norm);
+    cJSON_Delete(extra);
+    return rc;
+}
+
+static int completion_prompt(const srv_api *a, const cJSON *o, srv_task *t, hearth_err *err) {
+    const cJSON *p = field(o, "prompt");
+    if (!p) return herr(err, "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && !cJSON_IsNumber(p->child)) p = p->child;
+    if (cJSON_IsString(p)) return tokenize_text(a, p->valuestring, true, &t->prompt, &t->n_prompt, err);
+    if (is_token_array(p, a->n_vocab))
+        return tokens_from_array(p, &t->prompt, &t->n_prompt) ? herr(err, "out of memory") : 0;
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 1) return herr(err, "'prompt' must be one prompt (only one choice per request is supported)");
+    return herr(err, "'prompt' must be a string, an array of one string or an array of token ids below %d", a->n_vocab);
+}
+
+/* ---- embeddings ---- */
+static int embed_input(const srv_api *a, const cJSON *x, srv_task *t, int i, hearth_err *err) {
+    if (cJSON_IsString(x)) {
+        if (tokenize_text(a, x->valuestring, false, &t->in[i], &t->n_in[i], err)) return -1;
+    } else if (is_token_array(x, a->n_vocab)) {
+        if (tokens_from_array(x, &t->in[i], &t->n_in[i])) return herr(err, "out of memory");
+    } else return herr(err, "'input' must be a string, an array of strings or token ids (below %d)", a->n_vocab);
+    t->n_inputs = i + 1;
+    int lim = engine_embed_n_ctx(a->eng);
+    if (!t->n_in[i]) return herr(err, "input %d is empty", i);
+    if (t->n_in[i] > lim) return herr(err, "input %d is %d tokens, but the context is %d tokens", i, t->n_in[i], lim);
+    return 0;
+}
+
+static int parse_embed(const srv_api *a, const cJSON *o, api_req *r, srv_task *t, hearth_err *err) {
+    const cJSON *in = field(o, "input"), *fmt = field(o, "encoding_format");
+    if (!in) return herr(err, "'input' is required");
+    if (fmt && (!cJSON_IsString(fmt) || (strcmp(fmt->valuestring, "float") && strcmp(fmt->valuestring, "base64"))))
+        return herr(err, "'encoding_format' must be \"float\" or \"base64\"");
+    r->b64 = fmt && !strcmp(fmt->valuestring, "base64");
+    bool many = cJSON_IsArray(in) && !is_token_array(in, a->n_vocab);
+    int n = many ? cJSON_GetArraySize(in) : 1;
+    if (n < 1 || n > 2048) return herr(err, "'input' must hold 1 to 2048 items");
+    t->in = calloc((size_t)n, sizeof *t->in);
+    t->n_in = calloc((size_t)n, sizeof *t->n_in);
+    if (!t->in || !t->n_in) return herr(err, "out of memory");
+    if (!many) return embed_input(a, in, t, 0, err);
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, in) if (embed_input(a, x, t, i++, err)) return -1;
+    return 0;
+}
+
+/* ---- entry ---- */
+static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_req *r, srv_task *t, hearth_err *err) {
+    if (a->encoder) return herr(err, "model %s is an encoder: it serves only /v1/embeddings", a->model_id);
+    bool echo = false;
+    if (parse_sampling(o, t, err) || parse_limits(o, t, r, err) || parse_logprobs(o, kind, t, err) ||
+        get_bool(o, "echo", &echo, err))
+        return -1;
+    if (echo) return herr(err, "'echo' is not supported");
+    r->n_probs = t->n_probs;
+    if (kind == API_CHAT ? chat_prompt(a, o, t, err) : completion_prompt(a, o, t, err)) return -1;
+    int n_ctx = engine_n_ctx(a->eng);
+    if (t->n_prompt == 0) return herr(err, "the prompt is empty (and the model has no BOS token)");
+    if (t->n_prompt >= n_ctx)
+        return herr(err, "the prompt is %d tokens, but the context is %d tokens (per slot)", t->n_prompt, n_ctx);
+    return 0;
+}
+
+int api_parse(const srv_api *a, api_kind kind, const char *body, size_t n, api_req *r, srv_task **out, int *status,
+              char *msg, size_t cap) {
+    *out = NULL;
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->n_probs = -1;
+    make_id(r, kind == API_CHAT ? "chatcmpl-" : kind == API_COMPLETION ? "cmpl-" : "embd-");
+    hearth_err err = { "" };
+    *status = 400;
+    /* strict: the whole body is one JSON value in valid UTF-8, with nothing but whitespace after it */
+    const char *end = NULL;
+    const bool nul = memchr(body, 0, n) != NULL, utf8 = ht_utf8_valid(body, n);
+    cJSON *o = nul || !utf8 ? NULL : cJSON_ParseWithLengthOpts(body, n, &end, false);
+    while (o && end < body + n && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    const bool trailing = o && end != body + n;
+    if (trailing) { cJSON_Delete(o); o = NULL; }
+    srv_task *t = o ? task_new(kind == API_EMBED ? TASK_EMBED : TASK_GENERATE) : NULL;
+    int rc = -1;
+    if (nul) herr(&err, "the request body contains a NUL byte");
+    else if (!utf8) herr(&err, "the request body is not valid UTF-8");
+    else if (trailing) herr(&err, "the request body has data after its JSON value");
+    else if (!o) herr(&err, "the request body is not valid JSON");
+    else if (!cJSON_IsObject(o)) herr(&err, "the request body must be a JSON object");
+    else if (!t) { herr(&err, "out of memory"); *status = 500; }
+    else {
+        t->sp = hearth_sampler_default_params();
+        rc = kind == API_EMBED ? parse_embed(a, o, r, t, &err) : parse_generate(a, kind, o, r, t, &err);
+    }
+    cJSON_Delete(o);
+    if (rc) {
+        if (strstr(err.msg, "out of memory")) *status = 500;
+        snprintf(msg, cap, "%s", err.msg);
+        task_release(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+/* ---- output ---- */
+/* s[0..n) with invalid UTF-8 bytes replaced by U+FFFD, NUL-terminated (malloc'd). */
+static char *utf8_clean(const char *s, size_t n) {
+    char *o = malloc(n * 3 + 1);
+    if (!o) return NULL;
+    size_t w = 0;
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = u[i];
+        size_t l = c < 0x80 ? 1 : (c >= 0xC2 && c < 0xE0) ? 2 : (c >= 0xE0 && c < 0xF0) ? 3 : (c >= 0xF0 && c < 0xF5) ? 4 : 0;
+        bool ok = l && i + l <= n;
+        for (size_t k = 1; ok && k < l; k++) ok = (u[i + k] & 0xC0) == 0x80;
+        if (ok && l == 3) ok = !(c == 0xE0 && u[i + 1] < 0xA0) && !(c == 0xED && u[i + 1] >= 0xA0);
+        if (ok && l == 4) ok = !(c == 0xF0 && u[i + 1] < 0x90) && !(c == 0xF4 && u[i + 1] >= 0x90);
+        if (ok && c) { memcpy(o + w, s + i, l); w += l; i += l; }
+        else { memcpy(o + w, "\xEF\xBF\xBD", 3); w += 3; i++; }
+    }
+    o[w] = 0;
+    return o;
+}
+
+static cJSON *add_text(cJSON *obj, const char *key, const char *s, size_t n) {
+    char *c = utf8_clean(s, n);
+    cJSON *j = c ? cJSON_AddStringToObject(obj, key, c) : NULL;
+    free(c);
+    return j;
+}
+
+/* A token's text (invalid UTF-8 replaced) as a JSON string; its raw bytes into *bytes when asked. */
+static cJSON *piece_json(const srv_api *a, hearth_token id, cJSON **bytes) {
+    char buf[256];
+    int n = HT_MAX(0, HT_MIN(hearth_token_piece(a->m, id, buf, sizeof buf), (int)sizeof buf));
+    if (bytes) {
+        *bytes = cJSON_CreateArray();
+        for (int i = 0; *bytes && i < n; i++) cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+    }
+    char *c = utf8_clean(buf, (size_t)n);
+    cJSON *s = cJSON_CreateString(c ? c : "");
+    free(c);
+    return s;
+}
+
+static cJSON *chat_logprob_entry(const srv_api *a, hearth_token id, float lp) {
+    cJSON *e = cJSON_CreateObject(), *bytes = NULL;
+    if (!e) return NULL;
+    cJSON_AddItemToObject(e, "token", piece_json(a, id, &bytes));
+    cJSON_AddNumberToObject(e, "logprob", lp);
+    cJSON_AddItemToObject(e, "bytes", bytes);
+    return e;
+}
+
+static cJSON *chat_logprobs(const srv_api *a, const srv_tok *toks, int n) {
+    cJSON *lp = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(lp, "content");
+    for (int i = 0; content && i < n; i++) {
+        cJSON *e = chat_logprob_entry(a, toks[i].id, toks[i].logprob), *top = cJSON_AddArrayToObject(e, "top_logprobs");
+        for (int k = 0; top && k < toks[i].n_top; k++) cJSON_AddItemToArray(top, chat_logprob_entry(a, toks[i].top_id[k], toks[i].top_lp[k]));
+        cJSON_AddItemToArray(content, e);
+    }
+    return lp;
+}
+
+static cJSON *completion_logprobs(const srv_api *a, const srv_tok *toks, int n, size_t offset) {
+    cJSON *lp = cJSON_CreateObject();
+    cJSON *tk = cJSON_AddArrayToObject(lp, "tokens"), *tl = cJSON_AddArrayToObject(lp, "token_logprobs");
+    cJSON *top = cJSON_AddArrayToObject(lp, "top_logprobs"), *off = cJSON_AddArrayToObject(lp, "text_offset");
+    if (!tk || !tl || !top || !off) return lp;
+    for (int i = 0; i < n; i++) {
+        cJSON_AddItemToArray(tk, piece_json(a, toks[i].id, NULL));
+        cJSON_AddItemToArray(tl, cJSON_CreateNumber(toks[i].logprob));
+        cJSON *alt = cJSON_CreateObject();
+        for (int k = 0; alt && k < toks[i].n_top; k++) {
+            char buf[256];
+            int m = HT_MAX(0, HT_MIN(hearth_token_piece(a->m, toks[i].top_id[k], buf, sizeof buf), (int)sizeof buf));
+            char *c = utf8_clean(buf, (size_t)m);
+            if (c && !cJSON_GetObjectItemCaseSensitive(alt, c)) cJSON_AddNumberToObject(alt, c, toks[i].top_lp[k]);
+            free(c);
+        }
+        cJSON_AddItemToArray(top, alt);
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(offset + (i ? toks[i - 1].text_end : 0))));
+    }
+    return lp;
+}
+
+static cJSON *response_head(const srv_api *a, const api_req *r, const char *object) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "id", r->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)r->created);
+    cJSON_AddStringToObject(o, "model", a->model_id);
+    return o;
+}
+
+static void add_usage(cJSON *o, int prompt, int completion) {
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", completion);
+    cJSON_AddNumberToObject(u, "total_tokens", prompt + completion);
+}
+
+static void add_timings(cJSON *o, const srv_task *t) {
+    cJSON *tm = cJSON_AddObjectToObject(o, "timings");
+    double first = t->t_first > 0 ? t->t_first : t->t_done;
+    cJSON_AddNumberToObject(tm, "cache_n", t->n_cached);
+    cJSON_AddNumberToObject(tm, "prompt_n", t->n_prompt - t->n_cached);
+    cJSON_AddNumberToObject(tm, "prompt_ms", first - t->t_submit);
+    cJSON_AddNumberToObject(tm, "predicted_n", t->n_gen);
+    cJSON_AddNumberToObject(tm, "predicted_ms", t->t_done - first);
+}
+
+static char *print_free(cJSON *o) {
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *base64(const unsigned char *p, size_t n) {
+    char *o = malloc((n + 2) / 3 * 4 + 1), *w = o;
+    if (!o) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        *w++ = B64[v >> 18 & 63];
+        *w++ = B64[v >> 12 & 63];
+        *w++ = i + 1 < n ? B64[v >> 6 & 63] : '=';
+        *w++ = i + 2 < n ? B64[v & 63] : '=';
+    }
+    *w = 0;
+    return o;
+}
+
+static char *embed_response(const srv_api *a, const api_req *r, const srv_task *t) {
+    cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
+    cJSON_AddStringToObject(o, "object", "list");
+    int total = 0;
+    for (int i = 0; data && i < t->n_inputs; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "object", "embedding");
+        cJSON_AddNumberToObject(e, "index", i);
+        const float *v = t->emb + (size_t)i * t->dim;
+        if (r->b64) {
+            char *b = base64((const unsigned char *)v, (size_t)t->dim * sizeof(float));   /* little-endian host */
+            cJSON_AddStringToObject(e, "embedding", b ? b : "");
+            free(b);
+        } else cJSON_AddItemToObject(e, "embedding", cJSON_CreateFloatArray(v, t->dim));
+        cJSON_AddItemToArray(data, e);
+        total += t->n_in[i];
+    }
+    cJSON_AddStringToObject(o, "model", a->model_id);
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", total);
+    cJSON_AddNumberToObject(u, "total_tokens", total);
+    return print_free(o);
+}
+
+char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
+    if (r->kind == API_EMBED) return embed_response(a, r, t);
+    bool chat = r->kind == API_CHAT;
+    cJSON *o = response_head(a, r, chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (chat) {
+        cJSON *msg = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        add_text(msg, "content", t->text ? t->text : "", t->len);
+    } else add_text(c, "text", t->text ? t->text : "", t->len);
+    if (r->n_probs < 0) cJSON_AddNullToObject(c, "logprobs");
+    else cJSON_AddItemToObject(c, "logprobs", chat ? chat_logprobs(a, t->toks, t->n_toks) : completion_logprobs(a, t->toks, t->n_toks, 0));
+    cJSON_AddStringToObject(c, "finish_reason", t->finish ? t->finish : "stop");
+    cJSON_AddItemToArray(choices, c);
+    add_usage(o, t->n_prompt, t->n_gen);
+    add_timings(o, t);
+    return print_free(o);
+}
+
+static char *sse(cJSON *o) {
+    char *j = print_free(o);
+    if (!j) return NULL;
+    size_t n = strlen(j);
+    char *s = malloc(n + 9);
+    if (s) { memcpy(s, "data: ", 6); memcpy(s + 6, j, n); memcpy(s + 6 + n, "\n\n", 3); }
+    free(j);
+    return s;
+}
+
+char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
+                      const char *finish, bool first) {
+    bool chat = r->kind == API_CHAT;
+    cJSON *o = response_head(a, r, chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (chat) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (first) cJSON_AddStringToObject(d, "role", "assistant");
+        if (first || n) add_text(d, "content", text ? text : "", n);
+    } else add_text(c, "text", text ? text : "", n);
+    if (r->n_probs < 0 || !n_toks) cJSON_AddNullToObject(c, "logprobs");
+    else cJSON_AddItemToObject(c, "logprobs", chat ? chat_logprobs(a, toks, n_toks) : completion_logprobs(a, toks, n_toks, 0));
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    return sse(o);
+}
+
+char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t) {
+    cJSON *o = response_head(a, r, r->kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(o, "choices");
+    add_usage(o, t->n_prompt, t->n_gen);
+    add_timings(o, t);
+    return sse(o);
+}
+
+char *api_error_body(int status, const char *msg) {
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    const char *type = status == 401 ? "authentication_error" : status == 404 ? "not_found_error"
+                     : status >= 500 ? "server_error" : "invalid_request_error";
+    add_text(e, "message", msg, strlen(msg));
+    cJSON_AddStringToObject(e, "type", type);
+    cJSON_AddNullToObject(e, "param");
+    if (status == 401) cJSON_AddStringToObject(e, "code", "invalid_api_key");
+    else cJSON_AddNullToObject(e, "code");
+    return print_free(o);
+}
+
+char *api_models(const srv_api *a) {
+    hearth_model_info info;
+    hearth_model_get_info(a->m, &info);
+    cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddStringToObject(m, "id", a->model_id);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)time(NULL));
+    cJSON_AddStringToObject(m, "owned_by", "hearth");
+    cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+    cJSON_AddStringToObject(meta, "arch", info.arch);
+    cJSON_AddNumberToObject(meta, "n_vocab", info.n_vocab);
+    cJSON_AddNumberToObject(meta, "n_embd", info.n_embd);
+    cJSON_AddNumberToObject(meta, "n_ctx", engine_n_ctx(a->eng));
+    cJSON_AddNumberToObject(meta, "n_params", (double)info.n_params);
+    cJSON_AddBoolToObject(meta, "encoder", info.is_encoder);
+    cJSON_AddBoolToObject(meta, "chat_template", chat_fmt_has_template(a->fmt));
+    cJSON_AddItemToArray(data, m);
+    return print_free(o);
+}
+
+char *api_health(const srv_api *a) {
+    int idle, busy, queued;
+    engine_slots(a->eng, &idle, &busy, &queued);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", "ok");
+    cJSON_AddNumberToObject(o, "slots_idle", idle);
+    cJSON_AddNumberToObject(o, "slots_processing", busy);
+    cJSON_AddNumberToObject(o, "queued", queued);
+    srv_counters k;
+    engine_counters(a->eng, &k);
+    cJSON_AddNumberToObject(o, "decode_steps", (double)k.steps);
+    cJSON_AddNumberToObject(o, "tokens_sampled", (double)k.sampled);
+    cJSON_AddNumberToObject(o, "decode_ms", round(k.decode_ms * 10) / 10);
+    cJSON_AddNumberToObject(o, "step_ms", round(k.step_ms * 10) / 10);
+    return print_free(o);
+}

@@ -1,0 +1,561 @@
+/* srv_engine.c — the server's engine thread: it alone owns the model's contexts. Requests wait in a queue
+ * for a free slot (one sequence of the context each, whose KV cache is kept after a request ends so a later
+ * prompt that starts the same way reuses it). Every step builds ONE batch: the last sampled token of every
+ * generating slot plus chunks of the prompts being prefilled, decodes it, and samples each slot's next token
+ * (continuous batching). Embedding requests run between steps on a context of their own. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/model.h"          /* the context's thread pool, used to sample slots in parallel */
+#include "server/srv_internal.h"
+
+#define QUEUE_MAX 4096
+
+typedef struct {
+    int seq;
+    srv_task *task;              /* NULL: idle */
+    hearth_token *cache;         /* the tokens in this sequence's KV cache */
+    int n_cache;
+    hearth_sampler *smp;
+    hearth_detok dt;
+    bool generating;             /* prompt done; `next` is fed at the next step */
+    hearth_token next;
+    int row, n_feed;             /* this step: logits row (-1 none), tokens put in the batch */
+    srv_tok pick;                /* this step's sampled token */
+} slot;
+
+struct srv_engine {
+    hearth_model *m;
+    hearth_ctx *ctx;             /* generation: one sequence per slot (NULL for an encoder) */
+    hearth_ctx *ectx;            /* embeddings (made on first use for a decoder) */
+    int n_ctx, e_n_ctx, n_slots, n_batch, n_vocab, n_threads;
+    hearth_cache_type cache_type;
+    bool encoder;
+    slot *slots;
+    slot **picked;               /* this step's slots with logits */
+    pthread_t th;
+    bool started, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    srv_task **q; int nq, capq;
+    atomic_int n_busy;           /* slots with a task (written by the engine thread only) */
+    atomic_llong n_steps, n_generated;   /* decode steps, tokens sampled: their ratio shows the batching */
+    atomic_llong decode_us, step_us;     /* time in hearth_decode, and in whole steps (decode + sampling) */
+    hearth_token *b_tok; int32_t *b_pos, *b_seq; int8_t *b_want;
+};
+
+double srv_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- tasks ---- */
+srv_task *task_new(srv_kind kind) {
+    srv_task *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->kind = kind;
+    t->max_tokens = -1;
+    t->n_probs = -1;
+    t->refs = 1;
+    t->t_submit = srv_now_ms();
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    return t;
+}
+
+static void task_free(srv_task *t) {
+    free(t->prompt);
+    for (int i = 0; i < t->n_stop; i++) free(t->stop[i]);
+    for (int i = 0; i < t->n_inputs; i++) free(t->in[i]);
+    free(t->in); free(t->n_in);
+    free(t->text); free(t->toks); free(t->emb);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+}
+
+void task_release(srv_task *t) {
+    if (!t) return;
+    pthread_mutex_lock(&t->mu);
+    int left = --t->refs;
+    pthread_mutex_unlock(&t->mu);
+    if (!left) task_free(t);
+}
+
+void task_cancel(srv_task *t) {
+    pthread_mutex_lock(&t->mu);
+    t->cancelled = true;
+    pthread_mutex_unlock(&t->mu);
+}
+
+static bool task_cancelled(srv_task *t) {
+    pthread_mutex_lock(&t->mu);
+    bool c = t->cancelled;
+    pthread_mutex_unlock(&t->mu);
+    return c;
+}
+
+/* Marks t finished (status 0 = success) and wakes its reader. */
+static void task_finish(srv_task *t, const char *reason, int status, const char *msg) {
+    pthread_mutex_lock(&t->mu);
+    t->stable = t->len;
+    t->finish = reason;
+    t->status = status;
+    if (msg) snprintf(t->err, sizeof t->err, "%s", msg);
+    t->done = true;
+    t->t_done = srv_now_ms();
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* ---- generated text and stop strings (called with t->mu held) ---- */
+static bool text_reserve(srv_task *t, size_t extra) {
+    if (t->len + extra + 1 <= t->cap) return true;
+    size_t nc = HT_MAX(t->cap * 2, t->len + extra + 256);
+    char *p = realloc(t->text, nc);
+    if (!p) return false;
+    t->text = p; t->cap = nc;
+    return true;
+}
+
+/* Where the earliest stop string in text starts, searching only matches that end after `from`. */
+static long stop_find(const srv_task *t, size_t from) {
+    long best = -1;
+    for (int i = 0; i < t->n_stop; i++) {
+        size_t sl = strlen(t->stop[i]);
+        size_t s0 = from >= sl ? from - sl + 1 : 0;
+        for (size_t p = s0; p + sl <= t->len; p++)
+            if (!memcmp(t->text + p, t->stop[i], sl)) { if (best < 0 || (long)p < best) best = (long)p; break; }
+    }
+    return best;
+}
+
+/* Bytes at the end of text that could still grow into a stop string. */
+static size_t stop_holdback(const srv_task *t) {
+    size_t hold = 0;
+    for (int i = 0; i < t->n_stop; i++) {
+        size_t sl = strlen(t->stop[i]);
+        for (size_t k = HT_MIN(sl - 1, t->len); k > hold; k--)
+            if (!memcmp(t->text + t->len - k, t->stop[i], k)) { hold = k; break; }
+    }
+    return hold;
+}
+
+/* Appends generated bytes; returns true if a stop string now matched (the text is cut where it starts). */
+static bool text_append(srv_task *t, const char *p, size_t n, bool *oom) {
+    if (!text_reserve(t, n)) { *oom = true; return false; }
+    size_t old = t->len;
+    memcpy(t->text + t->len, p, n);
+    t->len += n;
+    t->text[t->len] = 0;
+    long at = t->n_stop ? stop_find(t, old) : -1;
+    if (at >= 0) {
+        t->len = (size_t)at;
+        t->text[t->len] = 0;
+        while (t->n_toks > 0 && (t->n_toks == 1 ? 0 : t->toks[t->n_toks - 2].text_end) >= t->len) t->n_toks--;
+        if (t->n_toks > 0) t->toks[t->n_toks - 1].text_end = t->len;
+        t->stable = t->len;
+        return true;
+    }
+    t->stable = t->len - stop_holdback(t);
+    return false;
+}
+
+static bool tok_push(srv_task *t, const srv_tok *e) {
+    if (t->n_toks == t->cap_toks) {
+        int nc = t->cap_toks ? t->cap_toks * 2 : 64;
+        srv_tok *p = realloc(t->toks, (size_t)nc * sizeof *p);
+        if (!p) return false;
+        t->toks = p; t->cap_toks = nc;
+    }
+    t->toks[t->n_toks++] = *e;
+    return true;
+}
+
+/* ---- slots ---- */
+static void slot_end(srv_engine *e, slot *s, const char *reason, int status, const char *msg) {
+    if (!status && reason) {
+        char buf[16];
+        int k = hearth_detok_flush(&s->dt, buf, sizeof buf);
+        pthread_mutex_lock(&s->task->mu);
+        bool oom = false;
+        if (k > 0 && strcmp(reason, "stop_string")) text_append(s->task, buf, (size_t)k, &oom);
+        pthread_mutex_unlock(&s->task->mu);
+    }
+    if (reason && !strcmp(reason, "stop_string")) reason = "stop";
+    srv_task *t = s->task;
+    hearth_sampler_free(s->smp);
+    s->smp = NULL;
+    s->task = NULL;
+    s->generating = false;
+    s->row = -1; s->n_feed = 0;
+    e->n_busy--;                     /* before the client can see the answer (and ask /health) */
+    task_finish(t, reason, status, msg);
+    task_release(t);
+}
+
+static int common_prefix(const hearth_token *a, int na, const hearth_token *b, int nb) {
+    int k = 0;
+    while (k < na && k < nb && a[k] == b[k]) k++;
+    return k;
+}
+
+/* The idle slot whose cache shares the longest prefix with the prompt (ties: the emptiest), or NULL. */
+static slot *pick_slot(srv_engine *e, const srv_task *t) {
+    slot *best = NULL;
+    int best_k = -1;
+    for (int i = 0; i < e->n_slots; i++) {
+        slot *s = &e->slots[i];
+        if (s->task) continue;
+        int k = common_prefix(s->cache, s->n_cache, t->prompt, t->n_prompt);
+        if (k > best_k || (k == best_k && s->n_cache < best->n_cache)) { best = s; best_k = k; }
+    }
+    return best;
+}
+
+static void slot_start(srv_engine *e, slot *s, srv_task *t) {
+    int k = common_prefix(s->cache, s->n_cache, t->prompt, t->n_prompt);
+    if (k >= t->n_prompt) k = t->n_prompt - 1;     /* the last prompt token is decoded for its logits */
+    hearth_seq_truncate(e->ctx, s->seq, k);
+    s->n_cache = HT_MIN(k, hearth_seq_len(e->ctx, s->seq));
+    s->task = t;
+    s->generating = false;
+    s->row = -1; s->n_feed = 0;
+    memset(&s->dt, 0, sizeof s->dt);
+    e->n_busy++;
+    pthread_mutex_lock(&t->mu);
+    t->n_cached = s->n_cache;
+    pthread_mutex_unlock(&t->mu);
+    s->smp = hearth_sampler_new(&t->sp, e->n_vocab);
+    if (!s->smp) slot_end(e, s, NULL, 500, "out of memory");
+}
+
+/* ---- embeddings ---- */
+static int embed_ctx(srv_engine *e, hearth_err *err) {
+    if (e->ectx) return 0;
+    hearth_ctx_params cp = hearth_ctx_default_params();   /* a decoder: causal, so any n_batch will do */
+    cp.n_ctx = e->n_ctx;
+    cp.n_threads = e->n_threads;
+    cp.cache_type = e->cache_type;
+    return hearth_ctx_new(e->m, &cp, &e->ectx, err);
+}
+
+static void l2_normalize(float *v, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)v[i] * v[i];
+    if (s <= 0) return;
+    float inv = (float)(1.0 / sqrt(s));
+    for (int i = 0; i < n; i++) v[i] *= inv;
+}
+
+/* One input's pooled, normalized vector into out (dim floats). */
+static int embed_one(srv_engine *e, const hearth_token *toks, int n, float *out, int dim, hearth_err *err) {
+    int rows = hearth_embed_rows(e->ectx, n);
+    float *tmp = malloc((size_t)rows * (size_t)dim * sizeof *tmp);
+    if (!tmp) return herr(err, "out of memory");
+    int r = hearth_embed(e->ectx, toks, n, tmp, err);
+    if (r > 0) {
+        for (int k = 0; k < dim; k++) {
+            double s = 0;
+            for (int i = 0; i < r; i++) s += tmp[(size_t)i * dim + k];
+            out[k] = (float)(s / r);
+        }
+        l2_normalize(out, dim);
+    }
+    free(tmp);
+    return r > 0 ? 0 : -1;
+}
+
+static void run_embed(srv_engine *e, srv_task *t) {
+    hearth_err err;
+    hearth_model_info info;
+    hearth_model_get_info(e->m, &info);
+    if (embed_ctx(e, &err)) { task_finish(t, NULL, 500, err.msg); return; }
+    float *emb = malloc((size_t)HT_MAX(t->n_inputs, 1) * (size_t)info.n_embd * sizeof *emb);
+    if (!emb) { task_finish(t, NULL, 500, "out of memory"); return; }
+    for (int i = 0; i < t->n_inputs; i++) {
+        if (task_cancelled(t)) { free(emb); task_finish(t, NULL, 499, "cancelled"); return; }
+        if (embed_one(e, t->in[i], t->n_in[i], emb + (size_t)i * info.n_embd, info.n_embd, &err)) {
+            free(emb);
+            task_finish(t, NULL, 500, err.msg);
+            return;
+        }
+    }
+    pthread_mutex_lock(&t->mu);
+    t->emb = emb;
+    t->dim = info.n_embd;
+    pthread_mutex_unlock(&t->mu);
+    task_finish(t, "stop", 0, NULL);
+}
+
+/* ---- one decode step ---- */
+static int batch_push(srv_engine *e, int n, hearth_token tok, int pos, int seq, bool want) {
+    e->b_tok[n] = tok; e->b_pos[n] = pos; e->b_seq[n] = seq; e->b_want[n] = want;
+    return n + 1;
+}
+
+static int build_batch(srv_engine *e) {
+    int n = 0;
+    for (int i = 0; i < e->n_slots; i++) {
+        slot *s = &e->slots[i];
+        s->row = -1; s->n_feed = 0;
+        if (!s->task || !s->generating) continue;
+        s->row = n;
+        s->n_feed = 1;
+        n = batch_push(e, n, s->next, s->n_cache, s->seq, true);
+    }
+    int budget = HT_MAX(e->n_batch - n, 1);
+    for (int i = 0; i < e->n_slots && budget > 0; i++) {
+        slot *s = &e->slots[i];
+        if (!s->task || s->generating) continue;
+        int take = HT_MIN(budget, s->task->n_prompt - s->n_cache);
+        for (int j = 0; j < take; j++) {
+            bool last = s->n_cache + j + 1 == s->task->n_prompt;
+            if (last) s->row = n;
+            n = batch_push(e, n, s->task->prompt[s->n_cache + j], s->n_cache + j, s->seq, last);
+        }
+        s->n_feed = take;
+        budget -= take;
+    }
+    return n;
+}
+
+/* Picks slot s's next token from its logits (and its log-probabilities); touches only the slot's own state,
+ * so slots are picked in parallel. */
+static void slot_pick(srv_engine *e, slot *s) {
+    const float *logits = hearth_logits(e->ctx, s->row);
+    s->pick = (srv_tok){ .id = hearth_sample(s->smp, logits, s->cache, s->n_cache) };
+    if (s->pick.id >= 0 && s->task->n_probs >= 0)
+        s->pick.n_top = HT_MAX(0, hearth_logprobs(logits, e->n_vocab, s->pick.id, s->task->n_probs, &s->pick.logprob,
+                                                  s->pick.top_id, s->pick.top_lp));
+}
+
+typedef struct { srv_engine *e; slot **s; int n; } pick_job;
+
+static void pick_run(void *arg, int ith, int nth) {
+    pick_job *j = arg;
+    for (int i = ith; i < j->n; i += nth) slot_pick(j->e, j->s[i]);
+}
+
+/* Hands the picked token's text to the reader and decides whether the slot goes on. */
+static void slot_take(srv_engine *e, slot *s) {
+    srv_task *t = s->task;
+    hearth_token tok = s->pick.id;
+    if (tok < 0) { slot_end(e, s, "stop", 0, NULL); return; }
+    hearth_sampler_accept(s->smp, tok);
+    if (hearth_token_is_eog(e->m, tok) && !t->ignore_eos) { slot_end(e, s, "stop", 0, NULL); return; }
+    char buf[512];
+    int k = hearth_detok_push(e->m, &s->dt, tok, buf, sizeof buf);
+    bool oom = false, stopped;
+    pthread_mutex_lock(&t->mu);
+    if (!t->n_gen) t->t_first = srv_now_ms();
+    t->n_gen++;
+    stopped = text_append(t, buf, (size_t)k, &oom);
+    if (t->n_probs >= 0 && !stopped) { s->pick.text_end = t->len; oom |= !tok_push(t, &s->pick); }
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    if (oom) slot_end(e, s, NULL, 500, "out of memory");
+    else if (stopped) slot_end(e, s, "stop_string", 0, NULL);
+    else if (t->max_tokens >= 0 && t->n_gen >= t->max_tokens) slot_end(e, s, "length", 0, NULL);
+    else if (s->n_cache >= e->n_ctx) slot_end(e, s, "length", 0, NULL);
+    else { s->next = tok; s->generating = true; }
+}
+
+static void step_failed(srv_engine *e, const char *msg) {
+    for (int i = 0; i < e->n_slots; i++) {
+        slot *s = &e->slots[i];
+        if (!s->task || !s->n_feed) continue;
+        hearth_seq_truncate(e->ctx, s->seq, 0);
+        s->n_cache = 0;
+        slot_end(e, s, NULL, 500, msg);
+    }
+}
+
+static void step(srv_engine *e) {
+    int n = build_batch(e);
+    if (!n) return;
+    hearth_batch b = { .n = n, .tokens = e->b_tok, .pos = e->b_pos, .seq = e->b_seq, .want_logits = e->b_want };
+    hearth_err err;
+    double t0 = srv_now_ms();
+    if (hearth_decode(e->ctx, &b, &err)) { step_failed(e, err.msg); return; }
+    double t1 = srv_now_ms();
+    pick_job j = { .e = e, .s = e->picked };
+    for (int i = 0; i < e->n_slots; i++) {
+        slot *s = &e->slots[i];
+        if (!s->task || !s->n_feed) continue;
+        const hearth_token *src = s->generating ? &s->next : s->task->prompt + s->n_cache;
+        memcpy(s->cache + s->n_cache, src, (size_t)s->n_feed * sizeof *src);
+        s->n_cache += s->n_feed;
+        if (s->row >= 0) j.s[j.n++] = s;
+    }
+    atomic_fetch_add(&e->n_steps, 1);
+    atomic_fetch_add(&e->n_generated, j.n);
+    if (j.n > 1) pool_run(e->ctx->pool, pick_run, &j);   /* the context's workers are idle between decodes */
+    else if (j.n) slot_pick(e, j.s[0]);
+    for (int i = 0; i < j.n; i++) slot_take(e, j.s[i]);
+    atomic_fetch_add(&e->decode_us, (long long)((t1 - t0) * 1e3));
+    atomic_fetch_add(&e->step_us, (long long)((srv_now_ms() - t0) * 1e3));
+}
+
+/* ---- the thread ---- */
+static void drop_cancelled(srv_engine *e) {
+    for (int i = 0; i < e->n_slots; i++) {
+        slot *s = &e->slots[i];
+        if (s->task && task_cancelled(s->task)) slot_end(e, s, NULL, 499, "client disconnected");
+    }
+}
+
+/* Moves queued tasks into free slots (and embedding tasks to *emb); called with e->mu held. */
+static int take_queued(srv_engine *e, srv_task **emb, int cap_emb) {
+    int n_emb = 0, w = 0;
+    for (int i = 0; i < e->nq; i++) {
+        srv_task *t = e->q[i];
+        if (task_cancelled(t)) { task_finish(t, NULL, 499, "client disconnected"); task_release(t); continue; }
+        if (t->kind == TASK_EMBED && n_emb < cap_emb) { emb[n_emb++] = t; continue; }
+        slot *s = t->kind == TASK_GENERATE && e->ctx ? pick_slot(e, t) : NULL;
+        if (s) { slot_start(e, s, t); continue; }
+        e->q[w++] = t;
+    }
+    e->nq = w;
+    return n_emb;
+}
+
+static void *engine_main(void *arg) {
+    srv_engine *e = arg;
+    srv_task *emb[16];
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->stop && !e->nq && !e->n_busy) pthread_cond_wait(&e->cv, &e->mu);
+        if (e->stop) break;
+        int n_emb = take_queued(e, emb, 16);
+        pthread_mutex_unlock(&e->mu);
+        for (int i = 0; i < n_emb; i++) { run_embed(e, emb[i]); task_release(emb[i]); }
+        drop_cancelled(e);
+        if (e->n_busy) step(e);
+        pthread_mutex_lock(&e->mu);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* ---- public ---- */
+static int engine_alloc(srv_engine *e, hearth_err *err) {
+    e->slots = calloc((size_t)HT_MAX(e->n_slots, 1), sizeof *e->slots);
+    e->picked = calloc((size_t)HT_MAX(e->n_slots, 1), sizeof *e->picked);
+    int cap = e->n_batch + e->n_slots;
+    e->b_tok = malloc((size_t)cap * sizeof *e->b_tok);
+    e->b_pos = malloc((size_t)cap * sizeof *e->b_pos);
+    e->b_seq = malloc((size_t)cap * sizeof *e->b_seq);
+    e->b_want = malloc((size_t)cap);
+    if (!e->slots || !e->picked || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want) return herr(err, "out of memory");
+    for (int i = 0; i < e->n_slots; i++) {
+        e->slots[i].seq = i;
+        e->slots[i].cache = malloc((size_t)e->n_ctx * sizeof(hearth_token));
+        if (!e->slots[i].cache) return herr(err, "out of memory");
+    }
+    return 0;
+}
+
+static int engine_contexts(srv_engine *e, const server_params *p, hearth_err *err) {
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = p->n_ctx;
+    cp.n_threads = p->n_threads;
+    cp.cache_type = p->cache_type;
+    if (e->encoder) {
+        cp.n_batch = 1 << 22;            /* an encoder sees a whole input at once */
+        if (hearth_ctx_new(e->m, &cp, &e->ectx, err)) return -1;
+        e->n_ctx = e->e_n_ctx = hearth_ctx_n_ctx(e->ectx);
+        e->n_slots = 0;
+        return 0;
+    }
+    cp.n_seq = e->n_slots;
+    if (hearth_ctx_new(e->m, &cp, &e->ctx, err)) return -1;
+    e->n_ctx = e->e_n_ctx = hearth_ctx_n_ctx(e->ctx);
+    e->n_batch = 512;
+    return 0;
+}
+
+int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth_err *err) {
+    *out = NULL;
+    srv_engine *e = calloc(1, sizeof *e);
+    if (!e) return herr(err, "out of memory");
+    hearth_model_info info;
+    hearth_model_get_info(m, &info);
+    e->m = m;
+    e->encoder = info.is_encoder;
+    e->n_vocab = info.n_vocab;
+    e->n_threads = p->n_threads;
+    e->cache_type = p->cache_type;
+    e->n_slots = p->parallel > 0 ? p->parallel : 1;
+    e->n_batch = 512;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    if (engine_contexts(e, p, err) || engine_alloc(e, err)) { engine_free(e); return -1; }
+    if (pthread_create(&e->th, NULL, engine_main, e)) { engine_free(e); return herr(err, "cannot start the engine thread"); }
+    e->started = true;
+    *out = e;
+    return 0;
+}
+
+void engine_free(srv_engine *e) {
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stop = true;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (e->started) pthread_join(e->th, NULL);
+    for (int i = 0; i < e->nq; i++) { task_finish(e->q[i], NULL, 503, "server shutting down"); task_release(e->q[i]); }
+    for (int i = 0; e->slots && i < e->n_slots; i++) {
+        if (e->slots[i].task) slot_end(e, &e->slots[i], NULL, 503, "server shutting down");
+        free(e->slots[i].cache);
+    }
+    free(e->q); free(e->slots); free(e->picked);
+    free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_want);
+    hearth_ctx_free(e->ctx);
+    hearth_ctx_free(e->ectx);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+}
+
+int engine_submit(srv_engine *e, srv_task *t) {
+    pthread_mutex_lock(&e->mu);
+    if (e->stop || e->nq >= QUEUE_MAX) { pthread_mutex_unlock(&e->mu); return -1; }
+    if (e->nq == e->capq) {
+        int nc = e->capq ? e->capq * 2 : 64;
+        srv_task **q = realloc(e->q, (size_t)nc * sizeof *q);
+        if (!q) { pthread_mutex_unlock(&e->mu); return -1; }
+        e->q = q; e->capq = nc;
+    }
+    pthread_mutex_lock(&t->mu);
+    t->refs++;
+    pthread_mutex_unlock(&t->mu);
+    e->q[e->nq++] = t;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+int engine_n_ctx(const srv_engine *e) { return e->n_ctx; }
+int engine_embed_n_ctx(const srv_engine *e) { return e->e_n_ctx; }
+
+void engine_counters(srv_engine *e, srv_counters *c) {
+    c->steps = atomic_load(&e->n_steps);
+    c->sampled = atomic_load(&e->n_generated);
+    c->decode_ms = (double)atomic_load(&e->decode_us) / 1e3;
+    c->step_ms = (double)atomic_load(&e->step_us) / 1e3;
+}
+
+void engine_slots(srv_engine *e, int *idle, int *busy, int *queued) {
+    pthread_mutex_lock(&e->mu);
+    *queued = e->nq;
+    pthread_mutex_unlock(&e->mu);
+    int b = atomic_load(&e->n_busy);
+    *busy = b;
+    *idle = e->n_slots - b;
+}

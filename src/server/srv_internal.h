@@ -1,0 +1,114 @@
+/* srv_internal.h — what the server's parts share: a task (one request's work and its progress, handed
+ * from an HTTP thread to the engine thread and read back while it runs), the engine (srv_engine.c: slots,
+ * continuous batching) and the OpenAI request/response layer (srv_api.c). */
+#ifndef HEARTH_SRV_INTERNAL_H
+#define HEARTH_SRV_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "generate/chat.h"
+#include "hearth.h"
+#include "server/server.h"
+
+#define SRV_MAX_TOP 20      /* top_logprobs limit */
+#define SRV_MAX_STOP 16     /* stop strings per request */
+
+typedef struct {
+    hearth_token id;
+    float logprob;
+    int n_top;
+    hearth_token top_id[SRV_MAX_TOP];
+    float top_lp[SRV_MAX_TOP];
+    size_t text_end;        /* the task's text length once this token was added */
+} srv_tok;
+
+typedef enum { TASK_GENERATE, TASK_EMBED } srv_kind;
+
+/* Shared by the HTTP thread that made it and the engine; freed when both released it. Fields above `mu`
+ * are fixed before engine_submit; the rest are written by the engine under mu (cv signals progress). */
+typedef struct srv_task {
+    srv_kind kind;
+    hearth_token *prompt; int n_prompt;
+    int max_tokens;                 /* < 0: until end of text or a full context */
+    char *stop[SRV_MAX_STOP]; int n_stop;
+    hearth_sampler_params sp;
+    int n_probs;                    /* < 0: no logprobs; else top alternatives per token */
+    bool ignore_eos;
+    hearth_token **in; int *n_in; int n_inputs;   /* embeddings: one token list per input */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *text; size_t len, cap;    /* generated text */
+    size_t stable;                  /* text[0..stable) can no longer be cut by a stop string */
+    srv_tok *toks; int n_toks, cap_toks;   /* kept only when n_probs >= 0 */
+    int n_gen;                      /* tokens generated */
+    int n_cached;                   /* prompt tokens reused from the slot's cache */
+    float *emb; int dim;            /* embeddings: n_inputs rows of dim floats */
+    bool done, cancelled;
+    const char *finish;             /* "stop" or "length" */
+    int status; char err[256];      /* status != 0: failed with that HTTP status and message */
+    double t_submit, t_first, t_done;   /* ms: queued, first token sampled, finished */
+    int refs;
+} srv_task;
+
+srv_task *task_new(srv_kind kind);
+void task_release(srv_task *t);      /* drops one reference, frees at zero */
+void task_cancel(srv_task *t);       /* the client left: the engine drops it at its next step */
+double srv_now_ms(void);
+
+/* ---- engine ---- */
+typedef struct srv_engine srv_engine;
+int  engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth_err *err);
+void engine_free(srv_engine *e);                 /* stops the thread; pending tasks fail */
+/* Queues t (taking a reference). Returns -1 (t untouched) when the queue is full. */
+int  engine_submit(srv_engine *e, srv_task *t);
+int  engine_n_ctx(const srv_engine *e);          /* per slot, for generation */
+int  engine_embed_n_ctx(const srv_engine *e);    /* longest embedding input */
+void engine_slots(srv_engine *e, int *idle, int *busy, int *queued);
+/* Since the start: decode steps, tokens sampled (sampled / steps = mean batch of generating slots), time in
+ * hearth_decode and in whole steps (decode + sampling + handing out the text). */
+typedef struct { long long steps, sampled; double decode_ms, step_ms; } srv_counters;
+void engine_counters(srv_engine *e, srv_counters *c);
+
+/* ---- OpenAI API layer ---- */
+typedef enum { API_CHAT, API_COMPLETION, API_EMBED } api_kind;
+
+typedef struct {
+    hearth_model *m;
+    srv_engine *eng;
+    chat_fmt *fmt;
+    const char *model_id;
+    bool encoder;
+    int n_vocab;
+} srv_api;
+
+/* A parsed request: the task plus how to answer. */
+typedef struct {
+    api_kind kind;
+    bool stream, include_usage, b64;   /* b64: embeddings as base64 float32 */
+    int n_probs;
+    char id[40];
+    long created;
+} api_req;
+
+/* Parses body and builds the task. On failure returns -1 with *status (400 / 500) and msg set. */
+int api_parse(const srv_api *a, api_kind kind, const char *body, size_t n, api_req *r, srv_task **out,
+              int *status, char *msg, size_t cap);
+/* The whole response of a finished task (JSON text, malloc'd). */
+char *api_response(const srv_api *a, const api_req *r, srv_task *t);
+/* OpenAI-style error body {"error":{"message":...,"type":...,"param":null,"code":...}} (malloc'd). */
+char *api_error_body(int status, const char *msg);
+/* One SSE event "data: {...}\n\n" for a stream: the first (role) chunk, a text delta with the tokens in
+ * it (toks may be NULL), the final chunk with finish_reason, or the usage chunk. malloc'd. */
+char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
+                      const char *finish, bool first);
+char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t);
+/* /v1/models and /health bodies. */
+char *api_models(const srv_api *a);
+char *api_health(const srv_api *a);
+
+#endif
