@@ -3,6 +3,7 @@
  * matches it and decodes only the rest, so a turn costs only its new tokens. Ctrl-C stops the reply being
  * generated; when the context fills, the oldest turns are dropped (the system prompt stays). */
 #include <errno.h>
+#include <editline/readline.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,24 +263,41 @@ static int command(chat_state *s, const char *line) {
     return 0;
 }
 
+/* The next line of input into *line (malloc'd): on a terminal with line editing and history (libedit), else
+ * read as it comes. 1 for a line, 0 at the end of input, -1 when Ctrl-C interrupted the prompt. */
+static int read_line(bool tty, char **line, size_t *cap) {
+    errno = 0;
+    if (tty) {
+        free(*line);
+        *line = readline("> ");
+        if (!*line) return g_interrupted ? -1 : 0;
+        if (**line) add_history(*line);
+        return 1;
+    }
+    ssize_t n = getline(line, cap, stdin);
+    if (n < 0) return errno == EINTR && g_interrupted ? -1 : 0;
+    while (n > 0 && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r')) (*line)[--n] = 0;
+    return 1;
+}
+
 static int repl(chat_state *s) {
-    bool tty = isatty(STDIN_FILENO);
+    bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     char *line = NULL;
     size_t cap = 0;
     int rc = 0;
-    for (;;) {
-        if (tty) { printf("> "); fflush(stdout); }
-        errno = 0;
-        ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) {
-            if (errno == EINTR && g_interrupted) { g_interrupted = 0; clearerr(stdin); printf("\n"); continue; }
-            break;
+    if (tty) rl_catch_signals = 0;   /* Ctrl-C comes to on_sigint, which interrupts the read */
+    for (int r; (r = read_line(tty, &line, &cap)) != 0;) {
+        if (r < 0) {   /* Ctrl-C at the prompt does not end the chat: say what does */
+            g_interrupted = 0;
+            clearerr(stdin);
+            fprintf(stderr, "\n[to leave, type /quit or press Ctrl-D]\n");
+            continue;
         }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
-        if (!n) continue;
+        if (!line[0]) continue;
         if (line[0] == '/') { if (command(s, line)) break; continue; }
         rc |= turn(s, line);
     }
+    if (tty && !line) printf("\n");   /* Ctrl-D: end the prompt's line */
     free(line);
     return rc;
 }
