@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `hearth serve` end to end: starts servers on free loopback ports (the embedded model for generation, the BERT
-# encoder for embeddings), runs server/test_server.mjs with the official openai npm client against them and
-# server/test_hardening.mjs with raw sockets, then checks the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
+# encoder for embeddings), runs server/test_server.mjs with the official openai npm client against them,
+# server/test_endpoints.mjs (tokenize, metrics, CORS, HEAD) with fetch and server/test_hardening.mjs with raw sockets, then checks the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
@@ -37,6 +37,8 @@ if "$HEARTH" info -m data/models/bert.gguf 2>/dev/null | grep -q encoder; then
 fi
 
 GEN_URL=$GEN_URL EMB_URL=$EMB_URL API_KEY=sekrit timeout 300 node "$here/server/test_server.mjs" || fail=1
+# /tokenize, /detokenize, /metrics, CORS, HEAD
+GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_endpoints.mjs" || fail=1
 # hostile clients: smuggling shapes, strict JSON, auth before routing, 1100 idle/slow connections
 (ulimit -n "$(ulimit -Hn)" 2>/dev/null; GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_hardening.mjs") || fail=1
 
@@ -44,6 +46,7 @@ check "gen server still running" 'kill -0 ${pids[0]}'
 check "health after the tests" '[[ $(curl -s "$GEN_URL/health") == *'"'"'"status":"ok"'"'"'* ]]'
 check "one log line per request" 'grep -qE "^POST /v1/chat/completions 200 [0-9.]+ ms prompt=5" "$tmp/gen.log"'
 check "a disconnected stream is logged as cancelled" 'grep -qE "^POST /v1/completions 499 .*\(cancelled\)" "$tmp/gen.log"'
+check "an encoder says what it serves" '[[ -z $EMB_URL ]] || grep -q "embeddings: inputs of up to" "$tmp/emb.log"'
 check "bad requests logged as 400" 'grep -qE "^POST /v1/chat/completions 400 " "$tmp/gen.log"'
 kill -INT "${pids[0]}"
 for _ in $(seq 100); do kill -0 "${pids[0]}" 2>/dev/null || break; sleep 0.05; done

@@ -31,10 +31,12 @@ typedef struct {
     size_t max_body;
     atomic_int *stop;
     atomic_bool running;    /* past startup: libmicrohttpd's own messages (a client gone, ...) are dropped */
+    pthread_mutex_t stats_mu;
+    srv_stats stats;        /* for /metrics */
     char start_msg[160];    /* before: its first message (a busy port, ...), for the one error line */
 } server;
 
-enum { R_HEALTH, R_MODELS, R_CHAT, R_COMPLETION, R_EMBED, R_UNKNOWN };
+enum { R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETION, R_EMBED, R_TOKENIZE, R_DETOKENIZE, R_UNKNOWN };
 
 typedef struct {
     server *s;
@@ -57,6 +59,7 @@ static int route_of(const char *url) {
         { "/health", R_HEALTH }, { "/v1/health", R_HEALTH }, { "/v1/models", R_MODELS }, { "/models", R_MODELS },
         { "/v1/chat/completions", R_CHAT }, { "/chat/completions", R_CHAT }, { "/v1/completions", R_COMPLETION },
         { "/completions", R_COMPLETION }, { "/v1/embeddings", R_EMBED }, { "/embeddings", R_EMBED },
+        { "/tokenize", R_TOKENIZE }, { "/detokenize", R_DETOKENIZE }, { "/metrics", R_METRICS },
     };
     for (size_t i = 0; i < sizeof R / sizeof R[0]; i++)
         if (!strcmp(url, R[i].path)) return R[i].route;
@@ -92,16 +95,40 @@ static conn *conn_new(server *s, struct MHD_Connection *mc, const char *url, con
 }
 
 /* ---- replies ---- */
-static enum MHD_Result reply(conn *c, struct MHD_Connection *mc, int status, char *body) {
+/* Every answer may be read by a page of any origin (as llama-server and Ollama allow): the API key, when set,
+ * is what guards the server. */
+static void add_cors(struct MHD_Response *r) { MHD_add_response_header(r, "Access-Control-Allow-Origin", "*"); }
+
+static enum MHD_Result reply_typed(conn *c, struct MHD_Connection *mc, int status, char *body, const char *type) {
     if (!body) { status = 500; body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}"); }
     if (!body) return MHD_NO;
     c->status = status;
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(body); return MHD_NO; }
-    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Content-Type", type);
+    add_cors(r);
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (c->bad_framing) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");   /* nothing after it is read */
     enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result reply(conn *c, struct MHD_Connection *mc, int status, char *body) {
+    return reply_typed(c, mc, status, body, "application/json");
+}
+
+/* A CORS preflight: what a cross-origin page may send. Answered before the API key, which browsers never send
+ * with a preflight. */
+static enum MHD_Result reply_preflight(conn *c, struct MHD_Connection *mc) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    add_cors(r);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+    c->status = 204;
+    enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_NO_CONTENT, r);
     MHD_destroy_response(r);
     return rc;
 }
@@ -225,6 +252,7 @@ static enum MHD_Result reply_stream(conn *c, struct MHD_Connection *mc) {
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    add_cors(r);
     c->status = 200;
     enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -260,17 +288,41 @@ static bool authorized(const server *s, struct MHD_Connection *mc) {
     return !diff;
 }
 
+/* /tokenize and /detokenize: answered on the HTTP thread, no slot needed. */
+static enum MHD_Result run_tokens(conn *c, struct MHD_Connection *mc) {
+    char msg[512];
+    int status;
+    const char *b = c->body ? c->body : "";
+    char *out = c->route == R_TOKENIZE ? api_tokenize(&c->s->api, b, c->n, &status, msg, sizeof msg)
+                                       : api_detokenize(&c->s->api, b, c->n, &status, msg, sizeof msg);
+    return out ? reply(c, mc, 200, out) : reply_error(c, mc, status, msg);
+}
+
+static enum MHD_Result reply_metrics(conn *c, struct MHD_Connection *mc) {
+    server *s = c->s;
+    pthread_mutex_lock(&s->stats_mu);
+    srv_stats st = s->stats;
+    pthread_mutex_unlock(&s->stats_mu);
+    char *body = api_metrics(&s->api, &st);
+    if (!body) return reply_error(c, mc, 500, "out of memory");
+    return reply_typed(c, mc, 200, body, "text/plain; version=0.0.4; charset=utf-8");
+}
+
 static enum MHD_Result dispatch(conn *c, struct MHD_Connection *mc) {
-    bool get = !strcmp(c->method, "GET"), post = !strcmp(c->method, "POST");
+    /* HEAD is GET without the body (libmicrohttpd leaves it out) */
+    bool get = !strcmp(c->method, "GET") || !strcmp(c->method, "HEAD"), post = !strcmp(c->method, "POST");
     if (c->bad_framing) return reply_error(c, mc, 400, "conflicting Content-Length / Transfer-Encoding headers");
+    if (!strcmp(c->method, "OPTIONS") && c->route != R_UNKNOWN) return reply_preflight(c, mc);
     /* the key first: without it, nothing (not even which paths exist) is told but /health */
     if (c->route != R_HEALTH && !authorized(c->s, mc)) return reply_error(c, mc, 401, "invalid API key");
     if (c->route == R_UNKNOWN) return reply_error(c, mc, 404, "not found");
-    bool want_get = c->route == R_HEALTH || c->route == R_MODELS;
+    bool want_get = c->route == R_HEALTH || c->route == R_MODELS || c->route == R_METRICS;
     if (want_get ? !get : !post) return reply_error(c, mc, 405, want_get ? "use GET" : "use POST");
     if (c->too_big) return reply_error(c, mc, 413, "request body too large");
     if (c->route == R_HEALTH) return reply(c, mc, 200, api_health(&c->s->api));
     if (c->route == R_MODELS) return reply(c, mc, 200, api_models(&c->s->api));
+    if (c->route == R_METRICS) return reply_metrics(c, mc);
+    if (c->route == R_TOKENIZE || c->route == R_DETOKENIZE) return run_tokens(c, mc);
     return run_task(c, mc);
 }
 
@@ -295,6 +347,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     if (!c) {
         if (!(c = conn_new(s, mc, url, method))) return MHD_NO;
         *con_cls = c;
+        pthread_mutex_lock(&s->stats_mu);
+        s->stats.in_flight++;
+        pthread_mutex_unlock(&s->stats_mu);
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->max_body) c->too_big = true;   /* read and dropped, then a 413 */
         return MHD_YES;
@@ -308,10 +363,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 }
 
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls; (void)mc;
+    (void)mc;
+    server *s = cls;
     conn *c = *con_cls;
     if (!c) return;
     *con_cls = NULL;
+    pthread_mutex_lock(&s->stats_mu);
+    s->stats.in_flight--;
+    s->stats.requests++;
+    if (c->task && c->task->kind == TASK_GENERATE) {   /* the engine is done writing these once the task is released */
+        pthread_mutex_lock(&c->task->mu);
+        s->stats.prompt_tokens += c->task->n_prompt;
+        s->stats.cached_tokens += c->task->n_cached;
+        s->stats.generated_tokens += c->task->n_gen;
+        pthread_mutex_unlock(&c->task->mu);
+    }
+    pthread_mutex_unlock(&s->stats_mu);
     int status = c->status ? c->status : 500;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499;   /* client went away */
     char extra[160] = "";
@@ -373,20 +440,25 @@ static struct MHD_Daemon *start_daemon(server *s, hearth_err *err) {
 }
 
 int server_run(hearth_model *m, const server_params *p, atomic_int *stop, hearth_err *err) {
-    server s = { .p = p, .stop = stop, .max_body = p->max_body ? p->max_body : (size_t)8 << 20 };
+    server s = { .p = p, .stop = stop, .max_body = p->max_body ? p->max_body : (size_t)8 << 20,
+                 .stats_mu = PTHREAD_MUTEX_INITIALIZER };
     hearth_model_info info;
     hearth_model_get_info(m, &info);
     s.api = (srv_api){ .m = m, .model_id = p->model_id ? p->model_id : "hearth", .encoder = info.is_encoder,
-                       .n_vocab = info.n_vocab };
+                       .has_vocab = hearth_model_has_tokenizer(m), .n_vocab = info.n_vocab };
     if (chat_fmt_new(m, p->chat_template, &s.api.fmt, err)) return -1;
     if (engine_new(m, p, &s.api.eng, err)) { chat_fmt_free(s.api.fmt); return -1; }
     struct MHD_Daemon *d = start_daemon(&s, err);
     if (!d) { engine_free(s.api.eng); chat_fmt_free(s.api.fmt); return -1; }
     s.running = true;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "listening on http://%s:%u (%d slots of %d tokens%s)\n", p->host ? p->host : "127.0.0.1",
-            di ? di->port : (unsigned)p->port, info.is_encoder ? 0 : (p->parallel > 0 ? p->parallel : 1),
-            engine_n_ctx(s.api.eng), chat_fmt_has_template(s.api.fmt) ? "" : ", no chat template: plain prompts");
+    if (info.is_encoder)
+        fprintf(stderr, "listening on http://%s:%u (embeddings: inputs of up to %d tokens)\n", p->host ? p->host : "127.0.0.1",
+                di ? di->port : (unsigned)p->port, engine_embed_n_ctx(s.api.eng));
+    else
+        fprintf(stderr, "listening on http://%s:%u (%d slots of %d tokens%s)\n", p->host ? p->host : "127.0.0.1",
+                di ? di->port : (unsigned)p->port, p->parallel > 0 ? p->parallel : 1, engine_n_ctx(s.api.eng),
+                chat_fmt_has_template(s.api.fmt) ? "" : ", no chat template: plain prompts");
     while (!atomic_load(stop)) usleep(100 * 1000);
     MHD_stop_daemon(d);
     engine_free(s.api.eng);

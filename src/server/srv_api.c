@@ -62,13 +62,14 @@ static int tokens_from_array(const cJSON *a, hearth_token **out, int *n) {
     return 0;
 }
 
-static int tokenize_text(const srv_api *a, const char *s, bool parse_special, hearth_token **out, int *n, hearth_err *err) {
+static int tokenize_text(const srv_api *a, const char *s, bool add_bos, bool parse_special, hearth_token **out, int *n,
+                         hearth_err *err) {
     size_t len = strlen(s);
     int cap = (int)HT_MIN(len + 8, (size_t)1 << 26);
     for (;;) {
         *out = malloc((size_t)cap * sizeof **out);
         if (!*out) return herr(err, "out of memory");
-        *n = hearth_tokenize(a->m, s, len, true, parse_special, *out, cap, err);
+        *n = hearth_tokenize(a->m, s, len, add_bos, parse_special, *out, cap, err);
         if (*n < 0) { free(*out); *out = NULL; return -1; }
         if (*n <= cap) return 0;
         free(*out);
@@ -185,7 +186,7 @@ static int completion_prompt(const srv_api *a, const cJSON *o, srv_task *t, hear
     const cJSON *p = field(o, "prompt");
     if (!p) return herr(err, "'prompt' is required");
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && !cJSON_IsNumber(p->child)) p = p->child;
-    if (cJSON_IsString(p)) return tokenize_text(a, p->valuestring, true, &t->prompt, &t->n_prompt, err);
+    if (cJSON_IsString(p)) return tokenize_text(a, p->valuestring, true, true, &t->prompt, &t->n_prompt, err);
     if (is_token_array(p, a->n_vocab))
         return tokens_from_array(p, &t->prompt, &t->n_prompt) ? herr(err, "out of memory") : 0;
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 1) return herr(err, "'prompt' must be one prompt (only one choice per request is supported)");
@@ -195,7 +196,7 @@ static int completion_prompt(const srv_api *a, const cJSON *o, srv_task *t, hear
 /* ---- embeddings ---- */
 static int embed_input(const srv_api *a, const cJSON *x, srv_task *t, int i, hearth_err *err) {
     if (cJSON_IsString(x)) {
-        if (tokenize_text(a, x->valuestring, false, &t->in[i], &t->n_in[i], err)) return -1;
+        if (tokenize_text(a, x->valuestring, true, false, &t->in[i], &t->n_in[i], err)) return -1;
     } else if (is_token_array(x, a->n_vocab)) {
         if (tokens_from_array(x, &t->in[i], &t->n_in[i])) return herr(err, "out of memory");
     } else return herr(err, "'input' must be a string, an array of strings or token ids (below %d)", a->n_vocab);
@@ -242,6 +243,24 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
     return 0;
 }
 
+/* Strict: the whole body is one JSON object in valid UTF-8, with nothing but whitespace after it. NULL with err set
+ * otherwise. */
+static cJSON *parse_body(const char *body, size_t n, hearth_err *err) {
+    const char *end = NULL;
+    const bool nul = memchr(body, 0, n) != NULL, utf8 = ht_utf8_valid(body, n);
+    cJSON *o = nul || !utf8 ? NULL : cJSON_ParseWithLengthOpts(body, n, &end, false);
+    while (o && end < body + n && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    const bool trailing = o && end != body + n;
+    if (nul) herr(err, "the request body contains a NUL byte");
+    else if (!utf8) herr(err, "the request body is not valid UTF-8");
+    else if (trailing) herr(err, "the request body has data after its JSON value");
+    else if (!o) herr(err, "the request body is not valid JSON");
+    else if (!cJSON_IsObject(o)) herr(err, "the request body must be a JSON object");
+    else return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
 int api_parse(const srv_api *a, api_kind kind, const char *body, size_t n, api_req *r, srv_task **out, int *status,
               char *msg, size_t cap) {
     *out = NULL;
@@ -251,20 +270,10 @@ int api_parse(const srv_api *a, api_kind kind, const char *body, size_t n, api_r
     make_id(r, kind == API_CHAT ? "chatcmpl-" : kind == API_COMPLETION ? "cmpl-" : "embd-");
     hearth_err err = { "" };
     *status = 400;
-    /* strict: the whole body is one JSON value in valid UTF-8, with nothing but whitespace after it */
-    const char *end = NULL;
-    const bool nul = memchr(body, 0, n) != NULL, utf8 = ht_utf8_valid(body, n);
-    cJSON *o = nul || !utf8 ? NULL : cJSON_ParseWithLengthOpts(body, n, &end, false);
-    while (o && end < body + n && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
-    const bool trailing = o && end != body + n;
-    if (trailing) { cJSON_Delete(o); o = NULL; }
+    cJSON *o = parse_body(body, n, &err);
     srv_task *t = o ? task_new(kind == API_EMBED ? TASK_EMBED : TASK_GENERATE) : NULL;
     int rc = -1;
-    if (nul) herr(&err, "the request body contains a NUL byte");
-    else if (!utf8) herr(&err, "the request body is not valid UTF-8");
-    else if (trailing) herr(&err, "the request body has data after its JSON value");
-    else if (!o) herr(&err, "the request body is not valid JSON");
-    else if (!cJSON_IsObject(o)) herr(&err, "the request body must be a JSON object");
+    if (!o) {}
     else if (!t) { herr(&err, "out of memory"); *status = 500; }
     else {
         t->sp = hearth_sampler_default_params();
@@ -542,4 +551,113 @@ char *api_health(const srv_api *a) {
     cJSON_AddNumberToObject(o, "decode_ms", round(k.decode_ms * 10) / 10);
     cJSON_AddNumberToObject(o, "step_ms", round(k.step_ms * 10) / 10);
     return print_free(o);
+}
+
+/* ---- /tokenize, /detokenize (llama-server's shapes) ---- */
+char *api_tokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap) {
+    hearth_err err = { "" };
+    cJSON *o = parse_body(body, n, &err), *out = NULL;
+    const cJSON *content = o ? field(o, "content") : NULL;
+    bool add_special = false, parse_special = true, with_pieces = false;
+    hearth_token *ids = NULL;
+    int n_ids = 0;
+    *status = 400;
+    if (!o) {}
+    else if (!cJSON_IsString(content)) herr(&err, "'content' must be a string");
+    else if (get_bool(o, "add_special", &add_special, &err) || get_bool(o, "parse_special", &parse_special, &err) ||
+             get_bool(o, "with_pieces", &with_pieces, &err)) {}
+    else if (!a->has_vocab) herr(&err, "the model has no tokenizer");
+    else if (!tokenize_text(a, content->valuestring, add_special, parse_special, &ids, &n_ids, &err)) {
+        out = cJSON_CreateObject();
+        cJSON *arr = out ? cJSON_AddArrayToObject(out, "tokens") : NULL;
+        for (int i = 0; arr && i < n_ids; i++) {
+            if (!with_pieces) { cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i])); continue; }
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "id", ids[i]);
+            cJSON_AddItemToObject(e, "piece", piece_json(a, ids[i], NULL));
+            cJSON_AddItemToArray(arr, e);
+        }
+        if (!arr) herr(&err, "out of memory");
+    }
+    free(ids);
+    cJSON_Delete(o);
+    if (!out) {
+        if (strstr(err.msg, "out of memory")) *status = 500;
+        snprintf(msg, cap, "%s", err.msg);
+        return NULL;
+    }
+    return print_free(out);
+}
+
+char *api_detokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap) {
+    hearth_err err = { "" };
+    cJSON *o = parse_body(body, n, &err), *out = NULL;
+    const cJSON *toks = o ? field(o, "tokens") : NULL;
+    *status = 400;
+    if (!o) {}
+    else if (!cJSON_IsArray(toks) || (cJSON_GetArraySize(toks) && !is_token_array(toks, a->n_vocab)))
+        herr(&err, "'tokens' must be an array of token ids below %d", a->n_vocab);
+    else if (!a->has_vocab) herr(&err, "the model has no tokenizer");
+    else {
+        size_t len = 0, cap_t = 256;
+        char *text = malloc(cap_t);
+        const cJSON *x;
+        cJSON_ArrayForEach(x, toks) {
+            char buf[256];
+            int k = HT_MAX(0, HT_MIN(hearth_token_piece(a->m, (hearth_token)x->valuedouble, buf, sizeof buf), (int)sizeof buf));
+            if (text && len + (size_t)k + 1 > cap_t) {
+                char *t2 = realloc(text, cap_t = (len + (size_t)k + 1) * 2);
+                if (!t2) { free(text); text = NULL; }
+                else text = t2;
+            }
+            if (text) { memcpy(text + len, buf, (size_t)k); len += (size_t)k; }
+        }
+        if (text && (out = cJSON_CreateObject()) && !add_text(out, "content", text, len)) { cJSON_Delete(out); out = NULL; }
+        free(text);
+        if (!out) herr(&err, "out of memory");
+    }
+    cJSON_Delete(o);
+    if (!out) {
+        if (strstr(err.msg, "out of memory")) *status = 500;
+        snprintf(msg, cap, "%s", err.msg);
+        return NULL;
+    }
+    return print_free(out);
+}
+
+/* ---- /metrics: Prometheus text exposition ---- */
+char *api_metrics(const srv_api *a, const srv_stats *st) {
+    int idle, busy, queued;
+    srv_counters k;
+    engine_slots(a->eng, &idle, &busy, &queued);
+    engine_counters(a->eng, &k);
+    char *out = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&out, &n);
+    if (!f) return NULL;
+    static const char *const HELP[][3] = {
+        { "hearth_requests_total", "counter", "HTTP requests answered (any route, any status)" },
+        { "hearth_requests_in_flight", "gauge", "HTTP requests being answered now" },
+        { "hearth_prompt_tokens_total", "counter", "prompt tokens of finished generation requests" },
+        { "hearth_prompt_tokens_cached_total", "counter", "prompt tokens reused from a slot's KV cache instead of evaluated" },
+        { "hearth_tokens_generated_total", "counter", "tokens generated" },
+        { "hearth_decode_steps_total", "counter", "engine steps (one batched decode each)" },
+        { "hearth_tokens_sampled_total", "counter", "tokens sampled by the engine (sampled / steps = mean generating batch)" },
+        { "hearth_decode_seconds_total", "counter", "time in hearth_decode" },
+        { "hearth_step_seconds_total", "counter", "time in whole engine steps (decode, sampling, handing out text)" },
+        { "hearth_slots_idle", "gauge", "slots with no request" },
+        { "hearth_slots_processing", "gauge", "slots serving a request" },
+        { "hearth_requests_queued", "gauge", "requests waiting for a slot" },
+    };
+    const double v[] = { (double)st->requests, (double)st->in_flight, (double)st->prompt_tokens, (double)st->cached_tokens,
+                         (double)st->generated_tokens, (double)k.steps, (double)k.sampled, k.decode_ms / 1e3, k.step_ms / 1e3,
+                         idle, busy, queued };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", HELP[i][0], HELP[i][2], HELP[i][0], HELP[i][1], HELP[i][0], v[i]);
+    fprintf(f, "# HELP hearth_model_info the model served (value 1)\n# TYPE hearth_model_info gauge\n");
+    fprintf(f, "hearth_model_info{model=\"");
+    for (const char *p = a->model_id; *p; p++) fprintf(f, *p == '"' || *p == '\\' ? "\\%c" : *p == '\n' ? "\\n" : "%c", *p);
+    fprintf(f, "\"} 1\n");
+    if (fclose(f)) { free(out); return NULL; }
+    return out;
 }

@@ -83,6 +83,7 @@ typedef struct {
     chat_fmt *fmt;
     const char *model_id;
     bool encoder;
+    bool has_vocab;
     int n_vocab;
 } srv_api;
 
@@ -107,6 +108,14 @@ char *api_error_body(int status, const char *msg);
 char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
                       const char *finish, bool first);
 char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t);
+/* /tokenize ({content, add_special = false, parse_special = true, with_pieces = false} -> {tokens}) and
+ * /detokenize ({tokens} -> {content}), as llama-server answers them. NULL with *status and msg on a bad request. */
+char *api_tokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap);
+char *api_detokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap);
+/* What the HTTP side counts, for /metrics. */
+typedef struct { long long requests, prompt_tokens, cached_tokens, generated_tokens; int in_flight; } srv_stats;
+/* /metrics: Prometheus text format (malloc'd). */
+char *api_metrics(const srv_api *a, const srv_stats *st);
 /* /v1/models and /health bodies. */
 char *api_models(const srv_api *a);
 char *api_health(const srv_api *a);
