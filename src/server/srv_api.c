@@ -227,12 +227,49 @@ static int parse_embed(const srv_api *a, const cJSON *o, api_req *r, srv_task *t
 }
 
 /* ---- entry ---- */
+/* One logit_bias entry: a token id (a number, or a decimal string as OpenAI's object keys) and a bias in
+ * -100..100, or false (llama-server: the token is banned). */
+static int add_bias(const srv_api *a, srv_task *t, const char *id_s, const cJSON *id_n, const cJSON *v, hearth_err *err) {
+    double id = -1;
+    char *end = NULL;
+    if (id_n && cJSON_IsNumber(id_n)) id = id_n->valuedouble;
+    else if (id_s && *id_s) { id = strtod(id_s, &end); if (*end) id = -1; }
+    if (!(id >= 0 && id < a->n_vocab && id == floor(id)))
+        return herr(err, "'logit_bias': token %s is not an id below %d", id_s ? id_s : "?", a->n_vocab);
+    float b;
+    if (cJSON_IsFalse(v)) b = -INFINITY;
+    else if (cJSON_IsNumber(v) && v->valuedouble >= -100 && v->valuedouble <= 100) b = (float)v->valuedouble;
+    else return herr(err, "'logit_bias': the bias of token %d must be a number in -100..100 (or false)", (int)id);
+    if (t->n_bias >= SRV_MAX_BIAS) return herr(err, "'logit_bias': at most %d tokens", SRV_MAX_BIAS);
+    t->bias_id[t->n_bias] = (hearth_token)id;
+    t->bias[t->n_bias++] = b;
+    return 0;
+}
+
+/* logit_bias: OpenAI's object {"id": bias}, or llama-server's list [[id, bias], ...]. */
+static int parse_bias(const srv_api *a, const cJSON *o, srv_task *t, hearth_err *err) {
+    const cJSON *lb = field(o, "logit_bias"), *e;
+    if (!lb || cJSON_IsNull(lb)) return 0;
+    if (cJSON_IsObject(lb)) {
+        cJSON_ArrayForEach(e, lb) if (add_bias(a, t, e->string, NULL, e, err)) return -1;
+        return 0;
+    }
+    if (!cJSON_IsArray(lb)) return herr(err, "'logit_bias' must be an object of token id -> bias, or a list of [id, bias]");
+    cJSON_ArrayForEach(e, lb) {
+        if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2 || !cJSON_IsNumber(cJSON_GetArrayItem(e, 0)))
+            return herr(err, "'logit_bias' list entries must be [token id, bias]");
+        if (add_bias(a, t, NULL, cJSON_GetArrayItem(e, 0), cJSON_GetArrayItem(e, 1), err)) return -1;
+    }
+    return 0;
+}
+
 static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_req *r, srv_task *t, hearth_err *err) {
     if (a->encoder) return herr(err, "model %s is an encoder: it serves only /v1/embeddings", a->model_id);
-    bool echo = false;
+    bool echo = false, cache_prompt = true;
     if (parse_sampling(o, t, err) || parse_limits(o, t, r, err) || parse_logprobs(o, kind, t, err) ||
-        get_bool(o, "echo", &echo, err))
+        get_bool(o, "echo", &echo, err) || get_bool(o, "cache_prompt", &cache_prompt, err) || parse_bias(a, o, t, err))
         return -1;
+    t->no_cache = !cache_prompt;
     if (echo) return herr(err, "'echo' is not supported");
     r->n_probs = t->n_probs;
     if (kind == API_CHAT ? chat_prompt(a, o, t, err) : completion_prompt(a, o, t, err)) return -1;

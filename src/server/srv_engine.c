@@ -219,7 +219,7 @@ static slot *pick_slot(srv_engine *e, const srv_task *t) {
 }
 
 static void slot_start(srv_engine *e, slot *s, srv_task *t) {
-    int k = common_prefix(s->cache, s->n_cache, t->prompt, t->n_prompt);
+    int k = t->no_cache ? 0 : common_prefix(s->cache, s->n_cache, t->prompt, t->n_prompt);
     if (k >= t->n_prompt) k = t->n_prompt - 1;     /* the last prompt token is decoded for its logits */
     hearth_seq_truncate(e->ctx, s->seq, k);
     s->n_cache = HT_MIN(k, hearth_seq_len(e->ctx, s->seq));
@@ -232,7 +232,8 @@ static void slot_start(srv_engine *e, slot *s, srv_task *t) {
     t->n_cached = s->n_cache;
     pthread_mutex_unlock(&t->mu);
     s->smp = hearth_sampler_new(&t->sp, e->n_vocab);
-    if (!s->smp) slot_end(e, s, NULL, 500, "out of memory");
+    if (!s->smp) { slot_end(e, s, NULL, 500, "out of memory"); return; }
+    for (int i = 0; i < t->n_bias; i++) hearth_sampler_set_bias(s->smp, t->bias_id[i], t->bias[i]);   /* checked at parse */
 }
 
 /* ---- embeddings ---- */

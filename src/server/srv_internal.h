@@ -16,6 +16,7 @@
 
 #define SRV_MAX_TOP 20      /* top_logprobs limit */
 #define SRV_MAX_STOP 16     /* stop strings per request */
+#define SRV_MAX_BIAS 1024   /* logit_bias entries per request */
 
 typedef struct {
     hearth_token id;
@@ -38,6 +39,8 @@ typedef struct srv_task {
     hearth_sampler_params sp;
     int n_probs;                    /* < 0: no logprobs; else top alternatives per token */
     bool ignore_eos;
+    bool no_cache;                  /* cache_prompt: false — evaluate the whole prompt, reuse nothing */
+    hearth_token bias_id[SRV_MAX_BIAS]; float bias[SRV_MAX_BIAS]; int n_bias;   /* logit_bias */
     hearth_token **in; int *n_in; int n_inputs;   /* embeddings: one token list per input */
 
     pthread_mutex_t mu;

@@ -1,6 +1,7 @@
 // The server's smaller endpoints, with Node's fetch: /tokenize and /detokenize (llama-server's shapes: a round trip
 // gives the text back, add_special adds BOS, with_pieces names each token's text, bad bodies are 400), /metrics
-// (Prometheus text whose counters move with a completion), CORS (every answer allows any origin; an OPTIONS
+// (Prometheus text whose counters move with a completion), logit_bias (object and list forms, false bans) and
+// cache_prompt: false (nothing reused, same text), CORS (every answer allows any origin; an OPTIONS
 // preflight is answered before the API key), HEAD on GET routes (headers, no body), and POST-only routes refuse GET.
 // Usage: GEN_URL=http://127.0.0.1:PORT API_KEY=... node test_endpoints.mjs
 const base = process.env.GEN_URL, key = process.env.API_KEY;
@@ -65,6 +66,36 @@ check('metrics: prompt tokens counted', metric(m1, 'hearth_prompt_tokens_total')
 check('metrics: decode steps and time are positive', metric(m1, 'hearth_decode_steps_total') > 0 && metric(m1, 'hearth_decode_seconds_total') > 0);
 r = await fetch(base + '/metrics');
 check('metrics: the API key is required', r.status === 401);
+
+// ---- logit_bias, cache_prompt ----
+const complete = async (extra) => {
+  const res = await post('/v1/completions', { prompt: 'Once upon a time', max_tokens: 4, temperature: 0, ...extra });
+  return { status: res.status, body: await res.json() };
+};
+const the = (await (await post('/tokenize', { content: ' the' })).json()).tokens.at(-1);
+const four = (await (await post('/detokenize', { tokens: [the, the, the, the] })).json()).content;
+let c = await complete({ logit_bias: { [the]: 100 } });
+check('logit_bias +100 (object form): every token is the biased one', c.status === 200 && c.body.choices[0].text === four,
+  JSON.stringify(c.body.choices?.[0]?.text));
+c = await complete({ logit_bias: [[the, 100]] });
+check('logit_bias as a list of [id, bias]', c.status === 200 && c.body.choices[0].text === four);
+c = await complete({ logit_bias: [[the, 100], [the, false]] });
+check('logit_bias false bans the token (a later entry replaces an earlier one)', c.status === 200 && c.body.choices[0].text !== four &&
+  !c.body.choices[0].text.includes(' the the'), JSON.stringify(c.body.choices?.[0]?.text));
+for (const [name, lb] of [['a token that is not an id', { abc: 1 }], ['a bias past 100', { 5: 1000 }], ['an id past the vocabulary', { 1000000: 1 }],
+  ['a malformed list', [[1]]], ['a string', 'x']]) {
+  c = await complete({ logit_bias: lb });
+  check(`logit_bias with ${name}: 400`, c.status === 400, `${c.status}`);
+}
+const prompt = { prompt: 'Lily and Ben went to the park to play on the swings', max_tokens: 6, temperature: 0 };
+const a1 = await (await post('/v1/completions', prompt)).json();
+const a2 = await (await post('/v1/completions', prompt)).json();
+const a3 = await (await post('/v1/completions', { ...prompt, cache_prompt: false })).json();
+check('cache_prompt (default): a repeated prompt is served from the cache', a2.timings.cache_n > 0, JSON.stringify(a2.timings));
+check('cache_prompt false: nothing reused', a3.timings.cache_n === 0 && a3.timings.prompt_n === a3.usage.prompt_tokens, JSON.stringify(a3.timings));
+check('cached and uncached replies are the same text', a1.choices[0].text === a2.choices[0].text && a2.choices[0].text === a3.choices[0].text);
+c = await complete({ cache_prompt: 'no' });
+check('cache_prompt not a bool: 400', c.status === 400);
 
 // ---- CORS, OPTIONS, HEAD ----
 r = await fetch(base + '/v1/chat/completions', { method: 'OPTIONS',
