@@ -36,7 +36,10 @@ typedef struct {
     char start_msg[160];    /* before: its first message (a busy port, ...), for the one error line */
 } server;
 
-enum { R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETION, R_EMBED, R_TOKENIZE, R_DETOKENIZE, R_UNKNOWN };
+enum { R_HEALTH, R_MODELS, R_METRICS, R_OL_TAGS, R_OL_PS, R_OL_VERSION, R_CHAT, R_COMPLETION, R_EMBED, R_TOKENIZE,
+       R_DETOKENIZE, R_OL_GENERATE, R_OL_CHAT, R_OL_EMBED, R_OL_SHOW, R_UNKNOWN };
+#define IS_OLLAMA(r) (((r) >= R_OL_TAGS && (r) <= R_OL_VERSION) || ((r) >= R_OL_GENERATE && (r) <= R_OL_SHOW))
+#define IS_GET(r) ((r) <= R_OL_VERSION)
 
 typedef struct {
     server *s;
@@ -60,6 +63,9 @@ static int route_of(const char *url) {
         { "/v1/chat/completions", R_CHAT }, { "/chat/completions", R_CHAT }, { "/v1/completions", R_COMPLETION },
         { "/completions", R_COMPLETION }, { "/v1/embeddings", R_EMBED }, { "/embeddings", R_EMBED },
         { "/tokenize", R_TOKENIZE }, { "/detokenize", R_DETOKENIZE }, { "/metrics", R_METRICS },
+        { "/api/tags", R_OL_TAGS }, { "/api/ps", R_OL_PS }, { "/api/version", R_OL_VERSION }, { "/api/show", R_OL_SHOW },
+        { "/api/generate", R_OL_GENERATE }, { "/api/chat", R_OL_CHAT }, { "/api/embed", R_OL_EMBED },
+        { "/api/embeddings", R_OL_EMBED },
     };
     for (size_t i = 0; i < sizeof R / sizeof R[0]; i++)
         if (!strcmp(url, R[i].path)) return R[i].route;
@@ -134,7 +140,7 @@ static enum MHD_Result reply_preflight(conn *c, struct MHD_Connection *mc) {
 }
 
 static enum MHD_Result reply_error(conn *c, struct MHD_Connection *mc, int status, const char *msg) {
-    return reply(c, mc, status, api_error_body(status, msg));
+    return reply(c, mc, status, IS_OLLAMA(c->route) ? ollama_error_body(msg) : api_error_body(status, msg));
 }
 
 /* ---- client presence ---- */
@@ -200,11 +206,17 @@ static void stream_collect(conn *c, srv_task *t) {
     size_t end = t->stable;
     int nt = 0;
     while (c->sent_toks + nt < t->n_toks && t->toks[c->sent_toks + nt].text_end <= end) nt++;
-    if (end > c->sent || nt)
+    if ((end > c->sent || nt) && c->req.ollama) out_add(c, ollama_chunk(a, &c->req, t->text + c->sent, end - c->sent, NULL));
+    else if (end > c->sent || nt)
         out_add(c, api_chunk_delta(a, &c->req, t->text + c->sent, end - c->sent, t->toks + c->sent_toks, nt, NULL, false));
     c->sent = end;
     c->sent_toks += nt;
     if (!t->done) return;
+    if (c->req.ollama) {   /* NDJSON: the closing line carries the counts; no [DONE] */
+        out_add(c, t->status ? ollama_error_line(t->err) : ollama_chunk(a, &c->req, "", 0, t));
+        c->finished = true;
+        return;
+    }
     if (t->status) out_add(c, sse_error(t->status, t->err));
     else {
         out_add(c, api_chunk_delta(a, &c->req, "", 0, NULL, 0, t->finish ? t->finish : "stop", false));
@@ -219,7 +231,7 @@ static int stream_produce(conn *c) {
     c->out_n = c->out_off = 0;
     if (!c->started) {
         c->started = true;
-        if (c->req.kind == API_CHAT) {
+        if (c->req.kind == API_CHAT && !c->req.ollama) {
             out_add(c, api_chunk_delta(&c->s->api, &c->req, "", 0, NULL, 0, NULL, true));
             return 0;
         }
@@ -250,7 +262,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static enum MHD_Result reply_stream(conn *c, struct MHD_Connection *mc) {
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, c, NULL);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Content-Type", c->req.ollama ? "application/x-ndjson" : "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     add_cors(r);
     c->status = 200;
@@ -264,8 +276,21 @@ static enum MHD_Result run_task(conn *c, struct MHD_Connection *mc) {
     static const api_kind KIND[] = { [R_CHAT] = API_CHAT, [R_COMPLETION] = API_COMPLETION, [R_EMBED] = API_EMBED };
     char msg[512];
     int status;
-    if (api_parse(&c->s->api, KIND[c->route], c->body ? c->body : "", c->n, &c->req, &c->task, &status, msg, sizeof msg))
-        return reply_error(c, mc, status, msg);
+    const char *body = c->body ? c->body : "";
+    size_t n = c->n;
+    api_kind kind = c->route < R_OL_GENERATE ? KIND[c->route] : API_CHAT;
+    char *translated = NULL;
+    if (c->route >= R_OL_GENERATE) {   /* Ollama: the same request in OpenAI's shape, answered in Ollama's */
+        ollama_op op = c->route == R_OL_GENERATE ? OLLAMA_GENERATE : c->route == R_OL_CHAT ? OLLAMA_CHAT : OLLAMA_EMBED;
+        if (!(translated = ollama_translate(&c->s->api, op, body, n, &kind, msg, sizeof msg))) return reply_error(c, mc, 400, msg);
+        body = translated;
+        n = strlen(translated);
+    }
+    int rc = api_parse(&c->s->api, kind, body, n, &c->req, &c->task, &status, msg, sizeof msg);
+    free(translated);
+    if (rc) return reply_error(c, mc, status, msg);
+    c->req.ollama = c->route >= R_OL_GENERATE;
+    c->req.ollama_generate = c->route == R_OL_GENERATE;
     if (engine_submit(c->s->api.eng, c->task)) return reply_error(c, mc, 503, "the server is busy (request queue full)");
     if (c->req.stream && c->req.kind != API_EMBED) return reply_stream(c, mc);
     srv_task *t = c->task;
@@ -274,7 +299,7 @@ static enum MHD_Result run_task(conn *c, struct MHD_Connection *mc) {
     pthread_mutex_unlock(&t->mu);
     if (!ok) { c->status = 499; return MHD_NO; }
     if (t->status) return reply_error(c, mc, t->status, t->err);
-    return reply(c, mc, 200, api_response(&c->s->api, &c->req, t));
+    return reply(c, mc, 200, c->req.ollama ? ollama_response(&c->s->api, &c->req, t) : api_response(&c->s->api, &c->req, t));
 }
 
 static bool authorized(const server *s, struct MHD_Connection *mc) {
@@ -316,12 +341,15 @@ static enum MHD_Result dispatch(conn *c, struct MHD_Connection *mc) {
     /* the key first: without it, nothing (not even which paths exist) is told but /health */
     if (c->route != R_HEALTH && !authorized(c->s, mc)) return reply_error(c, mc, 401, "invalid API key");
     if (c->route == R_UNKNOWN) return reply_error(c, mc, 404, "not found");
-    bool want_get = c->route == R_HEALTH || c->route == R_MODELS || c->route == R_METRICS;
+    bool want_get = IS_GET(c->route);
     if (want_get ? !get : !post) return reply_error(c, mc, 405, want_get ? "use GET" : "use POST");
     if (c->too_big) return reply_error(c, mc, 413, "request body too large");
     if (c->route == R_HEALTH) return reply(c, mc, 200, api_health(&c->s->api));
     if (c->route == R_MODELS) return reply(c, mc, 200, api_models(&c->s->api));
     if (c->route == R_METRICS) return reply_metrics(c, mc);
+    if (c->route == R_OL_TAGS || c->route == R_OL_PS) return reply(c, mc, 200, ollama_models(&c->s->api, c->route == R_OL_PS));
+    if (c->route == R_OL_VERSION) return reply(c, mc, 200, ollama_version());
+    if (c->route == R_OL_SHOW) return reply(c, mc, 200, ollama_show(&c->s->api));
     if (c->route == R_TOKENIZE || c->route == R_DETOKENIZE) return run_tokens(c, mc);
     return run_task(c, mc);
 }

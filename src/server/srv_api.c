@@ -282,7 +282,7 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
 
 /* Strict: the whole body is one JSON object in valid UTF-8, with nothing but whitespace after it. NULL with err set
  * otherwise. */
-static cJSON *parse_body(const char *body, size_t n, hearth_err *err) {
+cJSON *api_parse_body(const char *body, size_t n, hearth_err *err) {
     const char *end = NULL;
     const bool nul = memchr(body, 0, n) != NULL, utf8 = ht_utf8_valid(body, n);
     cJSON *o = nul || !utf8 ? NULL : cJSON_ParseWithLengthOpts(body, n, &end, false);
@@ -307,7 +307,7 @@ int api_parse(const srv_api *a, api_kind kind, const char *body, size_t n, api_r
     make_id(r, kind == API_CHAT ? "chatcmpl-" : kind == API_COMPLETION ? "cmpl-" : "embd-");
     hearth_err err = { "" };
     *status = 400;
-    cJSON *o = parse_body(body, n, &err);
+    cJSON *o = api_parse_body(body, n, &err);
     srv_task *t = o ? task_new(kind == API_EMBED ? TASK_EMBED : TASK_GENERATE) : NULL;
     int rc = -1;
     if (!o) {}
@@ -329,7 +329,7 @@ int api_parse(const srv_api *a, api_kind kind, const char *body, size_t n, api_r
 
 /* ---- output ---- */
 /* s[0..n) with invalid UTF-8 bytes replaced by U+FFFD, NUL-terminated (malloc'd). */
-static char *utf8_clean(const char *s, size_t n) {
+char *api_utf8_clean(const char *s, size_t n) {
     char *o = malloc(n * 3 + 1);
     if (!o) return NULL;
     size_t w = 0;
@@ -349,7 +349,7 @@ static char *utf8_clean(const char *s, size_t n) {
 }
 
 static cJSON *add_text(cJSON *obj, const char *key, const char *s, size_t n) {
-    char *c = utf8_clean(s, n);
+    char *c = api_utf8_clean(s, n);
     cJSON *j = c ? cJSON_AddStringToObject(obj, key, c) : NULL;
     free(c);
     return j;
@@ -363,7 +363,7 @@ static cJSON *piece_json(const srv_api *a, hearth_token id, cJSON **bytes) {
         *bytes = cJSON_CreateArray();
         for (int i = 0; *bytes && i < n; i++) cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)buf[i]));
     }
-    char *c = utf8_clean(buf, (size_t)n);
+    char *c = api_utf8_clean(buf, (size_t)n);
     cJSON *s = cJSON_CreateString(c ? c : "");
     free(c);
     return s;
@@ -400,7 +400,7 @@ static cJSON *completion_logprobs(const srv_api *a, const srv_tok *toks, int n, 
         for (int k = 0; alt && k < toks[i].n_top; k++) {
             char buf[256];
             int m = HT_MAX(0, HT_MIN(hearth_token_piece(a->m, toks[i].top_id[k], buf, sizeof buf), (int)sizeof buf));
-            char *c = utf8_clean(buf, (size_t)m);
+            char *c = api_utf8_clean(buf, (size_t)m);
             if (c && !cJSON_GetObjectItemCaseSensitive(alt, c)) cJSON_AddNumberToObject(alt, c, toks[i].top_lp[k]);
             free(c);
         }
@@ -593,7 +593,7 @@ char *api_health(const srv_api *a) {
 /* ---- /tokenize, /detokenize (llama-server's shapes) ---- */
 char *api_tokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap) {
     hearth_err err = { "" };
-    cJSON *o = parse_body(body, n, &err), *out = NULL;
+    cJSON *o = api_parse_body(body, n, &err), *out = NULL;
     const cJSON *content = o ? field(o, "content") : NULL;
     bool add_special = false, parse_special = true, with_pieces = false;
     hearth_token *ids = NULL;
@@ -628,7 +628,7 @@ char *api_tokenize(const srv_api *a, const char *body, size_t n, int *status, ch
 
 char *api_detokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap) {
     hearth_err err = { "" };
-    cJSON *o = parse_body(body, n, &err), *out = NULL;
+    cJSON *o = api_parse_body(body, n, &err), *out = NULL;
     const cJSON *toks = o ? field(o, "tokens") : NULL;
     *status = 400;
     if (!o) {}

@@ -93,6 +93,8 @@ typedef struct {
 /* A parsed request: the task plus how to answer. */
 typedef struct {
     api_kind kind;
+    bool ollama;                       /* answer in Ollama's shapes (srv_ollama.c) */
+    bool ollama_generate;              /* ... of /api/generate ("response"), even when templated as a chat */
     bool stream, include_usage, b64;   /* b64: embeddings as base64 float32 */
     int n_probs;
     char id[40];
@@ -119,8 +121,26 @@ char *api_detokenize(const srv_api *a, const char *body, size_t n, int *status, 
 typedef struct { long long requests, prompt_tokens, cached_tokens, generated_tokens; int in_flight; } srv_stats;
 /* /metrics: Prometheus text format (malloc'd). */
 char *api_metrics(const srv_api *a, const srv_stats *st);
+/* The strict body parse every endpoint uses: one JSON object, valid UTF-8, nothing after it; NULL with err. */
+cJSON *api_parse_body(const char *body, size_t n, hearth_err *err);
+/* s[0..n) with invalid UTF-8 replaced by U+FFFD, NUL-terminated (malloc'd). */
+char *api_utf8_clean(const char *s, size_t n);
 /* /v1/models and /health bodies. */
 char *api_models(const srv_api *a);
 char *api_health(const srv_api *a);
+
+/* ---- Ollama's API (srv_ollama.c) ---- */
+typedef enum { OLLAMA_GENERATE, OLLAMA_CHAT, OLLAMA_EMBED } ollama_op;
+/* An Ollama request as the OpenAI-shaped body api_parse takes (malloc'd), and which kind to parse it as; NULL with
+ * msg on a bad or unsupported request (a 400). */
+char *ollama_translate(const srv_api *a, ollama_op op, const char *body, size_t n, api_kind *kind, char *msg, size_t cap);
+/* One NDJSON line: a text delta, or (done != NULL) the closing line with its counts and durations. malloc'd. */
+char *ollama_chunk(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_task *done);
+char *ollama_error_line(const char *msg);
+char *ollama_error_body(const char *msg);                /* {"error": msg} */
+char *ollama_response(const srv_api *a, const api_req *r, const srv_task *t);   /* stream: false, and /api/embed */
+char *ollama_models(const srv_api *a, bool running);    /* /api/tags, /api/ps */
+char *ollama_show(const srv_api *a);                     /* /api/show */
+char *ollama_version(void);                              /* /api/version */
 
 #endif
