@@ -543,7 +543,8 @@ int tok_encode_mode(const ht_vocab *v, const char *text, size_t len, bool add_sp
     tok_ws ws = {0};
     int rc = 0;
     if (add_special) {
-        if (v->kind == TOK_WPM ? v->bos >= 0 : (v->add_bos && v->bos >= 0)) rc |= !ivec_push(&ids, v->bos);
+        if ((v->kind == TOK_WPM ? v->bos >= 0 : (v->add_bos && v->bos >= 0)) && !ivec_push(&ids, v->bos))
+            rc = herr(err, "out of memory");
     }
     if (len && !rc && partition(v, text, len, special, &fr)) rc = herr(err, "out of memory");
     bool prev_special = true;

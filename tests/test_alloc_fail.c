@@ -1,0 +1,224 @@
+/* test_alloc_fail.c — every allocation failure, one at a time: the n-th call to malloc / calloc / realloc /
+ * aligned_alloc / posix_memalign (this program's own, forwarding to glibc's) returns NULL, for n = 0, 1, 2, ...
+ * until an operation runs through with no failure left to inject. Each operation must then either succeed or
+ * fail with an error message — never crash, hang or leave a half-made object — and must leave no allocation
+ * behind (live count before = after). Operations: loading a GGUF model (Q4_0, so the weights are packed), a
+ * context and a decode; loading small tokenizer.json files of each model kind (byte-level BPE with a regex split,
+ * SentencePiece-style BPE with byte fallback, WordPiece) and tokenizing; rendering and tokenizing a conversation
+ * through a ChatML template; loading an HF directory. Each operation runs once first: glibc keeps a finished
+ * thread's stack and TLS for the next thread, which would otherwise look like a leak. A failure the code is
+ * meant to absorb (the pool then runs with fewer threads, a cache stays unfilled) counts as recovered, and must
+ * give exactly the result of the run without failures (logits, token ids). */
+#if defined(__SANITIZE_ADDRESS__)
+/* The sanitizers bring their own allocator: this program's malloc would fight it. The leak half of this test is
+ * the sanitizer build's LeakSanitizer; the failure half runs in the normal build. */
+#include <stdio.h>
+int main(void) { puts("skipped under AddressSanitizer"); return 0; }
+#else
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "generate/chat.h"
+#include "hearth.h"
+#include "testutil.h"
+
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t sz);
+extern void *__libc_realloc(void *p, size_t n);
+extern void *__libc_memalign(size_t align, size_t n);
+extern void __libc_free(void *p);
+
+static atomic_long countdown = -1;   /* allocations left before the injected failure; -1: none */
+static atomic_bool injected;
+static atomic_long live;             /* allocations not yet freed */
+
+static bool fail_now(void) {
+    long c = atomic_load(&countdown);
+    while (c >= 0 && !atomic_compare_exchange_weak(&countdown, &c, c - 1)) {}
+    if (c == 0) { atomic_store(&injected, true); errno = ENOMEM; return true; }
+    return false;
+}
+static void *counted(void *p) { if (p) atomic_fetch_add(&live, 1); return p; }
+
+void *malloc(size_t n) { return fail_now() ? NULL : counted(__libc_malloc(n)); }
+void *calloc(size_t n, size_t sz) { return fail_now() ? NULL : counted(__libc_calloc(n, sz)); }
+void *realloc(void *p, size_t n) {
+    if (fail_now()) return NULL;
+    void *q = __libc_realloc(p, n);
+    if (!p) counted(q);
+    else if (!n) atomic_fetch_sub(&live, 1);
+    return q;
+}
+void *aligned_alloc(size_t align, size_t n) { return fail_now() ? NULL : counted(__libc_memalign(align, n)); }
+int posix_memalign(void **out, size_t align, size_t n) {
+    if (fail_now()) return ENOMEM;
+    *out = counted(__libc_memalign(align, n));
+    return *out ? 0 : ENOMEM;
+}
+void free(void *p) {
+    if (p) atomic_fetch_sub(&live, 1);
+    __libc_free(p);
+}
+
+/* ---- operations: 0 on success, -1 (with an error message) on a clean failure; *h hashes what they produced,
+ * so that a success despite a failed allocation can be checked to be the same success ---- */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
+    return h;
+}
+
+static int op_model(hearth_err *err, uint64_t *h) {
+    hearth_model *m;
+    if (hearth_model_load("data/models/llama-Q4_0.gguf", &m, err)) return -1;
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = 32;
+    cp.n_threads = 2;
+    hearth_ctx *c = NULL;
+    int rc = hearth_ctx_new(m, &cp, &c, err);
+    if (!rc) {
+        hearth_token t[4] = { 1, 5, 9, 13 };
+        hearth_batch b = { .n = 4, .tokens = t };
+        rc = hearth_decode(c, &b, err);
+        const float *lg = rc ? NULL : hearth_logits(c, 3);
+        hearth_model_info in;
+        hearth_model_get_info(m, &in);
+        if (lg) *h = fnv(*h, lg, sizeof(float) * (size_t)in.n_vocab);
+        hearth_ctx_free(c);
+    }
+    hearth_model_free(m);
+    return rc;
+}
+
+/* Small tokenizer.json files (as tests/fuzz/seeds.mjs makes them), written to a temp directory by main(). */
+static const char *const TOKENIZERS[][2] = {
+    { "bytelevel.json",
+      "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":5,\"content\":\"<s>\",\"special\":true}],"
+      "\"normalizer\":{\"type\":\"NFC\"},\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
+      "\"pattern\":{\"Regex\":\"(?i:'s|'t)|\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+\"},\"behavior\":\"Isolated\"},"
+      "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]},\"decoder\":{\"type\":\"ByteLevel\"},"
+      "\"model\":{\"type\":\"BPE\",\"vocab\":{\"\xc4\xa0\":0,\"h\":1,\"i\":2,\"hi\":3,\"\xc4\xa0hi\":4,\"<s>\":5},"
+      "\"merges\":[[\"h\",\"i\"],[\"\xc4\xa0\",\"hi\"]]}}" },
+    { "bpe-fallback.json",
+      "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":1,\"content\":\"<s>\",\"special\":true}],"
+      "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"},"
+      "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"}]},"
+      "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\xe2\x96\x81\"},\"content\":\" \"},"
+      "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}]},"
+      "\"model\":{\"type\":\"BPE\",\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2,\"h\":3,\"e\":4,\"l\":5,\"o\":6,\"he\":7,\"ll\":8,"
+      "\"hell\":9,\"hello\":10,\"\xe2\x96\x81\":11,\"<0x41>\":12},\"merges\":[\"h e\",\"l l\",\"he ll\",\"hell o\"],"
+      "\"byte_fallback\":true,\"unk_token\":\"<unk>\"}}" },
+    { "wordpiece.json",
+      "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":1,\"content\":\"[CLS]\",\"special\":true}],"
+      "\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":true,\"clean_text\":true,\"handle_chinese_chars\":true},"
+      "\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"},"
+      "\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"[UNK]\":0,\"[CLS]\":1,\"[SEP]\":2,\"hello\":3,\"##o\":4,\"w\":5},"
+      "\"unk_token\":\"[UNK]\",\"continuing_subword_prefix\":\"##\"}}" },
+};
+static char g_dir[64];
+static char *g_chatml;   /* the template, read before the sweeps */
+
+static int op_tokenizer(hearth_err *err, uint64_t *h) {
+    for (size_t i = 0; i < sizeof TOKENIZERS / sizeof TOKENIZERS[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s", g_dir, TOKENIZERS[i][0]);
+        hearth_model *m;
+        if (hearth_tokenizer_load(path, &m, err)) return -1;
+        hearth_token ids[64];
+        const char *text = "hi hello, Hi! A \xe4\xb8\xad <s> [CLS] 123";
+        int n = hearth_tokenize(m, text, strlen(text), true, true, ids, 64, err);
+        hearth_model_free(m);
+        if (n < 0) return -1;
+        *h = fnv(*h, ids, sizeof ids[0] * (size_t)HT_MIN(n, 64));
+    }
+    return 0;
+}
+
+static int op_chat(hearth_err *err, uint64_t *h) {
+    hearth_model *m;
+    if (hearth_model_load("data/models/qwen2.gguf", &m, err)) return -1;
+    chat_fmt *f = NULL;
+    int rc = chat_fmt_new(m, g_chatml, &f, err);
+    cJSON *msgs = rc ? NULL : cJSON_Parse("[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                                          "{\"role\":\"user\",\"content\":\"Hi <|im_start|> there\"}]");
+    if (!rc && !msgs) rc = herr(err, "out of memory parsing the messages");
+    hearth_token *ids = NULL;
+    int n = 0;
+    if (!rc) rc = chat_fmt_tokenize(f, msgs, true, NULL, &ids, &n, err);
+    if (!rc) *h = fnv(*h, ids, sizeof ids[0] * (size_t)n);
+    free(ids);
+    cJSON_Delete(msgs);
+    chat_fmt_free(f);
+    hearth_model_free(m);
+    return rc;
+}
+
+static int op_hf(hearth_err *err, uint64_t *h) {
+    hearth_model *m;
+    if (hearth_model_load("data/hf/qwen2-hf", &m, err)) return -1;
+    hearth_token ids[32];
+    int n = hearth_tokenize(m, "Hello world, it's me!", 21, true, false, ids, 32, err);
+    hearth_model_info in;
+    hearth_model_get_info(m, &in);
+    hearth_model_free(m);
+    if (n < 0) return -1;
+    *h = fnv(fnv(*h, ids, sizeof ids[0] * (size_t)HT_MIN(n, 32)), &in.n_params, sizeof in.n_params);
+    return 0;
+}
+
+static void sweep(const char *name, int (*op)(hearth_err *, uint64_t *)) {
+    hearth_err warm;
+    uint64_t want = 1469598103934665603ull;
+    CHECK(!op(&warm, &want), "%s: %s", name, warm.msg);
+    long n = 0, clean_failures = 0;
+    for (;; n++) {
+        hearth_err err = { "" };
+        long before = atomic_load(&live);
+        atomic_store(&injected, false);
+        atomic_store(&countdown, n);
+        uint64_t got = 1469598103934665603ull;
+        int rc = op(&err, &got);
+        atomic_store(&countdown, -1);
+        long leaked = atomic_load(&live) - before;
+        bool inj = atomic_load(&injected);
+        CHECK(leaked == 0, "%s, allocation %ld failing: %ld allocation(s) left behind (rc %d, '%s')", name, n, leaked, rc, err.msg);
+        CHECK(rc || got == want, "%s, allocation %ld failing: succeeded with a different result", name, n);
+        if (rc) {
+            CHECK(inj, "%s failed with no allocation failing: %s", name, err.msg);
+            CHECK(err.msg[0] && !strchr(err.msg, '\n'), "%s, allocation %ld failing: no one-line message", name, n);
+            clean_failures++;
+        }
+        if (!inj) break;   /* ran through: every allocation of the operation has been made to fail once */
+        if (leaked || (rc && !err.msg[0])) break;   /* one report per operation is enough */
+    }
+    printf("%-10s %ld allocations, each made to fail once: %ld clean failures, %ld recovered\n", name, n, clean_failures,
+           n - clean_failures);
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/hearth-allocfail-XXXXXX");
+    REQUIRE(mkdtemp(g_dir), "mkdtemp");
+    for (size_t i = 0; i < sizeof TOKENIZERS / sizeof TOKENIZERS[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s", g_dir, TOKENIZERS[i][0]);
+        FILE *f = fopen(path, "w");
+        REQUIRE(f && fputs(TOKENIZERS[i][1], f) >= 0 && !fclose(f), "writing %s", path);
+    }
+    g_chatml = tu_read_file("server/chatml.jinja", NULL);
+    sweep("model", op_model);
+    sweep("tokenizer", op_tokenizer);
+    sweep("chat", op_chat);
+    sweep("hf", op_hf);
+    for (size_t i = 0; i < sizeof TOKENIZERS / sizeof TOKENIZERS[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s", g_dir, TOKENIZERS[i][0]);
+        unlink(path);
+    }
+    rmdir(g_dir);
+    free(g_chatml);
+    TEST_DONE();
+}
+#endif
