@@ -1,5 +1,6 @@
 /* layers.c — the shared transformer blocks (see layers.h). Scratch comes from the context: q/k/v and
- * the attention output have their own buffers, hb/hb2 hold the FFN's wide activations. */
+ * the attention output have their own buffers, hb/hb2 hold the FFN's wide activations, and the
+ * mixture-of-experts block has its moe_* buffers (a micro-batch's choices, ordered by expert). */
 #include "model/layers.h"
 
 #include "model/matmul.h"

@@ -1,13 +1,14 @@
 /* matmul.c — quantized matrix × activation-batch products over the thread pool.
  *
- * Two pool jobs per product: (1) each thread quantizes a share of the activation rows into the
- * context's qact scratch, in the traits table's vec_dot format; (2) output rows are cut into chunks that
- * threads claim one at a time from a shared counter (a thread slowed by other load on the machine then
- * holds up only the chunk it is on, not a fixed share of the matrix); inside a chunk the loop runs token-outer, row-inner, so a chunk of
- * weights stays in cache while every token of the batch passes over it. Each group of up to HT_TILE_MAX
- * tokens meets the chunk's rows in one ht_vec_dot_tile call, which decodes each weight block once for all
- * the group's tokens (and prepares what depends on the tokens alone once for all the rows); a tile computes every output exactly as vec_dot would (quant.h), so the result does not
- * depend on the batch size, the tiling or the thread count. */
+ * Two steps per product: (1) the activation rows are prepared once in the weights' format (the pack's, or the
+ * traits' vec_dot format) into the context's scratch, on the pool unless they are few (decode); (2) output rows
+ * are cut into chunks that threads claim one at a time from a shared counter (a thread slowed by other load on
+ * the machine then holds up only the chunk it is on, not a fixed share of the matrix). Inside a chunk the loop
+ * runs token-outer, row-inner, so a chunk of weights stays in cache while every token of the batch passes over
+ * it; each group of tokens meets the chunk's rows in one tile call, which computes every output exactly as a
+ * single-token call would (quant.h), so the result does not depend on the batch size, the tiling or the thread
+ * count. Matrices that share an input and a format (q, k, v) are one job; so are all the chosen experts of a
+ * mixture-of-experts layer (matmul_experts), whose items are (expert, chunk) pairs. */
 #include "model/matmul.h"
 
 #include <stdatomic.h>
