@@ -399,13 +399,6 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     pthread_mutex_lock(&s->stats_mu);
     s->stats.in_flight--;
     s->stats.requests++;
-    if (c->task && c->task->kind == TASK_GENERATE) {   /* the engine is done writing these once the task is released */
-        pthread_mutex_lock(&c->task->mu);
-        s->stats.prompt_tokens += c->task->n_prompt;
-        s->stats.cached_tokens += c->task->n_cached;
-        s->stats.generated_tokens += c->task->n_gen;
-        pthread_mutex_unlock(&c->task->mu);
-    }
     pthread_mutex_unlock(&s->stats_mu);
     int status = c->status ? c->status : 500;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499;   /* client went away */

@@ -686,8 +686,8 @@ char *api_metrics(const srv_api *a, const srv_stats *st) {
         { "hearth_slots_processing", "gauge", "slots serving a request" },
         { "hearth_requests_queued", "gauge", "requests waiting for a slot" },
     };
-    const double v[] = { (double)st->requests, (double)st->in_flight, (double)st->prompt_tokens, (double)st->cached_tokens,
-                         (double)st->generated_tokens, (double)k.steps, (double)k.sampled, k.decode_ms / 1e3, k.step_ms / 1e3,
+    const double v[] = { (double)st->requests, (double)st->in_flight, (double)k.prompt_tokens, (double)k.cached_tokens,
+                         (double)k.generated_tokens, (double)k.steps, (double)k.sampled, k.decode_ms / 1e3, k.step_ms / 1e3,
                          idle, busy, queued };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", HELP[i][0], HELP[i][2], HELP[i][0], HELP[i][1], HELP[i][0], v[i]);

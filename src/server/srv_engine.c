@@ -45,6 +45,7 @@ struct srv_engine {
     atomic_int n_busy;           /* slots with a task (written by the engine thread only) */
     atomic_llong n_steps, n_generated;   /* decode steps, tokens sampled: their ratio shows the batching */
     atomic_llong decode_us, step_us;     /* time in hearth_decode, and in whole steps (decode + sampling) */
+    atomic_llong prompt_toks, cached_toks, gen_toks;   /* of finished generation tasks */
     hearth_token *b_tok; int32_t *b_pos, *b_seq; int8_t *b_want;
 };
 
@@ -194,7 +195,10 @@ static void slot_end(srv_engine *e, slot *s, const char *reason, int status, con
     s->task = NULL;
     s->generating = false;
     s->row = -1; s->n_feed = 0;
-    e->n_busy--;                     /* before the client can see the answer (and ask /health) */
+    e->n_busy--;                     /* before the client can see the answer (and ask /health or /metrics) */
+    atomic_fetch_add(&e->prompt_toks, t->n_prompt);
+    atomic_fetch_add(&e->cached_toks, t->n_cached);
+    atomic_fetch_add(&e->gen_toks, t->n_gen);
     task_finish(t, reason, status, msg);
     task_release(t);
 }
@@ -550,6 +554,9 @@ void engine_counters(srv_engine *e, srv_counters *c) {
     c->sampled = atomic_load(&e->n_generated);
     c->decode_ms = (double)atomic_load(&e->decode_us) / 1e3;
     c->step_ms = (double)atomic_load(&e->step_us) / 1e3;
+    c->prompt_tokens = atomic_load(&e->prompt_toks);
+    c->cached_tokens = atomic_load(&e->cached_toks);
+    c->generated_tokens = atomic_load(&e->gen_toks);
 }
 
 void engine_slots(srv_engine *e, int *idle, int *busy, int *queued) {

@@ -73,8 +73,9 @@ int  engine_n_ctx(const srv_engine *e);          /* per slot, for generation */
 int  engine_embed_n_ctx(const srv_engine *e);    /* longest embedding input */
 void engine_slots(srv_engine *e, int *idle, int *busy, int *queued);
 /* Since the start: decode steps, tokens sampled (sampled / steps = mean batch of generating slots), time in
- * hearth_decode and in whole steps (decode + sampling + handing out the text). */
-typedef struct { long long steps, sampled; double decode_ms, step_ms; } srv_counters;
+ * hearth_decode and in whole steps (decode + sampling + handing out the text); the prompt (evaluated + reused)
+ * and generated tokens of finished generation tasks, counted before their clients see the answers. */
+typedef struct { long long steps, sampled; double decode_ms, step_ms; long long prompt_tokens, cached_tokens, generated_tokens; } srv_counters;
 void engine_counters(srv_engine *e, srv_counters *c);
 
 /* ---- OpenAI API layer ---- */
@@ -117,8 +118,9 @@ char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t);
  * /detokenize ({tokens} -> {content}), as llama-server answers them. NULL with *status and msg on a bad request. */
 char *api_tokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap);
 char *api_detokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap);
-/* What the HTTP side counts, for /metrics. */
-typedef struct { long long requests, prompt_tokens, cached_tokens, generated_tokens; int in_flight; } srv_stats;
+/* What the HTTP side counts, for /metrics: requests answered (counted when libmicrohttpd reports one done,
+ * which may be just after its client has the answer) and in flight. */
+typedef struct { long long requests; int in_flight; } srv_stats;
 /* /metrics: Prometheus text format (malloc'd). */
 char *api_metrics(const srv_api *a, const srv_stats *st);
 /* The strict body parse every endpoint uses: one JSON object, valid UTF-8, nothing after it; NULL with err. */

@@ -32,14 +32,14 @@ check('generate: text, done, counts', one.done && one.response.length > 0 && one
   one.prompt_eval_count > 0 && one.total_duration > 0 && one.model === model, JSON.stringify(one));
 let text = '', last = null, parts = 0;
 for await (const part of await gen.generate({ model, prompt, options, stream: true })) { text += part.response; last = part; parts++; }
-check('generate streamed: many lines, the same text, a closing line', parts > 3 && text === one.response && last.done &&
+check('generate streamed: text lines, the same text, a closing line', parts >= 2 && text === one.response && last.done &&
   last.eval_count === 12, `${parts} parts, '${text}' vs '${one.response}'`);
 const oa = await openai(process.env.GEN_URL, '/v1/completions', { prompt, max_tokens: 12, temperature: 0 });
 check('generate agrees with /v1/completions', oa.choices[0].text === one.response, `'${oa.choices[0].text}'`);
 const raw = await fetch(process.env.GEN_URL + '/api/generate', { method: 'POST', headers, body: JSON.stringify({ model, prompt, options }) });
 const lines = (await raw.text()).trim().split('\n').map((l) => JSON.parse(l));
 check('without "stream", the server streams NDJSON (Ollama\'s default)', raw.headers.get('content-type') === 'application/x-ndjson' &&
-  lines.length > 3 && lines.at(-1).done && lines.map((l) => l.response).join('') === one.response, `${lines.length} lines`);
+  lines.length >= 2 && lines.at(-1).done && lines.map((l) => l.response).join('') === one.response, `${lines.length} lines`);
 const stopped = await gen.generate({ model, prompt, stream: false, options: { ...options, stop: [' was'] } });
 check('options.stop ends the text', !stopped.response.includes(' was') && stopped.done_reason === 'stop', JSON.stringify(stopped.response));
 
