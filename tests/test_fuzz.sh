@@ -17,8 +17,9 @@ B="$BUILD-fuzz"
 targets=(fuzz_gguf fuzz_model fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize fuzz_jinja fuzz_request)
 declare -A runs=([fuzz_gguf]=60000 [fuzz_model]=2000 [fuzz_safetensors]=300000 [fuzz_tokenizer_json]=100000
                  [fuzz_tokenize]=8000 [fuzz_jinja]=30000 [fuzz_request]=200000)
-CC=clang cmake -S "$here/.." -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B.log" 2>&1 &&
-    cmake --build "$B" -j2 --target "${targets[@]}" >> "$B.log" 2>&1 || { tail -30 "$B.log"; echo "FAIL: building the fuzz targets"; exit 1; }
+mkdir -p "$B"   # the build log lives in the build directory, not beside it in the source tree
+CC=clang cmake -S "$here/.." -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B/build.log" 2>&1 &&
+    cmake --build "$B" -j2 --target "${targets[@]}" >> "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; echo "FAIL: building the fuzz targets"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 node "$here/fuzz/seeds.mjs" "$tmp/corpus" > /dev/null || { echo "FAIL: seeds"; exit 1; }
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
