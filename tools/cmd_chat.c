@@ -267,6 +267,7 @@ static int command(chat_state *s, const char *line) {
  * read as it comes. 1 for a line, 0 at the end of input, -1 when Ctrl-C interrupted the prompt. */
 static int read_line(bool tty, char **line, size_t *cap) {
     errno = 0;
+    g_interrupted = 0;   /* a Ctrl-C that stopped the last reply is spent */
     if (tty) {
         free(*line);
         *line = readline("> ");
