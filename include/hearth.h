@@ -207,6 +207,29 @@ HEARTH_API void hearth_sampler_set_allow(hearth_sampler *s, hearth_allow_fn allo
 typedef void (*hearth_accept_fn)(void *user, hearth_token t);
 HEARTH_API void hearth_sampler_set_accept_hook(hearth_sampler *s, hearth_accept_fn on_accept, void *user);
 
+/* Stage 2 with a grammar: only tokens the grammar allows are candidates, and end-of-generation tokens only
+ * where the grammar may end. hearth_sampler_accept advances it. NULL removes it; g must outlive its use. */
+typedef struct hearth_grammar hearth_grammar;
+HEARTH_API void hearth_sampler_set_grammar(hearth_sampler *s, hearth_grammar *g);
+
+/* ---- grammars: constrained output ---- */
+/* A grammar in GBNF, llama.cpp's grammar format (rules `name ::= ...`, "literals", [classes], [^negated], ., ( ),
+ * | , * + ? {m} {m,} {m,n}, # comments; the start rule is `root`), bound to a model's vocabulary. It matches
+ * the bytes of the reply; a token is allowed when all its bytes can come next. NULL with a one-line error
+ * (naming the line) for a bad grammar. One grammar follows one reply: reset it to start again. */
+HEARTH_API hearth_grammar *hearth_grammar_new(hearth_model *m, const char *gbnf, hearth_err *err);
+HEARTH_API void hearth_grammar_free(hearth_grammar *g);
+HEARTH_API void hearth_grammar_reset(hearth_grammar *g);
+HEARTH_API bool hearth_grammar_allows(hearth_grammar *g, hearth_token t);
+HEARTH_API void hearth_grammar_accept(hearth_grammar *g, hearth_token t);
+/* The text so far is a whole sentence of the grammar (can_end); and nothing more may follow it (done). */
+HEARTH_API bool hearth_grammar_can_end(const hearth_grammar *g);
+HEARTH_API bool hearth_grammar_done(const hearth_grammar *g);
+/* A JSON Schema (text) as GBNF, malloc'd: NULL with a one-line error naming the keyword or construct that
+ * cannot be enforced; a schema is never loosened. "{}" or "true" mean any JSON value; see the README for the
+ * keywords supported. */
+HEARTH_API char *hearth_json_schema_to_grammar(const char *schema, hearth_err *err);
+
 /* The "only words starting with these letters" constraint (the CLI's --only-words-starting BW).
  * Words are runs of word characters: ASCII letters and digits and every byte >= 0x80 (UTF-8 text); an
  * apostrophe inside a word ("don't") does not end it. Anything else (spaces, newlines, punctuation, hyphens)

@@ -83,6 +83,28 @@ char *cli_read_file(const char *path, size_t *len) {
     return p;
 }
 
+int cli_grammar(hearth_model *m, const cli_grammar_opts *o, hearth_grammar **g) {
+    *g = NULL;
+    if (!!o->gbnf_file + !!o->schema_file + o->json_object > 1)
+        return cli_fail("give one of --grammar-file, --json-schema and --json-object");
+    char *text = NULL;
+    hearth_err err;
+    if (o->gbnf_file && !(text = cli_read_file(o->gbnf_file, NULL))) return 1;
+    if (o->schema_file || o->json_object) {
+        char *schema = o->json_object ? strdup("{\"type\":\"object\"}") : cli_read_file(o->schema_file, NULL);
+        if (!schema) return o->json_object ? cli_fail("out of memory") : 1;
+        text = hearth_json_schema_to_grammar(schema, &err);
+        free(schema);
+        if (!text) return cli_fail("%s: %s", o->schema_file ? o->schema_file : "--json-object", err.msg);
+    }
+    if (!text) return 0;
+    *g = hearth_grammar_new(m, text, &err);
+    free(text);
+    if (!*g) return cli_fail("%s: %s", o->gbnf_file ? o->gbnf_file : o->schema_file ? o->schema_file : "--json-object",
+                             err.msg);
+    return 0;
+}
+
 static void unlink_temps(int sig) {
     ht_afile_unlink_all();
     signal(sig, SIG_DFL);

@@ -18,6 +18,7 @@ typedef struct {
     long n_predict, threads, n_ctx, top_k, seed, repeat_last_n, n_logprobs;
     double temp, top_p, min_p, typical_p, rep, freq, pres;
     bool least_likely, json;
+    cli_grammar_opts grammar;
     hearth_cache_type cache_type;
     id_bias *logit_bias;
     text_bias *bias_text;
@@ -51,6 +52,10 @@ static void run_usage(void) {
            "                               (repeatable; biases add up)\n"
            "  --only-words-starting L      every word of the reply starts with one of the letters L (e.g. BW,\n"
            "                               case-insensitive); words are runs of letters, digits and non-ASCII\n"
+           "  --grammar-file F             the reply follows the GBNF grammar in F (llama.cpp's format; rule root)\n"
+           "  --json-schema F              the reply is JSON valid against the JSON Schema in F\n"
+           "  --json-object                the reply is a JSON object\n"
+           "                               (with a grammar, generation ends where the grammar is complete)\n"
            "  --repeat-penalty R           penalize tokens seen in the last --repeat-last-n tokens (1 = off)\n"
            "  --frequency-penalty F        subtract F x (times seen) from their logits (0 = off)\n"
            "  --presence-penalty F         subtract F from the logits of tokens seen at all (0 = off)\n"
@@ -107,6 +112,7 @@ static void opts_free(run_opts *o) { free(o->logit_bias); free(o->bias_text); fr
 static bool parse_switch(run_opts *o, const char *a) {
     if (!strcmp(a, "--least-likely")) o->least_likely = true;
     else if (!strcmp(a, "--json")) o->json = true;
+    else if (!strcmp(a, "--json-object")) o->grammar.json_object = true;
     else return false;
     return true;
 }
@@ -114,7 +120,7 @@ static bool parse_switch(run_opts *o, const char *a) {
 static const char *const VALUED_FLAGS[] = {
     "-m", "-p", "-f", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--repeat-penalty",
     "--frequency-penalty", "--presence-penalty", "--repeat-last-n", "--seed", "-t", "-c", "--logprobs",
-    "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", NULL,
+    "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", "--grammar-file", "--json-schema", NULL,
 };
 
 static bool takes_value(const char *a) {
@@ -152,6 +158,8 @@ static bool parse_valued(run_opts *o, const char *a, const char *v) {
     else if (!strcmp(a, "--logit-bias")) return parse_logit_bias(v, &o->logit_bias[o->n_logit_bias++]);
     else if (!strcmp(a, "--bias-text")) return parse_bias_text(v, &o->bias_text[o->n_bias_text++]);
     else if (!strcmp(a, "--cache-type")) return cli_cache_type(a, v, &o->cache_type);
+    else if (!strcmp(a, "--grammar-file")) o->grammar.gbnf_file = v;
+    else if (!strcmp(a, "--json-schema")) o->grammar.schema_file = v;
     else if (!*v) { cli_fail("bad value for --only-words-starting: '' (expected letters, e.g. BW)"); return false; }
     else o->only_words = v;
     return true;
@@ -352,6 +360,7 @@ typedef struct {
     int n, cap, n_vocab;
     piece_table pieces;
     hearth_words_constraint wc;
+    hearth_grammar *grammar;
     lp_buf lp;
 } run_state;
 
@@ -390,6 +399,8 @@ static int setup_sampling(run_state *r, const run_opts *o) {
     if (!(r->smp = make_sampler(o, r->m, r->n_vocab))) return 1;
     if ((o->n_bias_text || o->only_words) && pieces_build(r->m, r->n_vocab, &r->pieces)) return 1;
     if (apply_biases(r->smp, o, &r->pieces, r->n_vocab)) return 1;
+    if (cli_grammar(r->m, &o->grammar, &r->grammar)) return 1;
+    hearth_sampler_set_grammar(r->smp, r->grammar);
     if (o->only_words) {
         hearth_words_constraint_init(&r->wc, o->only_words, r->pieces.ptr, r->n_vocab);
         hearth_sampler_set_allow(r->smp, hearth_words_constraint_allow, &r->wc);
@@ -415,11 +426,13 @@ static int generate(run_state *r, const run_opts *o, int last_row) {
         if (t < 0) {
             if (!o->json) printf("\n");
             fflush(stdout);
-            cli_fail("no token can be sampled: every token is masked out (by --logit-bias, --bias-text or --only-words-starting)");
+            cli_fail("no token can be sampled: every token is masked out (by --logit-bias, --bias-text, "
+                     "--only-words-starting or the grammar)");
             return -1;
         }
         hearth_sampler_accept(r->smp, t);
         if (hearth_token_is_eog(r->m, t)) break;
+        bool grammar_done = r->grammar && hearth_grammar_done(r->grammar);
         if (want_lp && report_logprobs(r->m, logits, r->n_vocab, t, &r->lp, o->json)) return -1;
         if (!o->json) {
             int k = hearth_detok_push(r->m, &dt, t, buf, sizeof buf);
@@ -428,6 +441,7 @@ static int generate(run_state *r, const run_opts *o, int last_row) {
         }
         r->toks[r->n++] = t;
         n_gen++;
+        if (grammar_done) break;   /* nothing may follow: the end of text would be the only choice */
         if (r->n >= r->cap) { fflush(stdout); fprintf(stderr, "\n[context full at %d tokens]\n", r->cap); break; }
         hearth_batch b = { .n = 1, .tokens = &r->toks[r->n - 1] };
         if (hearth_decode(r->ctx, &b, &err)) { cli_fail("%s", err.msg); return -1; }
@@ -438,6 +452,8 @@ static int generate(run_state *r, const run_opts *o, int last_row) {
         fwrite(buf, 1, (size_t)k, stdout);
         printf("\n");
     }
+    if (r->grammar && !hearth_grammar_can_end(r->grammar) && !hearth_grammar_done(r->grammar))
+        fprintf(stderr, "warning: the reply stopped before its grammar was complete (raise -n)\n");
     return n_gen;
 }
 
@@ -447,6 +463,7 @@ static void run_free(run_state *r) {
     pieces_free(&r->pieces);
     free(r->toks);
     hearth_sampler_free(r->smp);
+    hearth_grammar_free(r->grammar);
     hearth_ctx_free(r->ctx);
     hearth_model_free(r->m);
 }

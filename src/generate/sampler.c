@@ -9,6 +9,7 @@
  * min-p needs only the max. Every comparison breaks ties by lower token id, so which tokens survive never
  * depends on the order of the scratch array. Random picks come from xoshiro256** seeded through splitmix64. */
 #include "common.h"
+#include "generate/grammar.h"
 
 #include <float.h>
 #include <math.h>
@@ -33,6 +34,7 @@ struct hearth_sampler {
     void *allow_user;
     hearth_accept_fn on_accept;
     void *accept_user;
+    hearth_grammar *grammar;
     uint64_t rng[4];         /* xoshiro256** state */
 };
 
@@ -192,11 +194,14 @@ static int gather(hearth_sampler *s, const float *logits, const hearth_token *hi
     int from = pen ? window_start(p, n_history) : 0;
     if (pen) count_window(s, history, from, n_history);
     float temp = p->temperature > 0 ? p->temperature : 1.0f;
+    const uint64_t *gmask = s->grammar ? grammar_mask(s->grammar) : NULL;
+    if (s->grammar && !gmask) return 0;
     int n = 0;
     for (int i = 0; i < s->n_vocab; i++) {
         double l = logits[i];
         if (s->has_bias) l += s->bias[i];
         if (!(l > -INFINITY)) continue;                              /* -inf or NaN: masked */
+        if (gmask && !(gmask[i >> 6] >> (i & 63) & 1)) continue;
         if (s->allow && !s->allow(s->allow_user, i)) continue;
         if (pen && s->count[i] > 0) l = apply_penalty(p, l, s->count[i]);
         if (temp != 1.0f) l /= temp;
@@ -346,6 +351,7 @@ hearth_token hearth_sample(hearth_sampler *s, const float *logits, const hearth_
 }
 
 void hearth_sampler_accept(hearth_sampler *s, hearth_token t) {
+    if (s && s->grammar) hearth_grammar_accept(s->grammar, t);
     if (s && s->on_accept) s->on_accept(s->accept_user, t);
 }
 
@@ -380,6 +386,10 @@ int hearth_sampler_bias_text(hearth_sampler *s, const char *const *pieces, int n
     }
     if (n > 0 && bias != 0) s->has_bias = true;
     return n;
+}
+
+void hearth_sampler_set_grammar(hearth_sampler *s, hearth_grammar *g) {
+    if (s) s->grammar = g;
 }
 
 void hearth_sampler_set_allow(hearth_sampler *s, hearth_allow_fn allow, void *user) {

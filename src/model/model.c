@@ -4,6 +4,7 @@
 #include "model/model.h"
 
 #include "model/hf.h"
+#include "generate/grammar.h"
 #include "io/hf_meta.h"
 #include "io/safetensors.h"
 #include "tokenizer/tok_internal.h"
@@ -268,6 +269,7 @@ int hearth_model_load(const char *path, hearth_model **out, hearth_err *err) {
 void hearth_model_free(hearth_model *m) {
     if (!m) return;
     if (m->vocab) vocab_free(m->vocab);
+    gram_vocab_free(m->gvocab);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);

@@ -109,6 +109,7 @@ struct hearth_model {
     char name[128];
     char *path;               /* what it was loaded from, for messages */
     bool weights_packed;      /* model_pack_weights has run */
+    struct gram_vocab *gvocab; /* the vocabulary sorted for grammars (generate/grammar.c), built on first use */
 };
 
 /* A micro-batch as the forward pass sees it: at most ctx->n_batch tokens. */

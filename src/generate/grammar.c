@@ -1,0 +1,930 @@
+/* grammar.c — grammar-constrained sampling: GBNF (llama.cpp's grammar format) parsed and compiled to byte-level
+ * rules, and a matcher that says which tokens may come next.
+ *
+ * Byte level: every character class is compiled to UTF-8 byte sequences (a code-point range becomes a few runs
+ * of byte ranges, as regex engines do), so the matcher advances one byte at a time and a token that holds part
+ * of a character (byte-fallback tokens) needs no special case. A parse state is a set of stacks of positions
+ * in the rules; the top of every stack is a byte set to match. Alternatives fork stacks, a finished rule pops
+ * to its return position, a rule reference in tail position is not pushed (so repetitions do not grow stacks).
+ *
+ * Token masks: the vocabulary's pieces are sorted once per model (gram_vocab, shared by every grammar on the
+ * model), so a walk in that order is a walk of the vocabulary's byte trie: the state after each prefix is
+ * kept per depth and reused by the next token, and a prefix the grammar rejects skips every token under it.
+ * Masks are cached by parse state (a JSON string, an array, whitespace come back to the same state again and
+ * again), so most steps cost one lookup. EOS and the other end-of-generation tokens are allowed exactly where
+ * the grammar may end; other control tokens (empty pieces) never. */
+#include "generate/grammar.h"
+#include "model/model.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { GE_END, GE_ALT, GE_BYTES, GE_REF };
+typedef struct { uint32_t type : 2, val : 30; } gel;
+
+#define GR_MAX_DEPTH 512       /* positions in one stack; deeper nesting is refused (never loosened) */
+#define GR_MAX_STACKS 16384    /* stacks in one state */
+#define GR_MAX_REPEAT 10000    /* x{m,n}: largest count */
+#define GR_CACHE 64            /* masks kept per grammar */
+
+struct gram {
+    gel *el;                   /* every rule's alternatives, flattened; each ends with GE_ALT or GE_END */
+    uint32_t *alts, *alt_at;   /* alternatives of rule r: alts[alt_at[r] .. alt_at[r + 1]) (element indices) */
+    uint8_t (*sets)[32];       /* byte sets of the GE_BYTES elements */
+    uint32_t root;
+};
+
+/* ---- parsing ---- */
+
+typedef struct { gel *v; uint32_t n, cap; } gvec;
+
+typedef struct {
+    const char *p;
+    int line;
+    gvec *rules;
+    char **names;              /* NULL for rules made by the parser (groups, repetitions, classes) */
+    bool *defined;
+    int n_rules, cap_rules;
+    uint8_t (*sets)[32];
+    uint32_t n_sets, cap_sets;
+    hearth_err *err;
+    bool failed;
+} parser;
+
+static bool fail(parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool fail(parser *ps, const char *fmt, ...) {
+    if (ps->failed) return false;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    herr(ps->err, "grammar, line %d: %s", ps->line, msg);
+    ps->failed = true;
+    return false;
+}
+
+static bool push(parser *ps, gvec *v, int type, uint32_t val) {
+    if (v->n == v->cap) {
+        uint32_t cap = v->cap ? v->cap * 2 : 16;
+        gel *nv = realloc(v->v, cap * sizeof *nv);
+        if (!nv) return fail(ps, "out of memory");
+        v->v = nv, v->cap = cap;
+    }
+    v->v[v->n++] = (gel){ (uint32_t)type, val };
+    return true;
+}
+
+static int add_rule(parser *ps, const char *name, size_t len) {
+    if (ps->n_rules == ps->cap_rules) {
+        int cap = ps->cap_rules ? ps->cap_rules * 2 : 32;
+        gvec *r = realloc(ps->rules, (size_t)cap * sizeof *r);
+        if (r) ps->rules = r;
+        char **nm = realloc(ps->names, (size_t)cap * sizeof *nm);
+        if (nm) ps->names = nm;
+        bool *d = realloc(ps->defined, (size_t)cap * sizeof *d);
+        if (d) ps->defined = d;
+        if (!r || !nm || !d || cap > (1 << 24)) return fail(ps, "out of memory"), -1;
+        ps->cap_rules = cap;
+    }
+    int id = ps->n_rules++;
+    ps->rules[id] = (gvec){ 0 };
+    ps->names[id] = name ? strndup(name, len) : NULL;
+    ps->defined[id] = name == NULL;
+    if (name && !ps->names[id]) return fail(ps, "out of memory"), -1;
+    return id;
+}
+
+static int rule_named(parser *ps, const char *name, size_t len) {
+    for (int i = 0; i < ps->n_rules; i++)
+        if (ps->names[i] && strlen(ps->names[i]) == len && !memcmp(ps->names[i], name, len)) return i;
+    return add_rule(ps, name, len);
+}
+
+static uint32_t set_id(parser *ps, const uint8_t set[32]) {
+    for (uint32_t i = 0; i < ps->n_sets; i++) if (!memcmp(ps->sets[i], set, 32)) return i;
+    if (ps->n_sets == ps->cap_sets) {
+        uint32_t cap = ps->cap_sets ? ps->cap_sets * 2 : 64;
+        uint8_t (*s)[32] = realloc(ps->sets, cap * sizeof *s);
+        if (!s) return fail(ps, "out of memory"), 0;
+        ps->sets = s, ps->cap_sets = cap;
+    }
+    memcpy(ps->sets[ps->n_sets], set, 32);
+    return ps->n_sets++;
+}
+
+static bool push_byte_range(parser *ps, gvec *v, unsigned lo, unsigned hi) {
+    uint8_t set[32] = { 0 };
+    for (unsigned b = lo; b <= hi; b++) set[b >> 3] |= (uint8_t)(1u << (b & 7));
+    return push(ps, v, GE_BYTES, set_id(ps, set));
+}
+
+static bool is_name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* Skips spaces and # comments; newlines too when newline_ok. */
+static void skip_space(parser *ps, bool newline_ok) {
+    for (;;) {
+        char c = *ps->p;
+        if (c == ' ' || c == '\t') ps->p++;
+        else if (c == '#') while (*ps->p && *ps->p != '\n' && *ps->p != '\r') ps->p++;
+        else if (newline_ok && (c == '\n' || c == '\r')) { if (c == '\n') ps->line++; ps->p++; }
+        else return;
+    }
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* One character of a literal or class: an escape or a UTF-8 sequence; -1 on error. */
+static long parse_char(parser *ps) {
+    const unsigned char *s = (const unsigned char *)ps->p;
+    if (!*s) return fail(ps, "unexpected end of input"), -1;
+    if (*s == '\\') {
+        char e = (char)s[1];
+        int nhex = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+        if (nhex) {
+            long v = 0;
+            for (int i = 0; i < nhex; i++) {
+                int h = hexval((char)s[2 + i]);
+                if (h < 0) return fail(ps, "bad \\%c escape", e), -1;
+                v = v * 16 + h;
+            }
+            ps->p += 2 + nhex;
+            if (v > 0x10FFFF) return fail(ps, "escape beyond U+10FFFF"), -1;
+            return v;
+        }
+        if (!e) return fail(ps, "unexpected end of input"), -1;
+        ps->p += 2;
+        switch (e) {
+        case 'n': return '\n';
+        case 'r': return '\r';
+        case 't': return '\t';
+        case '0': return 0;
+        default: return (unsigned char)e;   /* \\ \" \[ \] \- ... stand for themselves */
+        }
+    }
+    int n = *s < 0x80 ? 1 : (*s >> 5) == 6 ? 2 : (*s >> 4) == 14 ? 3 : (*s >> 3) == 30 ? 4 : 0;
+    if (!n) return fail(ps, "invalid UTF-8 in the grammar"), -1;
+    long v = n == 1 ? *s : *s & (0x7f >> n);
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return fail(ps, "invalid UTF-8 in the grammar"), -1;
+        v = v << 6 | (s[i] & 0x3f);
+    }
+    ps->p += n;
+    return v;
+}
+
+static int utf8_encode(unsigned long c, unsigned char *o) {
+    if (c < 0x80) { o[0] = (unsigned char)c; return 1; }
+    if (c < 0x800) { o[0] = (unsigned char)(0xc0 | c >> 6); o[1] = (unsigned char)(0x80 | (c & 0x3f)); return 2; }
+    if (c < 0x10000) {
+        o[0] = (unsigned char)(0xe0 | c >> 12); o[1] = (unsigned char)(0x80 | (c >> 6 & 0x3f));
+        o[2] = (unsigned char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xf0 | c >> 18); o[1] = (unsigned char)(0x80 | (c >> 12 & 0x3f));
+    o[2] = (unsigned char)(0x80 | (c >> 6 & 0x3f)); o[3] = (unsigned char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+/* A character class as UTF-8: single bytes gather in `one`; longer sequences become alternatives of `multi`. */
+typedef struct { uint8_t one[32]; gvec multi; parser *ps; } utf8_class;
+
+static void utf8_split(utf8_class *k, unsigned long lo, unsigned long hi) {
+    if (lo > hi || k->ps->failed) return;
+    static const unsigned long max_of_len[] = { 0x7F, 0x7FF, 0xFFFF };
+    for (int i = 0; i < 3; i++)
+        if (lo <= max_of_len[i] && hi > max_of_len[i]) {
+            utf8_split(k, lo, max_of_len[i]);
+            utf8_split(k, max_of_len[i] + 1, hi);
+            return;
+        }
+    if (hi < 0x80) {
+        for (unsigned long b = lo; b <= hi; b++) k->one[b >> 3] |= (uint8_t)(1u << (b & 7));
+        return;
+    }
+    unsigned char a[4], b[4];
+    int n = utf8_encode(lo, a);
+    for (int i = 1; i < n; i++) {
+        unsigned long m = (1ul << (6 * i)) - 1;
+        if ((lo & ~m) != (hi & ~m)) {
+            if (lo & m) { utf8_split(k, lo, lo | m); utf8_split(k, (lo | m) + 1, hi); return; }
+            if ((hi & m) != m) { utf8_split(k, lo, (hi & ~m) - 1); utf8_split(k, hi & ~m, hi); return; }
+        }
+    }
+    utf8_encode(hi, b);
+    if (k->multi.n) push(k->ps, &k->multi, GE_ALT, 0);
+    for (int i = 0; i < n; i++) push_byte_range(k->ps, &k->multi, a[i], b[i]);
+}
+
+static void add_codepoints(utf8_class *k, unsigned long lo, unsigned long hi) {   /* surrogates left out */
+    if (hi > 0x10FFFF) hi = 0x10FFFF;
+    if (lo < 0xD800) utf8_split(k, lo, hi < 0xD7FF ? hi : 0xD7FF);
+    if (hi > 0xDFFF) utf8_split(k, lo > 0xE000 ? lo : 0xE000, hi);
+}
+
+typedef struct { unsigned long lo, hi; } cprange;
+
+static int cmp_range(const void *a, const void *b) {
+    const cprange *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Appends a class of code points (ranges, maybe negated) to v: one byte-set element when every member is
+ * ASCII, else a reference to a rule of byte sequences. Surrogates are never members. */
+static bool push_class(parser *ps, gvec *v, cprange *r, int n, bool negate) {
+    qsort(r, (size_t)n, sizeof *r, cmp_range);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m && r[i].lo <= r[m - 1].hi + 1) { if (r[i].hi > r[m - 1].hi) r[m - 1].hi = r[i].hi; }
+        else r[m++] = r[i];
+    }
+    utf8_class k = { .ps = ps };
+    if (negate) {
+        unsigned long next = 0;
+        for (int i = 0; i < m; i++) {
+            if (r[i].lo > next) add_codepoints(&k, next, r[i].lo - 1);
+            next = r[i].hi + 1;
+        }
+        add_codepoints(&k, next, 0x10FFFF);
+    } else
+        for (int i = 0; i < m; i++) add_codepoints(&k, r[i].lo, r[i].hi);
+    bool any_one = false;
+    for (int i = 0; i < 32; i++) any_one |= k.one[i] != 0;
+    if (!k.multi.n) {
+        if (!any_one) { free(k.multi.v); return fail(ps, "empty character class"); }
+        return push(ps, v, GE_BYTES, set_id(ps, k.one));
+    }
+    int id = add_rule(ps, NULL, 0);
+    if (id < 0) { free(k.multi.v); return false; }
+    if (any_one) {
+        gvec *rv = &ps->rules[id];
+        push(ps, rv, GE_BYTES, set_id(ps, k.one));
+        push(ps, rv, GE_ALT, 0);
+    }
+    for (uint32_t i = 0; i < k.multi.n; i++) push(ps, &ps->rules[id], (int)k.multi.v[i].type, k.multi.v[i].val);
+    push(ps, &ps->rules[id], GE_END, 0);
+    free(k.multi.v);
+    return push(ps, v, GE_REF, (uint32_t)id);
+}
+
+static bool parse_alternates(parser *ps, gvec *out, bool nested);
+
+/* x{min,max} (max < 0: unbounded) for the symbol out[start..n): min copies, then a tail of optional ones. */
+static bool repeat(parser *ps, gvec *out, uint32_t start, long min, long max) {
+    if (start == out->n) return fail(ps, "repetition with nothing to repeat");
+    if (min > GR_MAX_REPEAT || max > GR_MAX_REPEAT) return fail(ps, "repetition count above %d", GR_MAX_REPEAT);
+    if (max >= 0 && max < min) return fail(ps, "repetition {%ld,%ld}: max below min", min, max);
+    uint32_t n = out->n - start;
+    gel *sym = malloc(n * sizeof *sym);
+    if (!sym) return fail(ps, "out of memory");
+    memcpy(sym, out->v + start, n * sizeof *sym);
+    out->n = start;
+    for (long i = 0; i < min; i++) for (uint32_t j = 0; j < n; j++) push(ps, out, (int)sym[j].type, sym[j].val);
+    int prev = -1;
+    for (long i = 0; max < 0 ? i < 1 : i < max - min; i++) {   /* R ::= sym R | (empty), or nested optionals */
+        int id = add_rule(ps, NULL, 0);
+        if (id < 0) break;
+        for (uint32_t j = 0; j < n; j++) push(ps, &ps->rules[id], (int)sym[j].type, sym[j].val);
+        if (max < 0) push(ps, &ps->rules[id], GE_REF, (uint32_t)id);
+        else if (prev >= 0) push(ps, &ps->rules[id], GE_REF, (uint32_t)prev);
+        push(ps, &ps->rules[id], GE_ALT, 0);
+        push(ps, &ps->rules[id], GE_END, 0);
+        prev = id;
+    }
+    free(sym);
+    if (prev >= 0) push(ps, out, GE_REF, (uint32_t)prev);
+    return !ps->failed;
+}
+
+static long parse_int(parser *ps) {
+    if (*ps->p < '0' || *ps->p > '9') return fail(ps, "expected a number in {m,n}"), -1;
+    long v = 0;
+    while (*ps->p >= '0' && *ps->p <= '9') {
+        v = v * 10 + (*ps->p++ - '0');
+        if (v > GR_MAX_REPEAT) return fail(ps, "repetition count above %d", GR_MAX_REPEAT), -1;
+    }
+    return v;
+}
+
+static bool parse_sequence(parser *ps, gvec *out, bool nested) {
+    uint32_t last = out->n;
+    bool have_last = false;
+    while (!ps->failed) {
+        skip_space(ps, nested);
+        char c = *ps->p;
+        if (c == '"') {
+            ps->p++;
+            last = out->n, have_last = true;
+            while (*ps->p != '"') {
+                if (!*ps->p || *ps->p == '\n') return fail(ps, "unterminated string literal");
+                long cp = parse_char(ps);
+                if (cp < 0) return false;
+                unsigned char b[4];
+                int nb = utf8_encode((unsigned long)cp, b);
+                for (int i = 0; i < nb; i++) push_byte_range(ps, out, b[i], b[i]);
+            }
+            ps->p++;
+        } else if (c == '[' || c == '.') {
+            cprange r[256];
+            int n = 0;
+            bool negate = false;
+            if (c == '.') r[n++] = (cprange){ 0, 0x10FFFF };
+            else {
+                ps->p++;
+                if (*ps->p == '^') negate = true, ps->p++;
+                while (*ps->p != ']') {
+                    if (!*ps->p || *ps->p == '\n') return fail(ps, "unterminated character class");
+                    if (n == (int)(sizeof r / sizeof r[0])) return fail(ps, "character class too long");
+                    long lo = parse_char(ps), hi = lo;
+                    if (lo < 0) return false;
+                    if (ps->p[0] == '-' && ps->p[1] != ']' && ps->p[1]) {
+                        ps->p++;
+                        if ((hi = parse_char(ps)) < 0) return false;
+                        if (hi < lo) return fail(ps, "character range out of order");
+                    }
+                    r[n++] = (cprange){ (unsigned long)lo, (unsigned long)hi };
+                }
+            }
+            ps->p++;
+            last = out->n, have_last = true;
+            if (!push_class(ps, out, r, n, negate)) return false;
+        } else if (is_name_char(c)) {
+            const char *s = ps->p;
+            while (is_name_char(*ps->p)) ps->p++;
+            int id = rule_named(ps, s, (size_t)(ps->p - s));
+            if (id < 0) return false;
+            last = out->n, have_last = true;
+            push(ps, out, GE_REF, (uint32_t)id);
+        } else if (c == '(') {
+            ps->p++;
+            int id = add_rule(ps, NULL, 0);
+            if (id < 0) return false;
+            gvec sub = { 0 };
+            skip_space(ps, true);
+            bool ok = parse_alternates(ps, &sub, true);
+            if (ok && *ps->p != ')') ok = fail(ps, "expected ')'");
+            ps->p++;
+            push(ps, &sub, GE_END, 0);
+            ps->rules[id] = sub;
+            if (!ok) return false;
+            last = out->n, have_last = true;
+            push(ps, out, GE_REF, (uint32_t)id);
+        } else if (c == '*' || c == '+' || c == '?' || c == '{') {
+            if (!have_last) return fail(ps, "'%c' with nothing before it", c);
+            long min = c == '+' ? 1 : 0, max = c == '?' ? 1 : -1;
+            ps->p++;
+            if (c == '{') {
+                skip_space(ps, false);
+                if ((min = parse_int(ps)) < 0) return false;
+                skip_space(ps, false);
+                max = min;
+                if (*ps->p == ',') {
+                    ps->p++;
+                    skip_space(ps, false);
+                    max = *ps->p == '}' ? -1 : parse_int(ps);
+                    if (ps->failed) return false;
+                    skip_space(ps, false);
+                }
+                if (*ps->p != '}') return fail(ps, "expected '}'");
+                ps->p++;
+            }
+            if (!repeat(ps, out, last, min, max)) return false;
+            have_last = false;
+        } else break;
+    }
+    return !ps->failed;
+}
+
+/* A newline, then (after blank or comment lines) a '|': the rule goes on with another alternative. */
+static bool continues(parser *ps) {
+    const char *p = ps->p;
+    int line = ps->line;
+    for (;;) {
+        if (*p == ' ' || *p == '\t' || *p == '\r') p++;
+        else if (*p == '\n') p++, line++;
+        else if (*p == '#') while (*p && *p != '\n') p++;
+        else break;
+    }
+    if (*p != '|') return false;
+    ps->p = p, ps->line = line;
+    return true;
+}
+
+static bool parse_alternates(parser *ps, gvec *out, bool nested) {
+    if (!parse_sequence(ps, out, nested)) return false;
+    while (*ps->p == '|' || (!nested && continues(ps))) {
+        ps->p++;
+        push(ps, out, GE_ALT, 0);
+        skip_space(ps, true);
+        if (!parse_sequence(ps, out, nested)) return false;
+    }
+    return !ps->failed;
+}
+
+/* ---- checks and flattening ---- */
+
+static bool nullable_fixpoint(const gram *g, int n_rules, bool *nullable) {
+    memset(nullable, 0, (size_t)n_rules);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int r = 0; r < n_rules; r++) {
+            if (nullable[r]) continue;
+            for (uint32_t a = g->alt_at[r]; a < g->alt_at[r + 1] && !nullable[r]; a++) {
+                const gel *e = g->el + g->alts[a];
+                while (e->type == GE_REF && nullable[e->val]) e++;
+                if (e->type == GE_ALT || e->type == GE_END) nullable[r] = changed = true;
+            }
+        }
+    }
+    return true;
+}
+
+/* Rule r can reach itself without consuming a byte: the matcher would loop. 0 ok, 1 found, state 1 = on path. */
+static int left_recursive(const gram *g, int r, const bool *nullable, uint8_t *mark) {
+    if (mark[r] == 1) return 1;
+    if (mark[r] == 2) return 0;
+    mark[r] = 1;
+    for (uint32_t a = g->alt_at[r]; a < g->alt_at[r + 1]; a++)
+        for (const gel *e = g->el + g->alts[a]; e->type == GE_REF; e++) {
+            if (left_recursive(g, (int)e->val, nullable, mark)) return 1;
+            if (!nullable[e->val]) break;
+        }
+    mark[r] = 2;
+    return 0;
+}
+
+void gram_free(gram *g) {
+    if (!g) return;
+    free(g->el);
+    free(g->alts);
+    free(g->alt_at);
+    free(g->sets);
+    free(g);
+}
+
+gram *gram_parse(const char *text, hearth_err *err) {
+    parser ps = { .p = text ? text : "", .line = 1, .err = err };
+    gram *g = NULL;
+    for (;;) {
+        skip_space(&ps, true);
+        if (!*ps.p || ps.failed) break;
+        const char *name = ps.p;
+        while (is_name_char(*ps.p)) ps.p++;
+        size_t len = (size_t)(ps.p - name);
+        if (!len) { fail(&ps, "expected a rule name, found '%c'", *ps.p); break; }
+        skip_space(&ps, false);
+        if (strncmp(ps.p, "::=", 3)) { fail(&ps, "expected '::=' after '%.*s'", (int)len, name); break; }
+        ps.p += 3;
+        int id = rule_named(&ps, name, len);
+        if (id < 0) break;
+        if (ps.defined[id]) { fail(&ps, "rule '%s' is defined twice", ps.names[id]); break; }
+        ps.defined[id] = true;
+        skip_space(&ps, true);
+        gvec body = { 0 };
+        parse_alternates(&ps, &body, false);
+        push(&ps, &body, GE_END, 0);
+        ps.rules[id] = body;
+        if (*ps.p && *ps.p != '\n' && *ps.p != '\r' && !ps.failed) fail(&ps, "unexpected '%c'", *ps.p);
+    }
+    int root = -1;
+    for (int i = 0; i < ps.n_rules && !ps.failed; i++) {
+        if (!ps.defined[i]) fail(&ps, "rule '%s' is used but not defined", ps.names[i]);
+        if (ps.names[i] && !strcmp(ps.names[i], "root")) root = i;
+    }
+    if (!ps.failed && root < 0) fail(&ps, "no 'root' rule");
+    if (!ps.failed && !(g = calloc(1, sizeof *g))) fail(&ps, "out of memory");
+    if (!ps.failed) {   /* flatten */
+        uint32_t n_el = 0, n_alts = 0;
+        for (int i = 0; i < ps.n_rules; i++) {
+            n_el += ps.rules[i].n;
+            for (uint32_t j = 0; j < ps.rules[i].n; j++) n_alts += ps.rules[i].v[j].type <= GE_ALT;
+        }
+        g->el = malloc(n_el * sizeof *g->el);
+        g->alts = malloc(n_alts * sizeof *g->alts);
+        g->alt_at = malloc(((size_t)ps.n_rules + 1) * sizeof *g->alt_at);
+        if (!g->el || !g->alts || !g->alt_at) fail(&ps, "out of memory");
+        uint32_t *base = malloc(((size_t)ps.n_rules + 1) * sizeof *base);
+        if (!base) fail(&ps, "out of memory");
+        for (int i = 0, at = 0; i < ps.n_rules && !ps.failed; i++) base[i] = (uint32_t)at, at += (int)ps.rules[i].n;
+        uint32_t k = 0;
+        for (int i = 0; i < ps.n_rules && !ps.failed; i++) {
+            memcpy(g->el + base[i], ps.rules[i].v, ps.rules[i].n * sizeof *g->el);
+            g->alt_at[i] = k;
+            g->alts[k++] = base[i];
+            for (uint32_t j = 0; j + 1 < ps.rules[i].n; j++)
+                if (ps.rules[i].v[j].type == GE_ALT) g->alts[k++] = base[i] + j + 1;
+        }
+        if (!ps.failed) g->alt_at[ps.n_rules] = k;
+        free(base);
+        g->root = (uint32_t)root;
+        g->sets = ps.sets, ps.sets = NULL;
+    }
+    if (!ps.failed) {
+        bool *nullable = malloc((size_t)ps.n_rules);
+        uint8_t *mark = calloc((size_t)ps.n_rules, 1);
+        if (!nullable || !mark) fail(&ps, "out of memory");
+        else {
+            nullable_fixpoint(g, ps.n_rules, nullable);
+            for (int r = 0; r < ps.n_rules && !ps.failed; r++)
+                if (left_recursive(g, r, nullable, mark)) {
+                    if (ps.names[r]) herr(err, "grammar: rule '%s' can reach itself before matching anything "
+                                               "(left recursion)", ps.names[r]);
+                    else herr(err, "grammar: a group or repetition can repeat without matching anything "
+                                   "(left recursion, e.g. (x?)*)");
+                    ps.failed = true;
+                }
+        }
+        free(nullable);
+        free(mark);
+    }
+    for (int i = 0; i < ps.n_rules; i++) { free(ps.rules[i].v); free(ps.names[i]); }
+    free(ps.rules);
+    free(ps.names);
+    free(ps.defined);
+    free(ps.sets);
+    if (ps.failed) { gram_free(g); return NULL; }
+    return g;
+}
+
+/* ---- parse states ---- */
+
+/* A set of stacks, flat: [len, pos0 .. pos(len-1)]..., the top last; a hash table dedups them. can_end: the
+ * grammar may end here (some stack emptied). */
+typedef struct {
+    uint32_t *d;
+    size_t n, cap;
+    uint32_t *ht;              /* offsets + 1 into d; 0 = empty slot */
+    uint32_t ht_cap, n_stacks;
+    bool can_end, oom;
+} gstate;
+
+static uint64_t stack_hash(const uint32_t *s, uint32_t len) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+    for (uint32_t i = 0; i < len; i++) h = (h ^ s[i]) * 0x100000001b3ull, h ^= h >> 29;
+    return h;
+}
+
+static void state_clear(gstate *st) {
+    st->n = 0, st->n_stacks = 0, st->can_end = false, st->oom = false;
+    if (st->ht) memset(st->ht, 0, st->ht_cap * sizeof *st->ht);
+}
+
+static void state_free(gstate *st) { free(st->d); free(st->ht); memset(st, 0, sizeof *st); }
+
+static bool state_find(const gstate *st, const uint32_t *s, uint32_t len, uint64_t h, uint32_t *slot) {
+    uint32_t mask = st->ht_cap - 1, i = (uint32_t)h & mask;
+    for (; st->ht[i]; i = (i + 1) & mask) {
+        const uint32_t *o = st->d + st->ht[i] - 1;
+        if (o[0] == len && !memcmp(o + 1, s, len * sizeof *s)) return true;
+    }
+    *slot = i;
+    return false;
+}
+
+static bool state_rehash(gstate *st, uint32_t cap) {
+    uint32_t *ht = calloc(cap, sizeof *ht);
+    if (!ht) return false;
+    free(st->ht);
+    st->ht = ht, st->ht_cap = cap;
+    for (size_t o = 0; o < st->n; o += st->d[o] + 1) {
+        uint32_t slot;
+        state_find(st, st->d + o + 1, st->d[o], stack_hash(st->d + o + 1, st->d[o]), &slot);
+        st->ht[slot] = (uint32_t)o + 1;
+    }
+    return true;
+}
+
+static void state_add(gstate *st, const uint32_t *s, uint32_t len) {
+    if (st->oom || st->n_stacks >= GR_MAX_STACKS) return;
+    if ((st->n_stacks + 1) * 2 > st->ht_cap && !state_rehash(st, st->ht_cap ? st->ht_cap * 2 : 16)) {
+        st->oom = true;
+        return;
+    }
+    uint32_t slot;
+    if (state_find(st, s, len, stack_hash(s, len), &slot)) return;
+    if (st->n + len + 1 > st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 256;
+        while (cap < st->n + len + 1) cap *= 2;
+        uint32_t *d = realloc(st->d, cap * sizeof *d);
+        if (!d) { st->oom = true; return; }
+        st->d = d, st->cap = cap;
+    }
+    if (st->n + 1 > UINT32_MAX - 1) { st->oom = true; return; }
+    st->ht[slot] = (uint32_t)st->n + 1;
+    st->d[st->n] = len;
+    memcpy(st->d + st->n + 1, s, len * sizeof *s);
+    st->n += len + 1;
+    st->n_stacks++;
+}
+
+static bool state_copy(gstate *dst, const gstate *src) {
+    state_clear(dst);
+    for (size_t o = 0; o < src->n; o += src->d[o] + 1) state_add(dst, src->d + o + 1, src->d[o]);
+    dst->can_end = src->can_end;
+    return !dst->oom;
+}
+
+/* Brings stack s (len entries, top last) to positions where a byte must match, adding each result to out. */
+static void expand(const gram *g, const uint32_t *s, uint32_t len, gstate *out) {
+    uint32_t buf[GR_MAX_DEPTH];
+    memcpy(buf, s, len * sizeof *buf);
+    for (;;) {
+        if (!len) { out->can_end = true; return; }
+        uint32_t p = buf[len - 1];
+        gel e = g->el[p];
+        if (e.type == GE_END || e.type == GE_ALT) { len--; continue; }
+        if (e.type == GE_BYTES) { state_add(out, buf, len); return; }
+        gel next = g->el[p + 1];
+        if (next.type == GE_END || next.type == GE_ALT) len--;   /* a tail call returns nowhere */
+        else buf[len - 1] = p + 1;
+        if (len + 1 > GR_MAX_DEPTH) return;
+        for (uint32_t a = g->alt_at[e.val]; a < g->alt_at[e.val + 1]; a++) {
+            buf[len] = g->alts[a];
+            expand(g, buf, len + 1, out);
+        }
+        return;
+    }
+}
+
+static void state_start(const gram *g, gstate *out) {
+    state_clear(out);
+    for (uint32_t a = g->alt_at[g->root]; a < g->alt_at[g->root + 1]; a++) expand(g, &g->alts[a], 1, out);
+}
+
+static void state_advance(const gram *g, const gstate *in, unsigned char b, gstate *out) {
+    state_clear(out);
+    uint32_t buf[GR_MAX_DEPTH];
+    for (size_t o = 0; o < in->n; o += in->d[o] + 1) {
+        uint32_t len = in->d[o];
+        const uint32_t *s = in->d + o + 1;
+        const uint8_t *set = g->sets[g->el[s[len - 1]].val];
+        if (!(set[b >> 3] >> (b & 7) & 1)) continue;
+        memcpy(buf, s, len * sizeof *buf);
+        buf[len - 1]++;
+        expand(g, buf, len, out);
+    }
+}
+
+bool gram_matches(const gram *g, const char *s, size_t n, bool complete) {
+    gstate a = { 0 }, b = { 0 };
+    state_start(g, &a);
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        state_advance(g, &a, (unsigned char)s[i], &b);
+        gstate t = a; a = b; b = t;
+        ok = a.n_stacks > 0 || (i + 1 == n && a.can_end);
+    }
+    ok = ok && (complete ? a.can_end : (a.n_stacks > 0 || a.can_end));
+    state_free(&a);
+    state_free(&b);
+    return ok;
+}
+
+/* ---- the model's vocabulary, sorted by bytes (built once per model) ---- */
+
+struct gram_vocab {
+    int n;
+    char *bytes;               /* every piece, concatenated */
+    uint32_t *off, *len;       /* per token */
+    int32_t *order;            /* tokens sorted by their bytes (pieces of length 0 left out) */
+    uint32_t *lcp;             /* bytes order[i] shares with order[i - 1] */
+    int n_order;
+    uint8_t *eog;
+};
+
+static const struct gram_vocab *sort_ctx;
+static int cmp_piece(const void *a, const void *b) {
+    const struct gram_vocab *v = sort_ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    uint32_t lx = v->len[x], ly = v->len[y];
+    int c = memcmp(v->bytes + v->off[x], v->bytes + v->off[y], lx < ly ? lx : ly);
+    if (c) return c;
+    return lx != ly ? (lx < ly ? -1 : 1) : (x < y ? -1 : x > y);
+}
+
+void gram_vocab_free(struct gram_vocab *v) {
+    if (!v) return;
+    free(v->bytes); free(v->off); free(v->len); free(v->order); free(v->lcp); free(v->eog);
+    free(v);
+}
+
+static pthread_mutex_t vocab_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const struct gram_vocab *model_vocab(hearth_model *m, hearth_err *err) {
+    pthread_mutex_lock(&vocab_lock);
+    struct gram_vocab *v = m->gvocab;
+    if (v) { pthread_mutex_unlock(&vocab_lock); return v; }
+    hearth_model_info info;
+    hearth_model_get_info(m, &info);
+    int n = info.n_vocab;
+    v = calloc(1, sizeof *v);
+    size_t cap = 1 << 20, used = 0;
+    if (v) {
+        v->n = n;
+        v->off = malloc((size_t)n * sizeof *v->off);
+        v->len = malloc((size_t)n * sizeof *v->len);
+        v->order = malloc((size_t)n * sizeof *v->order);
+        v->lcp = malloc((size_t)n * sizeof *v->lcp);
+        v->eog = malloc((size_t)n);
+        v->bytes = malloc(cap);
+    }
+    bool ok = v && v->off && v->len && v->order && v->lcp && v->eog && v->bytes;
+    char piece[1024];
+    for (int t = 0; ok && t < n; t++) {
+        int k = hearth_token_piece(m, t, piece, sizeof piece);
+        if (k > (int)sizeof piece) k = 0;   /* no real token is this long: never allowed */
+        v->eog[t] = hearth_token_is_eog(m, t);
+        if (used + (size_t)k > cap) {
+            char *nb = realloc(v->bytes, cap * 2);
+            if (!nb) { ok = false; break; }
+            v->bytes = nb, cap *= 2;
+        }
+        memcpy(v->bytes + used, piece, (size_t)k);
+        v->off[t] = (uint32_t)used, v->len[t] = (uint32_t)k;
+        used += (size_t)k;
+        if (k && !v->eog[t]) v->order[v->n_order++] = t;
+    }
+    if (ok) {
+        sort_ctx = v;   /* under vocab_lock */
+        qsort(v->order, (size_t)v->n_order, sizeof *v->order, cmp_piece);
+        for (int i = 0; i < v->n_order; i++) {
+            uint32_t l = 0;
+            if (i) {
+                int32_t x = v->order[i - 1], y = v->order[i];
+                const char *a = v->bytes + v->off[x], *b = v->bytes + v->off[y];
+                while (l < v->len[x] && l < v->len[y] && a[l] == b[l]) l++;
+            }
+            v->lcp[i] = l;
+        }
+        m->gvocab = v;
+    } else {
+        gram_vocab_free(v);
+        v = NULL;
+        herr(err, "out of memory");
+    }
+    pthread_mutex_unlock(&vocab_lock);
+    return v;
+}
+
+/* ---- the matcher ---- */
+
+typedef struct { gstate key; uint64_t hash, used; uint64_t *mask; } mask_slot;
+
+struct hearth_grammar {
+    gram *g;
+    const struct gram_vocab *v;
+    gstate cur, tmp;
+    gstate *lv;                /* the walk's state after each prefix length */
+    uint32_t n_lv;
+    mask_slot cache[GR_CACHE];
+    uint64_t tick;
+    uint64_t *mask;            /* the mask of cur, valid while mask_ok */
+    bool mask_ok;
+};
+
+static uint64_t state_hash(const gstate *st) {   /* independent of the stacks' order */
+    uint64_t h = st->can_end ? 0x51ed27 : 0;
+    for (size_t o = 0; o < st->n; o += st->d[o] + 1) h += stack_hash(st->d + o + 1, st->d[o]);
+    return h;
+}
+
+static bool state_equal(const gstate *a, const gstate *b) {
+    if (a->n_stacks != b->n_stacks || a->can_end != b->can_end || a->n != b->n) return false;
+    for (size_t o = 0; o < a->n; o += a->d[o] + 1) {
+        uint32_t slot;
+        if (!state_find(b, a->d + o + 1, a->d[o], stack_hash(a->d + o + 1, a->d[o]), &slot)) return false;
+    }
+    return true;
+}
+
+static gstate *level(hearth_grammar *G, uint32_t d) {
+    if (d >= G->n_lv) {
+        uint32_t n = d + 64;
+        gstate *lv = realloc(G->lv, n * sizeof *lv);
+        if (!lv) return NULL;
+        memset(lv + G->n_lv, 0, (n - G->n_lv) * sizeof *lv);
+        G->lv = lv, G->n_lv = n;
+    }
+    return &G->lv[d];
+}
+
+/* The walk of the sorted vocabulary described at the top of the file. */
+static void compute_mask(hearth_grammar *G, uint64_t *mask) {
+    const struct gram_vocab *v = G->v;
+    memset(mask, 0, (size_t)(v->n + 63) / 64 * 8);
+    if (G->cur.can_end)
+        for (int t = 0; t < v->n; t++) if (v->eog[t]) mask[t >> 6] |= 1ull << (t & 63);
+    if (!G->cur.n_stacks) return;
+    uint32_t valid = 0, dead_at = UINT32_MAX;
+    bool dead_alive = false;   /* a token of exactly dead_at bytes (a duplicate piece) is allowed */
+    for (int i = 0; i < v->n_order; i++) {
+        int32_t t = v->order[i];
+        uint32_t len = v->len[t], common = v->lcp[i];
+        if (dead_at != UINT32_MAX && common >= dead_at) {
+            if (len == dead_at && dead_alive) mask[t >> 6] |= 1ull << (t & 63);
+            continue;
+        }
+        dead_at = UINT32_MAX;
+        uint32_t d = common < valid ? common : valid;
+        const unsigned char *b = (const unsigned char *)v->bytes + v->off[t];
+        bool alive = true;
+        while (d < len) {
+            gstate *to = level(G, d + 1);   /* may move G->lv: take `from` after it */
+            if (!to) { alive = false; break; }
+            state_advance(G->g, d ? &G->lv[d] : &G->cur, b[d], to);
+            d++;
+            if (!to->n_stacks) {   /* nothing may follow this prefix */
+                dead_at = d;
+                alive = dead_alive = d == len && to->can_end;
+                break;
+            }
+        }
+        valid = d;
+        if (alive && d == len) mask[t >> 6] |= 1ull << (t & 63);
+    }
+}
+
+static void grammar_reset_mask(hearth_grammar *G) { G->mask_ok = false; }
+
+const uint64_t *grammar_mask(hearth_grammar *G) {
+    if (G->mask_ok) return G->mask;
+    uint64_t h = state_hash(&G->cur);
+    mask_slot *victim = &G->cache[0];
+    for (int i = 0; i < GR_CACHE; i++) {
+        mask_slot *c = &G->cache[i];
+        if (c->mask && c->hash == h && state_equal(&c->key, &G->cur)) {
+            c->used = ++G->tick;
+            G->mask = c->mask, G->mask_ok = true;
+            return G->mask;
+        }
+        if (c->used < victim->used) victim = c;
+    }
+    if (!victim->mask && !(victim->mask = malloc((size_t)(G->v->n + 63) / 64 * 8))) return NULL;
+    compute_mask(G, victim->mask);
+    if (!state_copy(&victim->key, &G->cur)) { victim->used = 0; victim->hash = ~h; }
+    else victim->hash = h, victim->used = ++G->tick;
+    G->mask = victim->mask, G->mask_ok = true;
+    return G->mask;
+}
+
+hearth_grammar *hearth_grammar_new(hearth_model *m, const char *gbnf, hearth_err *err) {
+    if (!m || !hearth_model_has_tokenizer(m)) return herr(err, "a grammar needs a model with a tokenizer"), NULL;
+    gram *g = gram_parse(gbnf, err);
+    if (!g) return NULL;
+    const struct gram_vocab *v = model_vocab(m, err);
+    hearth_grammar *G = v ? calloc(1, sizeof *G) : NULL;
+    if (!G) {
+        if (v) herr(err, "out of memory");
+        gram_free(g);
+        return NULL;
+    }
+    G->g = g, G->v = v;
+    hearth_grammar_reset(G);
+    if (G->cur.oom) { hearth_grammar_free(G); herr(err, "out of memory"); return NULL; }
+    return G;
+}
+
+void hearth_grammar_reset(hearth_grammar *G) {
+    if (!G) return;
+    state_start(G->g, &G->cur);
+    grammar_reset_mask(G);
+}
+
+void hearth_grammar_free(hearth_grammar *G) {
+    if (!G) return;
+    gram_free(G->g);
+    state_free(&G->cur);
+    state_free(&G->tmp);
+    for (uint32_t i = 0; i < G->n_lv; i++) state_free(&G->lv[i]);
+    free(G->lv);
+    for (int i = 0; i < GR_CACHE; i++) { state_free(&G->cache[i].key); free(G->cache[i].mask); }
+    free(G);
+}
+
+bool hearth_grammar_allows(hearth_grammar *G, hearth_token t) {
+    if (!G || t < 0 || t >= G->v->n) return false;
+    const uint64_t *m = grammar_mask(G);
+    return m && (m[t >> 6] >> (t & 63) & 1);
+}
+
+void hearth_grammar_accept(hearth_grammar *G, hearth_token t) {
+    if (!G || t < 0 || t >= G->v->n) return;
+    grammar_reset_mask(G);
+    if (G->v->eog[t]) { state_clear(&G->cur); return; }   /* the end: nothing may follow */
+    const unsigned char *b = (const unsigned char *)G->v->bytes + G->v->off[t];
+    for (uint32_t i = 0; i < G->v->len[t]; i++) {
+        state_advance(G->g, &G->cur, b[i], &G->tmp);
+        gstate x = G->cur; G->cur = G->tmp; G->tmp = x;
+    }
+}
+
+bool hearth_grammar_done(const hearth_grammar *G) { return G && G->cur.can_end && !G->cur.n_stacks; }
+bool hearth_grammar_can_end(const hearth_grammar *G) { return G && G->cur.can_end; }

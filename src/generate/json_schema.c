@@ -1,0 +1,1200 @@
+/* json_schema.c — JSON Schema to GBNF: a grammar whose every sentence validates against the schema.
+ *
+ * The rule is never to loosen: a keyword the grammar cannot enforce is refused with its name, and where exact
+ * enforcement is out of reach the grammar is made stricter instead (objects carry only their declared
+ * properties; uniqueItems keeps arrays to one item; number bounds are met by whole-number integer parts;
+ * dates use days 01-28; strings never hold characters that would need escapes when a pattern applies).
+ * Drafts 04 to 2020-12 are read alike: id/$id, definitions/$defs, items as a tuple or prefixItems, boolean or
+ * numeric exclusive bounds; $ref is a local JSON pointer ("#", "#/$defs/x", ...), recursion included.
+ * Keywords are applied per JSON type, so a schema without "type" keeps every type its keywords allow. */
+#include "common.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct { char *p; size_t n, cap; bool oom; } sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) { b->oom = true; return; }
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof tmp) { sb_add(b, tmp, (size_t)n); return; }
+    char *big = malloc((size_t)n + 1);
+    if (!big) { b->oom = true; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_add(b, big, (size_t)n);
+    free(big);
+}
+
+typedef struct { char *name, *body; } grule;
+
+typedef struct {
+    cJSON *root;
+    grule *rules;
+    int n_rules, cap_rules;
+    struct { const cJSON *node; char *name; } *refs;   /* $ref targets already named (recursion) */
+    int n_refs, cap_refs;
+    hearth_err *err;
+    bool failed;
+    int depth;
+    char path[256];                                      /* where in the schema, for messages */
+} conv;
+
+static char *fail(conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *fail(conv *c, const char *fmt, ...) {
+    if (c->failed) return NULL;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    herr(c->err, "JSON Schema at #%s: %s", c->path, msg);
+    c->failed = true;
+    return NULL;
+}
+
+static char *xstrdup(conv *c, const char *s) {
+    char *d = strdup(s);
+    if (!d) fail(c, "out of memory");
+    return d;
+}
+
+/* Adds rule `hint` (made unique, or reused when an equal body exists) and returns its name. Takes body. */
+static char *add_rule(conv *c, const char *hint, char *body) {
+    if (!body) return NULL;
+    for (int i = 0; i < c->n_rules; i++)
+        if (c->rules[i].body && !strcmp(c->rules[i].body, body)) { free(body); return xstrdup(c, c->rules[i].name); }
+    char name[96];
+    int k = 0;
+    for (const char *s = hint; *s && k < 60; s++) {
+        char ch = *s;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        name[k++] = ok ? ch : '-';
+    }
+    if (!k) name[k++] = 'r';
+    name[k] = 0;
+    char base[96];
+    memcpy(base, name, (size_t)k + 1);
+    for (int n = 1;; n++) {
+        bool taken = !strcmp(name, "root") && strcmp(hint, "root");
+        for (int i = 0; i < c->n_rules && !taken; i++) taken = !strcmp(c->rules[i].name, name);
+        if (!taken) break;
+        snprintf(name, sizeof name, "%.60s-%d", base, n);
+    }
+    if (c->n_rules == c->cap_rules) {
+        int cap = c->cap_rules ? c->cap_rules * 2 : 32;
+        grule *r = realloc(c->rules, (size_t)cap * sizeof *r);
+        if (!r || cap > 100000) { free(body); return fail(c, "the grammar grows too large"); }
+        c->rules = r, c->cap_rules = cap;
+    }
+    c->rules[c->n_rules].name = strdup(name);
+    c->rules[c->n_rules].body = body;
+    if (!c->rules[c->n_rules].name) { free(body); return fail(c, "out of memory"); }
+    c->n_rules++;
+    return xstrdup(c, name);
+}
+
+/* Reserves a rule name for a body written later (a $ref that may recurse). */
+static char *reserve_rule(conv *c, const char *hint) {
+    char *name = add_rule(c, hint, xstrdup(c, "\x01"));
+    if (name) for (int i = 0; i < c->n_rules; i++) if (!strcmp(c->rules[i].name, name)) {
+        free(c->rules[i].body);
+        c->rules[i].body = NULL;
+    }
+    return name;
+}
+
+static void set_rule(conv *c, const char *name, char *body) {
+    for (int i = 0; i < c->n_rules; i++)
+        if (!strcmp(c->rules[i].name, name)) { free(c->rules[i].body); c->rules[i].body = body; return; }
+    free(body);
+}
+
+/* The primitives, llama.cpp's json.gbnf shapes with one optional space between tokens. */
+static const struct { const char *name, *body; } PRIMS[] = {
+    { "space", "\" \"?" },
+    { "boolean", "(\"true\" | \"false\") space" },
+    { "null", "\"null\" space" },
+    { "integral-part", "[0] | [1-9] [0-9]{0,15}" },
+    { "decimal-part", "[0-9]{1,16}" },
+    { "number", "(\"-\"? integral-part) (\".\" decimal-part)? ([eE] [-+]? integral-part)? space" },
+    { "integer", "(\"-\"? integral-part) space" },
+    { "char", "[^\"\\\\\\x7F\\x00-\\x1F] | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})" },
+    { "string", "\"\\\"\" char* \"\\\"\" space" },
+    { "value", "object | array | string | number | boolean | null" },
+    { "object", "\"{\" space ( string \":\" space value (\",\" space string \":\" space value)* )? \"}\" space" },
+    { "array", "\"[\" space ( value (\",\" space value)* )? \"]\" space" },
+};
+static const char *const PRIM_DEPS[][4] = {   /* what each primitive refers to */
+    { 0 }, { "space" }, { "space" }, { 0 }, { 0 }, { "integral-part", "decimal-part", "space" },
+    { "integral-part", "space" }, { 0 }, { "char", "space" }, { "object", "array", "string", "number" },
+    { "string", "space", "value" }, { "value", "space" },
+};
+
+static char *prim(conv *c, const char *name) {
+    for (size_t i = 0; i < sizeof PRIMS / sizeof PRIMS[0]; i++) {
+        if (strcmp(PRIMS[i].name, name)) continue;
+        bool have = false;
+        for (int r = 0; r < c->n_rules && !have; r++) have = !strcmp(c->rules[r].name, name);
+        if (!have) {
+            /* registered before its dependencies, under its own name */
+            if (c->n_rules == c->cap_rules) {
+                int cap = c->cap_rules ? c->cap_rules * 2 : 32;
+                grule *r = realloc(c->rules, (size_t)cap * sizeof *r);
+                if (!r) return fail(c, "out of memory");
+                c->rules = r, c->cap_rules = cap;
+            }
+            c->rules[c->n_rules].name = strdup(name);
+            c->rules[c->n_rules].body = strdup(PRIMS[i].body);
+            c->n_rules++;
+            for (int d = 0; d < 4 && PRIM_DEPS[i][d]; d++) free(prim(c, PRIM_DEPS[i][d]));
+            if (!strcmp(name, "value")) { free(prim(c, "boolean")); free(prim(c, "null")); }
+        }
+        return xstrdup(c, name);
+    }
+    return fail(c, "internal: no primitive '%s'", name);
+}
+
+/* A GBNF literal for the bytes s[0..n). */
+static void sb_literal(sbuf *b, const char *s, size_t n) {
+    sb_puts(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') { char e[3] = { '\\', (char)ch, 0 }; sb_puts(b, e); }
+        else if (ch == '\n') sb_puts(b, "\\n");
+        else if (ch == '\r') sb_puts(b, "\\r");
+        else if (ch == '\t') sb_puts(b, "\\t");
+        else if (ch < 0x20 || ch == 0x7f) sb_printf(b, "\\x%02X", ch);
+        else sb_add(b, (const char *)&ch, 1);
+    }
+    sb_puts(b, "\"");
+}
+
+/* The grammar for exactly the JSON text of v (compact), followed by space. */
+static char *literal_value(conv *c, const cJSON *v) {
+    char *txt = cJSON_PrintUnformatted(v);
+    if (!txt) return fail(c, "out of memory");
+    sbuf b = { 0 };
+    sb_literal(&b, txt, strlen(txt));
+    free(txt);
+    free(prim(c, "space"));
+    sb_puts(&b, " space");
+    if (b.oom) { free(b.p); return fail(c, "out of memory"); }
+    return b.p;
+}
+
+/* ---- schema navigation ---- */
+
+static const cJSON *resolve_ref(conv *c, const char *ref) {
+    if (ref[0] != '#') return fail(c, "$ref '%s': only local references (#...) are supported", ref), NULL;
+    const cJSON *node = c->root;
+    const char *p = ref + 1;
+    while (*p == '/') {
+        p++;
+        char key[256];
+        size_t k = 0;
+        while (*p && *p != '/' && k + 1 < sizeof key) {
+            if (p[0] == '~' && p[1] == '0') key[k++] = '~', p += 2;
+            else if (p[0] == '~' && p[1] == '1') key[k++] = '/', p += 2;
+            else if (p[0] == '%' && p[1] && p[2]) {
+                char hx[3] = { p[1], p[2], 0 };
+                key[k++] = (char)strtol(hx, NULL, 16), p += 3;
+            } else key[k++] = *p++;
+        }
+        key[k] = 0;
+        if (cJSON_IsArray(node)) {
+            char *end;
+            long i = strtol(key, &end, 10);
+            node = *end ? NULL : cJSON_GetArrayItem(node, (int)i);
+        } else node = cJSON_GetObjectItemCaseSensitive(node, key);
+        if (!node) return fail(c, "$ref '%s' points nowhere", ref), NULL;
+    }
+    if (*p) return fail(c, "$ref '%s': anchors are not supported, only JSON pointers", ref), NULL;
+    return node;
+}
+
+enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_NUMBER = 16, T_INTEGER = 32, T_STRING = 64, T_ALL = 127 };
+
+static int type_bit(const char *t) {
+    static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
+    for (int i = 0; i < 7; i++) if (!strcmp(t, N[i])) return 1 << i;
+    return 0;
+}
+
+static bool has(const cJSON *s, const char *k) { return cJSON_GetObjectItemCaseSensitive(s, k) != NULL; }
+static const cJSON *get(const cJSON *s, const char *k) { return cJSON_GetObjectItemCaseSensitive(s, k); }
+
+/* Keywords that only describe (or hold definitions) and constrain nothing. */
+static bool annotation(const char *k) {
+    static const char *const A[] = { "title", "description", "default", "examples", "example", "$schema", "$id", "id",
+                                     "$comment", "deprecated", "readOnly", "writeOnly", "definitions", "$defs",
+                                     "contentMediaType", "contentEncoding", "contentSchema", "discriminator",
+                                     "xml", "externalDocs", "$anchor", "$dynamicAnchor", "$vocabulary", "strict",
+                                     "name", "markdownDescription", "errorMessage", "deprecationMessage" };
+    if (!strncmp(k, "x-", 2)) return true;
+    for (size_t i = 0; i < sizeof A / sizeof A[0]; i++) if (!strcmp(k, A[i])) return true;
+    return false;
+}
+
+/* The types a schema's own keywords allow (no "type": what its keywords imply, or all). */
+static int types_of(conv *c, const cJSON *s) {
+    const cJSON *t = get(s, "type");
+    int m = 0;
+    if (cJSON_IsString(t)) {
+        if (!(m = type_bit(t->valuestring))) return fail(c, "unknown type '%s'", t->valuestring), 0;
+    } else if (cJSON_IsArray(t)) {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, t) {
+            int b = cJSON_IsString(x) ? type_bit(x->valuestring) : 0;
+            if (!b) return fail(c, "bad entry in \"type\""), 0;
+            m |= b;
+        }
+    } else if (t) return fail(c, "\"type\" must be a string or an array"), 0;
+    else {
+        static const char *const OBJ[] = { "properties", "required", "additionalProperties", "minProperties",
+                                           "maxProperties", "patternProperties", "propertyNames",
+                                           "unevaluatedProperties", "dependentRequired", "dependencies" };
+        static const char *const ARR[] = { "items", "prefixItems", "minItems", "maxItems", "uniqueItems",
+                                           "additionalItems", "contains", "unevaluatedItems" };
+        static const char *const STR[] = { "minLength", "maxLength", "pattern", "format" };
+        static const char *const NUM[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf" };
+        for (size_t i = 0; i < sizeof OBJ / sizeof *OBJ; i++) if (has(s, OBJ[i])) m |= T_OBJECT;
+        for (size_t i = 0; i < sizeof ARR / sizeof *ARR; i++) if (has(s, ARR[i])) m |= T_ARRAY;
+        for (size_t i = 0; i < sizeof STR / sizeof *STR; i++) if (has(s, STR[i])) m |= T_STRING;
+        for (size_t i = 0; i < sizeof NUM / sizeof *NUM; i++) if (has(s, NUM[i])) m |= T_NUMBER;
+        if (!m) m = T_ALL;
+    }
+    if (cJSON_IsTrue(get(s, "nullable"))) m |= T_NULL;
+    if (m & T_NUMBER) m &= ~T_INTEGER;   /* every integer is a number */
+    return m;
+}
+
+static char *visit(conv *c, const cJSON *s, const char *hint);
+
+/* ---- strings ---- */
+
+/* A regular expression (the pattern keyword's common subset) as GBNF over the JSON text of the string. */
+typedef struct { const char *p; conv *c; const char *hint; } rx;
+
+static char *rx_alt(rx *r);
+
+/* One class member set as GBNF class body text; chars that JSON escapes are left out (stricter). */
+static void rx_class_char(sbuf *b, unsigned ch) {
+    if (ch == '"' || ch == '\\' || ch < 0x20 || ch == 0x7f) return;
+    if (ch == ']' || ch == '[' || ch == '-' || ch == '^') { char e[3] = { '\\', (char)ch, 0 }; sb_puts(b, e); return; }
+    char t[2] = { (char)ch, 0 };
+    sb_puts(b, t);
+}
+
+static bool rx_escape_class(sbuf *b, char e, bool *negated_shorthand) {
+    *negated_shorthand = false;
+    switch (e) {
+    case 'd': sb_puts(b, "0-9"); return true;
+    case 'w': sb_puts(b, "a-zA-Z0-9_"); return true;
+    case 's': sb_puts(b, " \\t\\n\\r"); return true;
+    case 'D': case 'W': case 'S': *negated_shorthand = true; return true;
+    default: return false;
+    }
+}
+
+static char *rx_atom(rx *r) {
+    conv *c = r->c;
+    sbuf b = { 0 };
+    char ch = *r->p;
+    if (ch == '(') {
+        r->p++;
+        if (r->p[0] == '?') {
+            if (r->p[1] == ':') r->p += 2;
+            else return fail(c, "pattern: lookarounds and named or flagged groups are not supported");
+        }
+        char *in = rx_alt(r);
+        if (!in) return NULL;
+        if (*r->p != ')') { free(in); return fail(c, "pattern: unbalanced parenthesis"); }
+        r->p++;
+        sb_printf(&b, "(%s)", in);
+        free(in);
+    } else if (ch == '[') {
+        r->p++;
+        bool neg = *r->p == '^';
+        if (neg) r->p++;
+        sb_puts(&b, neg ? "[^\"\\\\\\x00-\\x1F\\x7F" : "[");
+        bool first = true;
+        while (*r->p && (*r->p != ']' || first)) {
+            first = false;
+            unsigned lo = (unsigned char)*r->p++;
+            if (lo == '\\') {
+                char e = *r->p++;
+                bool negs;
+                if (rx_escape_class(&b, e, &negs)) {
+                    if (negs) { free(b.p); return fail(c, "pattern: \\D \\W \\S inside a class are not supported"); }
+                    continue;
+                }
+                lo = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : (unsigned char)e;
+            }
+            if (lo >= 0x80) { free(b.p); return fail(c, "pattern: non-ASCII characters in classes are not supported"); }
+            if (r->p[0] == '-' && r->p[1] && r->p[1] != ']') {
+                unsigned hi = (unsigned char)r->p[1];
+                r->p += 2;
+                if (hi == '\\') hi = (unsigned char)*r->p++;
+                if (hi < lo || hi >= 0x80) { free(b.p); return fail(c, "pattern: bad class range"); }
+                if (neg) {   /* [^a-z]: the range is excluded */
+                    rx_class_char(&b, lo);
+                    sb_puts(&b, "-");
+                    char t[2] = { (char)hi, 0 };
+                    if (hi == ']' || hi == '\\' || hi == '-' || hi == '^') sb_puts(&b, "\\");
+                    sb_puts(&b, t);
+                } else
+                    for (unsigned x = lo; x <= hi; x++) rx_class_char(&b, x);
+            } else rx_class_char(&b, lo);
+        }
+        if (*r->p != ']') { free(b.p); return fail(c, "pattern: unterminated class"); }
+        r->p++;
+        sb_puts(&b, "]");
+        if (!neg && !strcmp(b.p, "[]")) { free(b.p); return fail(c, "pattern: a class with only characters JSON escapes"); }
+    } else if (ch == '.') {
+        r->p++;
+        sb_puts(&b, "[^\"\\\\\\x00-\\x1F\\x7F]");
+    } else if (ch == '\\') {
+        char e = r->p[1];
+        r->p += 2;
+        bool negs;
+        sbuf k = { 0 };
+        if (rx_escape_class(&k, e, &negs)) {
+            if (negs) sb_printf(&b, "[^\"\\\\\\x00-\\x1F\\x7F%s]", e == 'D' ? "0-9" : e == 'W' ? "a-zA-Z0-9_" : " ");
+            else sb_printf(&b, "[%s]", k.p);
+            free(k.p);
+        } else if (e == 'b' || e == 'B' || (e >= '1' && e <= '9') || e == 'p' || e == 'P' || e == 'k') {
+            return fail(c, "pattern: \\%c is not supported", e);
+        } else {
+            char lit = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
+            if (lit == '"' || lit == '\\') sb_puts(&b, lit == '"' ? "\"\\\\\\\"\"" : "\"\\\\\\\\\"");
+            else if ((unsigned char)lit < 0x20) { return fail(c, "pattern: control characters are not supported"); }
+            else sb_literal(&b, &lit, 1);
+        }
+    } else if (ch == '"') {
+        r->p++;
+        sb_puts(&b, "\"\\\\\\\"\"");
+    } else {
+        /* one UTF-8 character, literally */
+        int n = (unsigned char)ch < 0x80 ? 1 : ((unsigned char)ch >> 5) == 6 ? 2 : ((unsigned char)ch >> 4) == 14 ? 3 : 4;
+        for (int i = 1; i < n; i++) if (!r->p[i]) n = i;
+        sb_literal(&b, r->p, (size_t)n);
+        r->p += n;
+    }
+    if (b.oom) { free(b.p); return fail(c, "out of memory"); }
+    return b.p;
+}
+
+static char *rx_seq(rx *r) {
+    sbuf b = { 0 };
+    sb_puts(&b, "");
+    while (*r->p && *r->p != '|' && *r->p != ')') {
+        if (*r->p == '^' || *r->p == '$') return free(b.p), fail(r->c, "pattern: '^' or '$' inside the pattern");
+        char *a = rx_atom(r);
+        if (!a) { free(b.p); return NULL; }
+        char q = *r->p;
+        if (q == '*' || q == '+' || q == '?') {
+            r->p++;
+            sb_printf(&b, " (%s)%c", a, q);
+        } else if (q == '{') {
+            char *end;
+            long lo = strtol(r->p + 1, &end, 10), hi = lo;
+            if (end == r->p + 1) { free(a); free(b.p); return fail(r->c, "pattern: bad {m,n}"); }
+            if (*end == ',') hi = end[1] == '}' ? -1 : strtol(end + 1, &end, 10), end += hi < 0;
+            if (*end != '}' || lo > 1000 || hi > 1000) { free(a); free(b.p); return fail(r->c, "pattern: bad {m,n}"); }
+            r->p = end + 1;
+            if (hi < 0) sb_printf(&b, " (%s){%ld,}", a, lo);
+            else sb_printf(&b, " (%s){%ld,%ld}", a, lo, hi);
+        } else sb_printf(&b, " %s", a);
+        if (*r->p == '?' && (q == '*' || q == '+' || q == '?' || q == '}')) r->p++;   /* lazy: same language */
+        free(a);
+    }
+    if (b.oom) { free(b.p); return fail(r->c, "out of memory"); }
+    return b.p;
+}
+
+static char *rx_alt(rx *r) {
+    sbuf b = { 0 };
+    for (;;) {
+        char *s = rx_seq(r);
+        if (!s) { free(b.p); return NULL; }
+        sb_puts(&b, s[0] ? s : " \"\"");
+        free(s);
+        if (*r->p != '|') break;
+        r->p++;
+        sb_puts(&b, " |");
+    }
+    if (b.oom) { free(b.p); return fail(r->c, "out of memory"); }
+    return b.p;
+}
+
+static char *pattern_string(conv *c, const char *pat, const char *hint) {
+    size_t n = strlen(pat);
+    bool head = n && pat[0] == '^', tail = n > 1 && pat[n - 1] == '$' && pat[n - 2] != '\\';
+    char *body = strndup(pat + head, n - head - tail);
+    if (!body) return fail(c, "out of memory");
+    rx r = { body, c, hint };
+    char *g = rx_alt(&r);
+    if (g && *r.p) { free(g); g = fail(c, "pattern: unbalanced parenthesis"); }
+    free(body);
+    if (!g) return NULL;
+    free(prim(c, "char"));
+    free(prim(c, "space"));
+    sbuf b = { 0 };
+    sb_printf(&b, "\"\\\"\" %s(%s) %s\"\\\"\" space", head ? "" : "char* ", g, tail ? "" : "char* ");
+    free(g);
+    if (b.oom) { free(b.p); return fail(c, "out of memory"); }
+    return add_rule(c, hint, b.p);
+}
+
+/* Grammars for the string formats, each stricter than its definition where that is simpler. */
+static const struct { const char *name, *body; } FORMATS[] = {
+    { "date", "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])" },
+    { "time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])" },
+    { "date-time", "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]) \"T\" ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])" },
+    { "uuid", "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}" },
+    { "email", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \"@\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \".\" [a-z]{2,6}" },
+    { "idn-email", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \"@\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \".\" [a-z]{2,6}" },
+    { "hostname", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4}" },
+    { "idn-hostname", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4}" },
+    { "ipv4", "ipv4-octet \".\" ipv4-octet \".\" ipv4-octet \".\" ipv4-octet" },
+    { "ipv6", "[0-9a-f]{1,4} (\":\" [0-9a-f]{1,4}){7}" },
+    { "uri", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
+    { "iri", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
+    { "uri-reference", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
+    { "iri-reference", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
+    { "duration", "\"P\" ([1-9] [0-9]{0,3} \"D\")? \"T\" [1-9] [0-9]{0,3} \"H\"" },
+};
+
+static char *string_rule(conv *c, const cJSON *s, const char *hint) {
+    const cJSON *fmt = get(s, "format"), *pat = get(s, "pattern"), *mn = get(s, "minLength"), *mx = get(s, "maxLength");
+    if (pat && !cJSON_IsString(pat)) return fail(c, "\"pattern\" must be a string");
+    if (pat && (fmt || mn || mx)) return fail(c, "\"pattern\" together with format/minLength/maxLength is not supported");
+    if (pat) return pattern_string(c, pat->valuestring, hint);
+    if (fmt && cJSON_IsString(fmt)) {
+        const char *f = fmt->valuestring;
+        for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++) {
+            if (strcmp(FORMATS[i].name, f)) continue;
+            if (mn || mx) return fail(c, "\"format\" together with minLength/maxLength is not supported");
+            if (!strcmp(f, "ipv4")) free(add_rule(c, "ipv4-octet", xstrdup(c, "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]")));
+            free(prim(c, "space"));
+            sbuf b = { 0 };
+            sb_printf(&b, "\"\\\"\" %s \"\\\"\" space", FORMATS[i].body);
+            char tmp[64];
+            snprintf(tmp, sizeof tmp, "%.40s-string", f);
+            return b.oom ? fail(c, "out of memory") : add_rule(c, tmp, b.p);
+        }
+        return fail(c, "string format '%s' is not supported", f);
+    }
+    if (!mn && !mx) return prim(c, "string");
+    double lo = cJSON_IsNumber(mn) ? mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? mx->valuedouble : -1;
+    if ((mn && !cJSON_IsNumber(mn)) || (mx && !cJSON_IsNumber(mx)) || lo < 0 || lo > 10000 || hi > 10000 || (mx && hi < lo))
+        return fail(c, "bad minLength/maxLength");
+    free(prim(c, "char"));
+    free(prim(c, "space"));
+    sbuf b = { 0 };
+    if (mx) sb_printf(&b, "\"\\\"\" char{%d,%d} \"\\\"\" space", (int)ceil(lo), (int)floor(hi));
+    else sb_printf(&b, "\"\\\"\" char{%d,} \"\\\"\" space", (int)ceil(lo));
+    return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
+/* ---- numbers ---- */
+
+/* Decimal digit strings of equal length n: the numbers from a to b (digits, not values), as GBNF. */
+static void digits_range(sbuf *b, const char *a, const char *z, int n) {
+    if (n == 0) return;
+    if (a[0] == z[0]) {
+        sb_printf(b, " \"%c\"", a[0]);
+        digits_range(b, a + 1, z + 1, n - 1);
+        return;
+    }
+    bool a_zero = true, z_nine = true;
+    for (int i = 1; i < n; i++) a_zero &= a[i] == '0', z_nine &= z[i] == '9';
+    char lo = a[0], hi = z[0];
+    sb_puts(b, " (");
+    bool first = true;
+    if (!a_zero) {   /* a[0] followed by a[1..] .. 99.. */
+        char nines[24];
+        memset(nines, '9', (size_t)n - 1);
+        sb_printf(b, "\"%c\"", a[0]);
+        digits_range(b, a + 1, nines, n - 1);
+        lo++, first = false;
+    }
+    char mid_hi = z_nine ? hi : (char)(hi - 1);
+    if (lo <= mid_hi) {
+        sb_printf(b, "%s[%c-%c]", first ? "" : " | ", lo, mid_hi);
+        if (n > 1) sb_printf(b, " [0-9]{%d}", n - 1);
+        first = false;
+    }
+    if (!z_nine) {
+        char zeros[24];
+        memset(zeros, '0', (size_t)n - 1);
+        sb_printf(b, "%s\"%c\"", first ? "" : " | ", z[0]);
+        digits_range(b, zeros, z + 1, n - 1);
+    }
+    sb_puts(b, ")");
+}
+
+/* Non-negative integers lo..hi (hi < 0: unbounded) without leading zeros, as alternatives. */
+static void uint_range(sbuf *b, long long lo, long long hi) {
+    bool first = true;
+    char a[24], z[24];
+    int na = snprintf(a, sizeof a, "%lld", lo);
+    for (int n = na; n <= 18; n++) {
+        long long top = 1;
+        for (int i = 0; i < n; i++) top *= 10;
+        top -= 1;
+        long long from = n == na ? lo : top / 10 + 1;
+        if (hi >= 0 && from > hi) break;
+        if (hi < 0 && n > na) {   /* every longer number */
+            sb_printf(b, "%s[1-9] [0-9]{%d,15}", first ? "" : " | ", n - 1);
+            return;
+        }
+        long long to = hi >= 0 && hi < top ? hi : top;
+        snprintf(a, sizeof a, "%0*lld", n, from);
+        snprintf(z, sizeof z, "%0*lld", n, to);
+        sb_puts(b, first ? "(" : " | (");
+        digits_range(b, a, z, n);
+        sb_puts(b, ")");
+        first = false;
+        if (hi >= 0 && to == hi) return;
+    }
+}
+
+/* Integers lo..hi (either end may be absent). */
+static char *int_rule(conv *c, bool has_lo, long long lo, bool has_hi, long long hi, const char *hint) {
+    if (!has_lo && !has_hi) return prim(c, "integer");
+    if (has_lo && has_hi && hi < lo) return fail(c, "no integer satisfies the bounds");
+    if ((has_lo && llabs(lo) > 999999999999999LL) || (has_hi && llabs(hi) > 999999999999999LL))
+        return fail(c, "integer bounds beyond 15 digits are not supported");
+    free(prim(c, "space"));
+    sbuf b = { 0 };
+    sb_puts(&b, "(");
+    bool any = false;
+    if (!has_lo || lo < 0) {   /* negatives: "-" then 1..-lo (or any) down to max(-1, hi) */
+        long long nlo = has_hi && hi < 0 ? -hi : 1, nhi = has_lo ? -lo : -1;
+        sb_puts(&b, "\"-\" (");
+        uint_range(&b, nlo, nhi);
+        sb_puts(&b, ")");
+        any = true;
+    }
+    if (!has_hi || hi >= 0) {
+        long long plo = has_lo && lo > 0 ? lo : 0, phi = has_hi ? hi : -1;
+        sb_puts(&b, any ? " | " : "");
+        uint_range(&b, plo, phi);
+    }
+    sb_puts(&b, ") space");
+    return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
+/* Reads minimum/maximum with either draft's exclusive forms. */
+static bool bounds(conv *c, const cJSON *s, bool *has_lo, double *lo, bool *lo_ex, bool *has_hi, double *hi, bool *hi_ex) {
+    const cJSON *mn = get(s, "minimum"), *mx = get(s, "maximum"), *emn = get(s, "exclusiveMinimum"),
+                *emx = get(s, "exclusiveMaximum");
+    *has_lo = *has_hi = *lo_ex = *hi_ex = false;
+    if (cJSON_IsNumber(mn)) *has_lo = true, *lo = mn->valuedouble;
+    if (cJSON_IsNumber(mx)) *has_hi = true, *hi = mx->valuedouble;
+    if (cJSON_IsTrue(emn)) *lo_ex = true;
+    if (cJSON_IsTrue(emx)) *hi_ex = true;
+    if (cJSON_IsNumber(emn) && (!*has_lo || emn->valuedouble >= *lo)) *has_lo = *lo_ex = true, *lo = emn->valuedouble;
+    if (cJSON_IsNumber(emx) && (!*has_hi || emx->valuedouble <= *hi)) *has_hi = *hi_ex = true, *hi = emx->valuedouble;
+    if ((mn && !cJSON_IsNumber(mn)) || (mx && !cJSON_IsNumber(mx))) return fail(c, "bad minimum/maximum"), false;
+    return true;
+}
+
+static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint) {
+    const cJSON *mo = get(s, "multipleOf");
+    if (mo && !(cJSON_IsNumber(mo) && integer && mo->valuedouble == 1)) return fail(c, "\"multipleOf\" is not supported");
+    bool has_lo, lo_ex, has_hi, hi_ex;
+    double lo = 0, hi = 0;
+    if (!bounds(c, s, &has_lo, &lo, &lo_ex, &has_hi, &hi, &hi_ex)) return NULL;
+    const cJSON *fmt = get(s, "format");
+    if (integer && cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "int32")) {
+        if (!has_lo || lo < -2147483648.0) has_lo = true, lo = -2147483648.0, lo_ex = false;
+        if (!has_hi || hi > 2147483647.0) has_hi = true, hi = 2147483647.0, hi_ex = false;
+    }
+    if (fabs(lo) > 1e15 || fabs(hi) > 1e15) return fail(c, "numeric bounds beyond 1e15 are not supported");
+    /* integer bounds: the smallest and largest allowed integers */
+    long long ilo = 0, ihi = 0;
+    if (has_lo) ilo = (long long)ceil(lo), ilo += lo_ex && (double)ilo == lo;
+    if (has_hi) ihi = (long long)floor(hi), ihi -= hi_ex && (double)ihi == hi;
+    if (integer) return int_rule(c, has_lo, ilo, has_hi, ihi, hint);
+    if (!has_lo && !has_hi) return prim(c, "number");
+    /* numbers, no exponent: a whole-number part in [ilo, ihi - 1] with any fraction, or ihi itself (stricter
+     * than non-integer bounds); without a lower bound, negatives too */
+    if (has_lo && has_hi && ihi < ilo) return fail(c, "the bounds leave no number whose whole part hearth can enforce");
+    if (has_lo && ilo < 0) return fail(c, "a negative lower bound on a number is not supported (an integer's is)");
+    free(prim(c, "integral-part"));
+    free(prim(c, "decimal-part"));
+    free(prim(c, "space"));
+    sbuf b = { 0 };
+    sb_puts(&b, "(");
+    if (!has_lo) {
+        long long nmin = has_hi && ihi < 0 ? -ihi : 0;
+        if (!nmin) sb_puts(&b, "\"-\" integral-part (\".\" decimal-part)?");
+        else { sb_puts(&b, "\"-\" ("); uint_range(&b, nmin, -1); sb_puts(&b, ") (\".\" decimal-part)?"); }
+    }
+    if (!has_hi || ihi >= 0) {
+        long long plo = has_lo ? ilo : 0;
+        const char *sep = has_lo ? "" : " | ";
+        if (has_lo && lo_ex && floor(lo) == lo && lo >= 0 && (!has_hi || lo < hi)) {   /* v > lo: lo.000x too */
+            sb_printf(&b, "%s\"%lld.\" [0-9]{0,15} [1-9]", sep, (long long)lo);
+            sep = " | ";
+        }
+        if (!has_hi) { sb_printf(&b, "%s(", sep); uint_range(&b, plo, -1); sb_puts(&b, ") (\".\" decimal-part)?"); }
+        else if (hi_ex && floor(hi) == hi) {   /* v < hi: any fraction on whole parts up to hi - 1 */
+            sb_printf(&b, "%s(", sep);
+            uint_range(&b, plo, ihi);
+            sb_puts(&b, ") (\".\" decimal-part)?");
+        } else {
+            if (ihi - 1 >= plo) {
+                sb_printf(&b, "%s(", sep);
+                uint_range(&b, plo, ihi - 1);
+                sb_puts(&b, ") (\".\" decimal-part)?");
+                sep = " | ";
+            }
+            sb_printf(&b, "%s\"%lld\"", sep, ihi);
+        }
+    }
+    sb_puts(&b, ") space");
+    return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
+/* ---- arrays and objects ---- */
+
+static char *array_rule(conv *c, const cJSON *s, const char *hint) {
+    const cJSON *items = get(s, "items"), *prefix = get(s, "prefixItems"), *mn = get(s, "minItems"),
+                *mx = get(s, "maxItems"), *uniq = get(s, "uniqueItems"), *addl = get(s, "additionalItems");
+    if (has(s, "contains")) return fail(c, "\"contains\" is not supported");
+    if (cJSON_IsArray(items)) prefix = items, items = addl;   /* draft-04..07 tuple form */
+    long lo = cJSON_IsNumber(mn) ? (long)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (long)mx->valuedouble : -1;
+    if (lo < 0 || lo > 1000 || hi > 1000 || (hi >= 0 && hi < lo)) return fail(c, "bad minItems/maxItems");
+    if (cJSON_IsTrue(uniq)) {   /* at most one item is always unique */
+        if (lo > 1) return fail(c, "\"uniqueItems\" with minItems above 1 is not supported");
+        if (hi < 0 || hi > 1) hi = 1;
+    }
+    free(prim(c, "space"));
+    char tmp[128];
+    int n_prefix = cJSON_IsArray(prefix) ? cJSON_GetArraySize(prefix) : 0;
+    char **pre = n_prefix ? calloc((size_t)n_prefix, sizeof *pre) : NULL;
+    if (n_prefix && !pre) return fail(c, "out of memory");
+    for (int i = 0; i < n_prefix && !c->failed; i++) {
+        snprintf(tmp, sizeof tmp, "%.40s-%d", hint, i);
+        pre[i] = visit(c, cJSON_GetArrayItem(prefix, i), tmp);
+    }
+    char *item = NULL;
+    bool rest_ok = !(cJSON_IsFalse(items));
+    if (rest_ok && !c->failed) {
+        snprintf(tmp, sizeof tmp, "%.40s-item", hint);
+        item = items && !cJSON_IsTrue(items) ? visit(c, items, tmp) : prim(c, "value");
+    }
+    sbuf b = { 0 };
+    if (!c->failed) {
+        /* positions 0..: prefix items first, then `item`; counts lo..hi */
+        long max = hi;
+        if (!rest_ok && (max < 0 || max > n_prefix)) max = n_prefix;
+        if (lo > max && max >= 0) fail(c, "minItems cannot be met");
+        sb_puts(&b, "\"[\" space");
+        int open = 0;   /* items lo.. are nested optionals: ( "," x ( "," y )? )? */
+        for (long i = 0; !c->failed && (max < 0 || i < max); i++) {
+            if (max < 0 && i >= n_prefix && i >= lo) {   /* the unbounded tail */
+                if (i == 0) sb_printf(&b, " (%s (\",\" space %s)*)?", item, item);
+                else sb_printf(&b, " (\",\" space %s)*", item);
+                break;
+            }
+            if (i >= lo) { sb_puts(&b, " ("); open++; }
+            sb_printf(&b, i ? " \",\" space %s" : " %s", i < n_prefix ? pre[i] : item);
+        }
+        for (int i = 0; i < open; i++) sb_puts(&b, ")?");
+        sb_puts(&b, " \"]\" space");
+    }
+    for (int i = 0; i < n_prefix; i++) free(pre[i]);
+    free(pre);
+    free(item);
+    if (c->failed) { free(b.p); return NULL; }
+    return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
+/* A quoted JSON key as a GBNF literal. */
+static void sb_key(sbuf *b, const char *k) {
+    cJSON *str = cJSON_CreateString(k);
+    char *txt = str ? cJSON_PrintUnformatted(str) : NULL;
+    if (txt) sb_literal(b, txt, strlen(txt));
+    else b->oom = true;
+    free(txt);
+    cJSON_Delete(str);
+}
+
+static bool in_required(const cJSON *req, const char *k) {
+    const cJSON *x;
+    cJSON_ArrayForEach(x, req) if (cJSON_IsString(x) && !strcmp(x->valuestring, k)) return true;
+    return false;
+}
+
+static char *object_rule(conv *c, const cJSON *s, const char *hint) {
+    const cJSON *props = get(s, "properties"), *req = get(s, "required"), *addl = get(s, "additionalProperties"),
+                *mn = get(s, "minProperties"), *mx = get(s, "maxProperties"), *pp = get(s, "patternProperties"),
+                *up = get(s, "unevaluatedProperties");
+    if (pp && cJSON_GetArraySize(pp) > 0) return fail(c, "\"patternProperties\" is not supported");
+    if (has(s, "propertyNames")) return fail(c, "\"propertyNames\" is not supported");
+    if (has(s, "dependentRequired") || has(s, "dependencies") || has(s, "dependentSchemas"))
+        return fail(c, "\"dependencies\"/\"dependentRequired\" are not supported");
+    if (up && !cJSON_IsBool(up)) return fail(c, "\"unevaluatedProperties\" with a schema is not supported");
+    if (req && !cJSON_IsArray(req)) return fail(c, "\"required\" must be an array");
+    int n_props = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, req) {
+        if (!cJSON_IsString(x)) return fail(c, "\"required\" must hold strings");
+        if (!get(props, x->valuestring) && n_props > 0 && (cJSON_IsFalse(addl) || !addl))
+            return fail(c, "required property '%s' has no schema under \"properties\"", x->valuestring);
+    }
+    long lo = cJSON_IsNumber(mn) ? (long)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (long)mx->valuedouble : -1;
+    free(prim(c, "space"));
+    sbuf b = { 0 };
+    sb_puts(&b, "\"{\" space");
+    if (n_props == 0 && !cJSON_IsFalse(addl)) {
+        /* a map: any keys, values per additionalProperties; lo..hi entries */
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "%.40s-value", hint);
+        char *val = cJSON_IsObject(addl) ? visit(c, addl, tmp) : prim(c, "value");
+        char *str = prim(c, "string");
+        int n_req = req ? cJSON_GetArraySize(req) : 0;
+        if (n_req) { free(val); free(str); free(b.p); return fail(c, "\"required\" without \"properties\" is not supported"); }
+        if (lo > 100 || (hi >= 0 && hi < lo)) { free(val); free(str); free(b.p); return fail(c, "bad minProperties/maxProperties"); }
+        if (!c->failed) {
+            if (hi == 0) {}
+            else if (lo == 0) {
+                if (hi < 0) sb_printf(&b, " (%s \":\" space %s (\",\" space %s \":\" space %s)*)?", str, val, str, val);
+                else sb_printf(&b, " (%s \":\" space %s (\",\" space %s \":\" space %s){0,%ld})?", str, val, str, val, hi - 1);
+            } else {
+                if (hi < 0) sb_printf(&b, " %s \":\" space %s (\",\" space %s \":\" space %s){%ld,}", str, val, str, val, lo - 1);
+                else sb_printf(&b, " %s \":\" space %s (\",\" space %s \":\" space %s){%ld,%ld}", str, val, str, val, lo - 1, hi - 1);
+            }
+            if (lo > 1 || hi < 0 || hi > 1) {
+                /* several free keys could repeat; JSON with a repeated key is still validated by its last value */
+            }
+        }
+        free(val);
+        free(str);
+    } else {
+        /* declared properties in order: required ones always, optional ones maybe; nothing else (stricter) */
+        int n_req = 0, n = 0;
+        char **val = calloc((size_t)n_props + 1, sizeof *val);
+        bool *isreq = calloc((size_t)n_props + 1, sizeof *isreq);
+        const char **key = calloc((size_t)n_props + 1, sizeof *key);
+        if (!val || !isreq || !key) fail(c, "out of memory");
+        cJSON_ArrayForEach(x, props) {
+            if (c->failed) break;
+            char tmp[128];
+            snprintf(tmp, sizeof tmp, "%.40s-%s", hint, x->string);
+            size_t plen = strlen(c->path);
+            snprintf(c->path + plen, sizeof c->path - plen, "/properties/%s", x->string);
+            key[n] = x->string;
+            isreq[n] = in_required(req, x->string);
+            n_req += isreq[n];
+            val[n] = visit(c, x, tmp);
+            c->path[plen] = 0;
+            n++;
+        }
+        if (!c->failed && lo > n_req) {
+            if (lo > n) fail(c, "minProperties %ld cannot be met by the declared properties", lo);
+            else fail(c, "\"minProperties\" above the required count is not supported");
+        }
+        if (!c->failed && hi >= 0 && n_req > hi) fail(c, "maxProperties %ld is below the required count", hi);
+        if (!c->failed && hi >= 0 && n > hi) fail(c, "\"maxProperties\" below the number of declared properties is not supported");
+        /* rules tail_i_first / tail_i_more: the properties from i on, before or after the first one written */
+        char **first = calloc((size_t)n + 1, sizeof *first), **more = calloc((size_t)n + 1, sizeof *more);
+        if (!first || !more) fail(c, "out of memory");
+        for (int i = n - 1; i >= 0 && !c->failed; i--) {
+            sbuf kv = { 0 }, f = { 0 }, m = { 0 };
+            sb_key(&kv, key[i]);
+            sb_printf(&kv, " space \":\" space %s", val[i]);
+            const char *nf = first[i + 1], *nm = more[i + 1];
+            if (isreq[i]) {   /* F ::= kv M',  M ::= "," kv M' */
+                sb_printf(&f, "%s%s%s", kv.p, nm ? " " : "", nm ? nm : "");
+                sb_printf(&m, "\",\" space %s%s%s", kv.p, nm ? " " : "", nm ? nm : "");
+            } else {          /* F ::= (kv M' | F')?,  M ::= ("," kv M' | M')? */
+                sb_printf(&f, "(%s%s%s%s%s)?", kv.p, nm ? " " : "", nm ? nm : "", nf ? " | " : "", nf ? nf : "");
+                sb_printf(&m, "(\",\" space %s%s%s%s%s)?", kv.p, nm ? " " : "", nm ? nm : "", nm ? " | " : "",
+                          nm ? nm : "");
+            }
+            free(kv.p);
+            char tmp[128];
+            snprintf(tmp, sizeof tmp, "%.40s-%d-first", hint, i);
+            first[i] = f.oom ? fail(c, "out of memory") : add_rule(c, tmp, f.p);
+            snprintf(tmp, sizeof tmp, "%.40s-%d-more", hint, i);
+            more[i] = m.oom ? fail(c, "out of memory") : add_rule(c, tmp, m.p);
+        }
+        if (!c->failed && n) sb_printf(&b, " %s", first[0]);
+        for (int i = 0; i <= n; i++) { free(val ? val[i] : NULL); free(first ? first[i] : NULL); free(more ? more[i] : NULL); }
+        free(val); free(isreq); free(key); free(first); free(more);
+    }
+    sb_puts(&b, " \"}\" space");
+    if (c->failed) { free(b.p); return NULL; }
+    return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
+/* ---- combinators ---- */
+
+/* allOf: the subschemas merged into one (objects: properties and required united; bounds tightened). */
+static cJSON *merge(conv *c, const cJSON *a, const cJSON *b) {
+    cJSON *m = cJSON_Duplicate(a, true);
+    if (!m) return fail(c, "out of memory"), NULL;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, b) {
+        const char *k = x->string;
+        cJSON *have = cJSON_GetObjectItemCaseSensitive(m, k);
+        if (annotation(k) && strcmp(k, "definitions") && strcmp(k, "$defs")) continue;
+        if (!have) { cJSON_AddItemToObject(m, k, cJSON_Duplicate(x, true)); continue; }
+        if (cJSON_Compare(have, x, true)) continue;
+        if (!strcmp(k, "properties")) {
+            const cJSON *p;
+            cJSON_ArrayForEach(p, x) {
+                cJSON *hp = cJSON_GetObjectItemCaseSensitive(have, p->string);
+                if (!hp) cJSON_AddItemToObject(have, p->string, cJSON_Duplicate(p, true));
+                else if (!cJSON_Compare(hp, p, true)) {
+                    cJSON *both = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(both, "allOf");
+                    cJSON_AddItemToArray(arr, cJSON_Duplicate(hp, true));
+                    cJSON_AddItemToArray(arr, cJSON_Duplicate(p, true));
+                    cJSON_ReplaceItemInObjectCaseSensitive(have, p->string, both);
+                }
+            }
+        } else if (!strcmp(k, "required")) {
+            const cJSON *r;
+            cJSON_ArrayForEach(r, x) if (cJSON_IsString(r) && !in_required(have, r->valuestring))
+                cJSON_AddItemToArray(have, cJSON_CreateString(r->valuestring));
+        } else if (!strcmp(k, "type")) {
+            int ta = types_of(c, m), tb = types_of(c, b);
+            int t = ta & tb;
+            if ((ta & T_NUMBER) && (tb & T_INTEGER)) t |= T_INTEGER;
+            if ((tb & T_NUMBER) && (ta & T_INTEGER)) t |= T_INTEGER;
+            if (!t) { cJSON_Delete(m); return fail(c, "allOf: the types exclude each other"), NULL; }
+            cJSON *arr = cJSON_CreateArray();
+            static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
+            for (int i = 0; i < 7; i++) if (t & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "type", arr);
+        } else if (!strcmp(k, "minimum") || !strcmp(k, "minLength") || !strcmp(k, "minItems") ||
+                   !strcmp(k, "minProperties")) {
+            if (cJSON_IsNumber(x) && x->valuedouble > have->valuedouble) cJSON_SetNumberValue(have, x->valuedouble);
+        } else if (!strcmp(k, "maximum") || !strcmp(k, "maxLength") || !strcmp(k, "maxItems") ||
+                   !strcmp(k, "maxProperties")) {
+            if (cJSON_IsNumber(x) && x->valuedouble < have->valuedouble) cJSON_SetNumberValue(have, x->valuedouble);
+        } else if (!strcmp(k, "additionalProperties") && (cJSON_IsFalse(x) || cJSON_IsFalse(have))) {
+            cJSON_ReplaceItemInObjectCaseSensitive(m, k, cJSON_CreateFalse());
+        } else {
+            cJSON_Delete(m);
+            return fail(c, "allOf: both parts set '%s' differently", k), NULL;
+        }
+    }
+    /* additionalProperties false on one side forbids the other side's extra properties */
+    for (int side = 0; side < 2; side++) {
+        const cJSON *closed = side ? b : a;
+        if (!cJSON_IsFalse(get(closed, "additionalProperties"))) continue;
+        cJSON *mp = cJSON_GetObjectItemCaseSensitive(m, "properties");
+        const cJSON *cp = get(closed, "properties");
+        for (cJSON *p = mp ? mp->child : NULL; p;) {
+            cJSON *nx = p->next;
+            if (!get(cp, p->string)) {
+                if (in_required(get(m, "required"), p->string)) {
+                    cJSON_Delete(m);
+                    return fail(c, "allOf: required property '%s' is forbidden by additionalProperties false", p->string), NULL;
+                }
+                cJSON_DeleteItemFromObjectCaseSensitive(mp, p->string);
+            }
+            p = nx;
+        }
+    }
+    return m;
+}
+
+/* Two schemas no value can satisfy both of (for oneOf): different types, or a required property whose const/enum
+ * values differ, or one requires what the other forbids. Conservative: false when unsure. */
+static bool values_disjoint(const cJSON *a, const cJSON *b) {
+    const cJSON *ca = get(a, "const"), *cb = get(b, "const"), *ea = get(a, "enum"), *eb = get(b, "enum");
+    if (!(ca || ea) || !(cb || eb)) return false;
+    const cJSON *x, *y;
+    if (ca && cb) return !cJSON_Compare(ca, cb, true);
+    if (ca) { cJSON_ArrayForEach(y, eb) if (cJSON_Compare(ca, y, true)) return false; return true; }
+    if (cb) { cJSON_ArrayForEach(x, ea) if (cJSON_Compare(x, cb, true)) return false; return true; }
+    cJSON_ArrayForEach(x, ea) cJSON_ArrayForEach(y, eb) if (cJSON_Compare(x, y, true)) return false;
+    return true;
+}
+
+static bool disjoint(conv *c, const cJSON *a, const cJSON *b) {
+    int ta = types_of(c, a), tb = types_of(c, b);
+    int na = ta & T_NUMBER ? ta | T_INTEGER : ta, nb = tb & T_NUMBER ? tb | T_INTEGER : tb;
+    if (!(na & nb)) return true;
+    if (values_disjoint(a, b)) return true;
+    if ((ta & tb) != T_OBJECT && ((na & nb) & ~T_OBJECT)) return false;
+    const cJSON *pa = get(a, "properties"), *pb = get(b, "properties"), *x;
+    cJSON_ArrayForEach(x, pa) {
+        const cJSON *y = get(pb, x->string);
+        if (y && in_required(get(a, "required"), x->string) && in_required(get(b, "required"), x->string) &&
+            values_disjoint(x, y))
+            return true;
+    }
+    for (int side = 0; side < 2; side++) {
+        const cJSON *p = side ? b : a, *q = side ? a : b;
+        if (!cJSON_IsFalse(get(q, "additionalProperties"))) continue;
+        cJSON_ArrayForEach(x, get(p, "required")) if (cJSON_IsString(x) && !get(get(q, "properties"), x->valuestring))
+            return true;
+    }
+    return false;
+}
+
+static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *hint) {
+    const cJSON *arr = get(s, kw);
+    if (!cJSON_IsArray(arr) || !cJSON_GetArraySize(arr)) return fail(c, "\"%s\" must be a non-empty array", kw);
+    cJSON *base = cJSON_Duplicate(s, true);
+    if (!base) return fail(c, "out of memory");
+    cJSON_DeleteItemFromObjectCaseSensitive(base, kw);
+    bool siblings = false;
+    for (const cJSON *x = base->child; x; x = x->next) siblings |= !annotation(x->string);
+    int n = cJSON_GetArraySize(arr);
+    cJSON **alt = calloc((size_t)n, sizeof *alt);
+    if (!alt) { cJSON_Delete(base); return fail(c, "out of memory"); }
+    cJSON **check = calloc((size_t)n, sizeof *check);   /* refs resolved, for the oneOf test */
+    if (!check) { free(alt); cJSON_Delete(base); return fail(c, "out of memory"); }
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, arr) {   /* each alternative with the schema's other keywords applied to it */
+        const cJSON *xs = x;
+        if (cJSON_IsObject(x) && cJSON_IsString(get(x, "$ref"))) xs = resolve_ref(c, get(x, "$ref")->valuestring);
+        if (c->failed) break;
+        if (cJSON_IsFalse(xs)) { i++; continue; }
+        if (siblings && cJSON_IsObject(xs)) {
+            alt[i] = merge(c, base, xs);
+            check[i] = cJSON_Duplicate(alt[i], true);
+        } else {
+            alt[i] = cJSON_Duplicate(x, true);
+            check[i] = cJSON_Duplicate(xs, true);
+        }
+        i++;
+        if (c->failed) break;
+    }
+    if (!c->failed && !strcmp(kw, "oneOf"))
+        for (int a = 0; a < n && !c->failed; a++)
+            for (int b2 = a + 1; b2 < n && !c->failed; b2++)
+                if (check[a] && check[b2] && !disjoint(c, check[a], check[b2]))
+                    fail(c, "oneOf: alternatives %d and %d may both match, and 'exactly one' cannot be enforced", a, b2);
+    for (int a = 0; a < n; a++) cJSON_Delete(check[a]);
+    free(check);
+    sbuf b = { 0 };
+    for (int a = 0; a < n && !c->failed; a++) {
+        if (!alt[a]) continue;
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "%.40s-%d", hint, a);
+        char *g = visit(c, alt[a], tmp);
+        if (g) sb_printf(&b, "%s%s", b.n ? " | " : "", g);
+        free(g);
+    }
+    for (int a = 0; a < n; a++) cJSON_Delete(alt[a]);
+    free(alt);
+    cJSON_Delete(base);
+    if (c->failed) { free(b.p); return NULL; }
+    if (!b.n) { free(b.p); return fail(c, "\"%s\": no alternative can match", kw); }
+    return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
+/* The grammar expression for schema s (a rule name, usually). */
+static char *visit(conv *c, const cJSON *s, const char *hint) {
+    if (c->failed) return NULL;
+    if (++c->depth > 64) { c->depth--; return fail(c, "schema nested too deeply"); }
+    char *out = NULL;
+    if (cJSON_IsTrue(s) || (cJSON_IsObject(s) && !s->child)) { out = prim(c, "value"); goto done; }
+    if (cJSON_IsFalse(s)) { out = fail(c, "the schema false matches nothing"); goto done; }
+    if (!cJSON_IsObject(s)) { out = fail(c, "a schema must be an object or a boolean"); goto done; }
+    const cJSON *ref = get(s, "$ref");
+    if (ref) {
+        if (!cJSON_IsString(ref)) { out = fail(c, "\"$ref\" must be a string"); goto done; }
+        bool alone = true;
+        for (const cJSON *x = s->child; x; x = x->next)
+            alone &= !strcmp(x->string, "$ref") || annotation(x->string);
+        const cJSON *target = resolve_ref(c, ref->valuestring);
+        if (!target) goto done;
+        if (!alone) {   /* a $ref with other keywords (2019-09 and later): both apply */
+            cJSON *rest = cJSON_Duplicate(s, true);
+            cJSON_DeleteItemFromObjectCaseSensitive(rest, "$ref");
+            cJSON *m = cJSON_IsObject(target) ? merge(c, target, rest) : NULL;
+            if (!m && !c->failed) fail(c, "\"$ref\" beside other keywords needs an object schema");
+            if (m) out = visit(c, m, hint);
+            cJSON_Delete(m);
+            cJSON_Delete(rest);
+            goto done;
+        }
+        for (int i = 0; i < c->n_refs; i++)
+            if (c->refs[i].node == target) { out = xstrdup(c, c->refs[i].name); goto done; }
+        if (c->n_refs == c->cap_refs) {
+            int cap = c->cap_refs ? c->cap_refs * 2 : 16;
+            void *r = realloc(c->refs, (size_t)cap * sizeof *c->refs);
+            if (!r) { out = fail(c, "out of memory"); goto done; }
+            c->refs = r, c->cap_refs = cap;
+        }
+        const char *slash = strrchr(ref->valuestring, '/');
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "ref-%s", slash ? slash + 1 : "root");
+        char *name = reserve_rule(c, tmp);
+        if (!name) goto done;
+        c->refs[c->n_refs].node = target;
+        c->refs[c->n_refs].name = name;
+        c->n_refs++;
+        char *body = visit(c, target, tmp);
+        if (body) set_rule(c, name, body);
+        out = body ? xstrdup(c, name) : NULL;
+        goto done;
+    }
+    static const char *const UNSUPPORTED[] = { "not", "if", "then", "else", "contains", "minContains", "maxContains",
+                                               "dependentSchemas", "unevaluatedItems", "$dynamicRef", "$recursiveRef" };
+    for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof *UNSUPPORTED; i++)
+        if (has(s, UNSUPPORTED[i])) { out = fail(c, "\"%s\" is not supported", UNSUPPORTED[i]); goto done; }
+    if (has(s, "allOf")) {
+        const cJSON *all = get(s, "allOf"), *x;
+        if (!cJSON_IsArray(all)) { out = fail(c, "\"allOf\" must be an array"); goto done; }
+        cJSON *m = cJSON_Duplicate(s, true);
+        cJSON_DeleteItemFromObjectCaseSensitive(m, "allOf");
+        cJSON_ArrayForEach(x, all) {
+            const cJSON *xs = x;
+            if (cJSON_IsObject(x) && cJSON_IsString(get(x, "$ref"))) xs = resolve_ref(c, get(x, "$ref")->valuestring);
+            if (!xs || c->failed) break;
+            if (cJSON_IsTrue(xs)) continue;
+            if (!cJSON_IsObject(xs)) { fail(c, "allOf holds a schema that matches nothing"); break; }
+            if (has(xs, "allOf") || has(xs, "$ref")) { fail(c, "nested allOf/$ref inside allOf is not supported"); break; }
+            cJSON *n = merge(c, m, xs);
+            cJSON_Delete(m);
+            m = n;
+            if (!m) break;
+        }
+        if (!c->failed && m) out = visit(c, m, hint);
+        cJSON_Delete(m);
+        goto done;
+    }
+    if (has(s, "anyOf") || has(s, "oneOf")) {
+        if (has(s, "anyOf") && has(s, "oneOf")) { out = fail(c, "anyOf together with oneOf is not supported"); goto done; }
+        out = alternatives(c, s, has(s, "anyOf") ? "anyOf" : "oneOf", hint);
+        goto done;
+    }
+    const cJSON *cst = get(s, "const"), *en = get(s, "enum");
+    if (cst) { out = add_rule(c, hint, literal_value(c, cst)); goto done; }
+    if (en) {
+        if (!cJSON_IsArray(en) || !cJSON_GetArraySize(en)) { out = fail(c, "\"enum\" must be a non-empty array"); goto done; }
+        sbuf b = { 0 };
+        const cJSON *x;
+        cJSON_ArrayForEach(x, en) {
+            char *l = literal_value(c, x);
+            if (l) sb_printf(&b, "%s%s", b.n ? " | " : "", l);
+            free(l);
+        }
+        out = c->failed ? (free(b.p), NULL) : add_rule(c, hint, b.p);
+        goto done;
+    }
+    int types = types_of(c, s);
+    if (c->failed) goto done;
+    sbuf b = { 0 };
+    static const int ORDER[] = { T_OBJECT, T_ARRAY, T_STRING, T_NUMBER, T_INTEGER, T_BOOL, T_NULL };
+    int n_types = 0;
+    for (size_t i = 0; i < 7; i++) n_types += !!(types & ORDER[i]);
+    for (size_t i = 0; i < 7 && !c->failed; i++) {
+        if (!(types & ORDER[i])) continue;
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "%.40s%s", hint, n_types == 1 ? "" : ORDER[i] == T_OBJECT ? "-obj" : ORDER[i] == T_ARRAY ? "-arr"
+                 : ORDER[i] == T_STRING ? "-str" : ORDER[i] == T_NUMBER ? "-num" : ORDER[i] == T_INTEGER ? "-int" : "-lit");
+        char *g = ORDER[i] == T_OBJECT ? object_rule(c, s, tmp) : ORDER[i] == T_ARRAY ? array_rule(c, s, tmp)
+                : ORDER[i] == T_STRING ? string_rule(c, s, tmp) : ORDER[i] == T_NUMBER ? number_rule(c, s, false, tmp)
+                : ORDER[i] == T_INTEGER ? number_rule(c, s, true, tmp) : ORDER[i] == T_BOOL ? prim(c, "boolean")
+                : prim(c, "null");
+        if (g) sb_printf(&b, "%s%s", b.n ? " | " : "", g);
+        free(g);
+    }
+    if (c->failed) { free(b.p); goto done; }
+    if (n_types == 1) out = b.p;
+    else out = b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+done:
+    c->depth--;
+    return out;
+}
+
+/* Marks the rules body refers to (names outside "literals" and [classes]) as used, recursively. */
+static void mark_used(conv *c, int r, bool *used) {
+    if (used[r]) return;
+    used[r] = true;
+    for (const char *p = c->rules[r].body; p && *p;) {
+        if (*p == '"' || *p == '[') {
+            char end = *p == '"' ? '"' : ']';
+            for (p++; *p && *p != end; p++) if (*p == '\\' && p[1]) p++;
+            if (*p) p++;
+            continue;
+        }
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-') {
+            const char *s = p;
+            while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-') p++;
+            for (int i = 0; i < c->n_rules; i++)
+                if (strlen(c->rules[i].name) == (size_t)(p - s) && !memcmp(c->rules[i].name, s, (size_t)(p - s)))
+                    mark_used(c, i, used);
+            continue;
+        }
+        p++;
+    }
+}
+
+char *hearth_json_schema_to_grammar(const char *schema, hearth_err *err) {
+    cJSON *root = cJSON_Parse(schema ? schema : "");
+    if (!root) return herr(err, "JSON Schema: not valid JSON"), NULL;
+    conv c = { .root = root, .err = err };
+    char *top = visit(&c, root, "root");
+    sbuf out = { 0 };
+    bool *used = c.n_rules ? calloc((size_t)c.n_rules, 1) : NULL;
+    if (top && !c.failed && c.n_rules && !used) fail(&c, "out of memory");
+    if (top && !c.failed) {
+        int root = -1;
+        for (int i = 0; i < c.n_rules; i++) if (!strcmp(c.rules[i].name, "root")) root = i;
+        if (root < 0) sb_printf(&out, "root ::= %s\n", top);
+        for (int i = 0; i < c.n_rules; i++)   /* what root reaches, written in the order made (leaves first) */
+            if (root >= 0 ? i == root : !strcmp(c.rules[i].name, top)) mark_used(&c, i, used);
+        if (root < 0)
+            for (const char *t = top; *t;) {   /* top may be "a | b": mark each name */
+                const char *e = t;
+                while (*e && *e != ' ' && *e != '|') e++;
+                for (int i = 0; i < c.n_rules; i++)
+                    if (strlen(c.rules[i].name) == (size_t)(e - t) && !memcmp(c.rules[i].name, t, (size_t)(e - t)))
+                        mark_used(&c, i, used);
+                while (*e == ' ' || *e == '|') e++;
+                t = e;
+            }
+        for (int i = 0; i < c.n_rules; i++)
+            if (c.rules[i].body && used[i]) sb_printf(&out, "%s ::= %s\n", c.rules[i].name, c.rules[i].body);
+        if (out.oom) { free(out.p); out.p = NULL; herr(err, "out of memory"); }
+    } else {
+        free(out.p);
+        out.p = NULL;
+    }
+    free(top);
+    free(used);
+    for (int i = 0; i < c.n_rules; i++) { free(c.rules[i].name); free(c.rules[i].body); }
+    free(c.rules);
+    for (int i = 0; i < c.n_refs; i++) free(c.refs[i].name);
+    free(c.refs);
+    cJSON_Delete(root);
+    return out.p;
+}

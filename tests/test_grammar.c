@@ -1,0 +1,222 @@
+/* test_grammar.c — the grammar engine (src/generate/grammar.c) and JSON Schema conversion (json_schema.c):
+ * GBNF accept/reject tables, errors, schemas against instances that must and must not match, refused keywords,
+ * and, on the stories260K vocabulary, the token masks: at every step of a sampled reply the mask equals the
+ * whole-string check of every token, and the finished reply is a sentence of the grammar. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "generate/grammar.h"
+#include "hearth.h"
+#include "testutil.h"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"   /* the tables leave trailing fields out */
+
+static void gbnf_tables(void) {
+    static const struct { const char *g, *s; int complete, prefix; } T[] = {
+        { "root ::= \"a\" [b-d]* (\"x\" | \"yz\")?", "abbbyz", 1, 1 },
+        { "root ::= \"a\" [b-d]* (\"x\" | \"yz\")?", "ay", 0, 1 },
+        { "root ::= \"a\" [b-d]* (\"x\" | \"yz\")?", "ae", 0, 0 },
+        { "root ::= \"a\" [b-d]* (\"x\" | \"yz\")?", "", 0, 1 },
+        { "root ::= [^a]+ \"\xc3\xa9\"", "b\xc3\xa9", 1, 1 },
+        { "root ::= [^a]+ \"\xc3\xa9\"", "a\xc3\xa9", 0, 0 },
+        { "root ::= [^a]+ \"\xc3\xa9\"", "\xc3\xa9\xc3\xa9", 1, 1 },
+        { "root ::= [^a]+ \"\xc3\xa9\"", "\xc3", 0, 1 },          /* half a character is a prefix */
+        { "root ::= [^a]+", "\xed\xa0\x80", 0, 0 },               /* a surrogate is not a character */
+        { "root ::= [^a]+", "\xf4\x8f\xbf\xbf", 1, 1 },           /* U+10FFFF is */
+        { "root ::= .", "\xf0\x9f\x98\x80", 1, 1 },
+        { "root ::= x{2,3}\nx ::= \"ab\"", "ab", 0, 1 },
+        { "root ::= x{2,3}\nx ::= \"ab\"", "ababab", 1, 1 },
+        { "root ::= x{2,3}\nx ::= \"ab\"", "abababab", 0, 0 },
+        { "root ::= x{2,}\nx ::= \"ab\"", "abababababab", 1, 1 },
+        { "root ::= [0-9]{0,2} \"!\"", "12!", 1, 1 },
+        { "root ::= [0-9]{0,2} \"!\"", "123!", 0, 0 },
+        { "root ::= x | y\n  | \"z\"  # comment\nx ::= \"x\" (\n  \"1\" |\n  \"2\")\ny ::= \"y\"", "x2", 1, 1 },
+        { "root ::= x | y\n  | \"z\"  # comment\nx ::= \"x\" (\n  \"1\" |\n  \"2\")\ny ::= \"y\"", "z", 1, 1 },
+        { "root ::= \"\\x41\\u00e9\\n\\\"\"", "A\xc3\xa9\n\"", 1, 1 },
+        { "root ::= [\\]\\-] +", "]-]", 1, 1 },
+        { "root ::= (\"a\" root \"b\")?", "aaabbb", 1, 1 },       /* recursion (balanced) */
+        { "root ::= (\"a\" root \"b\")?", "aaabb", 0, 1 },
+        { "root ::= (\"a\" root \"b\")?", "aabbb", 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        hearth_err err;
+        gram *g = gram_parse(T[i].g, &err);
+        REQUIRE(g, "grammar %zu: %s", i, err.msg);
+        size_t n = strlen(T[i].s);
+        CHECK(gram_matches(g, T[i].s, n, true) == (bool)T[i].complete, "case %zu '%s': complete", i, T[i].s);
+        CHECK(gram_matches(g, T[i].s, n, false) == (bool)T[i].prefix, "case %zu '%s': prefix", i, T[i].s);
+        gram_free(g);
+    }
+}
+
+static void gbnf_errors(void) {
+    static const struct { const char *g, *msg; } E[] = {
+        { "root ::= root \"a\"", "left recursion" },
+        { "root ::= (\"a\"?)*", "left recursion" },
+        { "root ::= \"a\" b", "'b' is used but not defined" },
+        { "root ::= [z-a]", "out of order" },
+        { "root ::= \"abc", "unterminated string" },
+        { "root ::= [abc", "unterminated character class" },
+        { "x ::= \"a\"", "no 'root' rule" },
+        { "root ::= \"a\"\nroot ::= \"b\"", "defined twice" },
+        { "root ::= \"a\"{3,2}", "max below min" },
+        { "root ::= \"a\"{99999}", "above" },
+        { "root := \"a\"", "expected '::='" },
+        { "root ::= (\"a\"", "expected ')'" },
+        { "root ::= \"\\xZZ\"", "bad \\x escape" },
+    };
+    for (size_t i = 0; i < sizeof E / sizeof E[0]; i++) {
+        hearth_err err = { "" };
+        gram *g = gram_parse(E[i].g, &err);
+        CHECK(!g && strstr(err.msg, E[i].msg), "error %zu: got '%s', want '%s'", i, g ? "(accepted)" : err.msg, E[i].msg);
+        CHECK(!strchr(err.msg, '\n'), "error %zu: one line", i);
+        gram_free(g);
+    }
+}
+
+/* Each schema with instances that must match (+) and must not (-), or a refusal naming a keyword. */
+static const struct { const char *schema; const char *yes[6], *no[6]; const char *refused; } S[] = {
+    { "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":5},"
+      "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}},\"required\":[\"name\",\"age\"],"
+      "\"additionalProperties\":false}",
+      { "{\"name\":\"bob\",\"age\":42}", "{ \"name\": \"\", \"age\": 150 }", "{\"name\":\"\\u00e9\",\"age\":0}" },
+      { "{\"name\":\"bob\",\"age\":151}", "{\"name\":\"bobbby\",\"age\":1}", "{\"age\":1,\"name\":\"x\"}",
+        "{\"name\":\"bob\"}", "{\"name\":\"bob\",\"age\":1,\"x\":1}", "{\"name\":\"bob\",\"age\":-1}" } },
+    { "{\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":\"null\"},\"c\":{\"enum\":[\"x\",2,[1]]}}}",
+      { "{}", "{\"b\":null}", "{\"a\":true,\"c\":[1]}", "{\"c\":2}" },
+      { "{\"c\":3}", "{\"b\":null,\"a\":true}", "{,}", "{\"a\":1}" } },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":2},\"minItems\":1,\"maxItems\":3}",
+      { "[1]", "[0.5, 2, 1.25]", "[2]" },
+      { "[]", "[0]", "[2.5]", "[1,1,1,1]", "[-1]", "[1e3]" } },
+    { "{\"type\":\"integer\",\"minimum\":-12,\"exclusiveMaximum\":1000}",
+      { "-12", "-1", "0", "7", "999" }, { "-13", "1000", "-0", "01", "1.5" } },
+    { "{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3,4}$\"}",
+      { "\"AB-123\"", "\"ZZ-0000\"" }, { "\"AB-12\"", "\"ab-123\"", "\"AB-12345\"" } },
+    { "{\"type\":\"string\",\"pattern\":\"b+\"}",   /* unanchored: contains */
+      { "\"abba\"", "\"b\"" }, { "\"aaa\"", "\"\"" } },
+    { "{\"type\":\"string\",\"format\":\"date\"}", { "\"2024-02-28\"" }, { "\"2024-13-01\"", "\"2024-1-01\"" } },
+    { "{\"type\":\"string\",\"format\":\"uuid\"}", { "\"123e4567-e89b-12d3-a456-426614174000\"" }, { "\"123\"" } },
+    { "{\"type\":\"string\",\"format\":\"ipv4\"}", { "\"192.168.0.255\"" }, { "\"256.1.1.1\"", "\"1.2.3\"" } },
+    { "{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", { "\"a\"", "3" }, { "3.5", "null" } },
+    { "{\"anyOf\":[{\"$ref\":\"#/definitions/p\"},{\"type\":\"null\"}],\"definitions\":{\"p\":{\"type\":\"object\","
+      "\"properties\":{\"x\":{\"type\":\"integer\"}},\"required\":[\"x\"]}}}",
+      { "null", "{\"x\":1}" }, { "{}", "{\"x\":\"1\"}" } },
+    { "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/n\"}}},"
+      "\"required\":[\"k\"]}},\"$ref\":\"#/$defs/n\"}",
+      { "{\"k\":[]}", "{\"k\":[{\"k\":[{\"k\":[]}]}]}" }, { "{\"k\":[{}]}" } },
+    { "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]},"
+      "{\"properties\":{\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}]}",
+      { "{\"a\":\"x\",\"b\":1}" }, { "{\"a\":\"x\"}", "{\"b\":1}" } },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", { "[]", "[\"a\"]" }, { "[\"a\",\"b\"]" } },
+    { "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":2}",
+      { "{}", "{\"a\":1,\"b\":2}" }, { "{\"a\":\"x\"}", "{\"a\":1,\"b\":2,\"c\":3}" } },
+    { "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}}", { 0 }, { 0 }, "\"not\"" },
+    { "{\"type\":\"number\",\"multipleOf\":0.5}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"string\",\"format\":\"regex\"}", { 0 }, { 0 }, "'regex'" },
+    { "{\"oneOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":{\"b\":{}}}]}", { 0 }, { 0 }, "oneOf" },
+    { "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", { 0 }, { 0 }, "lookaround" },
+    { "{\"$ref\":\"http://example.com/s.json\"}", { 0 }, { 0 }, "local" },
+    { "{\"type\":\"object\",\"patternProperties\":{\"^x\":{}}}", { 0 }, { 0 }, "patternProperties" },
+    { "{\"if\":{},\"then\":{}}", { 0 }, { 0 }, "\"if\"" },
+};
+
+static void schemas(void) {
+    for (size_t i = 0; i < sizeof S / sizeof S[0]; i++) {
+        hearth_err err = { "" };
+        char *text = hearth_json_schema_to_grammar(S[i].schema, &err);
+        if (S[i].refused) {
+            CHECK(!text && strstr(err.msg, S[i].refused), "schema %zu: got '%s', want a refusal naming %s", i,
+                  text ? "(accepted)" : err.msg, S[i].refused);
+            free(text);
+            continue;
+        }
+        REQUIRE(text, "schema %zu: %s", i, err.msg);
+        gram *g = gram_parse(text, &err);
+        REQUIRE(g, "schema %zu: its grammar does not parse: %s\n%s", i, err.msg, text);
+        for (int k = 0; k < 6 && S[i].yes[k]; k++)
+            CHECK(gram_matches(g, S[i].yes[k], strlen(S[i].yes[k]), true), "schema %zu should accept %s\n%s", i,
+                  S[i].yes[k], text);
+        for (int k = 0; k < 6 && S[i].no[k]; k++)
+            CHECK(!gram_matches(g, S[i].no[k], strlen(S[i].no[k]), true), "schema %zu should reject %s\n%s", i,
+                  S[i].no[k], text);
+        gram_free(g);
+        free(text);
+    }
+}
+
+/* Token masks on a real vocabulary: sampled replies (random logits, several seeds), checking at every step
+ * that the mask is exactly the set of tokens whose piece extends the text within the grammar. */
+static void token_masks(hearth_model *m, const char *gbnf, int seeds) {
+    hearth_err err;
+    hearth_model_info info;
+    hearth_model_get_info(m, &info);
+    int nv = info.n_vocab;
+    hearth_grammar *G = hearth_grammar_new(m, gbnf, &err);
+    REQUIRE(G, "%s", err.msg);
+    gram *ref = gram_parse(gbnf, &err);
+    REQUIRE(ref, "%s", err.msg);
+    float *logits = malloc((size_t)nv * sizeof *logits);
+    char text[4096], piece[256];
+    for (int seed = 1; seed <= seeds; seed++) {
+        hearth_sampler_params sp = hearth_sampler_default_params();
+        sp.seed = (uint64_t)seed;
+        sp.top_k = 0, sp.top_p = 1, sp.min_p = 0, sp.temperature = 1;
+        hearth_sampler *smp = hearth_sampler_new(&sp, nv);
+        hearth_grammar_reset(G);
+        hearth_sampler_set_grammar(smp, G);
+        size_t n = 0;
+        uint64_t rng = (uint64_t)seed * 0x9e3779b97f4a7c15ull;
+        bool ended = false;
+        for (int step = 0; step < 200 && !ended; step++) {
+            int bad = 0;
+            for (int t = 0; t < nv; t++) {
+                int k = hearth_token_piece(m, t, piece, sizeof piece);
+                bool want;
+                if (hearth_token_is_eog(m, t)) want = gram_matches(ref, text, n, true);
+                else if (k <= 0 || n + (size_t)k >= sizeof text) want = false;
+                else {
+                    memcpy(text + n, piece, (size_t)k);
+                    want = gram_matches(ref, text, n + (size_t)k, false);
+                }
+                if (hearth_grammar_allows(G, t) != want && bad < 3) fprintf(stderr, "  token %d piece [%.*s] mask %d want %d\n", t, k > 0 ? k : 0, piece, !want, want);
+                bad += hearth_grammar_allows(G, t) != want;
+            }
+            CHECK(!bad, "seed %d step %d: %d tokens where the mask and the whole-string check differ", seed, step, bad);
+            for (int t = 0; t < nv; t++) {   /* logits favouring EOS late, so replies end */
+                rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                logits[t] = (float)(rng % 1000) / 250.0f;
+            }
+            int eos = hearth_token_eos(m);
+            if (eos >= 0) logits[eos] = step > 40 ? 50.0f : 0.0f;
+            hearth_token t = hearth_sample(smp, logits, NULL, 0);
+            REQUIRE(t >= 0, "seed %d step %d: no token allowed", seed, step);
+            hearth_sampler_accept(smp, t);
+            if (hearth_token_is_eog(m, t)) { ended = true; break; }
+            int k = hearth_token_piece(m, t, piece, sizeof piece);
+            REQUIRE(n + (size_t)k < sizeof text, "reply too long");
+            memcpy(text + n, piece, (size_t)k);
+            n += (size_t)k;
+        }
+        CHECK(ended && gram_matches(ref, text, n, true), "seed %d: reply '%.*s' is not a whole sentence", seed, (int)n, text);
+        hearth_sampler_free(smp);
+    }
+    free(logits);
+    gram_free(ref);
+    hearth_grammar_free(G);
+}
+
+int main(void) {
+    gbnf_tables();
+    gbnf_errors();
+    schemas();
+    hearth_model *m = tu_load_model("stories260K");
+    token_masks(m, "root ::= \"The \" [a-z]+ (\" \" [a-z]+){0,3} \".\"", 4);
+    hearth_err err;
+    char *json = hearth_json_schema_to_grammar(S[0].schema, &err);
+    REQUIRE(json, "%s", err.msg);
+    token_masks(m, json, 4);
+    free(json);
+    hearth_model_free(m);
+    TEST_DONE();
+}
