@@ -776,18 +776,29 @@ static const struct gram_vocab *model_vocab(hearth_model *m, hearth_err *err) {
 
 /* ---- the matcher ---- */
 
-typedef struct { gstate key; uint64_t hash, used; uint64_t *mask; } mask_slot;
+/* Parse states are interned: each distinct state gets an id, and the state it becomes after each byte is
+ * remembered (next[256], filled on first use), so walks and accepts are mostly table lookups. The table is
+ * emptied between tokens when it grows past GR_MAX_STATES. */
+#define GR_MAX_STATES 8192
+
+typedef struct { gstate s; uint64_t hash; int32_t *next; } istate;
 
 struct hearth_grammar {
     gram *g;
     const struct gram_vocab *v;
-    gstate cur, tmp;
-    gstate *lv;                /* the walk's state after each prefix length */
+    istate *st;
+    int n_st, cap_st;
+    int32_t *ht;               /* open addressing over state hashes: id + 1, 0 = empty */
+    uint32_t ht_cap;
+    int cur;                   /* the state after the text accepted so far */
+    int32_t *lv;               /* the walk's state id after each prefix length */
     uint32_t n_lv;
-    mask_slot cache[GR_CACHE];
-    uint64_t tick;
-    uint64_t *mask;            /* the mask of cur, valid while mask_ok */
-    bool mask_ok;
+    gstate tmp;
+    uint64_t *masks[GR_CACHE];
+    int mask_of[GR_CACHE];     /* the state id each cached mask belongs to, -1 none */
+    uint64_t used[GR_CACHE], tick;
+    int mask;                  /* cache slot of cur's mask, -1 not computed */
+    bool oom;
 };
 
 static uint64_t state_hash(const gstate *st) {   /* independent of the stacks' order */
@@ -805,26 +816,77 @@ static bool state_equal(const gstate *a, const gstate *b) {
     return true;
 }
 
-static gstate *level(hearth_grammar *G, uint32_t d) {
-    if (d >= G->n_lv) {
-        uint32_t n = d + 64;
-        gstate *lv = realloc(G->lv, n * sizeof *lv);
-        if (!lv) return NULL;
-        memset(lv + G->n_lv, 0, (n - G->n_lv) * sizeof *lv);
-        G->lv = lv, G->n_lv = n;
-    }
-    return &G->lv[d];
+static void states_clear(hearth_grammar *G) {
+    for (int i = 0; i < G->n_st; i++) { state_free(&G->st[i].s); free(G->st[i].next); }
+    G->n_st = 0;
+    if (G->ht) memset(G->ht, 0, G->ht_cap * sizeof *G->ht);
+    for (int i = 0; i < GR_CACHE; i++) G->mask_of[i] = -1;
+    G->mask = -1;
 }
 
-/* The walk of the sorted vocabulary described at the top of the file. */
-static void compute_mask(hearth_grammar *G, uint64_t *mask) {
+/* The id of state s (copied in when new); -1 when out of memory. */
+static int intern(hearth_grammar *G, const gstate *s) {
+    if (s->oom) return -1;
+    uint64_t h = state_hash(s);
+    if ((uint32_t)(G->n_st + 1) * 2 > G->ht_cap) {
+        uint32_t cap = G->ht_cap ? G->ht_cap * 2 : 1024;
+        int32_t *ht = calloc(cap, sizeof *ht);
+        if (!ht) return -1;
+        for (int i = 0; i < G->n_st; i++) {
+            uint32_t k = (uint32_t)G->st[i].hash & (cap - 1);
+            while (ht[k]) k = (k + 1) & (cap - 1);
+            ht[k] = i + 1;
+        }
+        free(G->ht);
+        G->ht = ht, G->ht_cap = cap;
+    }
+    uint32_t k = (uint32_t)h & (G->ht_cap - 1);
+    for (; G->ht[k]; k = (k + 1) & (G->ht_cap - 1)) {
+        istate *x = &G->st[G->ht[k] - 1];
+        if (x->hash == h && state_equal(&x->s, s)) return G->ht[k] - 1;
+    }
+    if (G->n_st == G->cap_st) {
+        int cap = G->cap_st ? G->cap_st * 2 : 256;
+        istate *st = realloc(G->st, (size_t)cap * sizeof *st);
+        if (!st) return -1;
+        G->st = st, G->cap_st = cap;
+    }
+    istate *x = &G->st[G->n_st];
+    memset(x, 0, sizeof *x);
+    if (!state_copy(&x->s, s)) { state_free(&x->s); return -1; }
+    x->hash = h;
+    G->ht[k] = ++G->n_st;
+    return G->n_st - 1;
+}
+
+/* The state after byte b from state id; -1 out of memory. */
+static int step(hearth_grammar *G, int id, unsigned char b) {
+    istate *x = &G->st[id];
+    if (!x->next) {
+        if (!(x->next = malloc(256 * sizeof *x->next))) return -1;
+        for (int i = 0; i < 256; i++) x->next[i] = -2;
+    }
+    if (x->next[b] != -2) return x->next[b];
+    state_advance(G->g, &G->st[id].s, b, &G->tmp);
+    int n = intern(G, &G->tmp);
+    G->st[id].next[b] = n;   /* G->st may have moved */
+    return n;
+}
+
+static bool live(const hearth_grammar *G, int id) { return G->st[id].s.n_stacks > 0; }
+
+/* The walk of the sorted vocabulary described at the top of the file. False when out of memory. */
+static bool compute_mask(hearth_grammar *G, uint64_t *mask) {
     const struct gram_vocab *v = G->v;
     memset(mask, 0, (size_t)(v->n + 63) / 64 * 8);
-    if (G->cur.can_end)
+    if (G->st[G->cur].s.can_end)
         for (int t = 0; t < v->n; t++) if (v->eog[t]) mask[t >> 6] |= 1ull << (t & 63);
-    if (!G->cur.n_stacks) return;
+    if (!live(G, G->cur)) return true;
     uint32_t valid = 0, dead_at = UINT32_MAX;
     bool dead_alive = false;   /* a token of exactly dead_at bytes (a duplicate piece) is allowed */
+    if (!G->n_lv && !(G->lv = malloc(256 * sizeof *G->lv))) return false;
+    if (!G->n_lv) G->n_lv = 256;
+    G->lv[0] = G->cur;
     for (int i = 0; i < v->n_order; i++) {
         int32_t t = v->order[i];
         uint32_t len = v->len[t], common = v->lcp[i];
@@ -835,44 +897,47 @@ static void compute_mask(hearth_grammar *G, uint64_t *mask) {
         dead_at = UINT32_MAX;
         uint32_t d = common < valid ? common : valid;
         const unsigned char *b = (const unsigned char *)v->bytes + v->off[t];
+        if (len + 1 > G->n_lv) {
+            int32_t *lv = realloc(G->lv, (len + 1) * sizeof *lv);
+            if (!lv) return false;
+            G->lv = lv, G->n_lv = len + 1;
+        }
         bool alive = true;
         while (d < len) {
-            gstate *to = level(G, d + 1);   /* may move G->lv: take `from` after it */
-            if (!to) { alive = false; break; }
-            state_advance(G->g, d ? &G->lv[d] : &G->cur, b[d], to);
-            d++;
-            if (!to->n_stacks) {   /* nothing may follow this prefix */
+            int nx = step(G, G->lv[d], b[d]);
+            if (nx < 0) return false;
+            G->lv[++d] = nx;
+            if (!live(G, nx)) {   /* nothing may follow this prefix */
                 dead_at = d;
-                alive = dead_alive = d == len && to->can_end;
+                alive = dead_alive = d == len && G->st[nx].s.can_end;
                 break;
             }
         }
         valid = d;
         if (alive && d == len) mask[t >> 6] |= 1ull << (t & 63);
     }
+    return true;
 }
 
-static void grammar_reset_mask(hearth_grammar *G) { G->mask_ok = false; }
-
 const uint64_t *grammar_mask(hearth_grammar *G) {
-    if (G->mask_ok) return G->mask;
-    uint64_t h = state_hash(&G->cur);
-    mask_slot *victim = &G->cache[0];
+    if (G->oom) return NULL;
+    if (G->mask >= 0) return G->masks[G->mask];
+    int victim = 0;
     for (int i = 0; i < GR_CACHE; i++) {
-        mask_slot *c = &G->cache[i];
-        if (c->mask && c->hash == h && state_equal(&c->key, &G->cur)) {
-            c->used = ++G->tick;
-            G->mask = c->mask, G->mask_ok = true;
-            return G->mask;
+        if (G->mask_of[i] == G->cur) {
+            G->used[i] = ++G->tick;
+            G->mask = i;
+            return G->masks[i];
         }
-        if (c->used < victim->used) victim = c;
+        if (G->used[i] < G->used[victim]) victim = i;
     }
-    if (!victim->mask && !(victim->mask = malloc((size_t)(G->v->n + 63) / 64 * 8))) return NULL;
-    compute_mask(G, victim->mask);
-    if (!state_copy(&victim->key, &G->cur)) { victim->used = 0; victim->hash = ~h; }
-    else victim->hash = h, victim->used = ++G->tick;
-    G->mask = victim->mask, G->mask_ok = true;
-    return G->mask;
+    if (!G->masks[victim] && !(G->masks[victim] = malloc((size_t)(G->v->n + 63) / 64 * 8))) return NULL;
+    G->mask_of[victim] = -1;
+    if (!compute_mask(G, G->masks[victim])) { G->oom = true; return NULL; }
+    G->mask_of[victim] = G->cur;
+    G->used[victim] = ++G->tick;
+    G->mask = victim;
+    return G->masks[victim];
 }
 
 hearth_grammar *hearth_grammar_new(hearth_model *m, const char *gbnf, hearth_err *err) {
@@ -888,24 +953,27 @@ hearth_grammar *hearth_grammar_new(hearth_model *m, const char *gbnf, hearth_err
     }
     G->g = g, G->v = v;
     hearth_grammar_reset(G);
-    if (G->cur.oom) { hearth_grammar_free(G); herr(err, "out of memory"); return NULL; }
+    if (G->oom) { hearth_grammar_free(G); herr(err, "out of memory"); return NULL; }
     return G;
 }
 
 void hearth_grammar_reset(hearth_grammar *G) {
     if (!G) return;
-    state_start(G->g, &G->cur);
-    grammar_reset_mask(G);
+    states_clear(G);
+    state_start(G->g, &G->tmp);
+    G->cur = intern(G, &G->tmp);
+    G->oom = G->cur < 0;
 }
 
 void hearth_grammar_free(hearth_grammar *G) {
     if (!G) return;
-    gram_free(G->g);
-    state_free(&G->cur);
-    state_free(&G->tmp);
-    for (uint32_t i = 0; i < G->n_lv; i++) state_free(&G->lv[i]);
+    states_clear(G);
+    free(G->st);
+    free(G->ht);
     free(G->lv);
-    for (int i = 0; i < GR_CACHE; i++) { state_free(&G->cache[i].key); free(G->cache[i].mask); }
+    state_free(&G->tmp);
+    for (int i = 0; i < GR_CACHE; i++) free(G->masks[i]);
+    gram_free(G->g);
     free(G);
 }
 
@@ -916,15 +984,30 @@ bool hearth_grammar_allows(hearth_grammar *G, hearth_token t) {
 }
 
 void hearth_grammar_accept(hearth_grammar *G, hearth_token t) {
-    if (!G || t < 0 || t >= G->v->n) return;
-    grammar_reset_mask(G);
-    if (G->v->eog[t]) { state_clear(&G->cur); return; }   /* the end: nothing may follow */
+    if (!G || G->oom || t < 0 || t >= G->v->n) return;
+    G->mask = -1;
+    if (G->n_st > GR_MAX_STATES) {   /* keep only the current state */
+        gstate keep = { 0 };
+        bool ok = state_copy(&keep, &G->st[G->cur].s);
+        states_clear(G);
+        G->cur = ok ? intern(G, &keep) : -1;
+        state_free(&keep);
+        if (G->cur < 0) { G->oom = true; return; }
+    }
+    if (G->v->eog[t]) {   /* the end: nothing may follow */
+        state_clear(&G->tmp);
+        G->cur = intern(G, &G->tmp);
+        G->oom = G->cur < 0;
+        return;
+    }
     const unsigned char *b = (const unsigned char *)G->v->bytes + G->v->off[t];
-    for (uint32_t i = 0; i < G->v->len[t]; i++) {
-        state_advance(G->g, &G->cur, b[i], &G->tmp);
-        gstate x = G->cur; G->cur = G->tmp; G->tmp = x;
+    for (uint32_t i = 0; i < G->v->len[t] && !G->oom; i++) {
+        G->cur = step(G, G->cur, b[i]);
+        G->oom = G->cur < 0;
     }
 }
 
-bool hearth_grammar_done(const hearth_grammar *G) { return G && G->cur.can_end && !G->cur.n_stacks; }
-bool hearth_grammar_can_end(const hearth_grammar *G) { return G && G->cur.can_end; }
+bool hearth_grammar_done(const hearth_grammar *G) {
+    return G && !G->oom && G->st[G->cur].s.can_end && !G->st[G->cur].s.n_stacks;
+}
+bool hearth_grammar_can_end(const hearth_grammar *G) { return G && !G->oom && G->st[G->cur].s.can_end; }
