@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `hearth run`'s sampling flags on stories260K: --only-words-starting holds over 200 tokens, --least-likely picks
 # the minimum, --logprobs/--json are well-formed and sum to 1, --logit-bias and --bias-text steer the greedy
-# pick, seeded runs with every stage on are the same with 1 and 2 threads, and bad values give one error line.
+# pick, seeded runs with every stage on are the same with 1 and 2 threads, grammars and JSON Schemas hold, and
+# bad values give one error line.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 M=data/models/stories260K.gguf
@@ -69,6 +70,22 @@ check "bad --logprobs" 'one_error_line "$HEARTH" run -m "$M" --logprobs x'
 check "empty --only-words-starting" 'one_error_line "$HEARTH" run -m "$M" --only-words-starting ""'
 check "missing value" 'one_error_line "$HEARTH" run -m "$M" --typical-p'
 check "help lists the flags" '"$HEARTH" run --help | grep -q -- "--only-words-starting"'
+
+# Grammars: --json-schema replies are JSON with the required keys and bounds (several seeds), --json-object an
+# object, --grammar-file text from the grammar and nothing after it; bad grammars and schemas: one error line.
+S=data/schemas/tool_call.json
+for seed in 1 2 3; do
+    check "--json-schema seed $seed: valid JSON with the required keys" \
+        'run -p "Once upon a time" --json-schema "$S" --seed $seed -n 384 | jq -e "(.name==\"search\" or .name==\"get_weather\") and (.arguments|type)==\"object\" and (keys|length)==2" >/dev/null'
+done
+check "--json-object: an object begins, and a cut reply says so" '[[ $(run -p "Hi" --json-object --seed 1 -n 20) == "{"* ]] && [[ $("$HEARTH" run -m "$M" -p "Hi" --json-object --seed 1 -n 20 2>&1 >/dev/null) == *"before its grammar was complete"* ]]'
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+printf 'root ::= " the " ("cat" | "dog") " sat."\n' >"$tmp/g.gbnf"
+check "--grammar-file: the reply is a sentence of the grammar" '[[ $(run -p "Once" --grammar-file "$tmp/g.gbnf" --seed 4 -n 50) =~ ^\ the\ (cat|dog)\ sat\.$ ]]'
+printf 'root ::= "a" b\n' >"$tmp/bad.gbnf"
+check "bad grammar: one error line naming the line" 'one_error_line "$HEARTH" run -m "$M" --grammar-file "$tmp/bad.gbnf" && [[ $LAST_ERR == *"line 1"* ]]'
+check "unenforceable schema keyword: one error line naming it" 'one_error_line "$HEARTH" run -m "$M" --json-schema data/schemas/unsupported.json && [[ $LAST_ERR == *\"not\"* ]]'
+check "two grammars at once: refused" 'one_error_line "$HEARTH" run -m "$M" --json-object --grammar-file "$tmp/g.gbnf"'
 
 [[ $fail -eq 0 ]] && echo "all sampling CLI checks passed"
 exit $fail

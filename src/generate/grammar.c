@@ -45,6 +45,7 @@ typedef struct {
     gvec *rules;
     char **names;              /* NULL for rules made by the parser (groups, repetitions, classes) */
     bool *defined;
+    int *line_of;              /* where each rule was first named, for "used but not defined" */
     int n_rules, cap_rules;
     uint8_t (*sets)[32];
     uint32_t n_sets, cap_sets;
@@ -85,13 +86,16 @@ static int add_rule(parser *ps, const char *name, size_t len) {
         if (nm) ps->names = nm;
         bool *d = realloc(ps->defined, (size_t)cap * sizeof *d);
         if (d) ps->defined = d;
-        if (!r || !nm || !d || cap > (1 << 24)) return fail(ps, "out of memory"), -1;
+        int *ln = realloc(ps->line_of, (size_t)cap * sizeof *ln);
+        if (ln) ps->line_of = ln;
+        if (!r || !nm || !d || !ln || cap > (1 << 24)) return fail(ps, "out of memory"), -1;
         ps->cap_rules = cap;
     }
     int id = ps->n_rules++;
     ps->rules[id] = (gvec){ 0 };
     ps->names[id] = name ? strndup(name, len) : NULL;
     ps->defined[id] = name == NULL;
+    ps->line_of[id] = ps->line;
     if (name && !ps->names[id]) return fail(ps, "out of memory"), -1;
     return id;
 }
@@ -496,10 +500,10 @@ gram *gram_parse(const char *text, hearth_err *err) {
     }
     int root = -1;
     for (int i = 0; i < ps.n_rules && !ps.failed; i++) {
-        if (!ps.defined[i]) fail(&ps, "rule '%s' is used but not defined", ps.names[i]);
+        if (!ps.defined[i]) ps.line = ps.line_of[i], fail(&ps, "rule '%s' is used but not defined", ps.names[i]);
         if (ps.names[i] && !strcmp(ps.names[i], "root")) root = i;
     }
-    if (!ps.failed && root < 0) fail(&ps, "no 'root' rule");
+    if (!ps.failed && root < 0) { herr(err, "grammar: no 'root' rule"); ps.failed = true; }
     if (!ps.failed && !(g = calloc(1, sizeof *g))) fail(&ps, "out of memory");
     if (!ps.failed) {   /* flatten */
         uint32_t n_el = 0, n_alts = 0;
@@ -549,6 +553,7 @@ gram *gram_parse(const char *text, hearth_err *err) {
     free(ps.rules);
     free(ps.names);
     free(ps.defined);
+    free(ps.line_of);
     free(ps.sets);
     if (ps.failed) { gram_free(g); return NULL; }
     return g;

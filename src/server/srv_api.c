@@ -263,11 +263,55 @@ static int parse_bias(const srv_api *a, const cJSON *o, srv_task *t, hearth_err 
     return 0;
 }
 
+/* The reply's grammar: OpenAI's response_format ({type: text | json_object | json_schema, json_schema: {schema}}),
+ * or llama-server's "grammar" (GBNF) and "json_schema" fields; at most one. A schema keyword that cannot be
+ * enforced is a 400 naming it. */
+static int parse_grammar(const srv_api *a, const cJSON *o, srv_task *t, hearth_err *err) {
+    const cJSON *rf = field(o, "response_format"), *gbnf = field(o, "grammar"), *js = field(o, "json_schema");
+    if (cJSON_IsNull(rf)) rf = NULL;
+    if (cJSON_IsNull(gbnf)) gbnf = NULL;
+    if (cJSON_IsNull(js)) js = NULL;
+    const cJSON *schema = NULL;
+    bool any_object = false;
+    if (rf) {
+        const cJSON *type = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
+        if (!cJSON_IsString(type)) return herr(err, "'response_format' must be an object with a 'type'");
+        if (!strcmp(type->valuestring, "json_object")) any_object = true;
+        else if (!strcmp(type->valuestring, "json_schema")) {
+            const cJSON *w = field(rf, "json_schema");
+            schema = cJSON_IsObject(w) ? field(w, "schema") : NULL;
+            if (!schema) schema = field(rf, "schema");   /* llama-server's flat form */
+            if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+                return herr(err, "'response_format.json_schema.schema' must be a JSON Schema object");
+        } else if (strcmp(type->valuestring, "text"))
+            return herr(err, "'response_format.type' must be text, json_object or json_schema");
+    }
+    if (!!gbnf + !!js + (schema || any_object) > 1)
+        return herr(err, "give one of 'response_format', 'grammar' and 'json_schema'");
+    if (gbnf && !cJSON_IsString(gbnf)) return herr(err, "'grammar' must be a string (GBNF)");
+    if (js) schema = js;
+    if (!gbnf && !schema && !any_object) return 0;
+    char *text = NULL;
+    if (gbnf) text = strdup(gbnf->valuestring);
+    else {
+        char *s = any_object ? strdup("{\"type\":\"object\"}") : cJSON_PrintUnformatted(schema);
+        if (!s) return herr(err, "out of memory");
+        text = hearth_json_schema_to_grammar(s, err);
+        free(s);
+        if (!text) return -1;
+    }
+    if (!text) return herr(err, "out of memory");
+    t->grammar = hearth_grammar_new(a->m, text, err);
+    free(text);
+    return t->grammar ? 0 : -1;
+}
+
 static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_req *r, srv_task *t, hearth_err *err) {
     if (a->encoder) return herr(err, "model %s is an encoder: it serves only /v1/embeddings", a->model_id);
     bool echo = false, cache_prompt = true;
     if (parse_sampling(o, t, err) || parse_limits(o, t, r, err) || parse_logprobs(o, kind, t, err) ||
-        get_bool(o, "echo", &echo, err) || get_bool(o, "cache_prompt", &cache_prompt, err) || parse_bias(a, o, t, err))
+        get_bool(o, "echo", &echo, err) || get_bool(o, "cache_prompt", &cache_prompt, err) || parse_bias(a, o, t, err) ||
+        parse_grammar(a, o, t, err))
         return -1;
     t->no_cache = !cache_prompt;
     if (echo) return herr(err, "'echo' is not supported");

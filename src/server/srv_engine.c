@@ -75,6 +75,7 @@ static void task_free(srv_task *t) {
     for (int i = 0; i < t->n_inputs; i++) free(t->in[i]);
     free(t->in); free(t->n_in);
     free(t->text); free(t->toks); free(t->emb);
+    hearth_grammar_free(t->grammar);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);
@@ -238,6 +239,7 @@ static void slot_start(srv_engine *e, slot *s, srv_task *t) {
     s->smp = hearth_sampler_new(&t->sp, e->n_vocab);
     if (!s->smp) { slot_end(e, s, NULL, 500, "out of memory"); return; }
     for (int i = 0; i < t->n_bias; i++) hearth_sampler_set_bias(s->smp, t->bias_id[i], t->bias[i]);   /* checked at parse */
+    hearth_sampler_set_grammar(s->smp, t->grammar);
 }
 
 /* ---- embeddings ---- */
@@ -353,7 +355,7 @@ static void slot_take(srv_engine *e, slot *s) {
     hearth_token tok = s->pick.id;
     if (tok < 0) { slot_end(e, s, "stop", 0, NULL); return; }
     hearth_sampler_accept(s->smp, tok);
-    if (hearth_token_is_eog(e->m, tok) && !t->ignore_eos) { slot_end(e, s, "stop", 0, NULL); return; }
+    if (hearth_token_is_eog(e->m, tok) && (!t->ignore_eos || t->grammar)) { slot_end(e, s, "stop", 0, NULL); return; }
     char buf[512];
     int k = hearth_detok_push(e->m, &s->dt, tok, buf, sizeof buf);
     bool oom = false, stopped;
@@ -366,6 +368,7 @@ static void slot_take(srv_engine *e, slot *s) {
     pthread_mutex_unlock(&t->mu);
     if (oom) slot_end(e, s, NULL, 500, "out of memory");
     else if (stopped) slot_end(e, s, "stop_string", 0, NULL);
+    else if (t->grammar && hearth_grammar_done(t->grammar)) slot_end(e, s, "stop", 0, NULL);   /* nothing may follow */
     else if (t->max_tokens >= 0 && t->n_gen >= t->max_tokens) slot_end(e, s, "length", 0, NULL);
     else if (s->n_cache >= e->n_ctx) slot_end(e, s, "length", 0, NULL);
     else { s->next = tok; s->generating = true; }

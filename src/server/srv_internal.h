@@ -41,6 +41,7 @@ typedef struct srv_task {
     bool ignore_eos;
     bool no_cache;                  /* cache_prompt: false — evaluate the whole prompt, reuse nothing */
     hearth_token bias_id[SRV_MAX_BIAS]; float bias[SRV_MAX_BIAS]; int n_bias;   /* logit_bias */
+    hearth_grammar *grammar;        /* response_format / grammar / json_schema: the reply follows it */
     hearth_token **in; int *n_in; int n_inputs;   /* embeddings: one token list per input */
 
     pthread_mutex_t mu;

@@ -2,8 +2,9 @@
  * the OpenAI-shaped requests api_parse already checks (Ollama's options onto the sampling fields), and the
  * answers are written in Ollama's shapes: NDJSON lines while streaming (Ollama's default), one object otherwise,
  * durations in nanoseconds. /api/tags, /api/ps, /api/show and /api/version describe the one model served, which
- * answers to its id with or without a ":tag". Ollama features hearth does not have yet ("format", "tools",
- * images, "suffix", a custom "template", "context") are refused with a 400 naming them, never ignored. */
+ * answers to its id with or without a ":tag". "format" ("json" or a JSON Schema) becomes response_format.
+ * Ollama features hearth does not have yet ("tools", images, "suffix", a custom "template", "context") are
+ * refused with a 400 naming them, never ignored. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +38,22 @@ static int map_options(const cJSON *opts, cJSON *req, hearth_err *err) {
     return 0;
 }
 
+/* "format": "json" (any JSON object) or a JSON Schema, as OpenAI's response_format. */
+static int map_format(const cJSON *f, cJSON *req, hearth_err *err) {
+    if (!f || cJSON_IsNull(f) || (cJSON_IsString(f) && !*f->valuestring)) return 0;
+    cJSON *rf = cJSON_AddObjectToObject(req, "response_format");
+    if (!rf) return herr(err, "out of memory");
+    if (cJSON_IsString(f) && !strcmp(f->valuestring, "json")) cJSON_AddStringToObject(rf, "type", "json_object");
+    else if (cJSON_IsObject(f)) {
+        cJSON_AddStringToObject(rf, "type", "json_schema");
+        cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
+        if (js) cJSON_AddItemToObject(js, "schema", cJSON_Duplicate(f, true));
+    } else return herr(err, "'format' must be \"json\" or a JSON Schema object");
+    return 0;
+}
+
 static int refuse_unsupported(const cJSON *o, hearth_err *err) {
-    static const char *const NO[] = { "format", "tools", "images", "suffix", "template", "context" };
+    static const char *const NO[] = { "tools", "images", "suffix", "template", "context" };
     for (size_t i = 0; i < sizeof NO / sizeof NO[0]; i++) {
         const cJSON *v = item(o, NO[i]);
         if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !*v->valuestring) && !(cJSON_IsArray(v) && !cJSON_GetArraySize(v)))
@@ -68,7 +83,8 @@ char *ollama_translate(const srv_api *a, ollama_op op, const char *body, size_t 
         const cJSON *st = item(o, "stream"), *raw = item(o, "raw");
         if (st && !cJSON_IsBool(st)) rc = herr(&err, "'stream' must be a boolean");
         else if (raw && !cJSON_IsBool(raw)) rc = herr(&err, "'raw' must be a boolean");
-        else rc = refuse_unsupported(o, &err) || map_options(item(o, "options"), req, &err) ? -1 : 0;
+        else rc = refuse_unsupported(o, &err) || map_options(item(o, "options"), req, &err) ||
+                  map_format(item(o, "format"), req, &err) ? -1 : 0;
         cJSON_AddBoolToObject(req, "stream", !st || cJSON_IsTrue(st));
         if (!rc && op == OLLAMA_CHAT) {
             const cJSON *m = item(o, "messages");

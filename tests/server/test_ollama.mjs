@@ -1,7 +1,7 @@
 // `hearth serve` through Ollama's own JavaScript client (npm `ollama`): list, ps, show, version; generate and chat,
 // streamed (NDJSON, Ollama's default) and not, which agree with each other and with the OpenAI endpoint on the same
 // greedy request; options mapped (num_predict, temperature, stop); embed against the OpenAI embeddings of the same
-// texts; Ollama features hearth lacks ("format") are a 400 the client raises, not silently ignored.
+// texts; format "json" gives a JSON object; Ollama features hearth lacks ("tools") are a 400 the client raises.
 // Usage: GEN_URL=... [EMB_URL=...] API_KEY=... node test_ollama.mjs
 import { Ollama } from 'ollama';
 
@@ -50,9 +50,15 @@ let ctext = '';
 for await (const part of await gen.chat({ model, messages, options, stream: true })) ctext += part.message.content;
 check('chat streamed: the same text', ctext === chat.message.content, `'${ctext}'`);
 
+const fj = await gen.chat({ model, messages, format: 'json', stream: false, options: { seed: 3, num_predict: 384 } });
+let fo = null;
+try { fo = JSON.parse(fj.message.content); } catch {}
+check('format json: a JSON object', (fo && typeof fo === 'object' && !Array.isArray(fo)) || fj.done_reason === 'length',
+  fj.message.content.slice(0, 200));
 let err = null;
-try { await gen.chat({ model, messages, format: 'json', stream: false }); } catch (e) { err = e; }
-check('format (not supported yet): a 400 the client raises', err && err.status_code === 400 && /format/.test(err.error), String(err));
+try { await gen.chat({ model, messages, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }], stream: false }); }
+catch (e) { err = e; }
+check('tools (not supported yet): a 400 the client raises', err && err.status_code === 400 && /tools/.test(err.error), String(err));
 err = null;
 try { await new Ollama({ host: process.env.GEN_URL }).list(); } catch (e) { err = e; }
 check('the API key is required', err && err.status_code === 401, String(err));

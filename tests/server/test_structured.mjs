@@ -1,0 +1,88 @@
+// Structured output through the official openai client: every reply constrained by response_format json_schema
+// (the schemas of tests/data/schemas, several seeds, plain and streamed) must parse and validate (ajv, with
+// ajv-formats) unless the reply was cut by max_tokens; json_object replies are objects; llama-server's "grammar"
+// field is obeyed; a keyword that cannot be enforced is a 400 naming it; Ollama's "format" too.
+// Usage: GEN_URL=... API_KEY=... node test_structured.mjs
+import OpenAI from 'openai';
+import Ajv from 'ajv';
+import Ajv2020 from 'ajv/dist/2020.js';
+import AjvDraft04 from 'ajv-draft-04';
+import addFormats from 'ajv-formats';
+import { readFileSync, readdirSync } from 'node:fs';
+
+const dir = new URL('../data/schemas/', import.meta.url);
+const client = new OpenAI({ baseURL: process.env.GEN_URL + '/v1', apiKey: process.env.API_KEY });
+let failed = 0;
+const check = (name, ok, detail = '') => {
+  if (!ok) { failed++; console.log(`FAIL: ${name} ${detail}`); } else console.log(`ok: ${name}`);
+};
+const validator = (schema) => {
+  const s = schema.$schema || '';
+  const ajv = s.includes('draft-04') ? new AjvDraft04({ strict: false }) : s.includes('2020-12') ? new Ajv2020({ strict: false })
+    : new Ajv({ strict: false });
+  addFormats(ajv);
+  return ajv.compile(schema);
+};
+const messages = [{ role: 'user', content: 'Describe it as JSON.' }];
+
+let valid = 0, cut = 0, broken = 0, total = 0;
+for (const f of readdirSync(dir).filter((f) => f.endsWith('.json') && f !== 'unsupported.json').sort()) {
+  const schema = JSON.parse(readFileSync(new URL(f, dir)));
+  const validate = validator(schema);
+  for (const seed of [1, 2, 3]) {
+    for (const stream of [false, true]) {
+      const req = { model: 'hearth', messages, seed, temperature: 0.8, max_tokens: 384,
+        response_format: { type: 'json_schema', json_schema: { name: f.replace('.json', ''), schema, strict: true } } };
+      let text = '', finish = '';
+      if (stream) {
+        for await (const c of await client.chat.completions.create({ ...req, stream: true })) {
+          text += c.choices[0]?.delta?.content ?? '';
+          finish = c.choices[0]?.finish_reason ?? finish;
+        }
+      } else {
+        const r = await client.chat.completions.create(req);
+        text = r.choices[0].message.content, finish = r.choices[0].finish_reason;
+      }
+      total++;
+      let doc, parsed = true;
+      try { doc = JSON.parse(text); } catch { parsed = false; }
+      if (parsed && validate(doc)) valid++;
+      else if (finish === 'length') cut++;
+      else { broken++; console.log(`  broken: ${f} seed ${seed}${stream ? ' streamed' : ''}: ${text.slice(0, 200)} ${JSON.stringify(validate.errors)}`); }
+    }
+  }
+}
+console.log(`  schemas corpus: ${total} replies, ${valid} valid, ${cut} cut by max_tokens, ${broken} broken`);
+check('json_schema: no reply breaks its schema', broken === 0, `${broken} broken`);
+check('json_schema: at least 80% of replies are complete and valid', valid >= 0.8 * total, `${valid}/${total}`);
+
+const plain = await client.chat.completions.create({ model: 'hearth', messages, seed: 7, max_tokens: 384,
+  response_format: { type: 'json_object' } });
+let obj = null;
+try { obj = JSON.parse(plain.choices[0].message.content); } catch {}
+check('json_object: a JSON object (or cut by max_tokens)', (obj && typeof obj === 'object' && !Array.isArray(obj)) ||
+  plain.choices[0].finish_reason === 'length', plain.choices[0].message.content.slice(0, 200));
+
+const post = async (path, body) => fetch(process.env.GEN_URL + path, { method: 'POST',
+  headers: { Authorization: `Bearer ${process.env.API_KEY}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+const g = await (await post('/v1/completions', { prompt: 'Once upon a time', max_tokens: 64, seed: 3,
+  grammar: 'root ::= " there was a " ("cat" | "dog") "." ' })).json();
+check('grammar (GBNF): the reply follows it and ends there', /^ there was a (cat|dog)\.$/.test(g.choices?.[0]?.text) &&
+  g.choices[0].finish_reason === 'stop', JSON.stringify(g));
+
+const bad = await post('/v1/chat/completions', { messages, response_format: { type: 'json_schema',
+  json_schema: { name: 'x', schema: JSON.parse(readFileSync(new URL('unsupported.json', dir))) } } });
+const be = await bad.json();
+check('an unenforceable keyword: 400 naming it', bad.status === 400 && /"not"/.test(be.error?.message), JSON.stringify(be));
+const badg = await post('/v1/completions', { prompt: 'x', grammar: 'root ::= "a" b' });
+check('a bad grammar: 400 with its line', badg.status === 400 && /line 1/.test((await badg.json()).error?.message));
+
+const ol = await (await post('/api/chat', { model: 'hearth', messages, stream: false, format: JSON.parse(readFileSync(new URL('person.json', dir))),
+  options: { seed: 2, num_predict: 384 } })).json();
+let od = null;
+try { od = JSON.parse(ol.message?.content); } catch {}
+const pv = validator(JSON.parse(readFileSync(new URL('person.json', dir))));
+check('Ollama format (a schema): a valid reply', (od && pv(od)) || ol.done_reason === 'length', JSON.stringify(ol).slice(0, 300));
+
+console.log(failed ? `${failed} structured-output check(s) failed` : 'all structured-output checks passed');
+process.exit(failed ? 1 : 0);
