@@ -1,7 +1,9 @@
 /* pty_drive: runs a command on a pseudo-terminal and plays a script against it, as a user at a terminal would:
- * each step waits for text to appear (-e TEXT) or types bytes (-s BYTES, with \r \n \e \xHH escapes), so the test
- * follows the program instead of guessing its timing. Everything the program writes goes to OUT.
- *   pty_drive OUT TIMEOUT_S [-e TEXT | -s BYTES]... -- CMD [ARGS...]
+ * each step waits for text to appear (-e TEXT), types bytes (-s BYTES, with \r \n \e \xHH escapes) or pauses
+ * (-w MS: a prompt is printed just before the terminal is switched to raw mode, so a key that must reach the
+ * line editor, not the tty driver, waits a moment), so the test follows the program instead of guessing its
+ * timing. Everything the program writes goes to OUT.
+ *   pty_drive OUT TIMEOUT_S [-e TEXT | -s BYTES | -w MS]... -- CMD [ARGS...]
  * Exit: the command's status (128+signal if killed), 124 if a wait or the exit timed out (the child is killed). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -60,7 +62,7 @@ int main(int argc, char **argv) {
     int cmd = 3;
     while (cmd < argc && strcmp(argv[cmd], "--")) cmd++;
     if (argc < 5 || cmd >= argc - 1) {
-        fprintf(stderr, "usage: pty_drive OUT TIMEOUT_S [-e TEXT | -s BYTES]... -- CMD [ARGS...]\n");
+        fprintf(stderr, "usage: pty_drive OUT TIMEOUT_S [-e TEXT | -s BYTES | -w MS]... -- CMD [ARGS...]\n");
         return 2;
     }
     if (!(out = fopen(argv[1], "w"))) { perror(argv[1]); return 2; }
@@ -71,7 +73,10 @@ int main(int argc, char **argv) {
     if (pid == 0) { execvp(argv[cmd + 1], argv + cmd + 1); perror(argv[cmd + 1]); _exit(127); }
     int rc = 0;
     for (int i = 3; i + 1 < cmd && !rc; i += 2) {
-        if (!strcmp(argv[i], "-s")) {
+        if (!strcmp(argv[i], "-w")) {
+            double until = now() + atof(argv[i + 1]) / 1e3;
+            while (now() < until && pump(fd, 10) >= 0) {}
+        } else if (!strcmp(argv[i], "-s")) {
             char b[1024];
             size_t n = unescape(argv[i + 1], b);
             if (write(fd, b, n) != (ssize_t)n) rc = 124;

@@ -83,19 +83,24 @@ check "SIGINT: the reply was interrupted" 'grep -q "\[interrupted\]" "$tmp/err5"
 check "SIGINT: the reply still got its stats line" '[[ $(grep -c "^prefill" "$tmp/err5") -eq 1 ]]'
 check "SIGINT: the REPL goes on" '[[ $(tail -1 "$tmp/err5") == "[system prompt set]" ]]'
 
-# 6. on a terminal (a pty, driven by tests/pty_drive, which waits for each prompt before it types): line editing
+# 6. --json-schema: every reply of the conversation is JSON valid against the schema.
+check "--json-schema: each reply follows the schema" \
+    '[[ $(printf "Tell me\nAgain\n" | "$HEARTH" chat -m data/models/stories260K.gguf --json-schema data/schemas/tool_call.json --seed 3 -n 300 2>/dev/null |
+         jq -s "length==2 and all(.[]; (.name==\"search\" or .name==\"get_weather\") and (.arguments|type)==\"object\")") == true ]]'
+
+# 7. on a terminal (a pty, driven by tests/pty_drive, which waits for each prompt before it types): line editing
 # with history (libedit), Ctrl-C at the prompt says how to leave, Ctrl-D leaves. Up-arrow + Enter resends the
 # previous line: its turn is a second reply. Ctrl-C during a long reply stops it, and Ctrl-D then still leaves.
 PTY="$HEARTH_BUILD/pty_drive"
 if [[ -x $PTY ]]; then
-    TERM=dumb "$PTY" "$tmp/tty" 30 -e '> ' -s 'Once upon a time\r' -e 'prefill' -e '> ' -s '\e[A\r' -e 'prefill' \
-        -e '> ' -s '\x03' -e 'to leave' -e '> ' -s '\x04' -- "$HEARTH" chat -n 8 --seed 1 -t 1 2>"$tmp/tty.err"
+    TERM=dumb "$PTY" "$tmp/tty" 30 -e '> ' -s 'Once upon a time\r' -e 'prefill' -e '> ' -w 300 -s '\e[A\r' -e 'prefill' \
+        -e '> ' -w 300 -s '\x03' -e 'to leave' -e '> ' -w 300 -s '\x04' -- "$HEARTH" chat -n 8 --seed 1 -t 1 2>"$tmp/tty.err"
     rc=$?
     check "tty: exit 0 at Ctrl-D ($rc)" '[[ $rc -eq 0 ]]'
     check "tty: the history recalled the line (two replies)" '[[ $(grep -c "^prefill" "$tmp/tty") -eq 2 ]]'
     check "tty: Ctrl-C at the prompt says how to leave" 'grep -q "to leave, type /quit or press Ctrl-D" "$tmp/tty"'
     TERM=dumb "$PTY" "$tmp/tty2" 60 -e '> ' -s 'Once upon a time\r' -e 'time' -e ' ' -s '\x03' -e 'interrupted' \
-        -e '> ' -s '\x04' -- "$HEARTH" chat -n 100000 -c 4096 --ignore-eos --seed 1 -t 1 2>"$tmp/tty.err"
+        -e '> ' -w 300 -s '\x04' -- "$HEARTH" chat -n 100000 -c 4096 --ignore-eos --seed 1 -t 1 2>"$tmp/tty.err"
     rc=$?
     check "tty: Ctrl-C stops a reply, then Ctrl-D leaves ($rc)" '[[ $rc -eq 0 ]] && ! grep -q "to leave" "$tmp/tty2"'
 fi

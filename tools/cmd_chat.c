@@ -18,6 +18,7 @@ typedef struct {
     long n_predict, threads, n_ctx, top_k, seed;
     double temp, top_p, min_p, rep;
     bool no_shift, ignore_eos;
+    cli_grammar_opts grammar;
     hearth_cache_type cache_type;
 } chat_opts;
 
@@ -25,6 +26,7 @@ typedef struct {
     hearth_model *m;
     hearth_ctx *ctx;
     hearth_sampler *smp;
+    hearth_grammar *grammar;  /* every reply follows it (--grammar-file, --json-schema, --json) */
     chat_fmt *fmt;
     cJSON *turns;             /* user and assistant messages, oldest first */
     char *system;             /* NULL or "" = none */
@@ -48,6 +50,7 @@ static void chat_usage(void) {
     printf("usage: hearth chat [-m MODEL] [--system TEXT] [--chat-template FILE] [-n N] [-c CTX] [-t THREADS]\n"
            "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
            "                   [--no-shift] [--ignore-eos] [--cache-type T]\n"
+           "                   [--grammar-file F.gbnf | --json-schema F.json | --json]\n"
            "Reads one message per line from stdin and streams each reply to stdout; after each reply a stats line\n"
            "goes to stderr. Commands: /system TEXT (set or, with no text, clear the system prompt), /reset (forget\n"
            "the conversation), /quit. Ctrl-C stops the current reply. The chat template is the model's own\n"
@@ -57,12 +60,15 @@ static void chat_usage(void) {
            "the oldest turns are dropped (the system prompt stays) and the rest is prefilled again; --no-shift\n"
            "refuses the turn instead. --ignore-eos: replies go on past end-of-turn tokens (until -n, Ctrl-C or\n"
            "a full context). Sampling defaults as in hearth run. --cache-type: the KV cache's type, f16 (default),\n"
-           "f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32).\n");
+           "f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32).\n"
+           "--grammar-file (GBNF), --json-schema and --json (any JSON object): every reply follows the grammar\n"
+           "and ends where it is complete.\n");
 }
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--system", "--chat-template", "-n", "--temp", "--top-k", "--top-p",
-                                        "--min-p", "--repeat-penalty", "--seed", "-t", "-c", "--cache-type" };
+                                        "--min-p", "--repeat-penalty", "--seed", "-t", "-c", "--cache-type",
+                                        "--grammar-file", "--json-schema" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
@@ -76,6 +82,7 @@ static int parse_opts(int argc, char **argv, chat_opts *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { chat_usage(); return 0; }
         if (!strcmp(a, "--no-shift")) { o->no_shift = true; continue; }
         if (!strcmp(a, "--ignore-eos")) { o->ignore_eos = true; continue; }
+        if (!strcmp(a, "--json") || !strcmp(a, "--json-object")) { o->grammar.json_object = true; continue; }
         if (!known(a)) { cli_fail("unknown option '%s' for chat (see hearth chat --help)", a); return 1; }
         if (!v) { cli_fail("missing value for %s", a); return 1; }
         if (!strcmp(a, "-m")) o->model_path = v;
@@ -91,6 +98,8 @@ static int parse_opts(int argc, char **argv, chat_opts *o) {
         else if (!strcmp(a, "-t")) ok = cli_int(a, v, 1, 256, &o->threads);
         else if (!strcmp(a, "-c")) ok = cli_int(a, v, 1, 1 << 22, &o->n_ctx);
         else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &o->cache_type);
+        else if (!strcmp(a, "--grammar-file")) o->grammar.gbnf_file = v;
+        else if (!strcmp(a, "--json-schema")) o->grammar.schema_file = v;
         else { cli_fail("unknown option '%s' for chat (see hearth chat --help)", a); return 1; }
         if (!ok) return 1;
         i++;
@@ -189,6 +198,7 @@ static int generate(chat_state *s, text_buf *reply) {
     hearth_err err;
     const char *why = NULL;
     const float *logits = hearth_logits(s->ctx, s->last_row);
+    hearth_grammar_reset(s->grammar);
     for (;;) {
         if (g_interrupted) { why = "[interrupted]"; break; }
         hearth_token t = hearth_sample(s->smp, logits, s->cache, s->n_cache);
@@ -200,6 +210,7 @@ static int generate(chat_state *s, text_buf *reply) {
         fflush(stdout);
         text_add(reply, buf, k);
         n_gen++;
+        if (s->grammar && hearth_grammar_done(s->grammar)) break;
         if (s->o->n_predict >= 0 && n_gen >= s->o->n_predict) break;
         if (s->n_cache >= s->n_ctx) { why = "[context full: the reply was cut]"; break; }
         hearth_batch b = { .n = 1, .tokens = &t };
@@ -325,6 +336,8 @@ static int chat_setup(chat_state *s, chat_opts *o) {
     sp.repeat_penalty = (float)o->rep;
     sp.seed = o->seed >= 0 ? (uint64_t)o->seed : (uint64_t)time(NULL) ^ (uint64_t)clock();
     s->smp = hearth_sampler_new(&sp, info.n_vocab);
+    if (cli_grammar(s->m, &o->grammar, &s->grammar)) return 1;
+    hearth_sampler_set_grammar(s->smp, s->grammar);
     s->cache = malloc((size_t)s->n_ctx * sizeof *s->cache);
     s->turns = cJSON_CreateArray();
     if (!s->smp || !s->cache || !s->turns) return cli_fail("out of memory");
@@ -354,6 +367,7 @@ int cmd_chat(int argc, char **argv) {
     free(s.system);
     free(s.cache);
     hearth_sampler_free(s.smp);
+    hearth_grammar_free(s.grammar);
     chat_fmt_free(s.fmt);
     hearth_ctx_free(s.ctx);
     hearth_model_free(s.m);
