@@ -14,9 +14,10 @@ if grep -qa __asan_init "$HEARTH"; then echo "sanitizer build: the fuzz targets 
 command -v clang >/dev/null || { echo "FAIL: clang not found (apt-get install -y clang libclang-rt-14-dev)"; exit 1; }
 command -v node >/dev/null || { echo "FAIL: node not found (the seed corpora are written by tests/fuzz/seeds.mjs)"; exit 1; }
 B="$BUILD-fuzz"
-targets=(fuzz_gguf fuzz_model fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize fuzz_jinja fuzz_request)
+targets=(fuzz_gguf fuzz_model fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize fuzz_jinja fuzz_request fuzz_grammar)
 declare -A runs=([fuzz_gguf]=60000 [fuzz_model]=2000 [fuzz_safetensors]=300000 [fuzz_tokenizer_json]=100000
-                 [fuzz_tokenize]=8000 [fuzz_jinja]=30000 [fuzz_request]=200000)
+                 [fuzz_tokenize]=8000 [fuzz_jinja]=30000 [fuzz_request]=200000
+                 [fuzz_grammar]=60000)
 mkdir -p "$B"   # the build log lives in the build directory, not beside it in the source tree
 CC=clang cmake -S "$here/.." -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B/build.log" 2>&1 &&
     cmake --build "$B" -j2 --target "${targets[@]}" >> "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; echo "FAIL: building the fuzz targets"; exit 1; }

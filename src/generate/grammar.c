@@ -51,6 +51,7 @@ typedef struct {
     uint32_t n_sets, cap_sets;
     hearth_err *err;
     bool failed;
+    int depth;                 /* of nested groups */
 } parser;
 
 static bool fail(parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -318,6 +319,32 @@ static long parse_int(parser *ps) {
     return v;
 }
 
+/* A [class] or '.', appended to out. Its own frame, so the ranges do not sit on every nested group's stack. */
+static __attribute__((noinline)) bool parse_class(parser *ps, gvec *out, char c) {
+    cprange r[1024];
+    int n = 0;
+    bool negate = false;
+    if (c == '.') r[n++] = (cprange){ 0, 0x10FFFF };
+    else {
+        ps->p++;
+        if (*ps->p == '^') negate = true, ps->p++;
+        while (*ps->p != ']') {
+            if (!*ps->p || *ps->p == '\n') return fail(ps, "unterminated character class");
+            if (n == (int)(sizeof r / sizeof r[0])) return fail(ps, "character class too long");
+            long lo = parse_char(ps), hi = lo;
+            if (lo < 0) return false;
+            if (ps->p[0] == '-' && ps->p[1] != ']' && ps->p[1]) {
+                ps->p++;
+                if ((hi = parse_char(ps)) < 0) return false;
+                if (hi < lo) return fail(ps, "character range out of order");
+            }
+            r[n++] = (cprange){ (unsigned long)lo, (unsigned long)hi };
+        }
+    }
+    ps->p++;
+    return push_class(ps, out, r, n, negate);
+}
+
 static bool parse_sequence(parser *ps, gvec *out, bool nested) {
     uint32_t last = out->n;
     bool have_last = false;
@@ -337,29 +364,8 @@ static bool parse_sequence(parser *ps, gvec *out, bool nested) {
             }
             ps->p++;
         } else if (c == '[' || c == '.') {
-            cprange r[256];
-            int n = 0;
-            bool negate = false;
-            if (c == '.') r[n++] = (cprange){ 0, 0x10FFFF };
-            else {
-                ps->p++;
-                if (*ps->p == '^') negate = true, ps->p++;
-                while (*ps->p != ']') {
-                    if (!*ps->p || *ps->p == '\n') return fail(ps, "unterminated character class");
-                    if (n == (int)(sizeof r / sizeof r[0])) return fail(ps, "character class too long");
-                    long lo = parse_char(ps), hi = lo;
-                    if (lo < 0) return false;
-                    if (ps->p[0] == '-' && ps->p[1] != ']' && ps->p[1]) {
-                        ps->p++;
-                        if ((hi = parse_char(ps)) < 0) return false;
-                        if (hi < lo) return fail(ps, "character range out of order");
-                    }
-                    r[n++] = (cprange){ (unsigned long)lo, (unsigned long)hi };
-                }
-            }
-            ps->p++;
             last = out->n, have_last = true;
-            if (!push_class(ps, out, r, n, negate)) return false;
+            if (!parse_class(ps, out, c)) return false;
         } else if (is_name_char(c)) {
             const char *s = ps->p;
             while (is_name_char(*ps->p)) ps->p++;
@@ -368,6 +374,7 @@ static bool parse_sequence(parser *ps, gvec *out, bool nested) {
             last = out->n, have_last = true;
             push(ps, out, GE_REF, (uint32_t)id);
         } else if (c == '(') {
+            if (++ps->depth > 256) return fail(ps, "groups nested more than 256 deep");
             ps->p++;
             int id = add_rule(ps, NULL, 0);
             if (id < 0) return false;
@@ -375,7 +382,8 @@ static bool parse_sequence(parser *ps, gvec *out, bool nested) {
             skip_space(ps, true);
             bool ok = parse_alternates(ps, &sub, true);
             if (ok && *ps->p != ')') ok = fail(ps, "expected ')'");
-            ps->p++;
+            if (ok) ps->p++;
+            ps->depth--;
             push(ps, &sub, GE_END, 0);
             ps->rules[id] = sub;
             if (!ok) return false;
@@ -637,8 +645,11 @@ static bool state_copy(gstate *dst, const gstate *src) {
     return !dst->oom;
 }
 
-/* Brings stack s (len entries, top last) to positions where a byte must match, adding each result to out. */
-static void expand(const gram *g, const uint32_t *s, uint32_t len, gstate *out) {
+/* Brings stack s (len entries, top last) to positions where a byte must match, adding each result to out.
+ * Every alternative but a rule's last is a recursive call; the last goes on in this frame. Paths that nest
+ * deeper than GR_MAX_NEST calls (thousands of empty repetitions) are dropped: stricter, never looser. */
+#define GR_MAX_NEST 1000
+static void expand_at(const gram *g, const uint32_t *s, uint32_t len, gstate *out, int nest) {
     uint32_t buf[GR_MAX_DEPTH];
     memcpy(buf, s, len * sizeof *buf);
     for (;;) {
@@ -651,13 +662,17 @@ static void expand(const gram *g, const uint32_t *s, uint32_t len, gstate *out) 
         if (next.type == GE_END || next.type == GE_ALT) len--;   /* a tail call returns nowhere */
         else buf[len - 1] = p + 1;
         if (len + 1 > GR_MAX_DEPTH) return;
-        for (uint32_t a = g->alt_at[e.val]; a < g->alt_at[e.val + 1]; a++) {
+        uint32_t first = g->alt_at[e.val], last = g->alt_at[e.val + 1] - 1;
+        for (uint32_t a = first; a < last; a++) {
+            if (nest >= GR_MAX_NEST) return;
             buf[len] = g->alts[a];
-            expand(g, buf, len + 1, out);
+            expand_at(g, buf, len + 1, out, nest + 1);
         }
-        return;
+        buf[len++] = g->alts[last];
     }
 }
+
+static void expand(const gram *g, const uint32_t *s, uint32_t len, gstate *out) { expand_at(g, s, len, out, 0); }
 
 static void state_start(const gram *g, gstate *out) {
     state_clear(out);

@@ -8,6 +8,7 @@
  * numeric exclusive bounds; $ref is a local JSON pointer ("#", "#/$defs/x", ...), recursion included.
  * Keywords are applied per JSON type, so a schema without "type" keeps every type its keywords allow. */
 #include "common.h"
+#include "generate/grammar.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -60,6 +61,7 @@ typedef struct {
     bool failed;
     int depth;
     char path[256];                                      /* where in the schema, for messages */
+    const char *root_name;                               /* the top rule's name ("root") */
 } conv;
 
 static char *fail(conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -98,7 +100,7 @@ static char *add_rule(conv *c, const char *hint, char *body) {
     char base[96];
     memcpy(base, name, (size_t)k + 1);
     for (int n = 1;; n++) {
-        bool taken = !strcmp(name, "root") && strcmp(hint, "root");
+        bool taken = !strcmp(name, c->root_name) && strcmp(hint, c->root_name);
         for (int i = 0; i < c->n_rules && !taken; i++) taken = !strcmp(c->rules[i].name, name);
         if (!taken) break;
         snprintf(name, sizeof name, "%.60s-%d", base, n);
@@ -243,6 +245,13 @@ static int type_bit(const char *t) {
     return 0;
 }
 
+/* A count keyword (minItems, maxProperties, ...): absent = dflt; a number 0..1e6 rounded down; else -2. */
+static long count_of(const cJSON *v, long dflt) {
+    if (!v) return dflt;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1e6)) return -2;
+    return (long)v->valuedouble;
+}
+
 static bool has(const cJSON *s, const char *k) { return cJSON_GetObjectItemCaseSensitive(s, k) != NULL; }
 static const cJSON *get(const cJSON *s, const char *k) { return cJSON_GetObjectItemCaseSensitive(s, k); }
 
@@ -308,6 +317,12 @@ static void rx_class_char(sbuf *b, unsigned ch) {
     sb_puts(b, t);
 }
 
+static void rx_class_char_raw(sbuf *b, unsigned ch) {   /* a range's end: escaped if special */
+    if (ch == ']' || ch == '[' || ch == '-' || ch == '^') { char e[3] = { '\\', (char)ch, 0 }; sb_puts(b, e); return; }
+    char t[2] = { (char)ch, 0 };
+    sb_puts(b, t);
+}
+
 static bool rx_escape_class(sbuf *b, char e, bool *negated_shorthand) {
     *negated_shorthand = false;
     switch (e) {
@@ -335,49 +350,63 @@ static char *rx_atom(rx *r) {
         r->p++;
         sb_printf(&b, "(%s)", in);
         free(in);
-    } else if (ch == '[') {
+    } else if (ch == '[') {   /* members gathered as a set of ASCII characters, then written as ranges */
         r->p++;
-        bool neg = *r->p == '^';
+        bool neg = *r->p == '^', in[128] = { false }, first = true;
         if (neg) r->p++;
-        sb_puts(&b, neg ? "[^\"\\\\\\x00-\\x1F\\x7F" : "[");
-        bool first = true;
         while (*r->p && (*r->p != ']' || first)) {
             first = false;
             unsigned lo = (unsigned char)*r->p++;
             if (lo == '\\') {
-                char e = *r->p++;
-                bool negs;
-                if (rx_escape_class(&b, e, &negs)) {
-                    if (negs) { free(b.p); return fail(c, "pattern: \\D \\W \\S inside a class are not supported"); }
+                char e = *r->p;
+                if (!e) return fail(c, "pattern: ends with a backslash");
+                r->p++;
+                if (e == 'd' || e == 'w' || e == 's') {
+                    for (unsigned x = 0; x < 128; x++)
+                        in[x] |= e == 'd' ? (x >= '0' && x <= '9')
+                               : e == 's' ? (x == ' ' || x == '\t' || x == '\n' || x == '\r' || x == '\f' || x == '\v')
+                               : ((x >= '0' && x <= '9') || (x >= 'a' && x <= 'z') || (x >= 'A' && x <= 'Z') || x == '_');
                     continue;
                 }
+                if (e == 'D' || e == 'W' || e == 'S') return fail(c, "pattern: \\D \\W \\S inside a class are not supported");
                 lo = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : (unsigned char)e;
             }
-            if (lo >= 0x80) { free(b.p); return fail(c, "pattern: non-ASCII characters in classes are not supported"); }
+            unsigned hi = lo;
             if (r->p[0] == '-' && r->p[1] && r->p[1] != ']') {
-                unsigned hi = (unsigned char)r->p[1];
+                hi = (unsigned char)r->p[1];
                 r->p += 2;
-                if (hi == '\\') hi = (unsigned char)*r->p++;
-                if (hi < lo || hi >= 0x80) { free(b.p); return fail(c, "pattern: bad class range"); }
-                if (neg) {   /* [^a-z]: the range is excluded */
-                    rx_class_char(&b, lo);
-                    sb_puts(&b, "-");
-                    char t[2] = { (char)hi, 0 };
-                    if (hi == ']' || hi == '\\' || hi == '-' || hi == '^') sb_puts(&b, "\\");
-                    sb_puts(&b, t);
-                } else
-                    for (unsigned x = lo; x <= hi; x++) rx_class_char(&b, x);
-            } else rx_class_char(&b, lo);
+                if (hi == '\\') {
+                    if (!*r->p) return fail(c, "pattern: ends with a backslash");
+                    hi = (unsigned char)*r->p++;
+                }
+            }
+            if (lo >= 0x80 || hi >= 0x80) return fail(c, "pattern: non-ASCII characters in classes are not supported");
+            if (hi < lo) return fail(c, "pattern: bad class range");
+            for (unsigned x = lo; x <= hi; x++) in[x] = true;
         }
-        if (*r->p != ']') { free(b.p); return fail(c, "pattern: unterminated class"); }
+        if (*r->p != ']') return fail(c, "pattern: unterminated class");
         r->p++;
+        /* JSON-escaped characters are never written (stricter): out of a class, and excluded from a negated one */
+        bool any = false;
+        sb_puts(&b, neg ? "[^\"\\\\\\x00-\\x1F\\x7F" : "[");
+        for (unsigned x = 0x20; x < 0x7f;) {
+            bool skip = x == '"' || x == '\\';
+            if (!in[x] || skip) { x++; continue; }
+            unsigned y = x;
+            while (y + 1 < 0x7f && in[y + 1] && y + 1 != '"' && y + 1 != '\\') y++;
+            rx_class_char(&b, x);
+            if (y > x) { sb_puts(&b, "-"); rx_class_char_raw(&b, y); }
+            any = true;
+            x = y + 1;
+        }
         sb_puts(&b, "]");
-        if (!neg && !strcmp(b.p, "[]")) { free(b.p); return fail(c, "pattern: a class with only characters JSON escapes"); }
+        if (!neg && !any) { free(b.p); return fail(c, "pattern: a class with only characters JSON escapes"); }
     } else if (ch == '.') {
         r->p++;
         sb_puts(&b, "[^\"\\\\\\x00-\\x1F\\x7F]");
     } else if (ch == '\\') {
         char e = r->p[1];
+        if (!e) return fail(c, "pattern: ends with a backslash");
         r->p += 2;
         bool negs;
         sbuf k = { 0 };
@@ -420,10 +449,18 @@ static char *rx_seq(rx *r) {
             sb_printf(&b, " (%s)%c", a, q);
         } else if (q == '{') {
             char *end;
+            bool digit = r->p[1] >= '0' && r->p[1] <= '9';
             long lo = strtol(r->p + 1, &end, 10), hi = lo;
-            if (end == r->p + 1) { free(a); free(b.p); return fail(r->c, "pattern: bad {m,n}"); }
-            if (*end == ',') hi = end[1] == '}' ? -1 : strtol(end + 1, &end, 10), end += hi < 0;
-            if (*end != '}' || lo > 1000 || hi > 1000) { free(a); free(b.p); return fail(r->c, "pattern: bad {m,n}"); }
+            bool unbounded = false;
+            if (*end == ',') {
+                if (end[1] == '}') unbounded = true, hi = -1, end++;
+                else if (end[1] >= '0' && end[1] <= '9') hi = strtol(end + 1, &end, 10);
+                else digit = false;
+            }
+            if (!digit || *end != '}' || lo > 1000 || hi > 1000 || (!unbounded && hi < lo)) {
+                free(a); free(b.p);
+                return fail(r->c, "pattern: bad {m,n}");
+            }
             r->p = end + 1;
             if (hi < 0) sb_printf(&b, " (%s){%ld,}", a, lo);
             else sb_printf(&b, " (%s){%ld,%ld}", a, lo, hi);
@@ -689,8 +726,8 @@ static char *array_rule(conv *c, const cJSON *s, const char *hint) {
                 *mx = get(s, "maxItems"), *uniq = get(s, "uniqueItems"), *addl = get(s, "additionalItems");
     if (has(s, "contains")) return fail(c, "\"contains\" is not supported");
     if (cJSON_IsArray(items)) prefix = items, items = addl;   /* draft-04..07 tuple form */
-    long lo = cJSON_IsNumber(mn) ? (long)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (long)mx->valuedouble : -1;
-    if (lo < 0 || lo > 1000 || hi > 1000 || (hi >= 0 && hi < lo)) return fail(c, "bad minItems/maxItems");
+    long lo = count_of(mn, 0), hi = count_of(mx, -1);
+    if (lo < 0 || lo > 1000 || hi < -1 || hi > 1000 || (hi >= 0 && hi < lo)) return fail(c, "bad minItems/maxItems");
     if (cJSON_IsTrue(uniq)) {   /* at most one item is always unique */
         if (lo > 1) return fail(c, "\"uniqueItems\" with minItems above 1 is not supported");
         if (hi < 0 || hi > 1) hi = 1;
@@ -770,7 +807,8 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
         if (!get(props, x->valuestring) && n_props > 0 && (cJSON_IsFalse(addl) || !addl))
             return fail(c, "required property '%s' has no schema under \"properties\"", x->valuestring);
     }
-    long lo = cJSON_IsNumber(mn) ? (long)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (long)mx->valuedouble : -1;
+    long lo = count_of(mn, 0), hi = count_of(mx, -1);
+    if (lo < 0 || hi < -1) return fail(c, "bad minProperties/maxProperties");
     free(prim(c, "space"));
     sbuf b = { 0 };
     sb_puts(&b, "\"{\" space");
@@ -1159,17 +1197,22 @@ static void mark_used(conv *c, int r, bool *used) {
 }
 
 char *hearth_json_schema_to_grammar(const char *schema, hearth_err *err) {
-    cJSON *root = cJSON_Parse(schema ? schema : "");
+    return json_schema_gbnf(schema, "root", err);
+}
+
+char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *err) {
+    if (!schema || !ht_utf8_valid(schema, strlen(schema))) return herr(err, "JSON Schema: not valid UTF-8"), NULL;
+    cJSON *root = cJSON_Parse(schema);
     if (!root) return herr(err, "JSON Schema: not valid JSON"), NULL;
-    conv c = { .root = root, .err = err };
-    char *top = visit(&c, root, "root");
+    conv c = { .root = root, .err = err, .root_name = root_name };
+    char *top = visit(&c, root, root_name);
     sbuf out = { 0 };
     bool *used = c.n_rules ? calloc((size_t)c.n_rules, 1) : NULL;
     if (top && !c.failed && c.n_rules && !used) fail(&c, "out of memory");
     if (top && !c.failed) {
         int root = -1;
-        for (int i = 0; i < c.n_rules; i++) if (!strcmp(c.rules[i].name, "root")) root = i;
-        if (root < 0) sb_printf(&out, "root ::= %s\n", top);
+        for (int i = 0; i < c.n_rules; i++) if (!strcmp(c.rules[i].name, root_name)) root = i;
+        if (root < 0) sb_printf(&out, "%s ::= %s\n", root_name, top);
         for (int i = 0; i < c.n_rules; i++)   /* what root reaches, written in the order made (leaves first) */
             if (root >= 0 ? i == root : !strcmp(c.rules[i].name, top)) mark_used(&c, i, used);
         if (root < 0)
@@ -1185,6 +1228,15 @@ char *hearth_json_schema_to_grammar(const char *schema, hearth_err *err) {
         for (int i = 0; i < c.n_rules; i++)
             if (c.rules[i].body && used[i]) sb_printf(&out, "%s ::= %s\n", c.rules[i].name, c.rules[i].body);
         if (out.oom) { free(out.p); out.p = NULL; herr(err, "out of memory"); }
+        gram *g = out.p ? gram_parse(out.p, err) : NULL;   /* a $ref cycle that matches nothing shows here */
+        if (out.p && !g) {
+            bool cycle = strstr(err->msg, "left recursion") != NULL;
+            herr(err, cycle ? "JSON Schema: a $ref cycle that reaches itself before matching anything"
+                            : "JSON Schema: internal error: the grammar made from it does not parse");
+            free(out.p);
+            out.p = NULL;
+        }
+        gram_free(g);
     } else {
         free(out.p);
         out.p = NULL;

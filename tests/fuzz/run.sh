@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 B=${HEARTH_FUZZ_BUILD:-$root/build-fuzz}
 CC=clang cmake -S "$root" -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_gguf fuzz_model fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize fuzz_jinja fuzz_request)
+[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_gguf fuzz_model fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize fuzz_jinja fuzz_request fuzz_grammar)
 cmake --build "$B" -j"$(nproc)" --target "${targets[@]}" >/dev/null
 cd "$root/tests"
 [[ -d $B/corpus ]] || node fuzz/seeds.mjs "$B/corpus" >/dev/null

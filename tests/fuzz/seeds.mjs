@@ -103,3 +103,13 @@ const bodies = {
 };
 for (const [n, b] of Object.entries(bodies)) put('fuzz_request', `${n}.json`, JSON.stringify(b));
 console.log(`seed corpora written to ${out}`);
+
+// ---- grammars (first byte 0) and JSON Schemas (first byte 1): the test schemas and a few GBNF shapes ----
+for (const f of fs.readdirSync('data/schemas')) put('fuzz_grammar', `schema-${f}`, Buffer.concat([Buffer.from([1]), fs.readFileSync(path.join('data/schemas', f))]));
+[
+  'root ::= "a" [b-d]* ("x" | "yz")?',
+  'root ::= x{2,3}\nx ::= "ab" # c\n',
+  'root ::= [^a]+ "\u00e9" .\n',
+  'root ::= ("a" root "b")?',
+  'root ::= x | y\n  | "z"\nx ::= "x" (\n "1" |\n "2")\ny ::= [\\]\\-]{1,}',
+].forEach((g, i) => put('fuzz_grammar', `gbnf-${i}`, Buffer.concat([Buffer.from([0]), Buffer.from(g)])));
