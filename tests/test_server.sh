@@ -2,7 +2,8 @@
 # `hearth serve` end to end: starts servers on free loopback ports (the embedded model for generation, the BERT
 # encoder for embeddings), runs server/test_server.mjs with the official openai npm client against them,
 # server/test_ollama.mjs with the ollama npm client, server/test_structured.mjs (response_format, grammar; replies
-# validated with ajv), server/test_endpoints.mjs (tokenize, metrics, CORS, HEAD) with fetch and server/test_hardening.mjs with raw sockets, then checks the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
+# validated with ajv), server/test_tools.mjs (tool calls, generic and Hermes formats, on a third server with a
+# Qwen-style template), server/test_endpoints.mjs (tokenize, metrics, CORS, HEAD) with fetch and server/test_hardening.mjs with raw sockets, then checks the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
@@ -31,6 +32,8 @@ start() {
 
 start gen --parallel 8 -c 1024 -t 1 --api-key sekrit
 GEN_URL=$URL
+start tools --parallel 2 -c 2048 -t 1 --api-key sekrit --chat-template "$here/server/hermes-tools.jinja"
+TOOLS_URL=$URL
 EMB_URL=""
 if "$HEARTH" info -m data/models/bert.gguf 2>/dev/null | grep -q encoder; then
     start emb -m data/models/bert.gguf -t 1
@@ -42,6 +45,7 @@ GEN_URL=$GEN_URL EMB_URL=$EMB_URL API_KEY=sekrit timeout 300 node "$here/server/
 GEN_URL=$GEN_URL EMB_URL=$EMB_URL API_KEY=sekrit timeout 120 node "$here/server/test_ollama.mjs" || fail=1
 # /tokenize, /detokenize, /metrics, CORS, HEAD
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 300 node "$here/server/test_structured.mjs" || fail=1
+GEN_URL=$GEN_URL TOOLS_URL=$TOOLS_URL API_KEY=sekrit timeout 300 node "$here/server/test_tools.mjs" || fail=1
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_endpoints.mjs" || fail=1
 # hostile clients: smuggling shapes, strict JSON, auth before routing, 1100 idle/slow connections
 (ulimit -n "$(ulimit -Hn)" 2>/dev/null; GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_hardening.mjs") || fail=1

@@ -157,6 +157,8 @@ void chat_fmt_free(chat_fmt *f) {
     free(f);
 }
 
+const char *chat_fmt_source(const chat_fmt *f) { return f ? f->tmpl : NULL; }
+
 bool chat_fmt_has_template(const chat_fmt *f) { return f->tmpl != NULL; }
 
 /* ---- a growable string ---- */

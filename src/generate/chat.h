@@ -28,6 +28,7 @@ typedef struct chat_fmt chat_fmt;
 int  chat_fmt_new(const hearth_model *m, const char *tmpl, chat_fmt **out, hearth_err *err);
 void chat_fmt_free(chat_fmt *f);
 bool chat_fmt_has_template(const chat_fmt *f);
+const char *chat_fmt_source(const chat_fmt *f);   /* the Jinja source in use, or NULL (plain format) */
 
 /* The text the model sees (message text verbatim); *out is malloc'd. extra may be NULL (see chat_render). */
 int chat_fmt_render(const chat_fmt *f, const cJSON *messages, bool add_generation_prompt, const cJSON *extra,

@@ -1228,7 +1228,11 @@ char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *er
         for (int i = 0; i < c.n_rules; i++)
             if (c.rules[i].body && used[i]) sb_printf(&out, "%s ::= %s\n", c.rules[i].name, c.rules[i].body);
         if (out.oom) { free(out.p); out.p = NULL; herr(err, "out of memory"); }
-        gram *g = out.p ? gram_parse(out.p, err) : NULL;   /* a $ref cycle that matches nothing shows here */
+        sbuf whole = { 0 };   /* checked as a grammar of its own: a $ref cycle that matches nothing shows here */
+        if (strcmp(root_name, "root")) sb_printf(&whole, "root ::= %s\n", root_name);
+        if (out.p) sb_puts(&whole, out.p);
+        gram *g = out.p && !whole.oom ? gram_parse(whole.p, err) : NULL;
+        free(whole.p);
         if (out.p && !g) {
             bool cycle = strstr(err->msg, "left recursion") != NULL;
             herr(err, cycle ? "JSON Schema: a $ref cycle that reaches itself before matching anything"

@@ -175,6 +175,8 @@ static bool wait_task(conn *c, bool (*ready)(const conn *, const srv_task *)) {
 
 static bool never(const conn *c, const srv_task *t) { (void)c; (void)t; return false; }
 static bool has_text(const conn *c, const srv_task *t) { return t->stable > c->sent; }
+/* With tools, a chat reply is split into text and calls only once it is whole: it is sent at the end. */
+static bool tools_pending(const conn *c) { return c->req.kind == API_CHAT && !c->req.ollama && c->req.tools.mode != TOOLS_OFF; }
 
 /* ---- streaming ---- */
 static void out_add(conn *c, char *s) {
@@ -203,6 +205,17 @@ static char *sse_error(int status, const char *msg) {
 /* Formats what the task produced since the last call (t->mu held). */
 static void stream_collect(conn *c, srv_task *t) {
     const srv_api *a = &c->s->api;
+    if (tools_pending(c)) {
+        if (!t->done) return;
+        if (t->status) out_add(c, sse_error(t->status, t->err));
+        else {
+            out_add(c, api_chunk_tools(a, &c->req, t));
+            if (c->req.include_usage) out_add(c, api_chunk_usage(a, &c->req, t));
+        }
+        out_add(c, strdup("data: [DONE]\n\n"));
+        c->finished = true;
+        return;
+    }
     size_t end = t->stable;
     int nt = 0;
     while (c->sent_toks + nt < t->n_toks && t->toks[c->sent_toks + nt].text_end <= end) nt++;
@@ -238,7 +251,7 @@ static int stream_produce(conn *c) {
     }
     srv_task *t = c->task;
     pthread_mutex_lock(&t->mu);
-    bool ok = wait_task(c, has_text);
+    bool ok = wait_task(c, tools_pending(c) ? never : has_text);
     if (ok) stream_collect(c, t);
     pthread_mutex_unlock(&t->mu);
     return ok ? 0 : -1;

@@ -158,10 +158,9 @@ static int parse_logprobs(const cJSON *o, api_kind kind, srv_task *t, hearth_err
 }
 
 /* ---- prompts ---- */
-static int chat_extra(const cJSON *o, cJSON **extra, hearth_err *err) {
+static int chat_extra(const cJSON *o, bool with_tools, cJSON **extra, hearth_err *err) {
     *extra = NULL;
-    const cJSON *tools = field(o, "tools"), *kw = field(o, "chat_template_kwargs");
-    if (tools && !cJSON_IsArray(tools)) return herr(err, "'tools' must be an array");
+    const cJSON *tools = with_tools ? field(o, "tools") : NULL, *kw = field(o, "chat_template_kwargs");
     if (kw && !cJSON_IsObject(kw)) return herr(err, "'chat_template_kwargs' must be an object");
     if (!tools && !kw) return 0;
     *extra = kw ? cJSON_Duplicate(kw, true) : cJSON_CreateObject();
@@ -170,12 +169,28 @@ static int chat_extra(const cJSON *o, cJSON **extra, hearth_err *err) {
     return *extra ? 0 : herr(err, "out of memory");
 }
 
-static int chat_prompt(const srv_api *a, const cJSON *o, srv_task *t, hearth_err *err) {
+/* Assistant tool_calls carry their arguments as JSON text (OpenAI); templates index them as objects. */
+static void arguments_as_objects(cJSON *msgs) {
+    cJSON *m, *c;
+    cJSON_ArrayForEach(m, msgs) cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(m, "tool_calls")) {
+        cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function"), *a = f ? cJSON_GetObjectItemCaseSensitive(f, "arguments") : NULL;
+        cJSON *parsed = cJSON_IsString(a) ? cJSON_Parse(a->valuestring) : NULL;
+        if (parsed) cJSON_ReplaceItemInObjectCaseSensitive(f, "arguments", parsed);
+    }
+}
+
+static int chat_prompt(const srv_api *a, const cJSON *o, srv_task *t, api_req *r, hearth_err *err) {
     const cJSON *msgs = field(o, "messages");
     if (!msgs) return herr(err, "'messages' is required");
     cJSON *norm = chat_messages_normalize(msgs, err), *extra = NULL;
     if (!norm) return -1;
-    int rc = chat_extra(o, &extra, err);
+    char *gbnf = NULL;
+    int rc = tools_prepare(a, o, norm, &r->tools, &gbnf, err);
+    if (!rc && gbnf && t->grammar) rc = herr(err, "'response_format' (or 'grammar') together with 'tools' is not supported");
+    if (!rc && gbnf && !(t->grammar = hearth_grammar_new(a->m, gbnf, err))) rc = -1;
+    free(gbnf);
+    arguments_as_objects(norm);
+    if (!rc) rc = chat_extra(o, r->tools.mode != TOOLS_OFF && r->tools.fmt != TF_GENERIC, &extra, err);
     if (!rc) rc = chat_fmt_tokenize(a->fmt, norm, true, extra, &t->prompt, &t->n_prompt, err);
     cJSON_Delete(norm);
     cJSON_Delete(extra);
@@ -316,7 +331,7 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
     t->no_cache = !cache_prompt;
     if (echo) return herr(err, "'echo' is not supported");
     r->n_probs = t->n_probs;
-    if (kind == API_CHAT ? chat_prompt(a, o, t, err) : completion_prompt(a, o, t, err)) return -1;
+    if (kind == API_CHAT ? chat_prompt(a, o, t, r, err) : completion_prompt(a, o, t, err)) return -1;
     int n_ctx = engine_n_ctx(a->eng);
     if (t->n_prompt == 0) return herr(err, "the prompt is empty (and the model has no BOS token)");
     if (t->n_prompt >= n_ctx)
@@ -533,19 +548,31 @@ char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
     cJSON *o = response_head(a, r, chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
-    if (chat) {
+    const char *finish = t->finish ? t->finish : "stop";
+    if (chat && r->tools.mode != TOOLS_OFF) {   /* text and calls, split */
+        char *content = NULL;
+        cJSON *calls = tools_parse(&r->tools, t->text, t->len, &content);
+        cJSON *msg = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        if (content) add_text(msg, "content", content, strlen(content));
+        else cJSON_AddNullToObject(msg, "content");
+        free(content);
+        if (calls && cJSON_GetArraySize(calls)) { cJSON_AddItemToObject(msg, "tool_calls", calls); finish = "tool_calls"; }
+        else cJSON_Delete(calls);
+    } else if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
         add_text(msg, "content", t->text ? t->text : "", t->len);
     } else add_text(c, "text", t->text ? t->text : "", t->len);
     if (r->n_probs < 0) cJSON_AddNullToObject(c, "logprobs");
     else cJSON_AddItemToObject(c, "logprobs", chat ? chat_logprobs(a, t->toks, t->n_toks) : completion_logprobs(a, t->toks, t->n_toks, 0));
-    cJSON_AddStringToObject(c, "finish_reason", t->finish ? t->finish : "stop");
+    cJSON_AddStringToObject(c, "finish_reason", finish);
     cJSON_AddItemToArray(choices, c);
     add_usage(o, t->n_prompt, t->n_gen);
     add_timings(o, t);
     return print_free(o);
 }
+
 
 static char *sse(cJSON *o) {
     char *j = print_free(o);
@@ -582,6 +609,49 @@ char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t) {
     add_usage(o, t->n_prompt, t->n_gen);
     add_timings(o, t);
     return sse(o);
+}
+
+/* A growable string that takes (and frees) the malloc'd strings appended to it. */
+typedef struct { char *p; size_t n, cap; bool oom; } sbuf;
+static void sb_take(sbuf *b, char *s) {
+    if (!s) { b->oom = true; return; }
+    size_t k = strlen(s);
+    if (!b->oom && b->n + k + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (b->n + k + 1 > cap) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (p) b->p = p, b->cap = cap;
+        else b->oom = true;
+    }
+    if (!b->oom) { memcpy(b->p + b->n, s, k + 1); b->n += k; }
+    free(s);
+}
+
+/* The end of a streamed chat reply with tools: its text as one delta, each call as a delta.tool_calls chunk,
+ * then the finish chunk ("tool_calls" when there are calls). malloc'd SSE events, concatenated. */
+char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t) {
+    char *content = NULL;
+    cJSON *calls = tools_parse(&r->tools, t->text, t->len, &content), *call;
+    sbuf out = { 0 };
+    if (!calls) { free(content); return NULL; }
+    if (content) sb_take(&out, api_chunk_delta(a, r, content, strlen(content), NULL, 0, NULL, false));
+    int i = 0;
+    cJSON_ArrayForEach(call, calls) {
+        cJSON *o = response_head(a, r, "chat.completion.chunk"), *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", 0);
+        cJSON *d = cJSON_AddObjectToObject(c, "delta"), *tc = cJSON_AddArrayToObject(d, "tool_calls"), *e = cJSON_Duplicate(call, true);
+        cJSON_AddItemToObject(e, "index", cJSON_CreateNumber(i++));
+        cJSON_AddItemToArray(tc, e);
+        cJSON_AddNullToObject(c, "logprobs");
+        cJSON_AddNullToObject(c, "finish_reason");
+        cJSON_AddItemToArray(ch, c);
+        sb_take(&out, sse(o));
+    }
+    sb_take(&out, api_chunk_delta(a, r, "", 0, NULL, 0, i ? "tool_calls" : t->finish ? t->finish : "stop", false));
+    free(content);
+    cJSON_Delete(calls);
+    if (out.oom) { free(out.p); return NULL; }
+    return out.p;
 }
 
 char *api_error_body(int status, const char *msg) {

@@ -92,12 +92,18 @@ typedef struct {
     int n_vocab;
 } srv_api;
 
+/* Tool calling (srv_tools.c): how the request asked for tools and which call format the model's template uses. */
+typedef enum { TOOLS_OFF, TOOLS_AUTO, TOOLS_REQUIRED } tools_mode;
+typedef enum { TF_GENERIC, TF_HERMES, TF_LLAMA3 } tools_format;
+typedef struct { tools_mode mode; tools_format fmt; bool parallel; } srv_tools;
+
 /* A parsed request: the task plus how to answer. */
 typedef struct {
     api_kind kind;
     bool ollama;                       /* answer in Ollama's shapes (srv_ollama.c) */
     bool ollama_generate;              /* ... of /api/generate ("response"), even when templated as a chat */
     bool stream, include_usage, b64;   /* b64: embeddings as base64 float32 */
+    srv_tools tools;                   /* tools / tool_choice of a chat request */
     int n_probs;
     char id[40];
     long created;
@@ -115,6 +121,8 @@ char *api_error_body(int status, const char *msg);
 char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
                       const char *finish, bool first);
 char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t);
+/* The close of a streamed chat reply with tools: text, delta.tool_calls chunks, the finish chunk. malloc'd. */
+char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t);
 /* /tokenize ({content, add_special = false, parse_special = true, with_pieces = false} -> {tokens}) and
  * /detokenize ({tokens} -> {content}), as llama-server answers them. NULL with *status and msg on a bad request. */
 char *api_tokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap);
@@ -131,6 +139,14 @@ char *api_utf8_clean(const char *s, size_t n);
 /* /v1/models and /health bodies. */
 char *api_models(const srv_api *a);
 char *api_health(const srv_api *a);
+
+/* Reads tools, tool_choice and parallel_tool_calls from a chat request into *tt and, when calls are possible,
+ * writes the reply's grammar (*gbnf, malloc'd); for a model whose template has no tool format, adds the tool
+ * prompt to `messages`. 0, or -1 with err (a 400). */
+int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *tt, char **gbnf, hearth_err *err);
+/* A finished reply split into its text (*content, malloc'd or NULL) and its calls (OpenAI tool_calls entries
+ * with fresh ids; an empty array when there are none). NULL when out of memory. */
+cJSON *tools_parse(const srv_tools *tt, const char *text, size_t n, char **content);
 
 /* ---- Ollama's API (srv_ollama.c) ---- */
 typedef enum { OLLAMA_GENERATE, OLLAMA_CHAT, OLLAMA_EMBED } ollama_op;
