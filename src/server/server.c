@@ -37,8 +37,9 @@ typedef struct {
 } server;
 
 enum { R_HEALTH, R_MODELS, R_METRICS, R_OL_TAGS, R_OL_PS, R_OL_VERSION, R_CHAT, R_COMPLETION, R_EMBED, R_TOKENIZE,
-       R_DETOKENIZE, R_OL_GENERATE, R_OL_CHAT, R_OL_EMBED, R_OL_SHOW, R_UNKNOWN };
+       R_DETOKENIZE, R_OL_GENERATE, R_OL_CHAT, R_OL_EMBED, R_OL_SHOW, R_AN_MESSAGES, R_AN_COUNT, R_UNKNOWN };
 #define IS_OLLAMA(r) (((r) >= R_OL_TAGS && (r) <= R_OL_VERSION) || ((r) >= R_OL_GENERATE && (r) <= R_OL_SHOW))
+#define IS_ANTHROPIC(r) ((r) == R_AN_MESSAGES || (r) == R_AN_COUNT)
 #define IS_GET(r) ((r) <= R_OL_VERSION)
 
 typedef struct {
@@ -54,6 +55,7 @@ typedef struct {
     char *out; size_t out_n, out_off, out_cap;   /* SSE bytes formatted but not yet sent */
     size_t sent; int sent_toks;
     bool started, finished;
+    bool text_open;           /* Anthropic stream: text block 0 was started */
 } conn;
 
 /* ---- routing ---- */
@@ -65,7 +67,7 @@ static int route_of(const char *url) {
         { "/tokenize", R_TOKENIZE }, { "/detokenize", R_DETOKENIZE }, { "/metrics", R_METRICS },
         { "/api/tags", R_OL_TAGS }, { "/api/ps", R_OL_PS }, { "/api/version", R_OL_VERSION }, { "/api/show", R_OL_SHOW },
         { "/api/generate", R_OL_GENERATE }, { "/api/chat", R_OL_CHAT }, { "/api/embed", R_OL_EMBED },
-        { "/api/embeddings", R_OL_EMBED },
+        { "/api/embeddings", R_OL_EMBED }, { "/v1/messages", R_AN_MESSAGES }, { "/v1/messages/count_tokens", R_AN_COUNT },
     };
     for (size_t i = 0; i < sizeof R / sizeof R[0]; i++)
         if (!strcmp(url, R[i].path)) return R[i].route;
@@ -131,7 +133,7 @@ static enum MHD_Result reply_preflight(conn *c, struct MHD_Connection *mc) {
     if (!r) return MHD_NO;
     add_cors(r);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
     MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
     c->status = 204;
     enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_NO_CONTENT, r);
@@ -140,7 +142,8 @@ static enum MHD_Result reply_preflight(conn *c, struct MHD_Connection *mc) {
 }
 
 static enum MHD_Result reply_error(conn *c, struct MHD_Connection *mc, int status, const char *msg) {
-    return reply(c, mc, status, IS_OLLAMA(c->route) ? ollama_error_body(msg) : api_error_body(status, msg));
+    return reply(c, mc, status, IS_OLLAMA(c->route) ? ollama_error_body(msg)
+                              : IS_ANTHROPIC(c->route) ? anthropic_error_body(status, msg) : api_error_body(status, msg));
 }
 
 /* ---- client presence ---- */
@@ -178,6 +181,7 @@ static bool has_text(const conn *c, const srv_task *t) { return t->stable > c->s
 /* With tools, a chat reply is split into text and calls only once it is whole: it is sent at the end. */
 static bool tools_pending(const conn *c) { return c->req.kind == API_CHAT && !c->req.ollama && c->req.tools.mode != TOOLS_OFF; }
 
+
 /* ---- streaming ---- */
 static void out_add(conn *c, char *s) {
     if (!s) return;
@@ -202,9 +206,21 @@ static char *sse_error(int status, const char *msg) {
     return s;
 }
 
+/* Anthropic's stream: text deltas in block 0 as they come (or, with tools, every block at the end), then the close. */
+static void stream_collect_anthropic(conn *c, srv_task *t) {
+    if (!tools_pending(c) && t->stable > c->sent) {
+        out_add(c, anthropic_event_text(0, t->text + c->sent, t->stable - c->sent));
+        c->sent = t->stable;
+    }
+    if (!t->done) return;
+    out_add(c, t->status ? anthropic_event_error(t->status, t->err) : anthropic_event_end(&c->req, t, c->text_open));
+    c->finished = true;
+}
+
 /* Formats what the task produced since the last call (t->mu held). */
 static void stream_collect(conn *c, srv_task *t) {
     const srv_api *a = &c->s->api;
+    if (c->req.anthropic) { stream_collect_anthropic(c, t); return; }
     if (tools_pending(c)) {
         if (!t->done) return;
         if (t->status) out_add(c, sse_error(t->status, t->err));
@@ -244,6 +260,11 @@ static int stream_produce(conn *c) {
     c->out_n = c->out_off = 0;
     if (!c->started) {
         c->started = true;
+        if (c->req.anthropic) {
+            out_add(c, anthropic_event_start(&c->s->api, &c->req, c->task));
+            if (!tools_pending(c)) { out_add(c, anthropic_event_text_start(0)); c->text_open = true; }
+            return 0;
+        }
         if (c->req.kind == API_CHAT && !c->req.ollama) {
             out_add(c, api_chunk_delta(&c->s->api, &c->req, "", 0, NULL, 0, NULL, true));
             return 0;
@@ -293,7 +314,12 @@ static enum MHD_Result run_task(conn *c, struct MHD_Connection *mc) {
     size_t n = c->n;
     api_kind kind = c->route < R_OL_GENERATE ? KIND[c->route] : API_CHAT;
     char *translated = NULL;
-    if (c->route >= R_OL_GENERATE) {   /* Ollama: the same request in OpenAI's shape, answered in Ollama's */
+    if (IS_ANTHROPIC(c->route)) {   /* Anthropic: the same, answered in Anthropic's shapes */
+        if (!(translated = anthropic_translate(&c->s->api, body, n, c->route == R_AN_COUNT, msg, sizeof msg)))
+            return reply_error(c, mc, 400, msg);
+        body = translated;
+        n = strlen(translated);
+    } else if (c->route >= R_OL_GENERATE) {   /* Ollama: the same request in OpenAI's shape, answered in Ollama's */
         ollama_op op = c->route == R_OL_GENERATE ? OLLAMA_GENERATE : c->route == R_OL_CHAT ? OLLAMA_CHAT : OLLAMA_EMBED;
         if (!(translated = ollama_translate(&c->s->api, op, body, n, &kind, msg, sizeof msg))) return reply_error(c, mc, 400, msg);
         body = translated;
@@ -302,8 +328,11 @@ static enum MHD_Result run_task(conn *c, struct MHD_Connection *mc) {
     int rc = api_parse(&c->s->api, kind, body, n, &c->req, &c->task, &status, msg, sizeof msg);
     free(translated);
     if (rc) return reply_error(c, mc, status, msg);
-    c->req.ollama = c->route >= R_OL_GENERATE;
+    c->req.ollama = IS_OLLAMA(c->route);
     c->req.ollama_generate = c->route == R_OL_GENERATE;
+    c->req.anthropic = IS_ANTHROPIC(c->route);
+    if (c->req.anthropic) anthropic_id(c->req.id);
+    if (c->route == R_AN_COUNT) return reply(c, mc, 200, anthropic_count(c->task));   /* counted, not run */
     if (engine_submit(c->s->api.eng, c->task)) return reply_error(c, mc, 503, "the server is busy (request queue full)");
     if (c->req.stream && c->req.kind != API_EMBED) return reply_stream(c, mc);
     srv_task *t = c->task;
@@ -312,14 +341,17 @@ static enum MHD_Result run_task(conn *c, struct MHD_Connection *mc) {
     pthread_mutex_unlock(&t->mu);
     if (!ok) { c->status = 499; return MHD_NO; }
     if (t->status) return reply_error(c, mc, t->status, t->err);
-    return reply(c, mc, 200, c->req.ollama ? ollama_response(&c->s->api, &c->req, t) : api_response(&c->s->api, &c->req, t));
+    return reply(c, mc, 200, c->req.ollama ? ollama_response(&c->s->api, &c->req, t)
+                             : c->req.anthropic ? anthropic_response(&c->s->api, &c->req, t) : api_response(&c->s->api, &c->req, t));
 }
 
+/* The key as "Authorization: Bearer KEY" (OpenAI, Ollama) or "x-api-key: KEY" (Anthropic). */
 static bool authorized(const server *s, struct MHD_Connection *mc) {
     if (!s->p->api_key || !*s->p->api_key) return true;
     const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7)) return false;
-    const char *k = h + 7, *want = s->p->api_key;
+    const char *x = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key");
+    if ((!h || strncmp(h, "Bearer ", 7)) && !x) return false;
+    const char *k = h && !strncmp(h, "Bearer ", 7) ? h + 7 : x, *want = s->p->api_key;
     size_t nk = strlen(k), nw = strlen(want);
     unsigned diff = nk != nw;
     for (size_t i = 0; i < nw; i++) diff |= (unsigned)(want[i] ^ (i < nk ? k[i] : 0));   /* constant time */

@@ -157,6 +157,8 @@ static bool text_append(srv_task *t, const char *p, size_t n, bool *oom) {
     t->text[t->len] = 0;
     long at = t->n_stop ? stop_find(t, old) : -1;
     if (at >= 0) {
+        for (int i = 0; i < t->n_stop; i++)   /* which one matched there */
+            if (!strncmp(t->text + at, t->stop[i], strlen(t->stop[i]))) { t->stop_hit = t->stop[i]; break; }
         t->len = (size_t)at;
         t->text[t->len] = 0;
         while (t->n_toks > 0 && (t->n_toks == 1 ? 0 : t->toks[t->n_toks - 2].text_end) >= t->len) t->n_toks--;

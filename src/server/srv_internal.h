@@ -54,6 +54,7 @@ typedef struct srv_task {
     float *emb; int dim;            /* embeddings: n_inputs rows of dim floats */
     bool done, cancelled;
     const char *finish;             /* "stop" or "length" */
+    const char *stop_hit;           /* the stop string that ended the text (one of stop[]), or NULL */
     int status; char err[256];      /* status != 0: failed with that HTTP status and message */
     double t_submit, t_first, t_done;   /* ms: queued, first token sampled, finished */
     int refs;
@@ -101,6 +102,7 @@ typedef struct { tools_mode mode; tools_format fmt; bool parallel; } srv_tools;
 typedef struct {
     api_kind kind;
     bool ollama;                       /* answer in Ollama's shapes (srv_ollama.c) */
+    bool anthropic;                    /* answer in Anthropic's shapes (srv_anthropic.c) */
     bool ollama_generate;              /* ... of /api/generate ("response"), even when templated as a chat */
     bool stream, include_usage, b64;   /* b64: embeddings as base64 float32 */
     srv_tools tools;                   /* tools / tool_choice of a chat request */
@@ -147,6 +149,22 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
 /* A finished reply split into its text (*content, malloc'd or NULL) and its calls (OpenAI tool_calls entries
  * with fresh ids; an empty array when there are none). NULL when out of memory. */
 cJSON *tools_parse(const srv_tools *tt, const char *text, size_t n, char **content);
+
+/* ---- Anthropic's Messages API (srv_anthropic.c) ---- */
+/* A /v1/messages (or, count_only, /v1/messages/count_tokens) body as the OpenAI chat body api_parse takes
+ * (malloc'd); NULL with msg on a bad or unsupported request (a 400). */
+char *anthropic_translate(const srv_api *a, const char *body, size_t n, bool count_only, char *msg, size_t cap);
+void anthropic_id(char id[40]);                                   /* "msg_..." */
+char *anthropic_response(const srv_api *a, const api_req *r, const srv_task *t);
+char *anthropic_count(const srv_task *t);                         /* {"input_tokens": N} */
+char *anthropic_error_body(int status, const char *msg);
+/* Stream events, each "event: T\ndata: {...}\n\n" (malloc'd): message_start; a text block's start and deltas;
+ * the end (the remaining blocks, message_delta, message_stop); an error. */
+char *anthropic_event_start(const srv_api *a, const api_req *r, const srv_task *t);
+char *anthropic_event_text_start(int index);
+char *anthropic_event_text(int index, const char *text, size_t n);
+char *anthropic_event_end(const api_req *r, const srv_task *t, bool text_open);
+char *anthropic_event_error(int status, const char *msg);
 
 /* ---- Ollama's API (srv_ollama.c) ---- */
 typedef enum { OLLAMA_GENERATE, OLLAMA_CHAT, OLLAMA_EMBED } ollama_op;
