@@ -304,7 +304,10 @@ static char *visit(conv *c, const cJSON *s, const char *hint);
 
 /* ---- strings ---- */
 
-/* A regular expression (the pattern keyword's common subset) as GBNF over the JSON text of the string. */
+/* A regular expression (the pattern keyword's common subset) as GBNF over the JSON text of the string. Unbounded
+ * repetitions (*, +, {m,}) repeat at most RX_MAX_REPEAT more times: a model that knows nothing of the pattern
+ * cannot then write digits forever. Stricter, never looser. */
+#define RX_MAX_REPEAT 64
 typedef struct { const char *p; conv *c; const char *hint; } rx;
 
 static char *rx_alt(rx *r);
@@ -444,9 +447,12 @@ static char *rx_seq(rx *r) {
         char *a = rx_atom(r);
         if (!a) { free(b.p); return NULL; }
         char q = *r->p;
-        if (q == '*' || q == '+' || q == '?') {
+        if (q == '*' || q == '+') {   /* unbounded: at most RX_MAX_REPEAT (stricter, and a reply always ends) */
             r->p++;
-            sb_printf(&b, " (%s)%c", a, q);
+            sb_printf(&b, " (%s){%d,%d}", a, q == '+', RX_MAX_REPEAT);
+        } else if (q == '?') {
+            r->p++;
+            sb_printf(&b, " (%s)?", a);
         } else if (q == '{') {
             char *end;
             bool digit = r->p[1] >= '0' && r->p[1] <= '9';
@@ -462,7 +468,7 @@ static char *rx_seq(rx *r) {
                 return fail(r->c, "pattern: bad {m,n}");
             }
             r->p = end + 1;
-            if (hi < 0) sb_printf(&b, " (%s){%ld,}", a, lo);
+            if (hi < 0) sb_printf(&b, " (%s){%ld,%ld}", a, lo, lo + RX_MAX_REPEAT);
             else sb_printf(&b, " (%s){%ld,%ld}", a, lo, hi);
         } else sb_printf(&b, " %s", a);
         if (*r->p == '?' && (q == '*' || q == '+' || q == '?' || q == '}')) r->p++;   /* lazy: same language */
@@ -661,6 +667,28 @@ static bool bounds(conv *c, const cJSON *s, bool *has_lo, double *lo, bool *lo_e
     return true;
 }
 
+/* Decimals without exponent (after `prefix`) whose whole part is in [a, top - 1] with any fraction, or top itself
+ * when top_exact; top < 0: no upper bound. Appended as alternatives; *sep becomes " | " once one is written. */
+static void magnitudes(sbuf *b, long long a, long long top, bool top_exact, const char **sep, const char *prefix) {
+    if (top < 0) {
+        sb_printf(b, "%s%s(", *sep, prefix);
+        uint_range(b, a, -1);
+        sb_puts(b, ") (\".\" decimal-part)?");
+        *sep = " | ";
+        return;
+    }
+    if (top - 1 >= a) {
+        sb_printf(b, "%s%s(", *sep, prefix);
+        uint_range(b, a, top - 1);
+        sb_puts(b, ") (\".\" decimal-part)?");
+        *sep = " | ";
+    }
+    if (top_exact && top >= a) {
+        sb_printf(b, "%s%s\"%lld\"", *sep, prefix, top);
+        *sep = " | ";
+    }
+}
+
 static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint) {
     const cJSON *mo = get(s, "multipleOf");
     if (mo && !(cJSON_IsNumber(mo) && integer && mo->valuedouble == 1)) return fail(c, "\"multipleOf\" is not supported");
@@ -679,43 +707,28 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
     if (has_hi) ihi = (long long)floor(hi), ihi -= hi_ex && (double)ihi == hi;
     if (integer) return int_rule(c, has_lo, ilo, has_hi, ihi, hint);
     if (!has_lo && !has_hi) return prim(c, "number");
-    /* numbers, no exponent: a whole-number part in [ilo, ihi - 1] with any fraction, or ihi itself (stricter
-     * than non-integer bounds); without a lower bound, negatives too */
-    if (has_lo && has_hi && ihi < ilo) return fail(c, "the bounds leave no number whose whole part hearth can enforce");
-    if (has_lo && ilo < 0) return fail(c, "a negative lower bound on a number is not supported (an integer's is)");
-    free(prim(c, "integral-part"));
+    /* numbers with bounds: no exponent, and bounds met by whole-number parts (stricter than non-integer bounds):
+     * v >= 0 and v < 0 are written as magnitudes, each a whole part in [a, top - 1] with any fraction or top itself */
     free(prim(c, "decimal-part"));
     free(prim(c, "space"));
     sbuf b = { 0 };
+    const char *sep = "";
     sb_puts(&b, "(");
-    if (!has_lo) {
-        long long nmin = has_hi && ihi < 0 ? -ihi : 0;
-        if (!nmin) sb_puts(&b, "\"-\" integral-part (\".\" decimal-part)?");
-        else { sb_puts(&b, "\"-\" ("); uint_range(&b, nmin, -1); sb_puts(&b, ") (\".\" decimal-part)?"); }
-    }
-    if (!has_hi || ihi >= 0) {
-        long long plo = has_lo ? ilo : 0;
-        const char *sep = has_lo ? "" : " | ";
+    if (!has_hi || hi > 0 || (hi == 0 && !hi_ex)) {   /* v >= 0 */
+        long long a = 0;
+        if (has_lo && lo >= 0) a = (long long)ceil(lo) + (lo_ex && floor(lo) == lo);
         if (has_lo && lo_ex && floor(lo) == lo && lo >= 0 && (!has_hi || lo < hi)) {   /* v > lo: lo.000x too */
             sb_printf(&b, "%s\"%lld.\" [0-9]{0,15} [1-9]", sep, (long long)lo);
             sep = " | ";
         }
-        if (!has_hi) { sb_printf(&b, "%s(", sep); uint_range(&b, plo, -1); sb_puts(&b, ") (\".\" decimal-part)?"); }
-        else if (hi_ex && floor(hi) == hi) {   /* v < hi: any fraction on whole parts up to hi - 1 */
-            sb_printf(&b, "%s(", sep);
-            uint_range(&b, plo, ihi);
-            sb_puts(&b, ") (\".\" decimal-part)?");
-        } else {
-            if (ihi - 1 >= plo) {
-                sb_printf(&b, "%s(", sep);
-                uint_range(&b, plo, ihi - 1);
-                sb_puts(&b, ") (\".\" decimal-part)?");
-                sep = " | ";
-            }
-            sb_printf(&b, "%s\"%lld\"", sep, ihi);
-        }
+        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "");
+    }
+    if (!has_lo || lo < 0) {                            /* v < 0: "-" and a magnitude */
+        long long a = has_hi && hi < 0 ? (long long)ceil(-hi) + (hi_ex && floor(hi) == hi) : 0;
+        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ");
     }
     sb_puts(&b, ") space");
+    if (!*sep) { free(b.p); return fail(c, "the bounds leave no number whose whole part hearth can enforce"); }
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
@@ -817,7 +830,8 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
         char tmp[128];
         snprintf(tmp, sizeof tmp, "%.40s-value", hint);
         char *val = cJSON_IsObject(addl) ? visit(c, addl, tmp) : prim(c, "value");
-        char *str = prim(c, "string");
+        free(prim(c, "char"));   /* keys of at most 64 characters (stricter than any key) */
+        char *str = add_rule(c, "map-key", xstrdup(c, "\"\\\"\" char{0,64} \"\\\"\" space"));
         int n_req = req ? cJSON_GetArraySize(req) : 0;
         if (n_req) { free(val); free(str); free(b.p); return fail(c, "\"required\" without \"properties\" is not supported"); }
         if (lo > 100 || (hi >= 0 && hi < lo)) { free(val); free(str); free(b.p); return fail(c, "bad minProperties/maxProperties"); }
