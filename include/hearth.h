@@ -121,6 +121,14 @@ HEARTH_API int  hearth_seq_len(const hearth_ctx *c, int seq);
  * keeps only the last window + n_batch positions of those layers: going back more than n_batch tokens
  * clears the sequence instead (hearth_seq_len tells). */
 HEARTH_API void hearth_seq_truncate(hearth_ctx *c, int seq, int pos);
+/* A sequence's KV cache as bytes, to keep a prompt's prefix and restore it later (prompt caches): each position
+ * takes hearth_kv_token_bytes(c). hearth_kv_read copies positions [pos0, pos0 + n) of seq (they must be cached)
+ * into buf; hearth_kv_write appends them to seq, whose length must be pos0, and the sequence is then as if it
+ * had decoded those tokens (bit for bit: same logits after). Both return -1 on bad arguments, or for a model
+ * with sliding-window layers (their ring caches cannot be restored this way). */
+HEARTH_API size_t hearth_kv_token_bytes(const hearth_ctx *c);
+HEARTH_API int hearth_kv_read(const hearth_ctx *c, int seq, int pos0, int n, void *buf);
+HEARTH_API int hearth_kv_write(hearth_ctx *c, int seq, int pos0, int n, const void *buf);
 
 /* Embedding of a token sequence: clears sequence 0, evaluates the n tokens on it and pools the final hidden
  * states as the model says: encoders by their pooling type (mean, CLS = first token, last token, or none);

@@ -3,7 +3,8 @@
 # encoder for embeddings), runs server/test_server.mjs with the official openai npm client against them,
 # server/test_ollama.mjs with the ollama npm client, server/test_structured.mjs (response_format, grammar; replies
 # validated with ajv), server/test_tools.mjs (tool calls, generic and Hermes formats, on a third server with a
-# Qwen-style template), server/test_anthropic.mjs with the @anthropic-ai/sdk client, server/test_endpoints.mjs (tokenize, metrics, CORS, HEAD) with fetch and server/test_hardening.mjs with raw sockets, then checks the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
+# Qwen-style template), server/test_anthropic.mjs with the @anthropic-ai/sdk client, server/test_prompt_cache.mjs (shared and persistent
+# prompt cache, on servers it starts itself), server/test_endpoints.mjs (tokenize, metrics, CORS, HEAD) with fetch and server/test_hardening.mjs with raw sockets, then checks the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
@@ -47,6 +48,7 @@ GEN_URL=$GEN_URL EMB_URL=$EMB_URL API_KEY=sekrit timeout 120 node "$here/server/
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 300 node "$here/server/test_structured.mjs" || fail=1
 GEN_URL=$GEN_URL TOOLS_URL=$TOOLS_URL API_KEY=sekrit timeout 300 node "$here/server/test_tools.mjs" || fail=1
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_anthropic.mjs" || fail=1
+HEARTH=$HEARTH timeout 120 node "$here/server/test_prompt_cache.mjs" || fail=1
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_endpoints.mjs" || fail=1
 # hostile clients: smuggling shapes, strict JSON, auth before routing, 1100 idle/slow connections
 (ulimit -n "$(ulimit -Hn)" 2>/dev/null; GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_hardening.mjs") || fail=1

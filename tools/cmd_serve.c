@@ -18,6 +18,7 @@ static void on_stop(int sig) {
 static void serve_usage(void) {
     printf("usage: hearth serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"
            "                    [--api-key KEY] [--chat-template FILE] [--alias NAME] [--cache-type T]\n"
+           "                    [--cache-ram MIB] [--prompt-cache DIR]\n"
            "An OpenAI-compatible HTTP server: GET /health, GET /v1/models, POST /v1/chat/completions,\n"
            "POST /v1/completions, POST /v1/embeddings (streaming with \"stream\": true).\n"
            "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
@@ -30,18 +31,21 @@ static void serve_usage(void) {
            "  --api-key KEY        require \"Authorization: Bearer KEY\" (all but /health)\n"
            "  --chat-template F    a Jinja chat template to use instead of the model's\n"
            "  --alias NAME         the model name /v1/models reports (default: the file name)\n"
+           "  --cache-ram MIB      the shared prompt cache: KV prefixes any slot can start from (default 1024 MiB;\n"
+           "                       0 = off, each slot keeps only its own last prompt)\n"
+           "  --prompt-cache DIR   also keep the prompt cache in DIR, so a restarted server starts warm\n"
            "Stops on Ctrl-C or SIGTERM. One line per request on stderr.\n");
 }
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--host", "--port", "--parallel", "-np", "-c", "-t", "--api-key",
-                                        "--chat-template", "--alias", "--cache-type" };
+                                        "--chat-template", "--alias", "--cache-type", "--cache-ram", "--prompt-cache" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
 
 static int parse_opts(int argc, char **argv, server_params *p, const char **model, const char **tmpl) {
-    long port = 8080, parallel = 4, n_ctx = 0, threads = 0;
+    long port = 8080, parallel = 4, n_ctx = 0, threads = 0, cache_ram = 1024;
     for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -58,10 +62,13 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
         else if (!strcmp(a, "--chat-template")) *tmpl = v;
         else if (!strcmp(a, "--alias")) p->model_id = v;
         else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &p->cache_type);
+        else if (!strcmp(a, "--cache-ram")) ok = cli_int(a, v, 0, 1L << 30, &cache_ram);
+        else if (!strcmp(a, "--prompt-cache")) p->prompt_cache = v;
         else { cli_fail("unknown option '%s' for serve (see hearth serve --help)", a); return 1; }
         if (!ok) return 1;
     }
     p->port = (int)port; p->parallel = (int)parallel; p->n_ctx = (int)n_ctx; p->n_threads = (int)threads;
+    p->cache_ram = (size_t)cache_ram << 20;
     return -1;
 }
 

@@ -149,6 +149,64 @@ void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
     c->seq_len[seq] = pos;
 }
 
+/* ---- a sequence's KV cache out and back in (prompt caches) ----
+ * Per position range, layer by layer: K rows [n][n_head_kv] as stored, then V as [n][n_head_kv * head_dim_v]
+ * values (F32 / F16 caches keep V transposed; it is gathered and scattered), or Q8_0 rows as stored. */
+static bool kv_portable(const hearth_ctx *c) {
+    for (int il = 0; il < c->m->hp.n_layer; il++) if (c->kv[il].ring) return false;
+    return true;
+}
+
+size_t hearth_kv_token_bytes(const hearth_ctx *c) {
+    const ht_hparams *hp = &c->m->hp;
+    return (size_t)hp->n_layer * hp->n_head_kv *
+           (ht_row_size(c->kv_type, hp->head_dim) + ht_row_size(c->kv_type, hp->head_dim_v));
+}
+
+static int kv_copy(hearth_ctx *c, int seq, int pos0, int n, uint8_t *buf, bool out) {
+    const ht_hparams *hp = &c->m->hp;
+    if (!kv_portable(c) || seq < 0 || seq >= c->n_seq || pos0 < 0 || n < 0 || pos0 + n > c->n_ctx) return -1;
+    size_t krow = ht_row_size(c->kv_type, hp->head_dim) * hp->n_head_kv;
+    size_t vrow = ht_row_size(c->kv_type, hp->head_dim_v) * hp->n_head_kv;
+    size_t esz = c->kv_type == HT_F32 ? 4 : 2;
+    int nv = hp->n_head_kv * hp->head_dim_v;
+    for (int il = 0; il < hp->n_layer; il++) {
+        ht_kv_layer *L = &c->kv[il];
+        uint8_t *k = (uint8_t *)L->k + ((size_t)seq * L->cap + pos0) * krow;
+        if (out) memcpy(buf, k, (size_t)n * krow);
+        else memcpy(k, buf, (size_t)n * krow);
+        buf += (size_t)n * krow;
+        if (c->kv_type == HT_Q8_0) {
+            uint8_t *v = (uint8_t *)L->v + ((size_t)seq * L->cap + pos0) * vrow;
+            if (out) memcpy(buf, v, (size_t)n * vrow);
+            else memcpy(v, buf, (size_t)n * vrow);
+            buf += (size_t)n * vrow;
+            continue;
+        }
+        uint8_t *vt = (uint8_t *)L->v + (size_t)seq * nv * L->cap * esz;   /* [nv][cap] */
+        for (int t = 0; t < n; t++)
+            for (int e = 0; e < nv; e++) {
+                uint8_t *cell = vt + ((size_t)e * L->cap + pos0 + t) * esz;
+                if (out) memcpy(buf, cell, esz);
+                else memcpy(cell, buf, esz);
+                buf += esz;
+            }
+    }
+    return 0;
+}
+
+int hearth_kv_read(const hearth_ctx *c, int seq, int pos0, int n, void *buf) {
+    if (seq < 0 || seq >= c->n_seq || pos0 + n > c->seq_len[seq]) return -1;
+    return kv_copy((hearth_ctx *)c, seq, pos0, n, buf, true);
+}
+
+int hearth_kv_write(hearth_ctx *c, int seq, int pos0, int n, const void *buf) {
+    if (seq < 0 || seq >= c->n_seq || pos0 != c->seq_len[seq]) return -1;
+    if (kv_copy(c, seq, pos0, n, (uint8_t *)buf, false)) return -1;
+    c->seq_len[seq] = pos0 + n;
+    return 0;
+}
+
 size_t ctx_kv_bytes(const hearth_ctx *c, int il) {
     if (il < 0) {
         size_t sum = 0;

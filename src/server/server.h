@@ -20,6 +20,8 @@ typedef struct {
     const char *chat_template;  /* Jinja source overriding the model's, or NULL */
     const char *model_id;       /* the name /v1/models reports */
     size_t max_body;            /* largest request body accepted (bytes); 0 = 8 MiB */
+    size_t cache_ram;           /* bytes of shared prompt cache (KV prefixes for every slot); 0 = none */
+    const char *prompt_cache;   /* directory keeping the prompt cache across restarts, or NULL */
 } server_params;
 
 /* Serves until *stop becomes nonzero (e.g. set by a SIGINT handler: a lock-free atomic is safe to store to

@@ -799,10 +799,14 @@ char *api_metrics(const srv_api *a, const srv_stats *st) {
         { "hearth_slots_idle", "gauge", "slots with no request" },
         { "hearth_slots_processing", "gauge", "slots serving a request" },
         { "hearth_requests_queued", "gauge", "requests waiting for a slot" },
+        { "hearth_prompt_cache_hits_total", "counter", "requests that started from the shared prompt cache" },
+        { "hearth_prompt_cache_misses_total", "counter", "requests whose prompt had whole blocks the shared cache did not hold" },
+        { "hearth_prompt_cache_restored_tokens_total", "counter", "prompt tokens restored from the shared prompt cache" },
+        { "hearth_prompt_cache_blocks", "gauge", "blocks of 64 tokens held by the shared prompt cache in RAM" },
     };
     const double v[] = { (double)st->requests, (double)st->in_flight, (double)k.prompt_tokens, (double)k.cached_tokens,
                          (double)k.generated_tokens, (double)k.steps, (double)k.sampled, k.decode_ms / 1e3, k.step_ms / 1e3,
-                         idle, busy, queued };
+                         idle, busy, queued, (double)k.pc_hits, (double)k.pc_misses, (double)k.pc_tokens, (double)k.pc_entries };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", HELP[i][0], HELP[i][2], HELP[i][0], HELP[i][1], HELP[i][0], v[i]);
     fprintf(f, "# HELP hearth_model_info the model served (value 1)\n# TYPE hearth_model_info gauge\n");

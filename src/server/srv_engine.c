@@ -47,6 +47,8 @@ struct srv_engine {
     atomic_llong decode_us, step_us;     /* time in hearth_decode, and in whole steps (decode + sampling) */
     atomic_llong prompt_toks, cached_toks, gen_toks;   /* of finished generation tasks */
     hearth_token *b_tok; int32_t *b_pos, *b_seq; int8_t *b_want;
+    srv_cache *pc;               /* the shared prompt cache, or NULL */
+    atomic_llong pc_hits, pc_misses, pc_tokens, pc_entries;   /* its counters, for /metrics */
 };
 
 double srv_now_ms(void) {
@@ -100,6 +102,12 @@ static bool task_cancelled(srv_task *t) {
     bool c = t->cancelled;
     pthread_mutex_unlock(&t->mu);
     return c;
+}
+
+static void pcache_publish(srv_engine *e) {
+    long long h, m, tk, n;
+    pcache_stats(e->pc, &h, &m, &tk, &n);
+    atomic_store(&e->pc_hits, h), atomic_store(&e->pc_misses, m), atomic_store(&e->pc_tokens, tk), atomic_store(&e->pc_entries, n);
 }
 
 /* Marks t finished (status 0 = success) and wakes its reader. */
@@ -230,6 +238,11 @@ static void slot_start(srv_engine *e, slot *s, srv_task *t) {
     if (k >= t->n_prompt) k = t->n_prompt - 1;     /* the last prompt token is decoded for its logits */
     hearth_seq_truncate(e->ctx, s->seq, k);
     s->n_cache = HT_MIN(k, hearth_seq_len(e->ctx, s->seq));
+    if (!t->no_cache && e->pc) {   /* a longer prefix from the shared cache (any slot's, or from disk) */
+        s->n_cache = pcache_restore(e->pc, e->ctx, s->seq, t->prompt, t->n_prompt, s->n_cache);
+        memcpy(s->cache, t->prompt, (size_t)s->n_cache * sizeof *s->cache);
+        pcache_publish(e);
+    }
     s->task = t;
     s->generating = false;
     s->row = -1; s->n_feed = 0;
@@ -373,7 +386,14 @@ static void slot_take(srv_engine *e, slot *s) {
     else if (t->grammar && hearth_grammar_done(t->grammar)) slot_end(e, s, "stop", 0, NULL);   /* nothing may follow */
     else if (t->max_tokens >= 0 && t->n_gen >= t->max_tokens) slot_end(e, s, "length", 0, NULL);
     else if (s->n_cache >= e->n_ctx) slot_end(e, s, "length", 0, NULL);
-    else { s->next = tok; s->generating = true; }
+    else {
+        if (!s->generating && !t->no_cache && e->pc) {   /* the prompt is in: share its blocks */
+            pcache_store(e->pc, e->ctx, s->seq, t->prompt, t->n_prompt);
+            pcache_publish(e);
+        }
+        s->next = tok;
+        s->generating = true;
+    }
 }
 
 static void step_failed(srv_engine *e, const char *msg) {
@@ -506,6 +526,12 @@ int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     if (engine_contexts(e, p, err) || engine_alloc(e, err)) { engine_free(e); return -1; }
+    if (e->ctx && p->cache_ram) {
+        err->msg[0] = 0;
+        e->pc = pcache_new(e->ctx, p->cache_ram, p->prompt_cache, err);
+        if (!e->pc && err->msg[0]) { engine_free(e); return -1; }
+        if (!e->pc) fprintf(stderr, "note: no shared prompt cache: this model's sliding-window KV cannot be moved between slots\n");
+    }
     if (pthread_create(&e->th, NULL, engine_main, e)) { engine_free(e); return herr(err, "cannot start the engine thread"); }
     e->started = true;
     *out = e;
@@ -526,6 +552,7 @@ void engine_free(srv_engine *e) {
     }
     free(e->q); free(e->slots); free(e->picked);
     free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_want);
+    pcache_free(e->pc);
     hearth_ctx_free(e->ctx);
     hearth_ctx_free(e->ectx);
     pthread_mutex_destroy(&e->mu);
@@ -558,6 +585,8 @@ void engine_counters(srv_engine *e, srv_counters *c) {
     c->steps = atomic_load(&e->n_steps);
     c->sampled = atomic_load(&e->n_generated);
     c->decode_ms = (double)atomic_load(&e->decode_us) / 1e3;
+    c->pc_hits = atomic_load(&e->pc_hits), c->pc_misses = atomic_load(&e->pc_misses);
+    c->pc_tokens = atomic_load(&e->pc_tokens), c->pc_entries = atomic_load(&e->pc_entries);
     c->step_ms = (double)atomic_load(&e->step_us) / 1e3;
     c->prompt_tokens = atomic_load(&e->prompt_toks);
     c->cached_tokens = atomic_load(&e->cached_toks);

@@ -77,8 +77,21 @@ void engine_slots(srv_engine *e, int *idle, int *busy, int *queued);
 /* Since the start: decode steps, tokens sampled (sampled / steps = mean batch of generating slots), time in
  * hearth_decode and in whole steps (decode + sampling + handing out the text); the prompt (evaluated + reused)
  * and generated tokens of finished generation tasks, counted before their clients see the answers. */
-typedef struct { long long steps, sampled; double decode_ms, step_ms; long long prompt_tokens, cached_tokens, generated_tokens; } srv_counters;
+typedef struct { long long steps, sampled; double decode_ms, step_ms; long long prompt_tokens, cached_tokens, generated_tokens;
+                 long long pc_hits, pc_misses, pc_tokens, pc_entries; } srv_counters;
 void engine_counters(srv_engine *e, srv_counters *c);
+
+/* ---- the shared prompt cache (srv_cache.c; engine thread only) ---- */
+typedef struct srv_cache srv_cache;
+/* NULL (with err empty) when budget is 0 or the model's KV cannot be moved (sliding-window rings). */
+srv_cache *pcache_new(const hearth_ctx *ctx, size_t budget, const char *dir, hearth_err *err);
+void pcache_free(srv_cache *pc);
+/* Writes into seq the longest cached prefix of toks beyond the `have` tokens seq already holds (whole blocks,
+ * never the last token); returns the tokens seq now holds. */
+int  pcache_restore(srv_cache *pc, hearth_ctx *ctx, int seq, const hearth_token *toks, int n, int have);
+/* Keeps the whole blocks of toks that seq has computed. */
+void pcache_store(srv_cache *pc, const hearth_ctx *ctx, int seq, const hearth_token *toks, int n);
+void pcache_stats(const srv_cache *pc, long long *hits, long long *misses, long long *tokens, long long *entries);
 
 /* ---- OpenAI API layer ---- */
 typedef enum { API_CHAT, API_COMPLETION, API_EMBED } api_kind;
