@@ -368,6 +368,10 @@ static void pick_run(void *arg, int ith, int nth) {
 static void slot_take(srv_engine *e, slot *s) {
     srv_task *t = s->task;
     hearth_token tok = s->pick.id;
+    if (!s->generating && !t->no_cache && e->pc) {   /* the prompt is in: share its blocks, whatever comes next */
+        pcache_store(e->pc, e->ctx, s->seq, t->prompt, t->n_prompt);
+        pcache_publish(e);
+    }
     if (tok < 0) { slot_end(e, s, "stop", 0, NULL); return; }
     hearth_sampler_accept(s->smp, tok);
     if (hearth_token_is_eog(e->m, tok) && (!t->ignore_eos || t->grammar)) { slot_end(e, s, "stop", 0, NULL); return; }
@@ -386,14 +390,7 @@ static void slot_take(srv_engine *e, slot *s) {
     else if (t->grammar && hearth_grammar_done(t->grammar)) slot_end(e, s, "stop", 0, NULL);   /* nothing may follow */
     else if (t->max_tokens >= 0 && t->n_gen >= t->max_tokens) slot_end(e, s, "length", 0, NULL);
     else if (s->n_cache >= e->n_ctx) slot_end(e, s, "length", 0, NULL);
-    else {
-        if (!s->generating && !t->no_cache && e->pc) {   /* the prompt is in: share its blocks */
-            pcache_store(e->pc, e->ctx, s->seq, t->prompt, t->n_prompt);
-            pcache_publish(e);
-        }
-        s->next = tok;
-        s->generating = true;
-    }
+    else { s->next = tok; s->generating = true; }
 }
 
 static void step_failed(srv_engine *e, const char *msg) {
