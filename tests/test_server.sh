@@ -4,13 +4,14 @@
 # server/test_ollama.mjs with the ollama npm client, server/test_structured.mjs (response_format, grammar; replies
 # validated with ajv), server/test_tools.mjs (tool calls, generic and Hermes formats, on a third server with a
 # Qwen-style template), server/test_anthropic.mjs with the @anthropic-ai/sdk client, server/test_prompt_cache.mjs (shared and persistent
-# prompt cache, on servers it starts itself), server/test_endpoints.mjs (tokenize, metrics, CORS, HEAD) with fetch and server/test_hardening.mjs with raw sockets, then checks the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
+# prompt cache, on servers it starts itself), server/test_chat_page.mjs (the page at GET / in headless chromium,
+# via puppeteer-core; screenshot in the build directory), server/test_endpoints.mjs (tokenize, metrics, CORS, HEAD) with fetch and server/test_hardening.mjs with raw sockets, then checks the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then echo "SKIP: node/npm not found"; exit 0; fi
-if [[ ! -d "$here/server/node_modules/openai" || ! -d "$here/server/node_modules/ollama" || ! -d "$here/server/node_modules/ajv-formats" || ! -d "$here/server/node_modules/@anthropic-ai/sdk" ]]; then
-    (cd "$here/server" && npm install --no-audit --no-fund --loglevel=error >/dev/null) || { echo "FAIL: npm install (openai, ollama, @anthropic-ai/sdk, ajv)"; exit 1; }
+if [[ ! -d "$here/server/node_modules/openai" || ! -d "$here/server/node_modules/ollama" || ! -d "$here/server/node_modules/ajv-formats" || ! -d "$here/server/node_modules/@anthropic-ai/sdk" || ! -d "$here/server/node_modules/puppeteer-core" ]]; then
+    (cd "$here/server" && npm install --no-audit --no-fund --loglevel=error >/dev/null) || { echo "FAIL: npm install (openai, ollama, @anthropic-ai/sdk, ajv, puppeteer-core)"; exit 1; }
 fi
 tmp=$(mktemp -d)
 pids=()
@@ -49,6 +50,7 @@ GEN_URL=$GEN_URL API_KEY=sekrit timeout 300 node "$here/server/test_structured.m
 GEN_URL=$GEN_URL TOOLS_URL=$TOOLS_URL API_KEY=sekrit timeout 300 node "$here/server/test_tools.mjs" || fail=1
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_anthropic.mjs" || fail=1
 HEARTH=$HEARTH timeout 120 node "$here/server/test_prompt_cache.mjs" || fail=1
+GEN_URL=$GEN_URL API_KEY=sekrit SHOT="$HEARTH_BUILD/chat-page.png" timeout 120 node "$here/server/test_chat_page.mjs" || fail=1
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_endpoints.mjs" || fail=1
 # hostile clients: smuggling shapes, strict JSON, auth before routing, 1100 idle/slow connections
 (ulimit -n "$(ulimit -Hn)" 2>/dev/null; GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_hardening.mjs") || fail=1

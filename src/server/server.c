@@ -36,7 +36,7 @@ typedef struct {
     char start_msg[160];    /* before: its first message (a busy port, ...), for the one error line */
 } server;
 
-enum { R_HEALTH, R_MODELS, R_METRICS, R_OL_TAGS, R_OL_PS, R_OL_VERSION, R_CHAT, R_COMPLETION, R_EMBED, R_TOKENIZE,
+enum { R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_OL_TAGS, R_OL_PS, R_OL_VERSION, R_CHAT, R_COMPLETION, R_EMBED, R_TOKENIZE,
        R_DETOKENIZE, R_OL_GENERATE, R_OL_CHAT, R_OL_EMBED, R_OL_SHOW, R_AN_MESSAGES, R_AN_COUNT, R_UNKNOWN };
 #define IS_OLLAMA(r) (((r) >= R_OL_TAGS && (r) <= R_OL_VERSION) || ((r) >= R_OL_GENERATE && (r) <= R_OL_SHOW))
 #define IS_ANTHROPIC(r) ((r) == R_AN_MESSAGES || (r) == R_AN_COUNT)
@@ -61,7 +61,7 @@ typedef struct {
 /* ---- routing ---- */
 static int route_of(const char *url) {
     static const struct { const char *path; int route; } R[] = {
-        { "/health", R_HEALTH }, { "/v1/health", R_HEALTH }, { "/v1/models", R_MODELS }, { "/models", R_MODELS },
+        { "/", R_PAGE }, { "/health", R_HEALTH }, { "/v1/health", R_HEALTH }, { "/v1/models", R_MODELS }, { "/models", R_MODELS },
         { "/v1/chat/completions", R_CHAT }, { "/chat/completions", R_CHAT }, { "/v1/completions", R_COMPLETION },
         { "/completions", R_COMPLETION }, { "/v1/embeddings", R_EMBED }, { "/embeddings", R_EMBED },
         { "/tokenize", R_TOKENIZE }, { "/detokenize", R_DETOKENIZE }, { "/metrics", R_METRICS },
@@ -368,6 +368,20 @@ static enum MHD_Result run_tokens(conn *c, struct MHD_Connection *mc) {
     return out ? reply(c, mc, 200, out) : reply_error(c, mc, status, msg);
 }
 
+static enum MHD_Result reply_page(conn *c, struct MHD_Connection *mc) {
+    size_t n;
+    const char *page = srv_chat_page(&n);
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)page, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    c->status = 200;
+    enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
 static enum MHD_Result reply_metrics(conn *c, struct MHD_Connection *mc) {
     server *s = c->s;
     pthread_mutex_lock(&s->stats_mu);
@@ -383,12 +397,14 @@ static enum MHD_Result dispatch(conn *c, struct MHD_Connection *mc) {
     bool get = !strcmp(c->method, "GET") || !strcmp(c->method, "HEAD"), post = !strcmp(c->method, "POST");
     if (c->bad_framing) return reply_error(c, mc, 400, "conflicting Content-Length / Transfer-Encoding headers");
     if (!strcmp(c->method, "OPTIONS") && c->route != R_UNKNOWN) return reply_preflight(c, mc);
-    /* the key first: without it, nothing (not even which paths exist) is told but /health */
-    if (c->route != R_HEALTH && !authorized(c->s, mc)) return reply_error(c, mc, 401, "invalid API key");
+    /* the key first: without it, nothing (not even which paths exist) is told but /health and the chat page
+     * (static; it asks for the key and sends it with its requests) */
+    if (c->route != R_HEALTH && c->route != R_PAGE && !authorized(c->s, mc)) return reply_error(c, mc, 401, "invalid API key");
     if (c->route == R_UNKNOWN) return reply_error(c, mc, 404, "not found");
     bool want_get = IS_GET(c->route);
     if (want_get ? !get : !post) return reply_error(c, mc, 405, want_get ? "use GET" : "use POST");
     if (c->too_big) return reply_error(c, mc, 413, "request body too large");
+    if (c->route == R_PAGE) return reply_page(c, mc);
     if (c->route == R_HEALTH) return reply(c, mc, 200, api_health(&c->s->api));
     if (c->route == R_MODELS) return reply(c, mc, 200, api_models(&c->s->api));
     if (c->route == R_METRICS) return reply_metrics(c, mc);

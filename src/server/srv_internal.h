@@ -81,6 +81,9 @@ typedef struct { long long steps, sampled; double decode_ms, step_ms; long long 
                  long long pc_hits, pc_misses, pc_tokens, pc_entries; } srv_counters;
 void engine_counters(srv_engine *e, srv_counters *c);
 
+/* The web chat page served at GET / (srv_page.c): HTML, *size bytes, not NUL-terminated. */
+const char *srv_chat_page(size_t *size);
+
 /* ---- the shared prompt cache (srv_cache.c; engine thread only) ---- */
 typedef struct srv_cache srv_cache;
 /* NULL (with err empty) when budget is 0 or the model's KV cannot be moved (sliding-window rings). */
