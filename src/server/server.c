@@ -74,6 +74,21 @@ static int route_of(const char *url) {
     return R_UNKNOWN;
 }
 
+const int SRV_STATUS_CODES[SRV_N_STATUS] = { 200, 204, 400, 401, 404, 405, 413, 499, 500, 503, 0, 0 };
+
+/* The name /metrics gives each route: its first path in the table ("unknown" for the rest). */
+static void route_names(const char **names) {
+    static const struct { const char *path; int route; } N[] = {
+        { "/", R_PAGE }, { "/health", R_HEALTH }, { "/v1/models", R_MODELS }, { "/metrics", R_METRICS },
+        { "/api/tags", R_OL_TAGS }, { "/api/ps", R_OL_PS }, { "/api/version", R_OL_VERSION },
+        { "/v1/chat/completions", R_CHAT }, { "/v1/completions", R_COMPLETION }, { "/v1/embeddings", R_EMBED },
+        { "/tokenize", R_TOKENIZE }, { "/detokenize", R_DETOKENIZE }, { "/api/generate", R_OL_GENERATE },
+        { "/api/chat", R_OL_CHAT }, { "/api/embed", R_OL_EMBED }, { "/api/show", R_OL_SHOW },
+        { "/v1/messages", R_AN_MESSAGES }, { "/v1/messages/count_tokens", R_AN_COUNT }, { "unknown", R_UNKNOWN },
+    };
+    for (size_t i = 0; i < sizeof N / sizeof N[0]; i++) if (N[i].route < SRV_N_ROUTES) names[N[i].route] = N[i].path;
+}
+
 /* Request smuggling behind a proxy starts with a body length two parties read differently. */
 typedef struct { int n_cl; bool te; } framing;
 
@@ -463,6 +478,11 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     pthread_mutex_unlock(&s->stats_mu);
     int status = c->status ? c->status : 500;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499;   /* client went away */
+    int si = SRV_N_STATUS;
+    for (int i = 0; i < SRV_N_STATUS; i++) if (SRV_STATUS_CODES[i] == status) si = i;
+    pthread_mutex_lock(&s->stats_mu);
+    if (c->route < SRV_N_ROUTES) s->stats.by_route[c->route][si]++;
+    pthread_mutex_unlock(&s->stats_mu);
     char extra[160] = "";
     if (c->task) {
         pthread_mutex_lock(&c->task->mu);
@@ -526,6 +546,7 @@ int server_run(hearth_model *m, const server_params *p, atomic_int *stop, hearth
                  .stats_mu = PTHREAD_MUTEX_INITIALIZER };
     hearth_model_info info;
     hearth_model_get_info(m, &info);
+    route_names(s.stats.route_names);
     s.api = (srv_api){ .m = m, .model_id = p->model_id ? p->model_id : "hearth", .encoder = info.is_encoder,
                        .has_vocab = hearth_model_has_tokenizer(m), .n_vocab = info.n_vocab };
     if (chat_fmt_new(m, p->chat_template, &s.api.fmt, err)) return -1;

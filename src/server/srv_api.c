@@ -809,6 +809,29 @@ char *api_metrics(const srv_api *a, const srv_stats *st) {
                          idle, busy, queued, (double)k.pc_hits, (double)k.pc_misses, (double)k.pc_tokens, (double)k.pc_entries };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", HELP[i][0], HELP[i][2], HELP[i][0], HELP[i][1], HELP[i][0], v[i]);
+    fprintf(f, "# HELP hearth_http_requests_total HTTP requests answered, by route and status\n"
+               "# TYPE hearth_http_requests_total counter\n");
+    for (int r = 0; r < SRV_N_ROUTES; r++)
+        for (int k = 0; k <= SRV_N_STATUS; k++) {
+            if (!st->by_route[r][k] || !st->route_names[r]) continue;
+            if (k < SRV_N_STATUS) fprintf(f, "hearth_http_requests_total{route=\"%s\",status=\"%d\"} %lld\n", st->route_names[r],
+                                          SRV_STATUS_CODES[k], st->by_route[r][k]);
+            else fprintf(f, "hearth_http_requests_total{route=\"%s\",status=\"other\"} %lld\n", st->route_names[r], st->by_route[r][k]);
+        }
+    srv_latency l;
+    engine_latency(a->eng, &l);
+    static const struct { const char *name, *help; } H[] = {
+        { "hearth_time_to_first_token_seconds", "from a generation request's arrival to its first token" },
+        { "hearth_time_per_output_token_seconds", "mean time between a request's tokens after the first" },
+    };
+    for (int h = 0; h < 2; h++) {
+        const long long *b = h ? l.tpot : l.ttft;
+        const double *bounds = h ? SRV_TPOT_BUCKETS : SRV_TTFT_BUCKETS;
+        fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", H[h].name, H[h].help, H[h].name);
+        for (int i = 0; i < SRV_N_BUCKETS; i++) fprintf(f, "%s_bucket{le=\"%g\"} %lld\n", H[h].name, bounds[i], b[i]);
+        fprintf(f, "%s_bucket{le=\"+Inf\"} %lld\n%s_sum %.9g\n%s_count %lld\n", H[h].name, b[SRV_N_BUCKETS], H[h].name,
+                h ? l.tpot_sum : l.ttft_sum, H[h].name, h ? l.n_tpot : l.n_ttft);
+    }
     fprintf(f, "# HELP hearth_model_info the model served (value 1)\n# TYPE hearth_model_info gauge\n");
     fprintf(f, "hearth_model_info{model=\"");
     for (const char *p = a->model_id; *p; p++) fprintf(f, *p == '"' || *p == '\\' ? "\\%c" : *p == '\n' ? "\\n" : "%c", *p);

@@ -48,6 +48,8 @@ struct srv_engine {
     atomic_llong prompt_toks, cached_toks, gen_toks;   /* of finished generation tasks */
     hearth_token *b_tok; int32_t *b_pos, *b_seq; int8_t *b_want;
     srv_cache *pc;               /* the shared prompt cache, or NULL */
+    pthread_mutex_t lat_mu;
+    srv_latency lat;             /* time to first token, time per output token */
     atomic_llong pc_hits, pc_misses, pc_tokens, pc_entries;   /* its counters, for /metrics */
 };
 
@@ -102,6 +104,33 @@ static bool task_cancelled(srv_task *t) {
     bool c = t->cancelled;
     pthread_mutex_unlock(&t->mu);
     return c;
+}
+
+const double SRV_TTFT_BUCKETS[SRV_N_BUCKETS] = { .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120 };
+const double SRV_TPOT_BUCKETS[SRV_N_BUCKETS] = { .001, .0025, .005, .01, .015, .02, .03, .05, .075, .1, .15, .25, .5, 1 };
+
+static void observe(long long *b, const double *bounds, double v) {
+    for (int i = 0; i < SRV_N_BUCKETS; i++) if (v <= bounds[i]) b[i]++;
+    b[SRV_N_BUCKETS]++;   /* +Inf */
+}
+
+static void observe_latency(srv_engine *e, const srv_task *t, double now) {
+    pthread_mutex_lock(&e->lat_mu);
+    double ttft = (t->t_first - t->t_submit) / 1e3;
+    observe(e->lat.ttft, SRV_TTFT_BUCKETS, ttft);
+    e->lat.ttft_sum += ttft, e->lat.n_ttft++;
+    if (t->n_gen > 1) {
+        double tpot = (now - t->t_first) / 1e3 / (t->n_gen - 1);
+        observe(e->lat.tpot, SRV_TPOT_BUCKETS, tpot);
+        e->lat.tpot_sum += tpot, e->lat.n_tpot++;
+    }
+    pthread_mutex_unlock(&e->lat_mu);
+}
+
+void engine_latency(srv_engine *e, srv_latency *l) {
+    pthread_mutex_lock(&e->lat_mu);
+    *l = e->lat;
+    pthread_mutex_unlock(&e->lat_mu);
 }
 
 static void pcache_publish(srv_engine *e) {
@@ -210,6 +239,7 @@ static void slot_end(srv_engine *e, slot *s, const char *reason, int status, con
     atomic_fetch_add(&e->prompt_toks, t->n_prompt);
     atomic_fetch_add(&e->cached_toks, t->n_cached);
     atomic_fetch_add(&e->gen_toks, t->n_gen);
+    if (!status && t->n_gen > 0) observe_latency(e, t, srv_now_ms());
     task_finish(t, reason, status, msg);
     task_release(t);
 }
@@ -521,6 +551,7 @@ int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth
     e->n_slots = p->parallel > 0 ? p->parallel : 1;
     e->n_batch = 512;
     pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->lat_mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     if (engine_contexts(e, p, err) || engine_alloc(e, err)) { engine_free(e); return -1; }
     if (e->ctx && p->cache_ram) {
@@ -553,6 +584,7 @@ void engine_free(srv_engine *e) {
     hearth_ctx_free(e->ctx);
     hearth_ctx_free(e->ectx);
     pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->lat_mu);
     pthread_cond_destroy(&e->cv);
     free(e);
 }

@@ -147,7 +147,19 @@ char *api_tokenize(const srv_api *a, const char *body, size_t n, int *status, ch
 char *api_detokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap);
 /* What the HTTP side counts, for /metrics: requests answered (counted when libmicrohttpd reports one done,
  * which may be just after its client has the answer) and in flight. */
-typedef struct { long long requests; int in_flight; } srv_stats;
+#define SRV_N_ROUTES 32
+#define SRV_N_STATUS 12
+#define SRV_N_BUCKETS 14
+extern const int SRV_STATUS_CODES[SRV_N_STATUS];            /* the statuses counted one by one; others are "other" */
+extern const double SRV_TTFT_BUCKETS[SRV_N_BUCKETS], SRV_TPOT_BUCKETS[SRV_N_BUCKETS];   /* seconds, upper bounds */
+typedef struct {
+    long long requests; int in_flight;
+    long long by_route[SRV_N_ROUTES][SRV_N_STATUS + 1];      /* answered requests by route and status */
+    const char *route_names[SRV_N_ROUTES];
+} srv_stats;
+/* Latency histograms of finished generation requests (cumulative bucket counts as Prometheus keeps them). */
+typedef struct { long long ttft[SRV_N_BUCKETS + 1], tpot[SRV_N_BUCKETS + 1]; double ttft_sum, tpot_sum; long long n_ttft, n_tpot; } srv_latency;
+void engine_latency(srv_engine *e, srv_latency *l);
 /* /metrics: Prometheus text format (malloc'd). */
 char *api_metrics(const srv_api *a, const srv_stats *st);
 /* The strict body parse every endpoint uses: one JSON object, valid UTF-8, nothing after it; NULL with err. */

@@ -70,6 +70,23 @@ for (let i = 0; i < 50 && !(metric(m2, 'hearth_requests_total') >= req0 + 2); i+
 check('metrics: requests counted', metric(m2, 'hearth_requests_total') >= req0 + 2, `${metric(m2, 'hearth_requests_total')} vs ${req0}`);
 check('metrics: prompt tokens counted', metric(m1, 'hearth_prompt_tokens_total') >= usage.prompt_tokens);
 check('metrics: decode steps and time are positive', metric(m1, 'hearth_decode_steps_total') > 0 && metric(m1, 'hearth_decode_seconds_total') > 0);
+const ttft0 = metric(m0, 'hearth_time_to_first_token_seconds_count');
+check('metrics: the finished request observed in the latency histograms', metric(m1, 'hearth_time_to_first_token_seconds_count') === ttft0 + 1 &&
+  metric(m1, 'hearth_time_per_output_token_seconds_count') >= 1, `${metric(m1, 'hearth_time_to_first_token_seconds_count')} vs ${ttft0}`);
+for (const h of ['hearth_time_to_first_token_seconds', 'hearth_time_per_output_token_seconds']) {
+  const b = [...m1.matchAll(new RegExp(`^${h}_bucket\\{le="([^"]+)"\\} (\\d+)$`, 'gm'))].map((x) => Number(x[2]));
+  check(`metrics: ${h} buckets cumulative, +Inf = count`, b.length === 15 && b.every((v, i) => !i || v >= b[i - 1]) &&
+    b[14] === metric(m1, h + '_count'), b.join(','));
+}
+const byRoute = (body, route, status) => Number(body.match(new RegExp(`^hearth_http_requests_total\\{route="${route}",status="${status}"\\} (\\d+)$`, 'm'))?.[1] ?? 0);
+await fetch(base + '/no/such/path', { headers: auth });
+let m3 = m2;
+for (let i = 0; i < 50 && !(byRoute(m3, 'unknown', 404) >= 1); i++) {
+  await new Promise((res) => setTimeout(res, 20));
+  m3 = await (await fetch(base + '/metrics', { headers: auth })).text();
+}
+check('metrics: requests by route and status', byRoute(m3, '/v1/completions', 200) >= 1 && byRoute(m3, 'unknown', 404) >= 1 &&
+  byRoute(m3, '/metrics', 200) >= 1, m3.split('\n').filter((l) => l.startsWith('hearth_http')).join(' '));
 r = await fetch(base + '/metrics');
 check('metrics: the API key is required', r.status === 401);
 
