@@ -87,5 +87,13 @@ check "bad grammar: one error line naming the line" 'one_error_line "$HEARTH" ru
 check "unenforceable schema keyword: one error line naming it" 'one_error_line "$HEARTH" run -m "$M" --json-schema data/schemas/unsupported.json && [[ $LAST_ERR == *\"not\"* ]]'
 check "two grammars at once: refused" 'one_error_line "$HEARTH" run -m "$M" --json-object --grammar-file "$tmp/g.gbnf"'
 
+# --prompt-cache: the second run starts from the stored prefix, and the text is the uncached run's.
+P=$(printf 'Once upon a time there was a little dog who liked to play in the park with his friends. %.0s' $(seq 20))
+plain=$(run -p "$P" -n 12 --temp 0)
+first=$(run -p "$P" -n 12 --temp 0 --prompt-cache "$tmp/pc")
+second_err=$("$HEARTH" run -m "$M" -p "$P" -n 12 --temp 0 --prompt-cache "$tmp/pc" 2>&1 >"$tmp/second")
+check "--prompt-cache: the second run restores the prefix" '[[ $second_err == *"512 from the prompt cache"* ]]'
+check "--prompt-cache: the same text cached, restored and uncached" '[[ $first == "$plain" && $(cat "$tmp/second") == "$plain" ]]'
+
 [[ $fail -eq 0 ]] && echo "all sampling CLI checks passed"
 exit $fail

@@ -55,6 +55,12 @@ GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_endpoints.mj
 # hostile clients: smuggling shapes, strict JSON, auth before routing, 1100 idle/slow connections
 (ulimit -n "$(ulimit -Hn)" 2>/dev/null; GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_hardening.mjs") || fail=1
 
+# --cors-origin: one origin named (and Vary: Origin), or none at all
+start cors -t 1 --cors-origin https://app.example
+check "--cors-origin names the one origin allowed" '[[ $(curl -si "$URL/health" | tr -d "\r" | grep -i "^access-control-allow-origin:") == *"https://app.example" ]]'
+start nocors -t 1 --cors-origin none
+check "--cors-origin none: no CORS header" '! curl -si "$URL/health" | grep -qi "^access-control"'
+
 check "gen server still running" 'kill -0 ${pids[0]}'
 check "health after the tests" '[[ $(curl -s "$GEN_URL/health") == *'"'"'"status":"ok"'"'"'* ]]'
 check "one log line per request" 'grep -qE "^POST /v1/chat/completions 200 [0-9.]+ ms prompt=5" "$tmp/gen.log"'

@@ -8,12 +8,13 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "server/srv_internal.h"   /* the prompt-cache store (srv_cache.c) */
 
 typedef struct { long id; float bias; } id_bias;
 typedef struct { const char *text; int len; float bias; } text_bias;   /* text[0..len) of an argv string */
 
 typedef struct {
-    const char *model_path, *prompt, *prompt_file, *only_words;
+    const char *model_path, *prompt, *prompt_file, *only_words, *prompt_cache;
     char *prompt_buf;         /* the prompt read from -f FILE or stdin (owned) */
     long n_predict, threads, n_ctx, top_k, seed, repeat_last_n, n_logprobs;
     double temp, top_p, min_p, typical_p, rep, freq, pres;
@@ -45,6 +46,8 @@ static void run_usage(void) {
            "sampling defaults; flags override both). -n -1 runs until end of text or context.\n"
            "  --cache-type T               KV cache type: f16 (default), f32, or q8_0 (about half of f16's memory;\n"
            "                               needs head sizes that are multiples of 32)\n"
+           "  --prompt-cache DIR           start from the longest prefix of the prompt kept in DIR, and keep this\n"
+           "                               prompt there (the store hearth serve --prompt-cache uses)\n"
            "Sampling (applied in this order; see hearth.h):\n"
            "  --logit-bias ID+V | ID-V     add V to token ID's logit (repeatable; a later one for the same ID\n"
            "                               replaces an earlier one); ID-inf bans the token\n"
@@ -120,7 +123,8 @@ static bool parse_switch(run_opts *o, const char *a) {
 static const char *const VALUED_FLAGS[] = {
     "-m", "-p", "-f", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--repeat-penalty",
     "--frequency-penalty", "--presence-penalty", "--repeat-last-n", "--seed", "-t", "-c", "--logprobs",
-    "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", "--grammar-file", "--json-schema", NULL,
+    "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", "--grammar-file", "--json-schema",
+    "--prompt-cache", NULL,
 };
 
 static bool takes_value(const char *a) {
@@ -159,6 +163,7 @@ static bool parse_valued(run_opts *o, const char *a, const char *v) {
     else if (!strcmp(a, "--bias-text")) return parse_bias_text(v, &o->bias_text[o->n_bias_text++]);
     else if (!strcmp(a, "--cache-type")) return cli_cache_type(a, v, &o->cache_type);
     else if (!strcmp(a, "--grammar-file")) o->grammar.gbnf_file = v;
+    else if (!strcmp(a, "--prompt-cache")) o->prompt_cache = v;
     else if (!strcmp(a, "--json-schema")) o->grammar.schema_file = v;
     else if (!*v) { cli_fail("bad value for --only-words-starting: '' (expected letters, e.g. BW)"); return false; }
     else o->only_words = v;
@@ -361,6 +366,7 @@ typedef struct {
     piece_table pieces;
     hearth_words_constraint wc;
     hearth_grammar *grammar;
+    int n_cached;             /* prompt tokens restored from --prompt-cache */
     lp_buf lp;
 } run_state;
 
@@ -388,9 +394,20 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
     }
     if (n >= r->cap) return cli_fail("prompt is %d tokens, context is %d", n, r->cap);
     r->n = n;
-    hearth_batch b = { .n = n, .tokens = r->toks };
     double t0 = now_ms();
-    if (hearth_decode(r->ctx, &b, &err)) return cli_fail("%s", err.msg);
+    int from = 0;
+    srv_cache *pc = NULL;
+    if (o->prompt_cache) {   /* the prefix from the store, then the rest */
+        err.msg[0] = 0;
+        if (!(pc = pcache_new(r->ctx, (size_t)1 << 40, o->prompt_cache, &err)) && err.msg[0]) return cli_fail("%s", err.msg);
+        from = pcache_restore(pc, r->ctx, 0, r->toks, n, 0);
+        r->n_cached = from;
+    }
+    hearth_batch b = { .n = n - from, .tokens = r->toks + from };
+    int rc = hearth_decode(r->ctx, &b, &err);
+    if (!rc) pcache_store(pc, r->ctx, 0, r->toks, n);
+    pcache_free(pc);
+    if (rc) return cli_fail("%s", err.msg);
     *ms = now_ms() - t0;
     return 0;
 }
@@ -477,12 +494,14 @@ static int run_model(run_state *r, const run_opts *o) {
     double prefill_ms = 0;
     if (prefill_prompt(r, o, &prefill_ms) || setup_sampling(r, o)) return 1;
     double t1 = now_ms();
-    int n_prompt = r->n, n_gen = generate(r, o, n_prompt - 1);
+    int n_prompt = r->n, n_gen = generate(r, o, n_prompt - 1 - r->n_cached)   /* the last prompt row of the batch decoded */;
     if (n_gen < 0) return 1;
     double t2 = now_ms();
     fflush(stdout);   /* the text (ending in a newline) before the stats, on a terminal showing both */
-    fprintf(stderr, "prefill %d tok, %.2f ms/tok · decode %d tok, %.2f ms/tok · ctx %d/%d · seed %ld\n", n_prompt,
-            prefill_ms / n_prompt, n_gen, n_gen ? (t2 - t1) / n_gen : 0.0, r->n, r->cap, o->seed);
+    char cached[48] = "";
+    if (r->n_cached) snprintf(cached, sizeof cached, " (%d from the prompt cache)", r->n_cached);
+    fprintf(stderr, "prefill %d tok%s, %.2f ms/tok · decode %d tok, %.2f ms/tok · ctx %d/%d · seed %ld\n", n_prompt,
+            cached, prefill_ms / n_prompt, n_gen, n_gen ? (t2 - t1) / n_gen : 0.0, r->n, r->cap, o->seed);
     return 0;
 }
 

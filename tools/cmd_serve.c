@@ -18,7 +18,7 @@ static void on_stop(int sig) {
 static void serve_usage(void) {
     printf("usage: hearth serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"
            "                    [--api-key KEY] [--chat-template FILE] [--alias NAME] [--cache-type T]\n"
-           "                    [--cache-ram MIB] [--prompt-cache DIR]\n"
+           "                    [--cache-ram MIB] [--prompt-cache DIR] [--cors-origin ORIGIN]\n"
            "An OpenAI-compatible HTTP server: GET /health, GET /v1/models, POST /v1/chat/completions,\n"
            "POST /v1/completions, POST /v1/embeddings (streaming with \"stream\": true).\n"
            "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
@@ -34,12 +34,14 @@ static void serve_usage(void) {
            "  --cache-ram MIB      the shared prompt cache: KV prefixes any slot can start from (default 1024 MiB;\n"
            "                       0 = off, each slot keeps only its own last prompt)\n"
            "  --prompt-cache DIR   also keep the prompt cache in DIR, so a restarted server starts warm\n"
+           "  --cors-origin O      which web pages may call the server from a browser: * (default: any; the API\n"
+           "                       key guards it), one origin such as https://app.example, or none\n"
            "Stops on Ctrl-C or SIGTERM. One line per request on stderr.\n");
 }
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--host", "--port", "--parallel", "-np", "-c", "-t", "--api-key",
-                                        "--chat-template", "--alias", "--cache-type", "--cache-ram", "--prompt-cache" };
+                                        "--chat-template", "--alias", "--cache-type", "--cache-ram", "--prompt-cache", "--cors-origin" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
@@ -64,6 +66,7 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
         else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &p->cache_type);
         else if (!strcmp(a, "--cache-ram")) ok = cli_int(a, v, 0, 1L << 30, &cache_ram);
         else if (!strcmp(a, "--prompt-cache")) p->prompt_cache = v;
+        else if (!strcmp(a, "--cors-origin")) p->cors_origin = v;
         else { cli_fail("unknown option '%s' for serve (see hearth serve --help)", a); return 1; }
         if (!ok) return 1;
     }

@@ -118,9 +118,13 @@ static conn *conn_new(server *s, struct MHD_Connection *mc, const char *url, con
 }
 
 /* ---- replies ---- */
-/* Every answer may be read by a page of any origin (as llama-server and Ollama allow): the API key, when set,
- * is what guards the server. */
-static void add_cors(struct MHD_Response *r) { MHD_add_response_header(r, "Access-Control-Allow-Origin", "*"); }
+/* By default every answer may be read by a page of any origin (as llama-server and Ollama allow): the API key,
+ * when set, is what guards the server. --cors-origin names the one origin allowed, or none. */
+static void add_cors(const conn *c, struct MHD_Response *r) {
+    const char *o = c->s->p->cors_origin ? c->s->p->cors_origin : "*";
+    if (strcmp(o, "none")) MHD_add_response_header(r, "Access-Control-Allow-Origin", o);
+    if (strcmp(o, "*") && strcmp(o, "none")) MHD_add_response_header(r, "Vary", "Origin");
+}
 
 static enum MHD_Result reply_typed(conn *c, struct MHD_Connection *mc, int status, char *body, const char *type) {
     if (!body) { status = 500; body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}"); }
@@ -129,7 +133,7 @@ static enum MHD_Result reply_typed(conn *c, struct MHD_Connection *mc, int statu
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(body); return MHD_NO; }
     MHD_add_response_header(r, "Content-Type", type);
-    add_cors(r);
+    add_cors(c, r);
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (c->bad_framing) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");   /* nothing after it is read */
     enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
@@ -146,7 +150,7 @@ static enum MHD_Result reply(conn *c, struct MHD_Connection *mc, int status, cha
 static enum MHD_Result reply_preflight(conn *c, struct MHD_Connection *mc) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    add_cors(r);
+    add_cors(c, r);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
     MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
@@ -313,7 +317,7 @@ static enum MHD_Result reply_stream(conn *c, struct MHD_Connection *mc) {
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", c->req.ollama ? "application/x-ndjson" : "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
-    add_cors(r);
+    add_cors(c, r);
     c->status = 200;
     enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
     MHD_destroy_response(r);

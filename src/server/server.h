@@ -22,6 +22,7 @@ typedef struct {
     size_t max_body;            /* largest request body accepted (bytes); 0 = 8 MiB */
     size_t cache_ram;           /* bytes of shared prompt cache (KV prefixes for every slot); 0 = none */
     const char *prompt_cache;   /* directory keeping the prompt cache across restarts, or NULL */
+    const char *cors_origin;    /* Access-Control-Allow-Origin: NULL = "*", "none" = no CORS headers */
 } server_params;
 
 /* Serves until *stop becomes nonzero (e.g. set by a SIGINT handler: a lock-free atomic is safe to store to
