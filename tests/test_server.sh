@@ -2,8 +2,8 @@
 # `hearth serve` end to end: starts servers on free loopback ports (the embedded model for generation, the BERT
 # encoder for embeddings), runs server/test_server.mjs with the official openai npm client against them,
 # server/test_ollama.mjs with the ollama npm client, server/test_structured.mjs (response_format, grammar; replies
-# validated with ajv), server/test_tools.mjs (tool calls, generic and Hermes formats, on a third server with a
-# Qwen-style template), server/test_anthropic.mjs with the @anthropic-ai/sdk client, server/test_prompt_cache.mjs (shared and persistent
+# validated with ajv), server/test_tools.mjs (tool calls in the generic, Hermes and Llama 3 formats, on servers with
+# Qwen- and Llama-3.1-style templates), server/test_anthropic.mjs with the @anthropic-ai/sdk client, server/test_prompt_cache.mjs (shared and persistent
 # prompt cache, on servers it starts itself), server/test_chat_page.mjs (the page at GET / in headless chromium,
 # via puppeteer-core; screenshot in the build directory), server/test_endpoints.mjs (tokenize, metrics, CORS, HEAD) with fetch and server/test_hardening.mjs with raw sockets, then checks the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
 set -uo pipefail
@@ -36,6 +36,8 @@ start gen --parallel 8 -c 1024 -t 1 --api-key sekrit
 GEN_URL=$URL
 start tools --parallel 2 -c 2048 -t 1 --api-key sekrit --chat-template "$here/server/hermes-tools.jinja"
 TOOLS_URL=$URL
+start llama3 --parallel 2 -c 2048 -t 1 --api-key sekrit --chat-template "$here/server/llama3-tools.jinja"
+LLAMA3_URL=$URL
 EMB_URL=""
 if "$HEARTH" info -m data/models/bert.gguf 2>/dev/null | grep -q encoder; then
     start emb -m data/models/bert.gguf -t 1
@@ -47,7 +49,7 @@ GEN_URL=$GEN_URL EMB_URL=$EMB_URL API_KEY=sekrit timeout 300 node "$here/server/
 GEN_URL=$GEN_URL EMB_URL=$EMB_URL API_KEY=sekrit timeout 120 node "$here/server/test_ollama.mjs" || fail=1
 # /tokenize, /detokenize, /metrics, CORS, HEAD
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 300 node "$here/server/test_structured.mjs" || fail=1
-GEN_URL=$GEN_URL TOOLS_URL=$TOOLS_URL API_KEY=sekrit timeout 300 node "$here/server/test_tools.mjs" || fail=1
+GEN_URL=$GEN_URL TOOLS_URL=$TOOLS_URL LLAMA3_URL=$LLAMA3_URL API_KEY=sekrit timeout 300 node "$here/server/test_tools.mjs" || fail=1
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_anthropic.mjs" || fail=1
 HEARTH=$HEARTH timeout 120 node "$here/server/test_prompt_cache.mjs" || fail=1
 GEN_URL=$GEN_URL API_KEY=sekrit SHOT="$HEARTH_BUILD/chat-page.png" timeout 120 node "$here/server/test_chat_page.mjs" || fail=1

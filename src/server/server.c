@@ -59,34 +59,27 @@ typedef struct {
 } conn;
 
 /* ---- routing ---- */
+static const struct { const char *path; int route; } ROUTES[] = {   /* a route's first path names it in /metrics */
+    { "/", R_PAGE }, { "/health", R_HEALTH }, { "/v1/health", R_HEALTH }, { "/v1/models", R_MODELS }, { "/models", R_MODELS },
+    { "/v1/chat/completions", R_CHAT }, { "/chat/completions", R_CHAT }, { "/v1/completions", R_COMPLETION },
+    { "/completions", R_COMPLETION }, { "/v1/embeddings", R_EMBED }, { "/embeddings", R_EMBED },
+    { "/tokenize", R_TOKENIZE }, { "/detokenize", R_DETOKENIZE }, { "/metrics", R_METRICS },
+    { "/api/tags", R_OL_TAGS }, { "/api/ps", R_OL_PS }, { "/api/version", R_OL_VERSION }, { "/api/show", R_OL_SHOW },
+    { "/api/generate", R_OL_GENERATE }, { "/api/chat", R_OL_CHAT }, { "/api/embed", R_OL_EMBED },
+    { "/api/embeddings", R_OL_EMBED }, { "/v1/messages", R_AN_MESSAGES }, { "/v1/messages/count_tokens", R_AN_COUNT },
+};
+
 static int route_of(const char *url) {
-    static const struct { const char *path; int route; } R[] = {
-        { "/", R_PAGE }, { "/health", R_HEALTH }, { "/v1/health", R_HEALTH }, { "/v1/models", R_MODELS }, { "/models", R_MODELS },
-        { "/v1/chat/completions", R_CHAT }, { "/chat/completions", R_CHAT }, { "/v1/completions", R_COMPLETION },
-        { "/completions", R_COMPLETION }, { "/v1/embeddings", R_EMBED }, { "/embeddings", R_EMBED },
-        { "/tokenize", R_TOKENIZE }, { "/detokenize", R_DETOKENIZE }, { "/metrics", R_METRICS },
-        { "/api/tags", R_OL_TAGS }, { "/api/ps", R_OL_PS }, { "/api/version", R_OL_VERSION }, { "/api/show", R_OL_SHOW },
-        { "/api/generate", R_OL_GENERATE }, { "/api/chat", R_OL_CHAT }, { "/api/embed", R_OL_EMBED },
-        { "/api/embeddings", R_OL_EMBED }, { "/v1/messages", R_AN_MESSAGES }, { "/v1/messages/count_tokens", R_AN_COUNT },
-    };
-    for (size_t i = 0; i < sizeof R / sizeof R[0]; i++)
-        if (!strcmp(url, R[i].path)) return R[i].route;
+    for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
+        if (!strcmp(url, ROUTES[i].path)) return ROUTES[i].route;
     return R_UNKNOWN;
 }
 
 const int SRV_STATUS_CODES[SRV_N_STATUS] = { 200, 204, 400, 401, 404, 405, 413, 499, 500, 503, 0, 0 };
 
-/* The name /metrics gives each route: its first path in the table ("unknown" for the rest). */
 static void route_names(const char **names) {
-    static const struct { const char *path; int route; } N[] = {
-        { "/", R_PAGE }, { "/health", R_HEALTH }, { "/v1/models", R_MODELS }, { "/metrics", R_METRICS },
-        { "/api/tags", R_OL_TAGS }, { "/api/ps", R_OL_PS }, { "/api/version", R_OL_VERSION },
-        { "/v1/chat/completions", R_CHAT }, { "/v1/completions", R_COMPLETION }, { "/v1/embeddings", R_EMBED },
-        { "/tokenize", R_TOKENIZE }, { "/detokenize", R_DETOKENIZE }, { "/api/generate", R_OL_GENERATE },
-        { "/api/chat", R_OL_CHAT }, { "/api/embed", R_OL_EMBED }, { "/api/show", R_OL_SHOW },
-        { "/v1/messages", R_AN_MESSAGES }, { "/v1/messages/count_tokens", R_AN_COUNT }, { "unknown", R_UNKNOWN },
-    };
-    for (size_t i = 0; i < sizeof N / sizeof N[0]; i++) if (N[i].route < SRV_N_ROUTES) names[N[i].route] = N[i].path;
+    for (size_t i = sizeof ROUTES / sizeof ROUTES[0]; i-- > 0;) names[ROUTES[i].route] = ROUTES[i].path;
+    names[R_UNKNOWN] = "unknown";
 }
 
 /* Request smuggling behind a proxy starts with a body length two parties read differently. */
@@ -199,7 +192,6 @@ static bool never(const conn *c, const srv_task *t) { (void)c; (void)t; return f
 static bool has_text(const conn *c, const srv_task *t) { return t->stable > c->sent; }
 /* With tools, a chat reply is split into text and calls only once it is whole: it is sent at the end. */
 static bool tools_pending(const conn *c) { return c->req.kind == API_CHAT && !c->req.ollama && c->req.tools.mode != TOOLS_OFF; }
-
 
 /* ---- streaming ---- */
 static void out_add(conn *c, char *s) {

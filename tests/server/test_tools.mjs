@@ -1,10 +1,10 @@
-// Tool calling through the official openai client, against two servers: the embedded model as it is (no chat
-// template: the generic JSON format, the tools described in a system turn) and the same model with a
-// Qwen-style template (Hermes <tool_call> blocks). Forced calls ("required", a named function) always parse
+// Tool calling through the official openai client, against three servers: the embedded model as it is (no chat
+// template: the generic JSON format, the tools described in a system turn), and the same model with a Qwen-style
+// template (Hermes <tool_call> blocks) and a Llama-3.1-style one ({"name", "parameters"} JSON). Forced calls ("required", a named function) always parse
 // and their arguments validate against the tool's parameters (ajv), plain and streamed; "auto" gives text
 // without a raw <tool_call>, or valid calls; "none" gives text; a history with tool calls and results renders;
 // bad tool requests are 400s.
-// Usage: GEN_URL=... TOOLS_URL=... API_KEY=... node test_tools.mjs
+// Usage: GEN_URL=... TOOLS_URL=... LLAMA3_URL=... API_KEY=... node test_tools.mjs
 import OpenAI from 'openai';
 import Ajv from 'ajv';
 
@@ -52,7 +52,8 @@ async function ask(client, req, stream) {
   return { msg: { content: content || null, tool_calls: calls.length ? calls : undefined }, finish };
 }
 
-for (const [label, url] of [['generic', process.env.GEN_URL], ['hermes', process.env.TOOLS_URL]]) {
+for (const [label, url] of [['generic', process.env.GEN_URL], ['hermes', process.env.TOOLS_URL], ['llama3', process.env.LLAMA3_URL]]) {
+  if (!url) continue;
   const client = new OpenAI({ baseURL: url + '/v1', apiKey: process.env.API_KEY });
   let ok = 0, n = 0;
   for (const seed of [1, 2, 3]) for (const stream of [false, true]) {
