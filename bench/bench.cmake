@@ -15,3 +15,11 @@ if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/bench_kernels.c)
   target_include_directories(bench_kernels PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_link_libraries(bench_kernels PRIVATE hearth_core)
 endif()
+
+# bench_prompt_cache: the server's prompt-cache lookup cost with many blocks held.
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/bench_prompt_cache.c)
+  add_executable(bench_prompt_cache ${CMAKE_CURRENT_LIST_DIR}/bench_prompt_cache.c)
+  target_include_directories(bench_prompt_cache PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(bench_prompt_cache PRIVATE hearth_core)
+  target_compile_definitions(bench_prompt_cache PRIVATE HEARTH_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+endif()
