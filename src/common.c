@@ -130,3 +130,44 @@ bool ht_same_file(const char *a, const char *b) {
     struct stat sa, sb;
     return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
+
+/* ---- growable strings ---- */
+
+void ht_str_add(ht_str *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) { b->oom = true; return; }
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void ht_str_puts(ht_str *b, const char *s) { ht_str_add(b, s, strlen(s)); }
+
+void ht_str_printf(ht_str *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) { b->oom = true; return; }
+    if ((size_t)n < sizeof tmp) { ht_str_add(b, tmp, (size_t)n); return; }
+    char *big = malloc((size_t)n + 1);
+    if (!big) { b->oom = true; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    ht_str_add(b, big, (size_t)n);
+    free(big);
+}
+
+void ht_str_take(ht_str *b, char *s) {
+    if (!s) { b->oom = true; return; }
+    ht_str_puts(b, s);
+    free(s);
+}

@@ -30,6 +30,14 @@ void ht_afile_unlink_all(void);   /* async-signal-safe */
 /* True when the two paths name one file (same device and inode: hard links and symlinks included). */
 bool ht_same_file(const char *a, const char *b);
 
+/* A growable NUL-terminated string. After a failed allocation `oom` stays set and nothing more is added; p is
+ * NULL only if nothing was ever added. The owner frees p. */
+typedef struct { char *p; size_t n, cap; bool oom; } ht_str;
+void ht_str_add(ht_str *b, const char *s, size_t n);
+void ht_str_puts(ht_str *b, const char *s);
+void ht_str_printf(ht_str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ht_str_take(ht_str *b, char *s);   /* appends malloc'd s and frees it; NULL (a failed allocation) sets oom */
+
 /* Overflow-checked arithmetic: return false on overflow, leaving *out unspecified. */
 static inline bool add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
 static inline bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }

@@ -161,22 +161,6 @@ const char *chat_fmt_source(const chat_fmt *f) { return f ? f->tmpl : NULL; }
 
 bool chat_fmt_has_template(const chat_fmt *f) { return f->tmpl != NULL; }
 
-/* ---- a growable string ---- */
-typedef struct { char *p; size_t n, cap; bool oom; } sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = HT_MAX(b->cap * 2, b->n + n + 64);
-        char *p = realloc(b->p, nc);
-        if (!p) { b->oom = true; return; }
-        b->p = p; b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
 /* ---- plain continuation (no template) ---- */
 static const char *msg_str(const cJSON *msg, const char *key) {
@@ -185,15 +169,15 @@ static const char *msg_str(const cJSON *msg, const char *key) {
 }
 
 static char *render_plain(const cJSON *messages) {
-    sbuf b = { 0 };
-    sb_put(&b, "", 0);
+    ht_str b = { 0 };
+    ht_str_add(&b, "", 0);
     const cJSON *msg;
     cJSON_ArrayForEach(msg, messages) {
         const char *role = msg_str(msg, "role"), *content = msg_str(msg, "content");
-        if (!strcmp(role, "assistant")) { sb_str(&b, content); continue; }
-        if (b.n && b.p[b.n - 1] != '\n') sb_str(&b, "\n");
-        sb_str(&b, content);
-        if (!strcmp(role, "system") && *content) sb_str(&b, "\n\n");
+        if (!strcmp(role, "assistant")) { ht_str_puts(&b, content); continue; }
+        if (b.n && b.p[b.n - 1] != '\n') ht_str_puts(&b, "\n");
+        ht_str_puts(&b, content);
+        if (!strcmp(role, "system") && *content) ht_str_puts(&b, "\n\n");
     }
     if (b.oom) { free(b.p); return NULL; }
     return b.p;
@@ -257,22 +241,22 @@ static char *defuse(const chat_fmt *f, const char *s, const markers *mk, bool *c
     while (hi > lo && is_ws(s[hi - 1])) hi--;
     bool g0 = edge_partial(f, s, n, false), g_lo = lo > 0 && edge_partial(f, s + lo, n - lo, false);
     bool g_n = edge_partial(f, s, n, true), g_hi = hi < n && edge_partial(f, s, hi, true);
-    sbuf b = { 0 };
-    sb_put(&b, "", 0);
+    ht_str b = { 0 };
+    ht_str_add(&b, "", 0);
     for (size_t i = 0; i <= n; ) {
-        if ((i == 0 && g0) || (i == lo && g_lo && lo > 0)) { sb_put(&b, mk->m2, (size_t)mk->l2); *changed = true; }
-        if ((i == hi && g_hi && hi < n) || (i == n && g_n)) { sb_put(&b, mk->m2, (size_t)mk->l2); *changed = true; }
+        if ((i == 0 && g0) || (i == lo && g_lo && lo > 0)) { ht_str_add(&b, mk->m2, (size_t)mk->l2); *changed = true; }
+        if ((i == hi && g_hi && hi < n) || (i == n && g_n)) { ht_str_add(&b, mk->m2, (size_t)mk->l2); *changed = true; }
         if (i == n) break;
         size_t len = 0;
         int32_t id = trie_match(f, s + i, n - i, &len);
         if (id >= 0 && is_control(f, id)) {
             size_t c = utf8_char_len(s + i, n - i);
-            sb_put(&b, s + i, c);
-            sb_put(&b, mk->m1, (size_t)mk->l1);
+            ht_str_add(&b, s + i, c);
+            ht_str_add(&b, mk->m1, (size_t)mk->l1);
             *changed = true;
             i += c;
         } else {
-            sb_put(&b, s + i, 1);
+            ht_str_add(&b, s + i, 1);
             i++;
         }
     }
@@ -322,19 +306,19 @@ static int tokenize_into(const hearth_model *m, const char *s, size_t n, bool pa
 }
 
 /* Copies s[0..n) without the markers into b (reset first). */
-static void strip_markers(sbuf *b, const char *s, size_t n, const markers *mk) {
+static void strip_markers(ht_str *b, const char *s, size_t n, const markers *mk) {
     b->n = 0;
-    sb_put(b, "", 0);
+    ht_str_add(b, "", 0);
     for (size_t i = 0; i < n;) {
         if (n - i >= (size_t)mk->l1 && !memcmp(s + i, mk->m1, (size_t)mk->l1)) { i += (size_t)mk->l1; continue; }
         if (n - i >= (size_t)mk->l2 && !memcmp(s + i, mk->m2, (size_t)mk->l2)) { i += (size_t)mk->l2; continue; }
-        sb_put(b, s + i, 1);
+        ht_str_add(b, s + i, 1);
         i++;
     }
 }
 
 /* Plain text between two template special tokens: markers removed, lstrip of the token that follows. */
-static int flush_text(const chat_fmt *f, const char *s, size_t n, const markers *mk, int32_t next, sbuf *tmp,
+static int flush_text(const chat_fmt *f, const char *s, size_t n, const markers *mk, int32_t next, ht_str *tmp,
                       tvec *out, hearth_err *err) {
     strip_markers(tmp, s, n, mk);
     if (tmp->oom) return herr(err, "out of memory");
@@ -347,7 +331,7 @@ static bool at(const char *s, size_t n, const char *m, int ml) { return n >= (si
 
 /* Cuts the rendered text at control-token matches (all the template's own: message text was defused). */
 static int tokenize_marked(const chat_fmt *f, const char *r, size_t n, const markers *mk, tvec *out, hearth_err *err) {
-    sbuf tmp = { 0 };
+    ht_str tmp = { 0 };
     size_t start = 0, i = 0;
     int rc = 0;
     while (i < n && !rc) {
@@ -426,8 +410,8 @@ static int flatten_content(cJSON *msg, int i, hearth_err *err) {
     if (!c || cJSON_IsNull(c)) return 0;
     if (cJSON_IsString(c)) return 0;
     if (!cJSON_IsArray(c)) return herr(err, "messages[%d].content must be a string or an array of content parts", i);
-    sbuf b = { 0 };
-    sb_put(&b, "", 0);
+    ht_str b = { 0 };
+    ht_str_add(&b, "", 0);
     int k = 0;
     const cJSON *part;
     cJSON_ArrayForEach(part, c) {
@@ -438,8 +422,8 @@ static int flatten_content(cJSON *msg, int i, hearth_err *err) {
             free(b.p);
             return herr(err, "messages[%d].content[%d]: only text parts ({\"type\":\"text\",\"text\":...}) are supported", i, k);
         }
-        if (k++) sb_str(&b, "\n");
-        sb_str(&b, text->valuestring);
+        if (k++) ht_str_puts(&b, "\n");
+        ht_str_puts(&b, text->valuestring);
     }
     cJSON *s = b.oom ? NULL : cJSON_CreateString(b.p);
     free(b.p);

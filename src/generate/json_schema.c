@@ -15,40 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef struct { char *p; size_t n, cap; bool oom; } sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->oom = true; return; }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof tmp) { sb_add(b, tmp, (size_t)n); return; }
-    char *big = malloc((size_t)n + 1);
-    if (!big) { b->oom = true; return; }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_add(b, big, (size_t)n);
-    free(big);
-}
-
 typedef struct { char *name, *body; } grule;
 
 typedef struct {
@@ -180,29 +146,29 @@ static char *prim(conv *c, const char *name) {
 }
 
 /* A GBNF literal for the bytes s[0..n). */
-static void sb_literal(sbuf *b, const char *s, size_t n) {
-    sb_puts(b, "\"");
+static void sb_literal(ht_str *b, const char *s, size_t n) {
+    ht_str_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') { char e[3] = { '\\', (char)ch, 0 }; sb_puts(b, e); }
-        else if (ch == '\n') sb_puts(b, "\\n");
-        else if (ch == '\r') sb_puts(b, "\\r");
-        else if (ch == '\t') sb_puts(b, "\\t");
-        else if (ch < 0x20 || ch == 0x7f) sb_printf(b, "\\x%02X", ch);
-        else sb_add(b, (const char *)&ch, 1);
+        if (ch == '"' || ch == '\\') { char e[3] = { '\\', (char)ch, 0 }; ht_str_puts(b, e); }
+        else if (ch == '\n') ht_str_puts(b, "\\n");
+        else if (ch == '\r') ht_str_puts(b, "\\r");
+        else if (ch == '\t') ht_str_puts(b, "\\t");
+        else if (ch < 0x20 || ch == 0x7f) ht_str_printf(b, "\\x%02X", ch);
+        else ht_str_add(b, (const char *)&ch, 1);
     }
-    sb_puts(b, "\"");
+    ht_str_puts(b, "\"");
 }
 
 /* The grammar for exactly the JSON text of v (compact), followed by space. */
 static char *literal_value(conv *c, const cJSON *v) {
     char *txt = cJSON_PrintUnformatted(v);
     if (!txt) return fail(c, "out of memory");
-    sbuf b = { 0 };
+    ht_str b = { 0 };
     sb_literal(&b, txt, strlen(txt));
     free(txt);
     free(prim(c, "space"));
-    sb_puts(&b, " space");
+    ht_str_puts(&b, " space");
     if (b.oom) { free(b.p); return fail(c, "out of memory"); }
     return b.p;
 }
@@ -313,25 +279,25 @@ typedef struct { const char *p; conv *c; const char *hint; } rx;
 static char *rx_alt(rx *r);
 
 /* One class member set as GBNF class body text; chars that JSON escapes are left out (stricter). */
-static void rx_class_char(sbuf *b, unsigned ch) {
+static void rx_class_char(ht_str *b, unsigned ch) {
     if (ch == '"' || ch == '\\' || ch < 0x20 || ch == 0x7f) return;
-    if (ch == ']' || ch == '[' || ch == '-' || ch == '^') { char e[3] = { '\\', (char)ch, 0 }; sb_puts(b, e); return; }
+    if (ch == ']' || ch == '[' || ch == '-' || ch == '^') { char e[3] = { '\\', (char)ch, 0 }; ht_str_puts(b, e); return; }
     char t[2] = { (char)ch, 0 };
-    sb_puts(b, t);
+    ht_str_puts(b, t);
 }
 
-static void rx_class_char_raw(sbuf *b, unsigned ch) {   /* a range's end: escaped if special */
-    if (ch == ']' || ch == '[' || ch == '-' || ch == '^') { char e[3] = { '\\', (char)ch, 0 }; sb_puts(b, e); return; }
+static void rx_class_char_raw(ht_str *b, unsigned ch) {   /* a range's end: escaped if special */
+    if (ch == ']' || ch == '[' || ch == '-' || ch == '^') { char e[3] = { '\\', (char)ch, 0 }; ht_str_puts(b, e); return; }
     char t[2] = { (char)ch, 0 };
-    sb_puts(b, t);
+    ht_str_puts(b, t);
 }
 
-static bool rx_escape_class(sbuf *b, char e, bool *negated_shorthand) {
+static bool rx_escape_class(ht_str *b, char e, bool *negated_shorthand) {
     *negated_shorthand = false;
     switch (e) {
-    case 'd': sb_puts(b, "0-9"); return true;
-    case 'w': sb_puts(b, "a-zA-Z0-9_"); return true;
-    case 's': sb_puts(b, " \\t\\n\\r"); return true;
+    case 'd': ht_str_puts(b, "0-9"); return true;
+    case 'w': ht_str_puts(b, "a-zA-Z0-9_"); return true;
+    case 's': ht_str_puts(b, " \\t\\n\\r"); return true;
     case 'D': case 'W': case 'S': *negated_shorthand = true; return true;
     default: return false;
     }
@@ -339,7 +305,7 @@ static bool rx_escape_class(sbuf *b, char e, bool *negated_shorthand) {
 
 static char *rx_atom(rx *r) {
     conv *c = r->c;
-    sbuf b = { 0 };
+    ht_str b = { 0 };
     char ch = *r->p;
     if (ch == '(') {
         r->p++;
@@ -351,7 +317,7 @@ static char *rx_atom(rx *r) {
         if (!in) return NULL;
         if (*r->p != ')') { free(in); return fail(c, "pattern: unbalanced parenthesis"); }
         r->p++;
-        sb_printf(&b, "(%s)", in);
+        ht_str_printf(&b, "(%s)", in);
         free(in);
     } else if (ch == '[') {   /* members gathered as a set of ASCII characters, then written as ranges */
         r->p++;
@@ -391,43 +357,43 @@ static char *rx_atom(rx *r) {
         r->p++;
         /* JSON-escaped characters are never written (stricter): out of a class, and excluded from a negated one */
         bool any = false;
-        sb_puts(&b, neg ? "[^\"\\\\\\x00-\\x1F\\x7F" : "[");
+        ht_str_puts(&b, neg ? "[^\"\\\\\\x00-\\x1F\\x7F" : "[");
         for (unsigned x = 0x20; x < 0x7f;) {
             bool skip = x == '"' || x == '\\';
             if (!in[x] || skip) { x++; continue; }
             unsigned y = x;
             while (y + 1 < 0x7f && in[y + 1] && y + 1 != '"' && y + 1 != '\\') y++;
             rx_class_char(&b, x);
-            if (y > x) { sb_puts(&b, "-"); rx_class_char_raw(&b, y); }
+            if (y > x) { ht_str_puts(&b, "-"); rx_class_char_raw(&b, y); }
             any = true;
             x = y + 1;
         }
-        sb_puts(&b, "]");
+        ht_str_puts(&b, "]");
         if (!neg && !any) { free(b.p); return fail(c, "pattern: a class with only characters JSON escapes"); }
     } else if (ch == '.') {
         r->p++;
-        sb_puts(&b, "[^\"\\\\\\x00-\\x1F\\x7F]");
+        ht_str_puts(&b, "[^\"\\\\\\x00-\\x1F\\x7F]");
     } else if (ch == '\\') {
         char e = r->p[1];
         if (!e) return fail(c, "pattern: ends with a backslash");
         r->p += 2;
         bool negs;
-        sbuf k = { 0 };
+        ht_str k = { 0 };
         if (rx_escape_class(&k, e, &negs)) {
-            if (negs) sb_printf(&b, "[^\"\\\\\\x00-\\x1F\\x7F%s]", e == 'D' ? "0-9" : e == 'W' ? "a-zA-Z0-9_" : " ");
-            else sb_printf(&b, "[%s]", k.p);
+            if (negs) ht_str_printf(&b, "[^\"\\\\\\x00-\\x1F\\x7F%s]", e == 'D' ? "0-9" : e == 'W' ? "a-zA-Z0-9_" : " ");
+            else ht_str_printf(&b, "[%s]", k.p);
             free(k.p);
         } else if (e == 'b' || e == 'B' || (e >= '1' && e <= '9') || e == 'p' || e == 'P' || e == 'k') {
             return fail(c, "pattern: \\%c is not supported", e);
         } else {
             char lit = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
-            if (lit == '"' || lit == '\\') sb_puts(&b, lit == '"' ? "\"\\\\\\\"\"" : "\"\\\\\\\\\"");
+            if (lit == '"' || lit == '\\') ht_str_puts(&b, lit == '"' ? "\"\\\\\\\"\"" : "\"\\\\\\\\\"");
             else if ((unsigned char)lit < 0x20) { return fail(c, "pattern: control characters are not supported"); }
             else sb_literal(&b, &lit, 1);
         }
     } else if (ch == '"') {
         r->p++;
-        sb_puts(&b, "\"\\\\\\\"\"");
+        ht_str_puts(&b, "\"\\\\\\\"\"");
     } else {
         /* one UTF-8 character, literally */
         int n = (unsigned char)ch < 0x80 ? 1 : ((unsigned char)ch >> 5) == 6 ? 2 : ((unsigned char)ch >> 4) == 14 ? 3 : 4;
@@ -440,8 +406,8 @@ static char *rx_atom(rx *r) {
 }
 
 static char *rx_seq(rx *r) {
-    sbuf b = { 0 };
-    sb_puts(&b, "");
+    ht_str b = { 0 };
+    ht_str_puts(&b, "");
     while (*r->p && *r->p != '|' && *r->p != ')') {
         if (*r->p == '^' || *r->p == '$') return free(b.p), fail(r->c, "pattern: '^' or '$' inside the pattern");
         char *a = rx_atom(r);
@@ -449,10 +415,10 @@ static char *rx_seq(rx *r) {
         char q = *r->p;
         if (q == '*' || q == '+') {   /* unbounded: at most RX_MAX_REPEAT (stricter, and a reply always ends) */
             r->p++;
-            sb_printf(&b, " (%s){%d,%d}", a, q == '+', RX_MAX_REPEAT);
+            ht_str_printf(&b, " (%s){%d,%d}", a, q == '+', RX_MAX_REPEAT);
         } else if (q == '?') {
             r->p++;
-            sb_printf(&b, " (%s)?", a);
+            ht_str_printf(&b, " (%s)?", a);
         } else if (q == '{') {
             char *end;
             bool digit = r->p[1] >= '0' && r->p[1] <= '9';
@@ -468,9 +434,9 @@ static char *rx_seq(rx *r) {
                 return fail(r->c, "pattern: bad {m,n}");
             }
             r->p = end + 1;
-            if (hi < 0) sb_printf(&b, " (%s){%ld,%ld}", a, lo, lo + RX_MAX_REPEAT);
-            else sb_printf(&b, " (%s){%ld,%ld}", a, lo, hi);
-        } else sb_printf(&b, " %s", a);
+            if (hi < 0) ht_str_printf(&b, " (%s){%ld,%ld}", a, lo, lo + RX_MAX_REPEAT);
+            else ht_str_printf(&b, " (%s){%ld,%ld}", a, lo, hi);
+        } else ht_str_printf(&b, " %s", a);
         if (*r->p == '?' && (q == '*' || q == '+' || q == '?' || q == '}')) r->p++;   /* lazy: same language */
         free(a);
     }
@@ -479,15 +445,15 @@ static char *rx_seq(rx *r) {
 }
 
 static char *rx_alt(rx *r) {
-    sbuf b = { 0 };
+    ht_str b = { 0 };
     for (;;) {
         char *s = rx_seq(r);
         if (!s) { free(b.p); return NULL; }
-        sb_puts(&b, s[0] ? s : " \"\"");
+        ht_str_puts(&b, s[0] ? s : " \"\"");
         free(s);
         if (*r->p != '|') break;
         r->p++;
-        sb_puts(&b, " |");
+        ht_str_puts(&b, " |");
     }
     if (b.oom) { free(b.p); return fail(r->c, "out of memory"); }
     return b.p;
@@ -505,8 +471,8 @@ static char *pattern_string(conv *c, const char *pat, const char *hint) {
     if (!g) return NULL;
     free(prim(c, "char"));
     free(prim(c, "space"));
-    sbuf b = { 0 };
-    sb_printf(&b, "\"\\\"\" %s(%s) %s\"\\\"\" space", head ? "" : "char* ", g, tail ? "" : "char* ");
+    ht_str b = { 0 };
+    ht_str_printf(&b, "\"\\\"\" %s(%s) %s\"\\\"\" space", head ? "" : "char* ", g, tail ? "" : "char* ");
     free(g);
     if (b.oom) { free(b.p); return fail(c, "out of memory"); }
     return add_rule(c, hint, b.p);
@@ -543,8 +509,8 @@ static char *string_rule(conv *c, const cJSON *s, const char *hint) {
             if (mn || mx) return fail(c, "\"format\" together with minLength/maxLength is not supported");
             if (!strcmp(f, "ipv4")) free(add_rule(c, "ipv4-octet", xstrdup(c, "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]")));
             free(prim(c, "space"));
-            sbuf b = { 0 };
-            sb_printf(&b, "\"\\\"\" %s \"\\\"\" space", FORMATS[i].body);
+            ht_str b = { 0 };
+            ht_str_printf(&b, "\"\\\"\" %s \"\\\"\" space", FORMATS[i].body);
             char tmp[64];
             snprintf(tmp, sizeof tmp, "%.40s-string", f);
             return b.oom ? fail(c, "out of memory") : add_rule(c, tmp, b.p);
@@ -557,51 +523,51 @@ static char *string_rule(conv *c, const cJSON *s, const char *hint) {
         return fail(c, "bad minLength/maxLength");
     free(prim(c, "char"));
     free(prim(c, "space"));
-    sbuf b = { 0 };
-    if (mx) sb_printf(&b, "\"\\\"\" char{%d,%d} \"\\\"\" space", (int)ceil(lo), (int)floor(hi));
-    else sb_printf(&b, "\"\\\"\" char{%d,} \"\\\"\" space", (int)ceil(lo));
+    ht_str b = { 0 };
+    if (mx) ht_str_printf(&b, "\"\\\"\" char{%d,%d} \"\\\"\" space", (int)ceil(lo), (int)floor(hi));
+    else ht_str_printf(&b, "\"\\\"\" char{%d,} \"\\\"\" space", (int)ceil(lo));
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
 /* ---- numbers ---- */
 
 /* Decimal digit strings of equal length n: the numbers from a to b (digits, not values), as GBNF. */
-static void digits_range(sbuf *b, const char *a, const char *z, int n) {
+static void digits_range(ht_str *b, const char *a, const char *z, int n) {
     if (n == 0) return;
     if (a[0] == z[0]) {
-        sb_printf(b, " \"%c\"", a[0]);
+        ht_str_printf(b, " \"%c\"", a[0]);
         digits_range(b, a + 1, z + 1, n - 1);
         return;
     }
     bool a_zero = true, z_nine = true;
     for (int i = 1; i < n; i++) a_zero &= a[i] == '0', z_nine &= z[i] == '9';
     char lo = a[0], hi = z[0];
-    sb_puts(b, " (");
+    ht_str_puts(b, " (");
     bool first = true;
     if (!a_zero) {   /* a[0] followed by a[1..] .. 99.. */
         char nines[24];
         memset(nines, '9', (size_t)n - 1);
-        sb_printf(b, "\"%c\"", a[0]);
+        ht_str_printf(b, "\"%c\"", a[0]);
         digits_range(b, a + 1, nines, n - 1);
         lo++, first = false;
     }
     char mid_hi = z_nine ? hi : (char)(hi - 1);
     if (lo <= mid_hi) {
-        sb_printf(b, "%s[%c-%c]", first ? "" : " | ", lo, mid_hi);
-        if (n > 1) sb_printf(b, " [0-9]{%d}", n - 1);
+        ht_str_printf(b, "%s[%c-%c]", first ? "" : " | ", lo, mid_hi);
+        if (n > 1) ht_str_printf(b, " [0-9]{%d}", n - 1);
         first = false;
     }
     if (!z_nine) {
         char zeros[24];
         memset(zeros, '0', (size_t)n - 1);
-        sb_printf(b, "%s\"%c\"", first ? "" : " | ", z[0]);
+        ht_str_printf(b, "%s\"%c\"", first ? "" : " | ", z[0]);
         digits_range(b, zeros, z + 1, n - 1);
     }
-    sb_puts(b, ")");
+    ht_str_puts(b, ")");
 }
 
 /* Non-negative integers lo..hi (hi < 0: unbounded) without leading zeros, as alternatives. */
-static void uint_range(sbuf *b, long long lo, long long hi) {
+static void uint_range(ht_str *b, long long lo, long long hi) {
     bool first = true;
     char a[24], z[24];
     int na = snprintf(a, sizeof a, "%lld", lo);
@@ -612,15 +578,15 @@ static void uint_range(sbuf *b, long long lo, long long hi) {
         long long from = n == na ? lo : top / 10 + 1;
         if (hi >= 0 && from > hi) break;
         if (hi < 0 && n > na) {   /* every longer number */
-            sb_printf(b, "%s[1-9] [0-9]{%d,15}", first ? "" : " | ", n - 1);
+            ht_str_printf(b, "%s[1-9] [0-9]{%d,15}", first ? "" : " | ", n - 1);
             return;
         }
         long long to = hi >= 0 && hi < top ? hi : top;
         snprintf(a, sizeof a, "%0*lld", n, from);
         snprintf(z, sizeof z, "%0*lld", n, to);
-        sb_puts(b, first ? "(" : " | (");
+        ht_str_puts(b, first ? "(" : " | (");
         digits_range(b, a, z, n);
-        sb_puts(b, ")");
+        ht_str_puts(b, ")");
         first = false;
         if (hi >= 0 && to == hi) return;
     }
@@ -633,22 +599,22 @@ static char *int_rule(conv *c, bool has_lo, long long lo, bool has_hi, long long
     if ((has_lo && llabs(lo) > 999999999999999LL) || (has_hi && llabs(hi) > 999999999999999LL))
         return fail(c, "integer bounds beyond 15 digits are not supported");
     free(prim(c, "space"));
-    sbuf b = { 0 };
-    sb_puts(&b, "(");
+    ht_str b = { 0 };
+    ht_str_puts(&b, "(");
     bool any = false;
     if (!has_lo || lo < 0) {   /* negatives: "-" then 1..-lo (or any) down to max(-1, hi) */
         long long nlo = has_hi && hi < 0 ? -hi : 1, nhi = has_lo ? -lo : -1;
-        sb_puts(&b, "\"-\" (");
+        ht_str_puts(&b, "\"-\" (");
         uint_range(&b, nlo, nhi);
-        sb_puts(&b, ")");
+        ht_str_puts(&b, ")");
         any = true;
     }
     if (!has_hi || hi >= 0) {
         long long plo = has_lo && lo > 0 ? lo : 0, phi = has_hi ? hi : -1;
-        sb_puts(&b, any ? " | " : "");
+        ht_str_puts(&b, any ? " | " : "");
         uint_range(&b, plo, phi);
     }
-    sb_puts(&b, ") space");
+    ht_str_puts(&b, ") space");
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
@@ -669,22 +635,22 @@ static bool bounds(conv *c, const cJSON *s, bool *has_lo, double *lo, bool *lo_e
 
 /* Decimals without exponent (after `prefix`) whose whole part is in [a, top - 1] with any fraction, or top itself
  * when top_exact; top < 0: no upper bound. Appended as alternatives; *sep becomes " | " once one is written. */
-static void magnitudes(sbuf *b, long long a, long long top, bool top_exact, const char **sep, const char *prefix) {
+static void magnitudes(ht_str *b, long long a, long long top, bool top_exact, const char **sep, const char *prefix) {
     if (top < 0) {
-        sb_printf(b, "%s%s(", *sep, prefix);
+        ht_str_printf(b, "%s%s(", *sep, prefix);
         uint_range(b, a, -1);
-        sb_puts(b, ") (\".\" decimal-part)?");
+        ht_str_puts(b, ") (\".\" decimal-part)?");
         *sep = " | ";
         return;
     }
     if (top - 1 >= a) {
-        sb_printf(b, "%s%s(", *sep, prefix);
+        ht_str_printf(b, "%s%s(", *sep, prefix);
         uint_range(b, a, top - 1);
-        sb_puts(b, ") (\".\" decimal-part)?");
+        ht_str_puts(b, ") (\".\" decimal-part)?");
         *sep = " | ";
     }
     if (top_exact && top >= a) {
-        sb_printf(b, "%s%s\"%lld\"", *sep, prefix, top);
+        ht_str_printf(b, "%s%s\"%lld\"", *sep, prefix, top);
         *sep = " | ";
     }
 }
@@ -711,14 +677,14 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
      * v >= 0 and v < 0 are written as magnitudes, each a whole part in [a, top - 1] with any fraction or top itself */
     free(prim(c, "decimal-part"));
     free(prim(c, "space"));
-    sbuf b = { 0 };
+    ht_str b = { 0 };
     const char *sep = "";
-    sb_puts(&b, "(");
+    ht_str_puts(&b, "(");
     if (!has_hi || hi > 0 || (hi == 0 && !hi_ex)) {   /* v >= 0 */
         long long a = 0;
         if (has_lo && lo >= 0) a = (long long)ceil(lo) + (lo_ex && floor(lo) == lo);
         if (has_lo && lo_ex && floor(lo) == lo && lo >= 0 && (!has_hi || lo < hi)) {   /* v > lo: lo.000x too */
-            sb_printf(&b, "%s\"%lld.\" [0-9]{0,15} [1-9]", sep, (long long)lo);
+            ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,15} [1-9]", sep, (long long)lo);
             sep = " | ";
         }
         magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "");
@@ -727,7 +693,7 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
         long long a = has_hi && hi < 0 ? (long long)ceil(-hi) + (hi_ex && floor(hi) == hi) : 0;
         magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ");
     }
-    sb_puts(&b, ") space");
+    ht_str_puts(&b, ") space");
     if (!*sep) { free(b.p); return fail(c, "the bounds leave no number whose whole part hearth can enforce"); }
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
@@ -760,25 +726,25 @@ static char *array_rule(conv *c, const cJSON *s, const char *hint) {
         snprintf(tmp, sizeof tmp, "%.40s-item", hint);
         item = items && !cJSON_IsTrue(items) ? visit(c, items, tmp) : prim(c, "value");
     }
-    sbuf b = { 0 };
+    ht_str b = { 0 };
     if (!c->failed) {
         /* positions 0..: prefix items first, then `item`; counts lo..hi */
         long max = hi;
         if (!rest_ok && (max < 0 || max > n_prefix)) max = n_prefix;
         if (lo > max && max >= 0) fail(c, "minItems cannot be met");
-        sb_puts(&b, "\"[\" space");
+        ht_str_puts(&b, "\"[\" space");
         int open = 0;   /* items lo.. are nested optionals: ( "," x ( "," y )? )? */
         for (long i = 0; !c->failed && (max < 0 || i < max); i++) {
             if (max < 0 && i >= n_prefix && i >= lo) {   /* the unbounded tail */
-                if (i == 0) sb_printf(&b, " (%s (\",\" space %s)*)?", item, item);
-                else sb_printf(&b, " (\",\" space %s)*", item);
+                if (i == 0) ht_str_printf(&b, " (%s (\",\" space %s)*)?", item, item);
+                else ht_str_printf(&b, " (\",\" space %s)*", item);
                 break;
             }
-            if (i >= lo) { sb_puts(&b, " ("); open++; }
-            sb_printf(&b, i ? " \",\" space %s" : " %s", i < n_prefix ? pre[i] : item);
+            if (i >= lo) { ht_str_puts(&b, " ("); open++; }
+            ht_str_printf(&b, i ? " \",\" space %s" : " %s", i < n_prefix ? pre[i] : item);
         }
-        for (int i = 0; i < open; i++) sb_puts(&b, ")?");
-        sb_puts(&b, " \"]\" space");
+        for (int i = 0; i < open; i++) ht_str_puts(&b, ")?");
+        ht_str_puts(&b, " \"]\" space");
     }
     for (int i = 0; i < n_prefix; i++) free(pre[i]);
     free(pre);
@@ -788,7 +754,7 @@ static char *array_rule(conv *c, const cJSON *s, const char *hint) {
 }
 
 /* A quoted JSON key as a GBNF literal. */
-static void sb_key(sbuf *b, const char *k) {
+static void sb_key(ht_str *b, const char *k) {
     cJSON *str = cJSON_CreateString(k);
     char *txt = str ? cJSON_PrintUnformatted(str) : NULL;
     if (txt) sb_literal(b, txt, strlen(txt));
@@ -823,8 +789,8 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     long lo = count_of(mn, 0), hi = count_of(mx, -1);
     if (lo < 0 || hi < -1) return fail(c, "bad minProperties/maxProperties");
     free(prim(c, "space"));
-    sbuf b = { 0 };
-    sb_puts(&b, "\"{\" space");
+    ht_str b = { 0 };
+    ht_str_puts(&b, "\"{\" space");
     if (n_props == 0 && !cJSON_IsFalse(addl)) {
         /* a map: any keys, values per additionalProperties; lo..hi entries */
         char tmp[128];
@@ -838,11 +804,11 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
         if (!c->failed) {
             if (hi == 0) {}
             else if (lo == 0) {
-                if (hi < 0) sb_printf(&b, " (%s \":\" space %s (\",\" space %s \":\" space %s)*)?", str, val, str, val);
-                else sb_printf(&b, " (%s \":\" space %s (\",\" space %s \":\" space %s){0,%ld})?", str, val, str, val, hi - 1);
+                if (hi < 0) ht_str_printf(&b, " (%s \":\" space %s (\",\" space %s \":\" space %s)*)?", str, val, str, val);
+                else ht_str_printf(&b, " (%s \":\" space %s (\",\" space %s \":\" space %s){0,%ld})?", str, val, str, val, hi - 1);
             } else {
-                if (hi < 0) sb_printf(&b, " %s \":\" space %s (\",\" space %s \":\" space %s){%ld,}", str, val, str, val, lo - 1);
-                else sb_printf(&b, " %s \":\" space %s (\",\" space %s \":\" space %s){%ld,%ld}", str, val, str, val, lo - 1, hi - 1);
+                if (hi < 0) ht_str_printf(&b, " %s \":\" space %s (\",\" space %s \":\" space %s){%ld,}", str, val, str, val, lo - 1);
+                else ht_str_printf(&b, " %s \":\" space %s (\",\" space %s \":\" space %s){%ld,%ld}", str, val, str, val, lo - 1, hi - 1);
             }
             if (lo > 1 || hi < 0 || hi > 1) {
                 /* several free keys could repeat; JSON with a repeated key is still validated by its last value */
@@ -880,16 +846,16 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
         char **first = calloc((size_t)n + 1, sizeof *first), **more = calloc((size_t)n + 1, sizeof *more);
         if (!first || !more) fail(c, "out of memory");
         for (int i = n - 1; i >= 0 && !c->failed; i--) {
-            sbuf kv = { 0 }, f = { 0 }, m = { 0 };
+            ht_str kv = { 0 }, f = { 0 }, m = { 0 };
             sb_key(&kv, key[i]);
-            sb_printf(&kv, " space \":\" space %s", val[i]);
+            ht_str_printf(&kv, " space \":\" space %s", val[i]);
             const char *nf = first[i + 1], *nm = more[i + 1];
             if (isreq[i]) {   /* F ::= kv M',  M ::= "," kv M' */
-                sb_printf(&f, "%s%s%s", kv.p, nm ? " " : "", nm ? nm : "");
-                sb_printf(&m, "\",\" space %s%s%s", kv.p, nm ? " " : "", nm ? nm : "");
+                ht_str_printf(&f, "%s%s%s", kv.p, nm ? " " : "", nm ? nm : "");
+                ht_str_printf(&m, "\",\" space %s%s%s", kv.p, nm ? " " : "", nm ? nm : "");
             } else {          /* F ::= (kv M' | F')?,  M ::= ("," kv M' | M')? */
-                sb_printf(&f, "(%s%s%s%s%s)?", kv.p, nm ? " " : "", nm ? nm : "", nf ? " | " : "", nf ? nf : "");
-                sb_printf(&m, "(\",\" space %s%s%s%s%s)?", kv.p, nm ? " " : "", nm ? nm : "", nm ? " | " : "",
+                ht_str_printf(&f, "(%s%s%s%s%s)?", kv.p, nm ? " " : "", nm ? nm : "", nf ? " | " : "", nf ? nf : "");
+                ht_str_printf(&m, "(\",\" space %s%s%s%s%s)?", kv.p, nm ? " " : "", nm ? nm : "", nm ? " | " : "",
                           nm ? nm : "");
             }
             free(kv.p);
@@ -899,11 +865,11 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
             snprintf(tmp, sizeof tmp, "%.40s-%d-more", hint, i);
             more[i] = m.oom ? fail(c, "out of memory") : add_rule(c, tmp, m.p);
         }
-        if (!c->failed && n) sb_printf(&b, " %s", first[0]);
+        if (!c->failed && n) ht_str_printf(&b, " %s", first[0]);
         for (int i = 0; i <= n; i++) { free(val ? val[i] : NULL); free(first ? first[i] : NULL); free(more ? more[i] : NULL); }
         free(val); free(isreq); free(key); free(first); free(more);
     }
-    sb_puts(&b, " \"}\" space");
+    ht_str_puts(&b, " \"}\" space");
     if (c->failed) { free(b.p); return NULL; }
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
@@ -1053,13 +1019,13 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
                     fail(c, "oneOf: alternatives %d and %d may both match, and 'exactly one' cannot be enforced", a, b2);
     for (int a = 0; a < n; a++) cJSON_Delete(check[a]);
     free(check);
-    sbuf b = { 0 };
+    ht_str b = { 0 };
     for (int a = 0; a < n && !c->failed; a++) {
         if (!alt[a]) continue;
         char tmp[128];
         snprintf(tmp, sizeof tmp, "%.40s-%d", hint, a);
         char *g = visit(c, alt[a], tmp);
-        if (g) sb_printf(&b, "%s%s", b.n ? " | " : "", g);
+        if (g) ht_str_printf(&b, "%s%s", b.n ? " | " : "", g);
         free(g);
     }
     for (int a = 0; a < n; a++) cJSON_Delete(alt[a]);
@@ -1151,11 +1117,11 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
     if (cst) { out = add_rule(c, hint, literal_value(c, cst)); goto done; }
     if (en) {
         if (!cJSON_IsArray(en) || !cJSON_GetArraySize(en)) { out = fail(c, "\"enum\" must be a non-empty array"); goto done; }
-        sbuf b = { 0 };
+        ht_str b = { 0 };
         const cJSON *x;
         cJSON_ArrayForEach(x, en) {
             char *l = literal_value(c, x);
-            if (l) sb_printf(&b, "%s%s", b.n ? " | " : "", l);
+            if (l) ht_str_printf(&b, "%s%s", b.n ? " | " : "", l);
             free(l);
         }
         out = c->failed ? (free(b.p), NULL) : add_rule(c, hint, b.p);
@@ -1163,7 +1129,7 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
     }
     int types = types_of(c, s);
     if (c->failed) goto done;
-    sbuf b = { 0 };
+    ht_str b = { 0 };
     static const int ORDER[] = { T_OBJECT, T_ARRAY, T_STRING, T_NUMBER, T_INTEGER, T_BOOL, T_NULL };
     int n_types = 0;
     for (size_t i = 0; i < 7; i++) n_types += !!(types & ORDER[i]);
@@ -1176,7 +1142,7 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
                 : ORDER[i] == T_STRING ? string_rule(c, s, tmp) : ORDER[i] == T_NUMBER ? number_rule(c, s, false, tmp)
                 : ORDER[i] == T_INTEGER ? number_rule(c, s, true, tmp) : ORDER[i] == T_BOOL ? prim(c, "boolean")
                 : prim(c, "null");
-        if (g) sb_printf(&b, "%s%s", b.n ? " | " : "", g);
+        if (g) ht_str_printf(&b, "%s%s", b.n ? " | " : "", g);
         free(g);
     }
     if (c->failed) { free(b.p); goto done; }
@@ -1220,13 +1186,13 @@ char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *er
     if (!root) return herr(err, "JSON Schema: not valid JSON"), NULL;
     conv c = { .root = root, .err = err, .root_name = root_name };
     char *top = visit(&c, root, root_name);
-    sbuf out = { 0 };
+    ht_str out = { 0 };
     bool *used = c.n_rules ? calloc((size_t)c.n_rules, 1) : NULL;
     if (top && !c.failed && c.n_rules && !used) fail(&c, "out of memory");
     if (top && !c.failed) {
         int root = -1;
         for (int i = 0; i < c.n_rules; i++) if (!strcmp(c.rules[i].name, root_name)) root = i;
-        if (root < 0) sb_printf(&out, "%s ::= %s\n", root_name, top);
+        if (root < 0) ht_str_printf(&out, "%s ::= %s\n", root_name, top);
         for (int i = 0; i < c.n_rules; i++)   /* what root reaches, written in the order made (leaves first) */
             if (root >= 0 ? i == root : !strcmp(c.rules[i].name, top)) mark_used(&c, i, used);
         if (root < 0)
@@ -1240,11 +1206,11 @@ char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *er
                 t = e;
             }
         for (int i = 0; i < c.n_rules; i++)
-            if (c.rules[i].body && used[i]) sb_printf(&out, "%s ::= %s\n", c.rules[i].name, c.rules[i].body);
+            if (c.rules[i].body && used[i]) ht_str_printf(&out, "%s ::= %s\n", c.rules[i].name, c.rules[i].body);
         if (out.oom) { free(out.p); out.p = NULL; herr(err, "out of memory"); }
-        sbuf whole = { 0 };   /* checked as a grammar of its own: a $ref cycle that matches nothing shows here */
-        if (strcmp(root_name, "root")) sb_printf(&whole, "root ::= %s\n", root_name);
-        if (out.p) sb_puts(&whole, out.p);
+        ht_str whole = { 0 };   /* checked as a grammar of its own: a $ref cycle that matches nothing shows here */
+        if (strcmp(root_name, "root")) ht_str_printf(&whole, "root ::= %s\n", root_name);
+        if (out.p) ht_str_puts(&whole, out.p);
         gram *g = out.p && !whole.oom ? gram_parse(whole.p, err) : NULL;
         free(whole.p);
         if (out.p && !g) {

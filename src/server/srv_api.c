@@ -611,30 +611,15 @@ char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t) {
     return sse(o);
 }
 
-/* A growable string that takes (and frees) the malloc'd strings appended to it. */
-typedef struct { char *p; size_t n, cap; bool oom; } sbuf;
-static void sb_take(sbuf *b, char *s) {
-    if (!s) { b->oom = true; return; }
-    size_t k = strlen(s);
-    if (!b->oom && b->n + k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (b->n + k + 1 > cap) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p) b->p = p, b->cap = cap;
-        else b->oom = true;
-    }
-    if (!b->oom) { memcpy(b->p + b->n, s, k + 1); b->n += k; }
-    free(s);
-}
 
 /* The end of a streamed chat reply with tools: its text as one delta, each call as a delta.tool_calls chunk,
  * then the finish chunk ("tool_calls" when there are calls). malloc'd SSE events, concatenated. */
 char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t) {
     char *content = NULL;
     cJSON *calls = tools_parse(&r->tools, t->text, t->len, &content), *call;
-    sbuf out = { 0 };
+    ht_str out = { 0 };
     if (!calls) { free(content); return NULL; }
-    if (content) sb_take(&out, api_chunk_delta(a, r, content, strlen(content), NULL, 0, NULL, false));
+    if (content) ht_str_take(&out, api_chunk_delta(a, r, content, strlen(content), NULL, 0, NULL, false));
     int i = 0;
     cJSON_ArrayForEach(call, calls) {
         cJSON *o = response_head(a, r, "chat.completion.chunk"), *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
@@ -645,9 +630,9 @@ char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t) {
         cJSON_AddNullToObject(c, "logprobs");
         cJSON_AddNullToObject(c, "finish_reason");
         cJSON_AddItemToArray(ch, c);
-        sb_take(&out, sse(o));
+        ht_str_take(&out, sse(o));
     }
-    sb_take(&out, api_chunk_delta(a, r, "", 0, NULL, 0, i ? "tool_calls" : t->finish ? t->finish : "stop", false));
+    ht_str_take(&out, api_chunk_delta(a, r, "", 0, NULL, 0, i ? "tool_calls" : t->finish ? t->finish : "stop", false));
     free(content);
     cJSON_Delete(calls);
     if (out.oom) { free(out.p); return NULL; }

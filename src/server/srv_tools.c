@@ -14,43 +14,28 @@
 #include <string.h>
 #include <time.h>
 
+#include "common.h"
 #include "generate/grammar.h"
 #include "server/srv_internal.h"
 
-typedef struct { char *p; size_t n, cap; bool oom; } tbuf;
-
-static void tb_add(tbuf *b, const char *s) {
-    size_t n = strlen(s);
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 512;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->oom = true; return; }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n + 1);
-    b->n += n;
-}
-
 /* A GBNF literal for s. */
-static void tb_lit(tbuf *b, const char *s) {
-    tb_add(b, "\"");
+static void tb_lit(ht_str *b, const char *s) {
+    ht_str_puts(b, "\"");
     for (; *s; s++) {
         char e[8];
         if (*s == '"' || *s == '\\') snprintf(e, sizeof e, "\\%c", *s);
         else if (*s == '\n') snprintf(e, sizeof e, "\\n");
         else snprintf(e, sizeof e, "%c", *s);
-        tb_add(b, e);
+        ht_str_puts(b, e);
     }
-    tb_add(b, "\"");
+    ht_str_puts(b, "\"");
 }
 
 static const char *const HERMES_OPEN = "<tool_call>", *const HERMES_CLOSE = "</tool_call>";
 
 /* Rules tc-f0 .. tc-f(L-1): any text that does not contain `trigger` (ASCII), as the states of its KMP
  * automaton; tc-f0 is the start. */
-static void free_text_rules(tbuf *b, const char *trig) {
+static void free_text_rules(ht_str *b, const char *trig) {
     int L = (int)strlen(trig), fail[64] = { 0 };
     for (int i = 1, k = 0; i < L; i++) {
         while (k && trig[i] != trig[k]) k = fail[k - 1];
@@ -60,7 +45,7 @@ static void free_text_rules(tbuf *b, const char *trig) {
     for (int i = 0; i < L; i++) {
         char line[1024];
         snprintf(line, sizeof line, "tc-f%d ::= (", i);
-        tb_add(b, line);
+        ht_str_puts(b, line);
         /* chars leading out of state 0-land: trig[i] advances; chars matching a border go to that state */
         int target[128];
         for (int c = 1; c < 128; c++) {
@@ -69,21 +54,21 @@ static void free_text_rules(tbuf *b, const char *trig) {
             target[c] = trig[k] == c ? k + 1 : 0;
         }
         bool first = true;
-        tb_add(b, "[^");   /* to state 0: everything else (all non-ASCII too) */
+        ht_str_puts(b, "[^");   /* to state 0: everything else (all non-ASCII too) */
         for (int c = 1; c < 128; c++)
             if (target[c] != 0) {
                 char e[8];
                 snprintf(e, sizeof e, "\\x%02X", c);
-                tb_add(b, e);
+                ht_str_puts(b, e);
             }
-        tb_add(b, "\\x00] tc-f0");
+        ht_str_puts(b, "\\x00] tc-f0");
         first = false;
         for (int c = 1; c < 128; c++) {
             if (target[c] == 0 || target[c] == L) continue;
             snprintf(line, sizeof line, "%s\"\\x%02X\" tc-f%d", first ? "" : " | ", c, target[c]);
-            tb_add(b, line);
+            ht_str_puts(b, line);
         }
-        tb_add(b, ")?\n");
+        ht_str_puts(b, ")?\n");
     }
 }
 
@@ -187,10 +172,10 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
         } else schema = calls;
         /* the tools, described to a model whose template does not know them */
         char *list = cJSON_Print(listing);
-        tbuf p = { 0 };
-        tb_add(&p, "You can call tools. They are, with their parameters as JSON Schema:\n");
-        tb_add(&p, list ? list : "[]");
-        tb_add(&p, tt->mode == TOOLS_AUTO
+        ht_str p = { 0 };
+        ht_str_puts(&p, "You can call tools. They are, with their parameters as JSON Schema:\n");
+        ht_str_puts(&p, list ? list : "[]");
+        ht_str_puts(&p, tt->mode == TOOLS_AUTO
                        ? "\nReply with one JSON object: {\"tool_calls\": [{\"name\": \"<tool>\", \"arguments\": {...}}]} to "
                          "call tools, or {\"response\": \"<your answer>\"} to answer directly."
                        : "\nReply with one JSON object: {\"tool_calls\": [{\"name\": \"<tool>\", \"arguments\": {...}}]}.");
@@ -200,10 +185,10 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
         if (cJSON_IsString(role) && !strcmp(role->valuestring, "system")) {
             cJSON *c = cJSON_GetObjectItemCaseSensitive(first, "content");
             if (cJSON_IsString(c) && *c->valuestring) {
-                tbuf q = { 0 };
-                tb_add(&q, c->valuestring);
-                tb_add(&q, "\n\n");
-                tb_add(&q, p.p ? p.p : "");
+                ht_str q = { 0 };
+                ht_str_puts(&q, c->valuestring);
+                ht_str_puts(&q, "\n\n");
+                ht_str_puts(&q, p.p ? p.p : "");
                 cJSON_ReplaceItemInObjectCaseSensitive(first, "content", cJSON_CreateString(q.p ? q.p : ""));
                 free(q.p);
             } else cJSON_ReplaceItemInObjectCaseSensitive(first, "content", cJSON_CreateString(p.p ? p.p : ""));
@@ -226,21 +211,21 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
         snprintf(msg, sizeof msg, "%s", err->msg);
         return herr(err, "tools: %s", msg);
     }
-    tbuf b = { 0 };
+    ht_str b = { 0 };
     if (tt->fmt == TF_HERMES) {
-        tb_add(&b, "tc-block ::= ");
+        ht_str_puts(&b, "tc-block ::= ");
         tb_lit(&b, "<tool_call>\n");
-        tb_add(&b, " tc-call ");
+        ht_str_puts(&b, " tc-call ");
         tb_lit(&b, "\n</tool_call>");
-        tb_add(&b, tt->parallel ? "\ntc-blocks ::= tc-block (\"\\n\" tc-block)*\n" : "\ntc-blocks ::= tc-block\n");
+        ht_str_puts(&b, tt->parallel ? "\ntc-blocks ::= tc-block (\"\\n\" tc-block)*\n" : "\ntc-blocks ::= tc-block\n");
         if (tt->mode == TOOLS_AUTO) {
-            tb_add(&b, "root ::= tc-f0 tc-blocks?\n");
+            ht_str_puts(&b, "root ::= tc-f0 tc-blocks?\n");
             free_text_rules(&b, HERMES_OPEN);
-        } else tb_add(&b, "root ::= tc-blocks\n");
+        } else ht_str_puts(&b, "root ::= tc-blocks\n");
     } else if (tt->fmt == TF_LLAMA3) {
-        tb_add(&b, tt->mode == TOOLS_AUTO ? "root ::= tc-call | ([^{] .*)?\n" : "root ::= tc-call\n");
+        ht_str_puts(&b, tt->mode == TOOLS_AUTO ? "root ::= tc-call | ([^{] .*)?\n" : "root ::= tc-call\n");
     }
-    tb_add(&b, g);
+    ht_str_puts(&b, g);
     free(g);
     if (b.oom) { free(b.p); return herr(err, "out of memory"); }
     *gbnf = b.p;
