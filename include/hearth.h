@@ -141,8 +141,9 @@ HEARTH_API int hearth_embed_rows(const hearth_ctx *c, int n);
 /* ---- sampling ---- */
 /* The sampler chain. hearth_sample runs these stages, in this order, over the n_vocab logits of one row:
  *   1. logit bias   logit += bias[id]          (hearth_sampler_set_bias, hearth_sampler_bias_text)
- *   2. constraints  tokens the allow callback rejects are masked out (hearth_sampler_set_allow); so are
- *                   tokens whose logit is now -inf or NaN. Only unmasked tokens are candidates.
+ *   2. constraints  tokens the grammar does not allow (hearth_sampler_set_grammar) and tokens the allow
+ *                   callback rejects (hearth_sampler_set_allow) are masked out; so are tokens whose logit is
+ *                   now -inf or NaN. Only unmasked tokens are candidates.
  *   3. penalties    a token seen c > 0 times in the last repeat_last_n history tokens gets
  *                   logit = logit > 0 ? logit / repeat_penalty : logit * repeat_penalty, then
  *                   logit -= c * frequency_penalty + presence_penalty        (llama.cpp semantics)
