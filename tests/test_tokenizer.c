@@ -266,6 +266,37 @@ int main(void) {
         free_set(&s);
     }
 
+    /* a hostile tokenizer.json: chained Replace normalizers whose replacement holds what they replace grow a
+     * text exponentially (found by fuzz_tokenizer_json as a 16 s input); tokenizing must fail in one line */
+    {
+        const char *hostile = "{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0,\"[UNK]\":1},\"unk_token\":\"[UNK]\"},"
+                              "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":["
+                              "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"          \"},"
+                              "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"          \"},"
+                              "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"          \"},"
+                              "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"          \"},"
+                              "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"          \"},"
+                              "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"          \"},"
+                              "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"          \"},"
+                              "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"          \"}]}}";
+        ht_vocab *v = NULL;
+        hearth_err err;
+        int rc = vocab_from_tokenizer_json_text(hostile, strlen(hostile), "hostile.json", &v, &err);
+        CHECK(rc == 0, "hostile tokenizer.json should load: %s", rc ? err.msg : "");
+        if (v) {
+            int32_t *ids = NULL;
+            int n = 0;
+            double t0 = now_ms();
+            rc = tok_encode(v, "a a a a a a a a a a", 19, false, false, &ids, &n, &err);
+            double ms = now_ms() - t0;
+            CHECK(rc != 0 && strstr(err.msg, "normalizers grow the text") && !strchr(err.msg, '\n'),
+                  "an exponentially growing normalizer: rc %d, '%s'", rc, rc ? err.msg : "");
+            CHECK(ms < 1000, "refused in %.0f ms", ms);
+            free(ids);
+            vocab_free(v);
+        }
+    }
+
     /* special tokens and BOS handling */
     {
         ht_vocab *v = load_gguf_vocab("data/tokenizer/ggml-vocab-qwen2.gguf");

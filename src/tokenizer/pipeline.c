@@ -389,9 +389,13 @@ int pipe_normalize(const ht_pipeline *p, const char *s, size_t n, tok_ws *ws) {
     ht_sbuf *out = &ws->buf, *tmp = &ws->buf2;
     out->n = 0;
     if (!sbuf_put(out, s, n)) return -1;
+    /* Real normalizers grow a text a few times at most; chained Replace rules whose replacement holds what they
+     * replace grow it exponentially (a hostile tokenizer.json): refused past this bound. */
+    size_t limit = n * NORM_MAX_GROWTH + 4096;
     for (int i = 0; i < p->n_norm; i++) {
         if (norm_step(&p->norm[i], out->p, out->n, &ws->rx, tmp)) return -1;
         ht_sbuf t = *out; *out = *tmp; *tmp = t;
+        if (out->n > limit) return -2;
     }
     return 0;
 }

@@ -195,6 +195,9 @@ void ws_free(tok_ws *ws);
 
 /* pipeline.c */
 /* Normalizes s through p's normalizers into ws->buf. */
+/* Runs the normalizers over s into ws->buf: 0, -1 out of memory, -2 when they grow the text past
+ * NORM_MAX_GROWTH times its length (+ 4 KiB). */
+#define NORM_MAX_GROWTH 64
 int  pipe_normalize(const ht_pipeline *p, const char *s, size_t n, tok_ws *ws);
 /* Runs the pre-tokenizer steps on ws->buf (which a step may rewrite) producing pieces in ws->spans;
  * is_first: the fragment starts the input (Metaspace prepend_scheme "first"). */

@@ -516,7 +516,10 @@ static int encode_spm_fragment(const ht_vocab *v, const char *s, size_t n, bool 
 
 static int encode_piped_fragment(const ht_vocab *v, const char *s, size_t n, bool is_first, tok_ws *ws,
                                  ht_ivec *out, hearth_err *err) {
-    if (pipe_normalize(&v->pipe, s, n, ws)) return herr(err, "out of memory");
+    int rc = pipe_normalize(&v->pipe, s, n, ws);
+    if (rc == -2) return herr(err, "the tokenizer's normalizers grow the text more than %dx (a malformed tokenizer.json?)",
+                              NORM_MAX_GROWTH);
+    if (rc) return herr(err, "out of memory");
     if (pipe_pretokenize(&v->pipe, is_first, ws, err)) return -1;
     for (size_t i = 0; i < ws->spans.n; i++) {
         const char *p = ws->buf.p + ws->spans.v[i].off;
