@@ -936,8 +936,9 @@ static cJSON *merge(conv *c, const cJSON *a, const cJSON *b) {
             cJSON *nx = p->next;
             if (!get(cp, p->string)) {
                 if (in_required(get(m, "required"), p->string)) {
-                    cJSON_Delete(m);
-                    return fail(c, "allOf: required property '%s' is forbidden by additionalProperties false", p->string), NULL;
+                    fail(c, "allOf: required property '%s' is forbidden by additionalProperties false", p->string);
+                    cJSON_Delete(m);   /* after the message: p belongs to m */
+                    return NULL;
                 }
                 cJSON_DeleteItemFromObjectCaseSensitive(mp, p->string);
             }
