@@ -342,7 +342,7 @@ static enum MHD_Result run_task(conn *c, struct MHD_Connection *mc) {
     c->req.ollama = IS_OLLAMA(c->route);
     c->req.ollama_generate = c->route == R_OL_GENERATE;
     c->req.anthropic = IS_ANTHROPIC(c->route);
-    if (c->req.anthropic) anthropic_id(c->req.id);
+    if (c->req.anthropic) api_random_id(c->req.id, "msg_");
     if (c->route == R_AN_COUNT) return reply(c, mc, 200, anthropic_count(c->task));   /* counted, not run */
     if (engine_submit(c->s->api.eng, c->task)) return reply_error(c, mc, 503, "the server is busy (request queue full)");
     if (c->req.stream && c->req.kind != API_EMBED) return reply_stream(c, mc);

@@ -194,15 +194,6 @@ char *anthropic_translate(const srv_api *a, const char *body, size_t n, bool cou
 
 /* ---- answers ---- */
 
-void anthropic_id(char id[40]) {
-    static const char A[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    static unsigned long long ctr;
-    unsigned long long x = (unsigned long long)time(NULL) * 0x9E3779B97F4A7C15ull ^ __atomic_add_fetch(&ctr, 1, __ATOMIC_RELAXED);
-    memcpy(id, "msg_", 4);
-    for (int i = 4; i < 28; i++) { x ^= x >> 31; x *= 0x94D049BB133111EBull; x ^= x >> 29; id[i] = A[x % 62]; }
-    id[28] = 0;
-}
-
 /* stop_reason and stop_sequence of a finished task, given whether it made tool calls. */
 static const char *stop_reason(const srv_task *t, bool calls, const char **seq) {
     *seq = NULL;

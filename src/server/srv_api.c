@@ -87,6 +87,18 @@ static void make_id(api_req *r, const char *prefix) {
              c & 0xffffff);
 }
 
+void api_random_id(char id[40], const char *prefix) {
+    static const char A[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static atomic_ullong counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long x = ((unsigned long long)ts.tv_sec << 30 ^ (unsigned long long)ts.tv_nsec) * 0x9E3779B97F4A7C15ull ^
+                           (atomic_fetch_add(&counter, 1) + 1) * 0xBF58476D1CE4E5B9ull;
+    int n = snprintf(id, 40, "%.15s", prefix);
+    for (int i = 0; i < 24; i++, n++) { x ^= x >> 31; x *= 0x94D049BB133111EBull; x ^= x >> 29; id[n] = A[x % 62]; }
+    id[n] = 0;
+}
+
 /* ---- sampling and stopping parameters shared by both generation endpoints ---- */
 static int parse_sampling(const cJSON *o, srv_task *t, hearth_err *err) {
     hearth_sampler_params *sp = &t->sp;

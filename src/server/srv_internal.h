@@ -166,6 +166,8 @@ char *api_metrics(const srv_api *a, const srv_stats *st);
 cJSON *api_parse_body(const char *body, size_t n, hearth_err *err);
 /* s[0..n) with invalid UTF-8 replaced by U+FFFD, NUL-terminated (malloc'd). */
 char *api_utf8_clean(const char *s, size_t n);
+/* prefix (at most 15 bytes) + 24 random letters and digits, as OpenAI's call_... and Anthropic's msg_... ids. */
+void api_random_id(char id[40], const char *prefix);
 /* /v1/models and /health bodies. */
 char *api_models(const srv_api *a);
 char *api_health(const srv_api *a);
@@ -182,7 +184,6 @@ cJSON *tools_parse(const srv_tools *tt, const char *text, size_t n, char **conte
 /* A /v1/messages (or, count_only, /v1/messages/count_tokens) body as the OpenAI chat body api_parse takes
  * (malloc'd); NULL with msg on a bad or unsupported request (a 400). */
 char *anthropic_translate(const srv_api *a, const char *body, size_t n, bool count_only, char *msg, size_t cap);
-void anthropic_id(char id[40]);                                   /* "msg_..." */
 char *anthropic_response(const srv_api *a, const api_req *r, const srv_task *t);
 char *anthropic_count(const srv_task *t);                         /* {"input_tokens": N} */
 char *anthropic_error_body(int status, const char *msg);

@@ -234,22 +234,13 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
 
 /* ---- the reply, split ---- */
 
-static void new_call_id(char id[32]) {
-    static const char A[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    static unsigned long long ctr;
-    unsigned long long x = (unsigned long long)time(NULL) * 0x9E3779B97F4A7C15ull ^ __atomic_add_fetch(&ctr, 1, __ATOMIC_RELAXED) * 0xBF58476D1CE4E5B9ull;
-    memcpy(id, "call_", 5);
-    for (int i = 5; i < 29; i++) { x ^= x >> 31; x *= 0x94D049BB133111EBull; x ^= x >> 29; id[i] = A[x % 62]; }
-    id[29] = 0;
-}
-
 /* One call {name, arguments} (from its JSON) as OpenAI's tool_calls entry; NULL if it is not a call. */
 static cJSON *openai_call(const cJSON *c, const char *akey) {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name"), *args = cJSON_GetObjectItemCaseSensitive(c, akey);
     if (!cJSON_IsString(name)) return NULL;
     cJSON *o = cJSON_CreateObject(), *f;
-    char id[32];
-    new_call_id(id);
+    char id[40];
+    api_random_id(id, "call_");
     cJSON_AddStringToObject(o, "id", id);
     cJSON_AddStringToObject(o, "type", "function");
     f = cJSON_AddObjectToObject(o, "function");
