@@ -10,7 +10,7 @@
 #include "convert/synth.h"
 
 static void synth_usage(void) {
-    printf("usage: hearth synth --shape NAME --type TYPE -o FILE.gguf [--seed S] [--pure] [-t THREADS]\n"
+    printf("usage: hearth synth --shape NAME --type TYPE -o FILE.gguf [--seed S] [--pure] [--layers N] [-t THREADS]\n"
            "Writes a model with random weights (deterministic for a seed) and a synthetic tokenizer, with the\n"
            "tensor names, shapes, types and metadata llama.cpp's converter and llama-quantize would give the real one.\n"
            "shapes:");
@@ -18,6 +18,7 @@ static void synth_usage(void) {
     printf("\ntypes:  %s\n"
            "        typed as llama-quantize does: a plain type keeps the output (tied embedding) in Q6_K, --pure\n"
            "        uses the type for every matrix; the _M mixes give some attn_v / ffn_down layers Q6_K\n"
+           "        --layers N: the shape with N layers instead (small models deep enough to split over ranks)\n"
            "defaults: --seed 0, -t 2\n", quant_type_list());
 }
 
@@ -42,7 +43,7 @@ static void on_progress(void *user, uint64_t done, uint64_t total) {
 
 int cmd_synth(int argc, char **argv) {
     const char *shape_name = NULL, *type_name = NULL, *out = NULL;
-    long seed = 0, threads = 2;
+    long seed = 0, threads = 2, layers = 0;
     bool pure = false;
     for (int i = 1; i < argc;) {
         const char *a = argv[i++];
@@ -56,12 +57,16 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "-o")) out = v;
         else if (!strcmp(a, "--seed")) ok = cli_int(a, v, 0, 0x7fffffffL, &seed);
         else if (!strcmp(a, "-t")) ok = cli_int(a, v, 1, 256, &threads);
+        else if (!strcmp(a, "--layers")) ok = cli_int(a, v, 1, 4096, &layers);
         else return cli_fail("unknown option '%s' for synth (see hearth synth --help)", a);
         if (!ok) return 1;
     }
     if (!shape_name || !type_name || !out) return cli_fail("synth needs --shape, --type and -o (see hearth synth --help)");
-    const synth_shape *s = synth_find_shape(shape_name);
-    if (!s) return cli_fail("unknown shape '%s' (see hearth synth --help)", shape_name);
+    const synth_shape *found = synth_find_shape(shape_name);
+    if (!found) return cli_fail("unknown shape '%s' (see hearth synth --help)", shape_name);
+    synth_shape shape = *found;
+    if (layers) shape.n_layer = (int)layers;
+    const synth_shape *s = &shape;
     synth_ftype ft;
     hearth_err err;
     if (synth_parse_ftype(type_name, pure, &ft, &err)) return cli_fail("%s", err.msg);
