@@ -277,6 +277,18 @@ HEARTH_API void hearth_words_constraint_accept(void *wc, hearth_token t);  /* a 
 HEARTH_API int hearth_logprobs(const float *logits, int n_vocab, hearth_token chosen, int top_k, float *chosen_logprob,
                     hearth_token *top_ids, float *top_logprobs);
 
+/* ---- one model over several processes (MPI) ---- */
+/* How a rank loads the model rank 0 names: hearth_model_load, or the program's own (e.g. one that knows a name
+ * for a model embedded in the binary). */
+typedef int (*hearth_model_loader)(const char *path, hearth_model **out, hearth_err *err);
+/* Call first in main(). Started by mpirun with 2+ ranks (in a build with MPI), the model of each context rank 0
+ * makes is split by layers over the ranks: on rank 0 this returns 0 and the program runs as usual; the other
+ * ranks serve rank 0 and do not return (they exit when it ends). Takes "--split N,N,..." (layers per rank)
+ * out of argv. Outside a job it returns 0 and nothing changes. -1 with err set: bad --split, or MPI failed. */
+HEARTH_API int hearth_mpi_init(int *argc, char ***argv, hearth_model_loader load, hearth_err *err);
+HEARTH_API int hearth_mpi_rank(void);   /* 0 outside a job */
+HEARTH_API int hearth_mpi_size(void);   /* 1 outside a job */
+
 #ifdef __cplusplus
 }
 #endif

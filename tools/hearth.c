@@ -29,6 +29,9 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    hearth_err err;
+    /* under mpirun: the ranks but 0 serve rank 0 from here on and never return */
+    if (hearth_mpi_init(&argc, &argv, cli_model_load, &err)) return cli_fail("%s", err.msg);
     if (argc < 2) { usage(stderr); return 1; }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("hearth %s (kernels: %s)\n", HEARTH_VERSION, hearth_kernels());

@@ -86,11 +86,9 @@ static int bert_bind(hearth_model *m, hearth_err *err) {
 }
 
 /* x = LN(tok + type0 + pos); per layer x = LN(x + attn(x)); x = LN(x + ffn(x)); output = x. */
-static void bert_forward(hearth_ctx *c, const ht_ubatch *ub) {
+static void bert_embed(hearth_ctx *c, const ht_ubatch *ub) {
     const hearth_model *m = c->m;
-    const ht_hparams *hp = &m->hp;
-    int E = hp->n_embd;
-    float eps = hp->norm_eps;
+    int E = m->hp.n_embd;
     ctx_embed_tokens(c, ub, c->x);
     if (m->type_embd.data) {
         ctx_embed_rows(ub, &m->type_embd, NULL, c->xb);   /* token type 0 ("sentence A") for every token */
@@ -98,22 +96,30 @@ static void bert_forward(hearth_ctx *c, const ht_ubatch *ub) {
     }
     ctx_embed_rows(ub, &m->pos_embd, ub->pos, c->xb);
     layer_residual(ub, c->x, c->xb, E);
-    layer_norm_rows(ub, c->x, c->x, &m->tok_embd_norm, &m->tok_embd_norm_b, E, eps, NORM_LAYER);
-    for (int il = 0; il < hp->n_layer; il++) {
-        const ht_layer *L = &m->layers[il];
-        layer_attention(c, ub, il, c->x, c->xb2, 0, 0);
-        layer_residual(ub, c->x, c->xb2, E);
-        layer_norm_rows(ub, c->x, c->x, &L->attn_post_norm, &L->attn_post_norm_b, E, eps, NORM_LAYER);
-        layer_ffn_plain(c, ub, L, c->x, c->xb2, ACT_GELU_ERF);
-        layer_residual(ub, c->x, c->xb2, E);
-        layer_norm_rows(ub, c->x, c->x, &L->ffn_post_norm, &L->ffn_post_norm_b, E, eps, NORM_LAYER);
-    }
-    const bert_mlm_head *h = m->arch_data;
+    layer_norm_rows(ub, c->x, c->x, &m->tok_embd_norm, &m->tok_embd_norm_b, E, m->hp.norm_eps, NORM_LAYER);
+}
+
+static void bert_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
+    const ht_hparams *hp = &c->m->hp;
+    const ht_layer *L = &c->m->layers[il];
+    int E = hp->n_embd;
+    float eps = hp->norm_eps;
+    layer_attention(c, ub, il, c->x, c->xb2, 0, 0);
+    layer_residual(ub, c->x, c->xb2, E);
+    layer_norm_rows(ub, c->x, c->x, &L->attn_post_norm, &L->attn_post_norm_b, E, eps, NORM_LAYER);
+    layer_ffn_plain(c, ub, L, c->x, c->xb2, ACT_GELU_ERF);
+    layer_residual(ub, c->x, c->xb2, E);
+    layer_norm_rows(ub, c->x, c->x, &L->ffn_post_norm, &L->ffn_post_norm_b, E, eps, NORM_LAYER);
+}
+
+static void bert_head(hearth_ctx *c, const ht_ubatch *ub) {
+    const bert_mlm_head *h = c->m->arch_data;
     if (h) {
+        int E = c->m->hp.n_embd;
         layer_dense(c, ub, &h->dense, &h->dense_b, c->x, c->xb, ACT_GELU_ERF);
-        layer_norm_rows(ub, c->xb, c->xb, &h->norm, &h->norm_b, E, eps, NORM_LAYER);
+        layer_norm_rows(ub, c->xb, c->xb, &h->norm, &h->norm_b, E, c->m->hp.norm_eps, NORM_LAYER);
     }
     ctx_output_head(c, ub, c->x, h ? c->xb : NULL);
 }
 
-const ht_arch ht_arch_bert = { "bert", true, bert_hparams, bert_bind, bert_forward };
+const ht_arch ht_arch_bert = { "bert", true, bert_hparams, bert_bind, bert_embed, bert_layer, bert_head };

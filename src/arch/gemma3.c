@@ -42,26 +42,21 @@ static int gemma3_bind(hearth_model *m, hearth_err *err) {
 }
 
 /* x += post_norm(attn(norm(x))); x += post_norm(ffn(norm(x))); logits = output(norm(x)). */
-static void gemma3_forward(hearth_ctx *c, const ht_ubatch *ub) {
+static void gemma3_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
     const hearth_model *m = c->m;
     const ht_hparams *hp = &m->hp;
+    const ht_layer *L = &m->layers[il];
     int E = hp->n_embd;
     float eps = hp->norm_eps;
-    ctx_embed_tokens(c, ub, c->x);
-    for (int il = 0; il < hp->n_layer; il++) {
-        const ht_layer *L = &m->layers[il];
-        bool swa = ctx_layer_is_swa(m, il);
-        layer_norm_rows(ub, c->xb, c->x, &L->attn_norm, NULL, E, eps, NORM_RMS);
-        layer_attention(c, ub, il, c->xb, c->xb2, swa ? hp->rope_base_swa : hp->rope_base, swa ? hp->sliding_window : 0);
-        layer_norm_rows(ub, c->xb2, c->xb2, &L->attn_post_norm, NULL, E, eps, NORM_RMS);
-        layer_residual(ub, c->x, c->xb2, E);
-        layer_norm_rows(ub, c->xb, c->x, &L->ffn_norm, NULL, E, eps, NORM_RMS);
-        layer_ffn_gated(c, ub, L, c->xb, c->xb2, ACT_GELU_TANH);
-        layer_norm_rows(ub, c->xb2, c->xb2, &L->ffn_post_norm, NULL, E, eps, NORM_RMS);
-        layer_residual(ub, c->x, c->xb2, E);
-    }
-    layer_norm_rows(ub, c->xb, c->x, &m->output_norm, NULL, E, eps, NORM_RMS);
-    ctx_output(c, ub, c->xb);
+    bool swa = ctx_layer_is_swa(m, il);
+    layer_norm_rows(ub, c->xb, c->x, &L->attn_norm, NULL, E, eps, NORM_RMS);
+    layer_attention(c, ub, il, c->xb, c->xb2, swa ? hp->rope_base_swa : hp->rope_base, swa ? hp->sliding_window : 0);
+    layer_norm_rows(ub, c->xb2, c->xb2, &L->attn_post_norm, NULL, E, eps, NORM_RMS);
+    layer_residual(ub, c->x, c->xb2, E);
+    layer_norm_rows(ub, c->xb, c->x, &L->ffn_norm, NULL, E, eps, NORM_RMS);
+    layer_ffn_gated(c, ub, L, c->xb, c->xb2, ACT_GELU_TANH);
+    layer_norm_rows(ub, c->xb2, c->xb2, &L->ffn_post_norm, NULL, E, eps, NORM_RMS);
+    layer_residual(ub, c->x, c->xb2, E);
 }
 
-const ht_arch ht_arch_gemma3 = { "gemma3", false, gemma3_hparams, gemma3_bind, gemma3_forward };
+const ht_arch ht_arch_gemma3 = { "gemma3", false, gemma3_hparams, gemma3_bind, llama_embed, gemma3_layer, llama_head };

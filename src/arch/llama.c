@@ -50,24 +50,28 @@ int llama_bind_common(hearth_model *m, hearth_err *err) {
     return 0;
 }
 
-/* The pre-norm decoder: x += attn(norm(x)); x += ffn(norm(x)); logits = output(norm(x)). */
-void llama_forward(hearth_ctx *c, const ht_ubatch *ub) {
+/* The pre-norm decoder: x = embed(tokens); per layer x += attn(norm(x)); x += ffn(norm(x));
+ * logits = output(norm(x)). */
+void llama_embed(hearth_ctx *c, const ht_ubatch *ub) { ctx_embed_tokens(c, ub, c->x); }
+
+void llama_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
     const hearth_model *m = c->m;
     const ht_hparams *hp = &m->hp;
+    const ht_layer *L = &m->layers[il];
     int E = hp->n_embd;
-    ctx_embed_tokens(c, ub, c->x);
-    for (int il = 0; il < hp->n_layer; il++) {
-        const ht_layer *L = &m->layers[il];
-        layer_norm_rows(ub, c->xb, c->x, &L->attn_norm, NULL, E, hp->norm_eps, NORM_RMS);
-        layer_attention(c, ub, il, c->xb, c->xb2, hp->rope_base, 0);
-        layer_residual(ub, c->x, c->xb2, E);
-        layer_norm_rows(ub, c->xb, c->x, &L->ffn_norm, NULL, E, hp->norm_eps, NORM_RMS);
-        if (L->ffn_gate_inp.data) layer_ffn_moe(c, ub, L, c->xb, c->xb2);
-        else layer_ffn_gated(c, ub, L, c->xb, c->xb2, ACT_SILU);
-        layer_residual(ub, c->x, c->xb2, E);
-    }
-    layer_norm_rows(ub, c->xb, c->x, &m->output_norm, NULL, E, hp->norm_eps, NORM_RMS);
+    layer_norm_rows(ub, c->xb, c->x, &L->attn_norm, NULL, E, hp->norm_eps, NORM_RMS);
+    layer_attention(c, ub, il, c->xb, c->xb2, hp->rope_base, 0);
+    layer_residual(ub, c->x, c->xb2, E);
+    layer_norm_rows(ub, c->xb, c->x, &L->ffn_norm, NULL, E, hp->norm_eps, NORM_RMS);
+    if (L->ffn_gate_inp.data) layer_ffn_moe(c, ub, L, c->xb, c->xb2);
+    else layer_ffn_gated(c, ub, L, c->xb, c->xb2, ACT_SILU);
+    layer_residual(ub, c->x, c->xb2, E);
+}
+
+void llama_head(hearth_ctx *c, const ht_ubatch *ub) {
+    const ht_hparams *hp = &c->m->hp;
+    layer_norm_rows(ub, c->xb, c->x, &c->m->output_norm, NULL, hp->n_embd, hp->norm_eps, NORM_RMS);
     ctx_output(c, ub, c->xb);
 }
 
-const ht_arch ht_arch_llama = { "llama", false, llama_hparams, llama_bind_common, llama_forward };
+const ht_arch ht_arch_llama = { "llama", false, llama_hparams, llama_bind_common, llama_embed, llama_layer, llama_head };

@@ -23,4 +23,4 @@ static int qwen2_bind(hearth_model *m, hearth_err *err) {
     return 0;
 }
 
-const ht_arch ht_arch_qwen2 = { "qwen2", false, qwen2_hparams, qwen2_bind, llama_forward };
+const ht_arch ht_arch_qwen2 = { "qwen2", false, qwen2_hparams, qwen2_bind, llama_embed, llama_layer, llama_head };

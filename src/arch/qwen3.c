@@ -27,5 +27,5 @@ static int qwen3moe_hparams(hearth_model *m, hearth_err *err) {
     return m->hp.n_expert ? 0 : herr(err, "metadata qwen3moe.expert_count missing: a qwen3moe model needs experts");
 }
 
-const ht_arch ht_arch_qwen3 = { "qwen3", false, qwen3_hparams, qwen3_bind, llama_forward };
-const ht_arch ht_arch_qwen3moe = { "qwen3moe", false, qwen3moe_hparams, qwen3_bind, llama_forward };
+const ht_arch ht_arch_qwen3 = { "qwen3", false, qwen3_hparams, qwen3_bind, llama_embed, llama_layer, llama_head };
+const ht_arch ht_arch_qwen3moe = { "qwen3moe", false, qwen3moe_hparams, qwen3_bind, llama_embed, llama_layer, llama_head };

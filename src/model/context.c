@@ -13,6 +13,7 @@
 #include "model/matmul.h"
 #include "model/pack.h"
 #include "compute/ops.h"
+#include "dist/dist.h"
 
 hearth_ctx_params hearth_ctx_default_params(void) {
     return (hearth_ctx_params){ .n_ctx = 0, .n_seq = 1, .n_batch = 512, .n_threads = 0, .cache_type = HEARTH_CACHE_F16 };
@@ -51,9 +52,11 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
         return herr(err, "a Q8_0 KV cache needs head sizes that are multiples of %d (this model's K %d, V %d): use f16 or f32",
                     QK8_0, hp->head_dim, hp->head_dim_v);
 
+    if (dist_plan(m, err)) return -1;   /* under MPI: this rank's layers, before their cache is sized */
     hearth_ctx *c = calloc(1, sizeof *c);
     if (!c) return herr(err, "out of memory");
     c->m = m;
+    c->dist_id = -1;
     c->n_ctx = p.n_ctx; c->n_seq = p.n_seq; c->n_batch = p.n_batch; c->n_threads = p.n_threads;
     c->kv_type = p.cache_type == HEARTH_CACHE_F32 ? HT_F32 : p.cache_type == HEARTH_CACHE_Q8_0 ? HT_Q8_0 : HT_F16;
     bool fail = false;
@@ -108,23 +111,28 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
             L->cap = hp->sliding_window + c->n_batch;   /* ring: a window plus one micro-batch of new rows */
             L->ring = true;
         }
+        if (il < m->layer_lo || il >= m->layer_hi) continue;   /* another rank's layer (MPI) */
         L->k = xcalloc((size_t)c->n_seq * L->cap * hp->n_head_kv, krow, &fail);
         L->v = xcalloc((size_t)c->n_seq * L->cap * hp->n_head_kv, vrow, &fail);
     }
     if (!fail) c->pool = pool_new(c->n_threads);
     if (fail || !c->pool) { hearth_ctx_free(c); return herr(err, "out of memory allocating a context of %d tokens", p.n_ctx); }
-    if (model_pack_weights(m, c->pool, err)) { hearth_ctx_free(c); return -1; }
+    if (dist_ctx_open(c, &p, err) || model_pack_weights(m, c->pool, err) || dist_ctx_ready(c, err)) {
+        hearth_ctx_free(c);
+        return -1;
+    }
     *out = c;
     return 0;
 }
 
 void hearth_ctx_free(hearth_ctx *c) {
     if (!c) return;
+    dist_ctx_close(c);
     if (c->pool) pool_free(c->pool);
     if (c->kv) for (int il = 0; il < c->m->hp.n_layer; il++) { free(c->kv[il].k); free(c->kv[il].v); }
     free(c->kv);
     void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
-                     c->rope_cos, c->rope_sin, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want, c->seq_next, c->out_logits, c->out_hidden,
+                     c->rope_cos, c->rope_sin, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want, c->seq_next, c->out_logits, c->out_hidden, c->dist_rows,
                      c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt, c->moe_first, c->moe_active,
                      c->moe_g, c->moe_u, c->moe_y, c->moe_qact };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
@@ -147,12 +155,14 @@ void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
     if (seq < 0 || seq >= c->n_seq || pos < 0 || pos >= c->seq_len[seq]) return;
     if (pos > 0 && c->seq_len[seq] - pos > ring_slack(c)) pos = 0;   /* the window before pos is overwritten */
     c->seq_len[seq] = pos;
+    dist_truncate(c, seq, pos);
 }
 
 /* ---- a sequence's KV cache out and back in (prompt caches) ----
  * Per position range, layer by layer: K rows [n][n_head_kv] as stored, then V as [n][n_head_kv * head_dim_v]
  * values (F32 / F16 caches keep V transposed; it is gathered and scattered), or Q8_0 rows as stored. */
 static bool kv_portable(const hearth_ctx *c) {
+    if (c->dist_id >= 0) return false;   /* the layers' caches are spread over the ranks */
     for (int il = 0; il < c->m->hp.n_layer; il++) if (c->kv[il].ring) return false;
     return true;
 }
@@ -214,6 +224,7 @@ size_t ctx_kv_bytes(const hearth_ctx *c, int il) {
         return sum;
     }
     const ht_hparams *hp = &c->m->hp;
+    if (!c->kv[il].k) return 0;   /* another rank's layer */
     size_t row = (size_t)hp->n_head_kv *
                  (ht_row_size(c->kv_type, hp->head_dim) + ht_row_size(c->kv_type, hp->head_dim_v));
     return (size_t)c->n_seq * (size_t)c->kv[il].cap * row;
@@ -511,6 +522,11 @@ static int ensure_outputs(hearth_ctx *c, int n_out, hearth_err *err) {
     float *hd = realloc(c->out_hidden, (size_t)cap * hp->n_embd * sizeof(float));
     if (!hd) return herr(err, "out of memory for %d output rows", n_out);
     c->out_hidden = hd;
+    if (c->dist_id >= 0) {
+        float *dr = realloc(c->dist_rows, (size_t)cap * hp->n_embd * sizeof(float));
+        if (!dr) return herr(err, "out of memory for %d output rows", n_out);
+        c->dist_rows = dr;
+    }
     c->n_out_cap = cap;
     return 0;
 }
@@ -558,13 +574,16 @@ int hearth_decode(hearth_ctx *c, const hearth_batch *b, hearth_err *err) {
     for (int i = 0, o = 0; i < b->n; i++) c->row_out[i] = want[i] ? o++ : -1;
     c->n_rows = b->n;
     c->n_out = n_out;
-    for (int i0 = 0; i0 < b->n; i0 += c->n_batch) {
-        ht_ubatch ub = { .n = HT_MIN(c->n_batch, b->n - i0), .tokens = b->tokens + i0, .pos = pos + i0,
-                         .seq = seq + i0, .want = want + i0, .row0 = i0 };
-        c->m->arch->forward(c, &ub);
-        for (int i = 0; i < ub.n; i++)
-            if (ub.pos[i] + 1 > c->seq_len[ub.seq[i]]) c->seq_len[ub.seq[i]] = ub.pos[i] + 1;
-    }
+    if (c->dist_id >= 0) {
+        if (dist_decode(c, b->tokens, b->n, err)) return -1;
+    } else
+        for (int i0 = 0; i0 < b->n; i0 += c->n_batch) {
+            ht_ubatch ub = { .n = HT_MIN(c->n_batch, b->n - i0), .tokens = b->tokens + i0, .pos = pos + i0,
+                             .seq = seq + i0, .want = want + i0, .row0 = i0 };
+            c->m->arch->embed(c, &ub);
+            ctx_layers(c, &ub);
+            c->m->arch->head(c, &ub);
+        }
     /* broken weights or metadata show here first: say so, rather than let a sampler pick from NaNs */
     const float *o = hp->logits ? c->out_logits : c->out_hidden;
     const size_t len = (size_t)n_out * (size_t)(hp->logits ? hp->n_vocab : hp->n_embd);
@@ -573,6 +592,12 @@ int hearth_decode(hearth_ctx *c, const hearth_batch *b, hearth_err *err) {
     if (probe != 0) return herr(err, "the model produced NaN or infinite %s: its weights or metadata are broken",
                                 hp->logits ? "logits" : "hidden states");
     return 0;
+}
+
+void ctx_layers(hearth_ctx *c, const ht_ubatch *ub) {
+    for (int il = c->m->layer_lo; il < c->m->layer_hi; il++) c->m->arch->layer(c, ub, il);
+    for (int i = 0; i < ub->n; i++)
+        if (ub->pos[i] + 1 > c->seq_len[ub->seq[i]]) c->seq_len[ub->seq[i]] = ub->pos[i] + 1;
 }
 
 /* ---- embeddings ---- */

@@ -546,6 +546,7 @@ int hf_load(hearth_model *m, const char *dir, hearth_err *err) {
     if (fam->neox_from_hf) { m->hp.rope_type = ROPE_NEOX; m->qk_rotate_half = true; }
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) { herr(err, "out of memory"); goto out; }
+    m->layer_hi = m->hp.n_layer;
     if (m->arch->bind(m, err) || add_rope_freqs(m, cfg, err) || hf_load_tokenizer(m, dir, err)) goto out;
     model_apply_generation_eog(m);
     for (int i = 0; i < st->n_shards; i++) m->file_bytes += st->shards[i].size;

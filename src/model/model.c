@@ -221,6 +221,7 @@ static int load_from_gguf(hearth_model *m, hearth_err *err) {
     if (index_tensors(m, err) || m->arch->load_hparams(m, err)) return -1;
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) return herr(err, "out of memory");
+    m->layer_hi = m->hp.n_layer;
     if (m->arch->bind(m, err)) return -1;
     if (!gguf_find(m->gguf, "tokenizer.ggml.model")) return 0;   /* no tokenizer: ids only */
     if (vocab_from_gguf(m->gguf, &m->vocab, err)) return -1;

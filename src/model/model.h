@@ -109,6 +109,9 @@ struct hearth_model {
     char name[128];
     char *path;               /* what it was loaded from, for messages */
     bool weights_packed;      /* model_pack_weights has run */
+    /* The layers this process evaluates, [layer_lo, layer_hi): all of them, unless an MPI job gives each rank
+     * a range (src/dist); the process with layer 0 also embeds the tokens and runs the output head. */
+    int layer_lo, layer_hi;
     struct gram_vocab *gvocab; /* the vocabulary sorted for grammars (generate/grammar.c), built on first use */
 };
 
@@ -127,7 +130,12 @@ struct ht_arch {
     bool encoder;                                             /* bidirectional: no generation */
     int (*load_hparams)(hearth_model *m, hearth_err *err);    /* from m->gguf metadata */
     int (*bind)(hearth_model *m, hearth_err *err);            /* weights by name, shapes checked */
-    void (*forward)(hearth_ctx *c, const ht_ubatch *ub);      /* fills c->out_logits / c->out_hidden rows */
+    /* The forward pass in three parts, so that a process can run a range of layers (MPI pipeline stages):
+     * embed fills c->x ([n][n_embd], the residual stream) from the tokens, layer il updates c->x in place,
+     * head fills the c->out_logits / c->out_hidden rows the batch wants from c->x. */
+    void (*embed)(hearth_ctx *c, const ht_ubatch *ub);
+    void (*layer)(hearth_ctx *c, const ht_ubatch *ub, int il);
+    void (*head)(hearth_ctx *c, const ht_ubatch *ub);
 };
 
 /* Registered architectures (one file each under src/arch). */
@@ -136,7 +144,9 @@ extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3m
 /* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
  * -> tied) and the pre-norm SwiGLU forward pass. */
 int llama_bind_common(hearth_model *m, hearth_err *err);
-void llama_forward(hearth_ctx *c, const ht_ubatch *ub);
+void llama_embed(hearth_ctx *c, const ht_ubatch *ub);
+void llama_layer(hearth_ctx *c, const ht_ubatch *ub, int il);
+void llama_head(hearth_ctx *c, const ht_ubatch *ub);
 const ht_arch *ht_find_arch(const char *name);
 
 /* ---- helpers for architecture files ---- */
@@ -214,6 +224,8 @@ struct hearth_ctx {
     float *out_hidden;        /* [n_out_cap][n_embd] */
     int n_out_cap;
     int n_out;
+    int dist_id;              /* >= 0: the context's number in an MPI job (src/dist), else -1 */
+    float *dist_rows;         /* [n_out_cap][n_embd]: the wanted rows' residuals back from the last rank */
 };
 
 #endif

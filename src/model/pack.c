@@ -65,14 +65,14 @@ static void release_mapped(const hearth_model *m, const void *p, size_t n) {
 #define LAYER_MATRICES 11
 static int matrices(hearth_model *m, ht_tensor **out) {
     int n = 0;
-    for (int il = 0; il < m->hp.n_layer; il++) {
+    for (int il = m->layer_lo; il < m->layer_hi; il++) {   /* this process's layers only (MPI) */
         ht_layer *L = &m->layers[il];
         ht_tensor *ts[LAYER_MATRICES] = {&L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
                                          &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps};
         for (int i = 0; i < LAYER_MATRICES; i++) out[n++] = ts[i];
     }
     ht_tensor *head = m->output.data ? &m->output : m->hp.logits ? &m->tok_embd : NULL;
-    if (head) out[n++] = head;
+    if (head && m->layer_lo == 0) out[n++] = head;
     return n;
 }
 
@@ -107,7 +107,7 @@ int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err) {
         const ht_traits *tr = t->data ? ht_get_traits(t->type) : NULL;
         if (!tr || !tr->pack || t->pack) continue;
         const ht_pack *pk = tr->pack;
-        if (i >= LAYER_MATRICES * m->hp.n_layer && !pk->head) continue;
+        if (i >= LAYER_MATRICES * (m->layer_hi - m->layer_lo) && !pk->head) continue;
         const int groups = (int)((t->ne[1] + pk->rows - 1) / pk->rows * t->ne[2]);   /* an expert's rows: its own groups */
         t->pack = pk;
         jobs[all.n_jobs++] = (pk_job_t){ t, (uint8_t *)(uintptr_t)arena_bytes, groups };   /* an offset, for now */

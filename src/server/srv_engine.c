@@ -558,7 +558,10 @@ int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth
         err->msg[0] = 0;
         e->pc = pcache_new(e->ctx, p->cache_ram, p->prompt_cache, err);
         if (!e->pc && err->msg[0]) { engine_free(e); return -1; }
-        if (!e->pc) fprintf(stderr, "note: no shared prompt cache: this model's sliding-window KV cannot be moved between slots\n");
+        if (!e->pc)
+            fprintf(stderr, "note: no shared prompt cache: %s\n",
+                    hearth_mpi_size() > 1 ? "the KV cache is spread over the MPI ranks"
+                                          : "this model's sliding-window KV cannot be moved between slots");
     }
     if (pthread_create(&e->th, NULL, engine_main, e)) { engine_free(e); return herr(err, "cannot start the engine thread"); }
     e->started = true;

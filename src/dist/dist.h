@@ -1,0 +1,36 @@
+/* dist.h — one model over the ranks of an MPI job (pipeline parallel). Rank 0 runs the command: it owns the
+ * tokenizer, the embeddings, the output head and sampling, and the first range of layers; every other rank
+ * holds a contiguous range of layers and their KV cache, and serves rank 0 (dist.c's worker loop). The
+ * residual stream of a micro-batch travels rank 0 -> 1 -> ... -> N-1 -> back to rank 0 for the head. Without
+ * HEARTH_MPI, or in a single process, every hook below does nothing and a context runs all layers itself. */
+#ifndef HEARTH_DIST_H
+#define HEARTH_DIST_H
+
+#include "model/model.h"
+
+#ifdef HEARTH_MPI
+/* hearth_ctx_new, first step: on rank 0 of a job, decides which layers each rank runs (once per model) and
+ * sets m->layer_lo / layer_hi; elsewhere a no-op. */
+int dist_plan(hearth_model *m, hearth_err *err);
+/* hearth_ctx_new, after allocating: tells the other ranks to make their part of context c (they load the model
+ * and pack their layers while this rank packs its own); dist_ctx_ready then waits for each to answer. */
+int dist_ctx_open(hearth_ctx *c, const hearth_ctx_params *p, hearth_err *err);
+int dist_ctx_ready(hearth_ctx *c, hearth_err *err);
+void dist_ctx_close(hearth_ctx *c);
+/* hearth_seq_truncate: the same cut in every rank's cache. */
+void dist_truncate(hearth_ctx *c, int seq, int pos);
+/* hearth_decode, once the batch is checked (c->b_pos / b_seq / b_want hold it): the pipelined forward pass;
+ * fills the wanted rows' outputs as a single process would, bit for bit. */
+int dist_decode(hearth_ctx *c, const int32_t *tokens, int n, hearth_err *err);
+#else
+static inline int dist_plan(hearth_model *m, hearth_err *err) { (void)m; (void)err; return 0; }
+static inline int dist_ctx_open(hearth_ctx *c, const hearth_ctx_params *p, hearth_err *err) { (void)c; (void)p; (void)err; return 0; }
+static inline int dist_ctx_ready(hearth_ctx *c, hearth_err *err) { (void)c; (void)err; return 0; }
+static inline void dist_ctx_close(hearth_ctx *c) { (void)c; }
+static inline void dist_truncate(hearth_ctx *c, int seq, int pos) { (void)c; (void)seq; (void)pos; }
+static inline int dist_decode(hearth_ctx *c, const int32_t *tokens, int n, hearth_err *err) {
+    (void)c; (void)tokens; (void)n; return herr(err, "built without MPI");
+}
+#endif
+
+#endif

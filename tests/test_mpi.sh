@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# One model over several processes: `mpirun -np 2|3 hearth ...` splits the layers over the ranks (src/dist), and
+# everything rank 0 prints must be identical, bit for bit, to the single process: the golden outputs of the
+# llama, gemma3 (sliding-window layers on several ranks) and qwen3 fixtures, batched and token by token; on
+# models synthesized deep enough for 3 ranks, the logits of long prompts cut into micro-batches (perplexity's
+# outputs via golden files), the text `run --seed 1` samples, and replies of the server under 4 concurrent
+# clients. A rank that cannot load its part, a killed rank and a stopped rank end the job with an error naming
+# the rank, never a hang. Skipped when hearth is built without MPI or mpirun is missing.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+if ! command -v mpirun >/dev/null || ! grep -q '^HEARTH_MPI:BOOL=ON' "$HEARTH_BUILD/CMakeCache.txt" 2>/dev/null; then
+    echo "skipped: hearth built without MPI or mpirun missing (apt-get install openmpi-bin libopenmpi-dev)"
+    exit 0
+fi
+HEARTH=$(realpath "$HEARTH")
+tmp=$(mktemp -d); trap 'pkill -9 -f "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+mpi() { local np=$1; shift; timeout 120 mpirun --oversubscribe -np "$np" "$HEARTH" "$@"; }
+
+# The fixtures' goldens (2 layers: -np 2), all outputs of every case, batched and token by token.
+for m in llama gemma3 qwen3 gemma3-Q8_0 mixtral; do
+    for mode in "" --token-by-token; do
+        "$HEARTH" golden -m data/models/$m.gguf -i data/golden/$m.golden -o "$tmp/one.golden" -t 1 $mode 2>/dev/null
+        err=$(mpi 2 golden -m data/models/$m.gguf -i data/golden/$m.golden -o "$tmp/two.golden" -t 1 $mode 2>&1)
+        check "$m $mode -np 2: golden outputs identical to one process [$err]" 'cmp -s "$tmp/one.golden" "$tmp/two.golden"'
+        check "$m $mode -np 2: each rank names its layers [$err]" \
+            '[[ $err =~ "rank 0/2 on "[^:]+": layers 0-"([0-9]+)" ("[0-9]+" MiB of weights)" &&
+               $err =~ "rank 1/2 on "[^:]+": layers "$((BASH_REMATCH[1] + 1))"-"[0-9]+" ("[0-9]+" MiB of weights)" ]]'
+        rm -f "$tmp/two.golden"
+    done
+done
+check "gemma3 -np 3 (7 layers): golden identical" '"$HEARTH" golden -m data/models/gemma3.gguf -i data/golden/gemma3.golden -o "$tmp/one.golden" -t 1 2>/dev/null &&
+    mpi 3 golden -m data/models/gemma3.gguf -i data/golden/gemma3.golden -o "$tmp/three.golden" -t 1 2>/dev/null && cmp -s "$tmp/one.golden" "$tmp/three.golden"'
+
+# Deeper models (7 layers, so 3 ranks get 2-3 each): the logits of the fixture's token sequences (golden) and
+# of every position of a text (perplexity: long inputs cut into micro-batches that the ranks work on at once,
+# all rows wanted), and the text generated from a long prompt.
+head -c 2000 data/text/stories-sampled.txt >"$tmp/text.txt"
+prompt=$(printf 'the quick brown fox jumps over the lazy dog while %.0s' {1..24})
+for spec in "tiny-llama Q4_K_M llama" "tiny-qwen3 Q8_0 qwen3" "tiny-gemma3 Q4_0 llama"; do
+    read -r shape type gold <<<"$spec"
+    f="$tmp/$shape.gguf"
+    "$HEARTH" synth --shape $shape --type $type --layers 7 -o "$f" 2>/dev/null
+    "$HEARTH" golden -m "$f" -i data/golden/$gold.golden -o "$tmp/one.golden" -t 1 2>/dev/null
+    "$HEARTH" run -m "$f" -p "$prompt" -n 24 --seed 1 -t 1 >"$tmp/one.txt" 2>/dev/null
+    for np in 2 3; do
+        err=$(mpi $np golden -m "$f" -i data/golden/$gold.golden -o "$tmp/n.golden" -t 1 2>&1)
+        check "$shape -np $np: logits identical to one process [$err]" 'cmp -s "$tmp/one.golden" "$tmp/n.golden"'
+        rm -f "$tmp/n.golden"
+        mpi $np run -m "$f" -p "$prompt" -n 24 --seed 1 -t 1 >"$tmp/n.txt" 2>"$tmp/n.err"
+        check "$shape -np $np: run --seed 1 gives the same text [$(tail -1 "$tmp/n.err")]" \
+            '[[ -s "$tmp/one.txt" ]] && cmp -s "$tmp/one.txt" "$tmp/n.txt"'
+    done
+    # perplexity evaluates every position of a text: all rows wanted, micro-batches through 3 ranks
+    "$HEARTH" perplexity -m "$f" -f "$tmp/text.txt" -c 128 -t 1 --save-logits "$tmp/one.logits" >/dev/null 2>&1
+    mpi 3 perplexity -m "$f" -f "$tmp/text.txt" -c 128 -t 1 --save-logits "$tmp/three.logits" >/dev/null 2>&1
+    check "$shape -np 3: perplexity's logits identical" '[[ -s "$tmp/one.logits" ]] && cmp -s "$tmp/one.logits" "$tmp/three.logits"'
+done
+f="$tmp/tiny-llama.gguf"
+
+# --split: the layers per rank as given; wrong counts are refused in one line
+err=$(mpi 3 run -m "$f" -p hi -n 2 -t 1 --split 1,5,1 2>&1 >/dev/null)
+check "--split 1,5,1 [$err]" '[[ $err == *"rank 0/3 on "*": layers 0-0 "* && $err == *"rank 1/3 on "*": layers 1-5 "* && $err == *"rank 2/3 on "*": layers 6-6 "* ]]'
+err=$(mpi 2 run -m "$f" -p hi -n 2 -t 1 --split 3,3 2>&1 >/dev/null)
+check "--split 3,3 on 7 layers: refused [$err]" '[[ $err == *"error: --split gives 2 ranks 6 layers; this job has 2 ranks and the model 7 layers"* ]]'
+err=$("$HEARTH" run -m "$f" -p hi -n 2 --split 3,4 2>&1 >/dev/null)
+check "--split without mpirun: refused [$err]" '[[ $err == "error: --split: start hearth with mpirun -np N"* ]]'
+err=$(mpi 3 run -m data/models/llama.gguf -p hi -n 2 -t 1 2>&1 >/dev/null)
+check "more ranks than layers: refused [$err]" '[[ $err == *"error: 3 ranks for a model of 2 layers: each rank needs at least one layer"* ]]'
+
+# The server under MPI: 4 clients at once get the single process's greedy replies.
+want=$("$HEARTH" run -m "$f" -p "hello world" -n 16 --temp 0 -t 1 2>/dev/null)
+port=$((20000 + RANDOM % 20000))
+mpirun --oversubscribe -np 2 "$HEARTH" serve -m "$f" --port $port -t 1 --parallel 4 >"$tmp/srv.log" 2>&1 &
+srv=$!
+for _ in $(seq 100); do curl -sf localhost:$port/health >/dev/null && break; sleep 0.1; done
+for i in 1 2 3 4; do
+    curl -s localhost:$port/v1/completions -d '{"prompt":"hello world","max_tokens":16,"temperature":0}' -o "$tmp/c$i.json" &
+done
+wait $(jobs -p | tail -4)
+for i in 1 2 3 4; do
+    got=$(jq -r '.choices[0].text' "$tmp/c$i.json" 2>/dev/null)
+    check "serve -np 2, client $i: same reply as one process" '[[ -n $want && $got == "$want" ]]'
+done
+kill $srv; wait $srv
+
+# Failures end the job with the rank named. A rank that cannot load its part (started in a directory where
+# the model's relative path does not exist):
+mkdir -p "$tmp/a" "$tmp/b"; cp "$f" "$tmp/a/m.gguf"
+err=$(cd "$tmp/a" && timeout 60 mpirun --oversubscribe -np 1 "$HEARTH" run -m m.gguf -p hi -n 2 : -np 1 -wdir "$tmp/b" "$HEARTH" 2>&1)
+check "a rank that cannot load: one error naming it [$err]" '[[ $(grep -c "^error:" <<<"$err") == 1 && $err == *"error: rank 1/2: m.gguf on "*": cannot open"* ]]'
+
+# A killed rank (SIGKILL mid-generation): mpirun ends the job and names it; no hang.
+rank1_pid() {
+    for p in $(pgrep -x hearth); do
+        tr '\0' '\n' 2>/dev/null </proc/$p/environ | grep -q "^OMPI_COMM_WORLD_RANK=1$" && grep -q "slow.gguf" /proc/$p/cmdline 2>/dev/null && { echo $p; return; }
+    done
+}
+"$HEARTH" synth --shape tiny-llama --type F32 --layers 8 -o "$tmp/slow.gguf" 2>/dev/null
+mpi 2 bench -m "$tmp/slow.gguf" -p 64 -n 4000 -r 20 --no-bw -t 1 >/dev/null 2>"$tmp/kill.err" &
+job=$!
+for _ in $(seq 50); do p=$(rank1_pid); [[ -n $p ]] && grep -q "rank 1/2" "$tmp/kill.err" && break; sleep 0.1; done
+t0=$SECONDS; kill -9 "$p"; wait $job; rc=$?
+err=$(cat "$tmp/kill.err")
+check "a killed rank ends the job (rc=$rc, $((SECONDS - t0)) s) [$err]" '[[ $rc != 0 && $((SECONDS - t0)) -lt 20 && $err == *"process rank 1 "*"exited on signal 9"* ]]'
+
+# A stopped rank: rank 0 waits HEARTH_MPI_TIMEOUT seconds, then ends the job naming it.
+HEARTH_MPI_TIMEOUT=2 timeout 60 mpirun -x HEARTH_MPI_TIMEOUT --oversubscribe -np 2 "$HEARTH" bench -m "$tmp/slow.gguf" -p 64 -n 4000 -r 20 --no-bw -t 1 >/dev/null 2>"$tmp/stop.err" &
+job=$!
+for _ in $(seq 50); do p=$(rank1_pid); [[ -n $p ]] && grep -q "rank 1/2" "$tmp/stop.err" && break; sleep 0.1; done
+t0=$SECONDS; kill -STOP "$p"; wait $job; rc=$?
+kill -9 "$p" 2>/dev/null
+err=$(cat "$tmp/stop.err")
+check "a stopped rank times out (rc=$rc, $((SECONDS - t0)) s) [$err]" \
+    '[[ $rc != 0 && $((SECONDS - t0)) -lt 20 && $err == *"error: rank 1/2 did not "*" within 2 s (HEARTH_MPI_TIMEOUT): ending the job"* ]]'
+
+exit $fail
