@@ -5,7 +5,8 @@
  * behind (live count before = after). Operations: loading a GGUF model (Q4_0, so the weights are packed), a
  * context and a decode; loading small tokenizer.json files of each model kind (byte-level BPE with a regex split,
  * SentencePiece-style BPE with byte fallback, WordPiece) and tokenizing; rendering and tokenizing a conversation
- * through a ChatML template; loading an HF directory. Each operation runs once first: glibc keeps a finished
+ * through a ChatML template; loading an HF directory; one request through the server's path (the body parsed
+ * and templated, the task run by the engine thread, the response written), which must fail as a 500. Each operation runs once first: glibc keeps a finished
  * thread's stack and TLS for the next thread, which would otherwise look like a leak. A failure the code is
  * meant to absorb (the pool then runs with fewer threads, a cache stays unfilled) counts as recovered, and must
  * give exactly the result of the run without failures (logits, token ids). */
@@ -24,6 +25,7 @@ int main(void) { puts("skipped under AddressSanitizer"); return 0; }
 
 #include "generate/chat.h"
 #include "hearth.h"
+#include "server/srv_internal.h"
 #include "testutil.h"
 
 extern void *__libc_malloc(size_t n);
@@ -169,6 +171,50 @@ static int op_hf(hearth_err *err, uint64_t *h) {
     return 0;
 }
 
+/* The server, made once (2 slots, no shared prompt cache: its entries would outlive the request); the
+ * sweep covers what one request allocates, on the connection's thread and on the engine's. */
+static srv_api g_api;
+
+static int op_server(hearth_err *err, uint64_t *h) {
+    static const char body[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],\"max_tokens\":8,"
+                               "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":2,\"cache_prompt\":false}";
+    api_req r;
+    srv_task *t;
+    int status;
+    char msg[256];
+    if (api_parse(&g_api, API_CHAT, body, sizeof body - 1, &r, &t, &status, msg, sizeof msg)) {
+        CHECK(status == 500, "server: a request failed to parse with %d, not 500: %s", status, msg);
+        return herr(err, "%d %s", status, msg);
+    }
+    if (engine_submit(g_api.eng, t)) { task_release(t); return herr(err, "503 queue full"); }
+    pthread_mutex_lock(&t->mu);
+    while (!t->done) pthread_cond_wait(&t->cv, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+    int rc = 0;
+    if (t->status) {
+        CHECK(t->status == 500, "server: a request failed with %d, not 500: %s", t->status, t->err);
+        rc = herr(err, "%d %s", t->status, t->err);
+    } else {
+        char *resp = api_response(&g_api, &r, t);
+        atomic_store(&countdown, -1);   /* the request is done: the check below must not fail */
+        cJSON *o = resp ? cJSON_Parse(resp) : NULL;
+        if (!resp) rc = herr(err, "500 out of memory writing the response");
+        else {   /* the whole response but what differs from one request to the next */
+            REQUIRE(o, "server: the response is not JSON: %s", resp);
+            cJSON_DeleteItemFromObject(o, "id");
+            cJSON_DeleteItemFromObject(o, "created");
+            cJSON_DeleteItemFromObject(o, "timings");
+            char *p = cJSON_PrintUnformatted(o);
+            *h = fnv(*h, p, strlen(p));
+            free(p);
+        }
+        cJSON_Delete(o);
+        free(resp);
+    }
+    task_release(t);
+    return rc;
+}
+
 static void sweep(const char *name, int (*op)(hearth_err *, uint64_t *)) {
     hearth_err warm;
     uint64_t want = 1469598103934665603ull;
@@ -182,6 +228,7 @@ static void sweep(const char *name, int (*op)(hearth_err *, uint64_t *)) {
         uint64_t got = 1469598103934665603ull;
         int rc = op(&err, &got);
         atomic_store(&countdown, -1);
+        for (int k = 0; k < 250 && atomic_load(&live) != before; k++) usleep(2000);   /* the engine thread's frees */
         long leaked = atomic_load(&live) - before;
         bool inj = atomic_load(&injected);
         CHECK(leaked == 0, "%s, allocation %ld failing: %ld allocation(s) left behind (rc %d, '%s')", name, n, leaked, rc, err.msg);
@@ -212,6 +259,18 @@ int main(void) {
     sweep("tokenizer", op_tokenizer);
     sweep("chat", op_chat);
     sweep("hf", op_hf);
+    hearth_err err;
+    server_params sp = { .parallel = 2, .n_ctx = 128, .n_threads = 1 };
+    REQUIRE(!hearth_model_load("data/models/stories260K.gguf", &g_api.m, &err) &&
+                !chat_fmt_new(g_api.m, g_chatml, &g_api.fmt, &err) && !engine_new(g_api.m, &sp, &g_api.eng, &err),
+            "server: %s", err.msg);
+    g_api.model_id = "stories260K";
+    g_api.has_vocab = true;
+    g_api.n_vocab = 512;
+    sweep("server", op_server);
+    engine_free(g_api.eng);
+    chat_fmt_free(g_api.fmt);
+    hearth_model_free(g_api.m);
     for (size_t i = 0; i < sizeof TOKENIZERS / sizeof TOKENIZERS[0]; i++) {
         char path[128];
         snprintf(path, sizeof path, "%s/%s", g_dir, TOKENIZERS[i][0]);

@@ -1,6 +1,7 @@
 /* srv_api.c — the OpenAI API surface of the server: request bodies (chat completions, completions,
  * embeddings) checked field by field and turned into engine tasks, and the JSON / SSE bodies sent back.
  * Unknown fields are ignored; a known field of the wrong type or out of range is a 400 naming it. */
+#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -10,6 +11,34 @@
 
 #include "common.h"
 #include "server/srv_internal.h"
+
+/* ---- building JSON when memory may run out ----
+ * cJSON's adders leave a NULL parent or a failed key copy unnoticed, so the tree would print with parts
+ * missing: its allocations go through json_alloc, which notes a failure for this thread, and print_free then
+ * answers NULL (the caller's 500) instead of an incomplete document. */
+static _Thread_local bool json_oom;
+
+static void *json_alloc(size_t n) {
+    void *p = malloc(n);
+    if (!p) json_oom = true;
+    return p;
+}
+
+void api_json_init(void) { cJSON_InitHooks(&(cJSON_Hooks){ json_alloc, free }); }
+
+bool json_put(cJSON *o, const char *key, cJSON *item) {
+    if (o && item && cJSON_AddItemToObject(o, key, item)) return true;
+    cJSON_Delete(item);
+    json_oom = true;
+    return false;
+}
+
+bool json_push(cJSON *a, cJSON *item) {
+    if (a && item && cJSON_AddItemToArray(a, item)) return true;
+    cJSON_Delete(item);
+    json_oom = true;
+    return false;
+}
 
 /* ---- small helpers ---- */
 static const cJSON *field(const cJSON *o, const char *k) {
@@ -177,7 +206,7 @@ static int chat_extra(const cJSON *o, bool with_tools, cJSON **extra, hearth_err
     if (!tools && !kw) return 0;
     *extra = kw ? cJSON_Duplicate(kw, true) : cJSON_CreateObject();
     if (*extra && tools && !cJSON_GetObjectItemCaseSensitive(*extra, "tools"))
-        cJSON_AddItemToObject(*extra, "tools", cJSON_Duplicate(tools, true));
+        json_put(*extra, "tools", cJSON_Duplicate(tools, true));
     return *extra ? 0 : herr(err, "out of memory");
 }
 
@@ -356,10 +385,14 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
 cJSON *api_parse_body(const char *body, size_t n, hearth_err *err) {
     const char *end = NULL;
     const bool nul = memchr(body, 0, n) != NULL, utf8 = ht_utf8_valid(body, n);
+    errno = 0;
+    json_oom = false;
     cJSON *o = nul || !utf8 ? NULL : cJSON_ParseWithLengthOpts(body, n, &end, false);
+    const bool oom = !o && errno == ENOMEM;   /* cJSON says NULL for both; malloc leaves ENOMEM */
     while (o && end < body + n && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
     const bool trailing = o && end != body + n;
-    if (nul) herr(err, "the request body contains a NUL byte");
+    if (oom) herr(err, "out of memory parsing the request body");
+    else if (nul) herr(err, "the request body contains a NUL byte");
     else if (!utf8) herr(err, "the request body is not valid UTF-8");
     else if (trailing) herr(err, "the request body has data after its JSON value");
     else if (!o) herr(err, "the request body is not valid JSON");
@@ -422,6 +455,7 @@ char *api_utf8_clean(const char *s, size_t n) {
 static cJSON *add_text(cJSON *obj, const char *key, const char *s, size_t n) {
     char *c = api_utf8_clean(s, n);
     cJSON *j = c ? cJSON_AddStringToObject(obj, key, c) : NULL;
+    if (!c) json_oom = true;
     free(c);
     return j;
 }
@@ -432,10 +466,11 @@ static cJSON *piece_json(const srv_api *a, hearth_token id, cJSON **bytes) {
     int n = HT_MAX(0, HT_MIN(hearth_token_piece(a->m, id, buf, sizeof buf), (int)sizeof buf));
     if (bytes) {
         *bytes = cJSON_CreateArray();
-        for (int i = 0; *bytes && i < n; i++) cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+        for (int i = 0; *bytes && i < n; i++) json_push(*bytes, cJSON_CreateNumber((unsigned char)buf[i]));
     }
     char *c = api_utf8_clean(buf, (size_t)n);
-    cJSON *s = cJSON_CreateString(c ? c : "");
+    cJSON *s = c ? cJSON_CreateString(c) : NULL;
+    if (!c) json_oom = true;
     free(c);
     return s;
 }
@@ -443,9 +478,9 @@ static cJSON *piece_json(const srv_api *a, hearth_token id, cJSON **bytes) {
 static cJSON *chat_logprob_entry(const srv_api *a, hearth_token id, float lp) {
     cJSON *e = cJSON_CreateObject(), *bytes = NULL;
     if (!e) return NULL;
-    cJSON_AddItemToObject(e, "token", piece_json(a, id, &bytes));
+    json_put(e, "token", piece_json(a, id, &bytes));
     cJSON_AddNumberToObject(e, "logprob", lp);
-    cJSON_AddItemToObject(e, "bytes", bytes);
+    json_put(e, "bytes", bytes);
     return e;
 }
 
@@ -453,8 +488,8 @@ static cJSON *chat_logprobs(const srv_api *a, const srv_tok *toks, int n) {
     cJSON *lp = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(lp, "content");
     for (int i = 0; content && i < n; i++) {
         cJSON *e = chat_logprob_entry(a, toks[i].id, toks[i].logprob), *top = cJSON_AddArrayToObject(e, "top_logprobs");
-        for (int k = 0; top && k < toks[i].n_top; k++) cJSON_AddItemToArray(top, chat_logprob_entry(a, toks[i].top_id[k], toks[i].top_lp[k]));
-        cJSON_AddItemToArray(content, e);
+        for (int k = 0; top && k < toks[i].n_top; k++) json_push(top, chat_logprob_entry(a, toks[i].top_id[k], toks[i].top_lp[k]));
+        json_push(content, e);
     }
     return lp;
 }
@@ -465,8 +500,8 @@ static cJSON *completion_logprobs(const srv_api *a, const srv_tok *toks, int n, 
     cJSON *top = cJSON_AddArrayToObject(lp, "top_logprobs"), *off = cJSON_AddArrayToObject(lp, "text_offset");
     if (!tk || !tl || !top || !off) return lp;
     for (int i = 0; i < n; i++) {
-        cJSON_AddItemToArray(tk, piece_json(a, toks[i].id, NULL));
-        cJSON_AddItemToArray(tl, cJSON_CreateNumber(toks[i].logprob));
+        json_push(tk, piece_json(a, toks[i].id, NULL));
+        json_push(tl, cJSON_CreateNumber(toks[i].logprob));
         cJSON *alt = cJSON_CreateObject();
         for (int k = 0; alt && k < toks[i].n_top; k++) {
             char buf[256];
@@ -475,8 +510,8 @@ static cJSON *completion_logprobs(const srv_api *a, const srv_tok *toks, int n, 
             if (c && !cJSON_GetObjectItemCaseSensitive(alt, c)) cJSON_AddNumberToObject(alt, c, toks[i].top_lp[k]);
             free(c);
         }
-        cJSON_AddItemToArray(top, alt);
-        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(offset + (i ? toks[i - 1].text_end : 0))));
+        json_push(top, alt);
+        json_push(off, cJSON_CreateNumber((double)(offset + (i ? toks[i - 1].text_end : 0))));
     }
     return lp;
 }
@@ -509,7 +544,9 @@ static void add_timings(cJSON *o, const srv_task *t) {
 }
 
 static char *print_free(cJSON *o) {
-    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    char *s = o && !json_oom ? cJSON_PrintUnformatted(o) : NULL;
+    if (json_oom) { free(s); s = NULL; }
+    json_oom = false;
     cJSON_Delete(o);
     return s;
 }
@@ -543,8 +580,8 @@ static char *embed_response(const srv_api *a, const api_req *r, const srv_task *
             char *b = base64((const unsigned char *)v, (size_t)t->dim * sizeof(float));   /* little-endian host */
             cJSON_AddStringToObject(e, "embedding", b ? b : "");
             free(b);
-        } else cJSON_AddItemToObject(e, "embedding", cJSON_CreateFloatArray(v, t->dim));
-        cJSON_AddItemToArray(data, e);
+        } else json_put(e, "embedding", cJSON_CreateFloatArray(v, t->dim));
+        json_push(data, e);
         total += t->n_in[i];
     }
     cJSON_AddStringToObject(o, "model", a->model_id);
@@ -569,7 +606,7 @@ char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
         if (content) add_text(msg, "content", content, strlen(content));
         else cJSON_AddNullToObject(msg, "content");
         free(content);
-        if (calls && cJSON_GetArraySize(calls)) { cJSON_AddItemToObject(msg, "tool_calls", calls); finish = "tool_calls"; }
+        if (calls && cJSON_GetArraySize(calls)) { json_put(msg, "tool_calls", calls); finish = "tool_calls"; }
         else cJSON_Delete(calls);
     } else if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
@@ -577,9 +614,9 @@ char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
         add_text(msg, "content", t->text ? t->text : "", t->len);
     } else add_text(c, "text", t->text ? t->text : "", t->len);
     if (r->n_probs < 0) cJSON_AddNullToObject(c, "logprobs");
-    else cJSON_AddItemToObject(c, "logprobs", chat ? chat_logprobs(a, t->toks, t->n_toks) : completion_logprobs(a, t->toks, t->n_toks, 0));
+    else json_put(c, "logprobs", chat ? chat_logprobs(a, t->toks, t->n_toks) : completion_logprobs(a, t->toks, t->n_toks, 0));
     cJSON_AddStringToObject(c, "finish_reason", finish);
-    cJSON_AddItemToArray(choices, c);
+    json_push(choices, c);
     add_usage(o, t->n_prompt, t->n_gen);
     add_timings(o, t);
     return print_free(o);
@@ -608,10 +645,10 @@ char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size
         if (first || n) add_text(d, "content", text ? text : "", n);
     } else add_text(c, "text", text ? text : "", n);
     if (r->n_probs < 0 || !n_toks) cJSON_AddNullToObject(c, "logprobs");
-    else cJSON_AddItemToObject(c, "logprobs", chat ? chat_logprobs(a, toks, n_toks) : completion_logprobs(a, toks, n_toks, 0));
+    else json_put(c, "logprobs", chat ? chat_logprobs(a, toks, n_toks) : completion_logprobs(a, toks, n_toks, 0));
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
-    cJSON_AddItemToArray(choices, c);
+    json_push(choices, c);
     return sse(o);
 }
 
@@ -637,11 +674,11 @@ char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t) {
         cJSON *o = response_head(a, r, "chat.completion.chunk"), *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
         cJSON_AddNumberToObject(c, "index", 0);
         cJSON *d = cJSON_AddObjectToObject(c, "delta"), *tc = cJSON_AddArrayToObject(d, "tool_calls"), *e = cJSON_Duplicate(call, true);
-        cJSON_AddItemToObject(e, "index", cJSON_CreateNumber(i++));
-        cJSON_AddItemToArray(tc, e);
+        json_put(e, "index", cJSON_CreateNumber(i++));
+        json_push(tc, e);
         cJSON_AddNullToObject(c, "logprobs");
         cJSON_AddNullToObject(c, "finish_reason");
-        cJSON_AddItemToArray(ch, c);
+        json_push(ch, c);
         ht_str_take(&out, sse(o));
     }
     ht_str_take(&out, api_chunk_delta(a, r, "", 0, NULL, 0, i ? "tool_calls" : t->finish ? t->finish : "stop", false));
@@ -680,7 +717,7 @@ char *api_models(const srv_api *a) {
     cJSON_AddNumberToObject(meta, "n_params", (double)info.n_params);
     cJSON_AddBoolToObject(meta, "encoder", info.is_encoder);
     cJSON_AddBoolToObject(meta, "chat_template", chat_fmt_has_template(a->fmt));
-    cJSON_AddItemToArray(data, m);
+    json_push(data, m);
     return print_free(o);
 }
 
@@ -719,11 +756,11 @@ char *api_tokenize(const srv_api *a, const char *body, size_t n, int *status, ch
         out = cJSON_CreateObject();
         cJSON *arr = out ? cJSON_AddArrayToObject(out, "tokens") : NULL;
         for (int i = 0; arr && i < n_ids; i++) {
-            if (!with_pieces) { cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i])); continue; }
+            if (!with_pieces) { json_push(arr, cJSON_CreateNumber(ids[i])); continue; }
             cJSON *e = cJSON_CreateObject();
             cJSON_AddNumberToObject(e, "id", ids[i]);
-            cJSON_AddItemToObject(e, "piece", piece_json(a, ids[i], NULL));
-            cJSON_AddItemToArray(arr, e);
+            json_put(e, "piece", piece_json(a, ids[i], NULL));
+            json_push(arr, e);
         }
         if (!arr) herr(&err, "out of memory");
     }

@@ -539,6 +539,7 @@ static int engine_contexts(srv_engine *e, const server_params *p, hearth_err *er
 
 int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth_err *err) {
     *out = NULL;
+    api_json_init();   /* before any request thread runs */
     srv_engine *e = calloc(1, sizeof *e);
     if (!e) return herr(err, "out of memory");
     hearth_model_info info;

@@ -127,6 +127,13 @@ typedef struct {
     long created;
 } api_req;
 
+/* Routes cJSON's allocations through a wrapper that notes failures (once, before serving): a response whose
+ * tree lost a part to a failed allocation is then not printed (NULL: a 500) rather than sent incomplete. */
+void api_json_init(void);
+/* cJSON_AddItemToObject / cJSON_AddItemToArray that free the item when it cannot be attached (a NULL parent,
+ * or no memory for the key): either way the caller no longer owns it. */
+bool json_put(cJSON *o, const char *key, cJSON *item);
+bool json_push(cJSON *a, cJSON *item);
 /* Parses body and builds the task. On failure returns -1 with *status (400 / 500) and msg set. */
 int api_parse(const srv_api *a, api_kind kind, const char *body, size_t n, api_req *r, srv_task **out,
               int *status, char *msg, size_t cap);
