@@ -78,6 +78,7 @@ static struct {
     hearth_model *model;        /* ranks but 0: the model they hold their layers of */
     int *bounds;                /* [size + 1]: rank r runs layers [bounds[r], bounds[r + 1]) */
     hearth_ctx *ctxs[MAX_CTX];  /* rank 0: contexts by id; the others: their part of each */
+    bool pending[MAX_CTX];      /* rank 0: the ranks' answers to a context's opening not read yet */
     int32_t *meta;              /* message buffer */
     int meta_cap;
     int8_t *ones;               /* rank 0: n_batch wanted-row flags for the head */
@@ -199,8 +200,7 @@ int dist_plan(hearth_model *m, hearth_err *err) {
 }
 
 /* ---- rank 0's side of a context ---- */
-int dist_ctx_open(hearth_ctx *c, const hearth_ctx_params *p, hearth_err *err) {
-    (void)p;
+int dist_ctx_open(hearth_ctx *c, hearth_err *err) {
     if (!D.on || D.rank != 0) return 0;
     int id = 0;
     while (id < MAX_CTX && D.ctxs[id]) id++;
@@ -223,6 +223,7 @@ int dist_ctx_open(hearth_ctx *c, const hearth_ctx_params *p, hearth_err *err) {
     memcpy(mt + CTX_NEW_FIXED + D.size + 2, path, (size_t)plen);
     send_to(mt, n, MPI_INT32_T, 1, TAG_META, "take a new context");
     D.ctxs[id] = c;
+    D.pending[id] = true;
     c->dist_id = id;
     return 0;
 }
@@ -231,15 +232,14 @@ int dist_ctx_open(hearth_ctx *c, const hearth_ctx_params *p, hearth_err *err) {
 typedef struct { int32_t ok; char msg[sizeof(hearth_err)]; } status_msg;
 
 int dist_ctx_ready(hearth_ctx *c, hearth_err *err) {
-    if (c->dist_id < 0) return 0;
+    if (c->dist_id < 0 || !D.pending[c->dist_id]) return 0;
+    D.pending[c->dist_id] = false;
     int bad = -1;
     status_msg st, first = { 1, "" };
     for (int r = 1; r < D.size; r++) {
         MPI_Request q;
-        MPI_Status s;
         MPI_Irecv(&st, sizeof st, MPI_BYTE, r, TAG_STATUS, D.comm, &q);
         wait_for(&q, r, "load its part of the model");
-        (void)s;
         if (!st.ok && bad < 0) { bad = r; first = st; }
     }
     if (bad >= 0) return herr(err, "rank %d/%d: %.*s", bad, D.size, (int)sizeof first.msg - 1, first.msg);
@@ -248,6 +248,8 @@ int dist_ctx_ready(hearth_ctx *c, hearth_err *err) {
 
 void dist_ctx_close(hearth_ctx *c) {
     if (c->dist_id < 0) return;
+    hearth_err ignored;
+    dist_ctx_ready(c, &ignored);   /* a context that failed on this rank: the others' answers are still due */
     int32_t mt[2] = { CMD_CTX_FREE, c->dist_id };
     send_to(mt, 2, MPI_INT32_T, 1, TAG_META, "close a context");
     D.ctxs[c->dist_id] = NULL;

@@ -14,7 +14,7 @@
 int dist_plan(hearth_model *m, hearth_err *err);
 /* hearth_ctx_new, after allocating: tells the other ranks to make their part of context c (they load the model
  * and pack their layers while this rank packs its own); dist_ctx_ready then waits for each to answer. */
-int dist_ctx_open(hearth_ctx *c, const hearth_ctx_params *p, hearth_err *err);
+int dist_ctx_open(hearth_ctx *c, hearth_err *err);
 int dist_ctx_ready(hearth_ctx *c, hearth_err *err);
 void dist_ctx_close(hearth_ctx *c);
 /* hearth_seq_truncate: the same cut in every rank's cache. */
@@ -24,7 +24,7 @@ void dist_truncate(hearth_ctx *c, int seq, int pos);
 int dist_decode(hearth_ctx *c, const int32_t *tokens, int n, hearth_err *err);
 #else
 static inline int dist_plan(hearth_model *m, hearth_err *err) { (void)m; (void)err; return 0; }
-static inline int dist_ctx_open(hearth_ctx *c, const hearth_ctx_params *p, hearth_err *err) { (void)c; (void)p; (void)err; return 0; }
+static inline int dist_ctx_open(hearth_ctx *c, hearth_err *err) { (void)c; (void)err; return 0; }
 static inline int dist_ctx_ready(hearth_ctx *c, hearth_err *err) { (void)c; (void)err; return 0; }
 static inline void dist_ctx_close(hearth_ctx *c) { (void)c; }
 static inline void dist_truncate(hearth_ctx *c, int seq, int pos) { (void)c; (void)seq; (void)pos; }

@@ -117,7 +117,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     }
     if (!fail) c->pool = pool_new(c->n_threads);
     if (fail || !c->pool) { hearth_ctx_free(c); return herr(err, "out of memory allocating a context of %d tokens", p.n_ctx); }
-    if (dist_ctx_open(c, &p, err) || model_pack_weights(m, c->pool, err) || dist_ctx_ready(c, err)) {
+    if (dist_ctx_open(c, err) || model_pack_weights(m, c->pool, err) || dist_ctx_ready(c, err)) {
         hearth_ctx_free(c);
         return -1;
     }
