@@ -5,8 +5,9 @@
  * behind (live count before = after). Operations: loading a GGUF model (Q4_0, so the weights are packed), a
  * context and a decode; loading small tokenizer.json files of each model kind (byte-level BPE with a regex split,
  * SentencePiece-style BPE with byte fallback, WordPiece) and tokenizing; rendering and tokenizing a conversation
- * through a ChatML template; loading an HF directory; one request through the server's path (the body parsed
- * and templated, the task run by the engine thread, the response written), which must fail as a 500. Each operation runs once first: glibc keeps a finished
+ * through a ChatML template; loading an HF directory; one request through the server's path in each API
+ * (OpenAI's, Anthropic's and Ollama's: the body translated, parsed and templated, the task run by the engine
+ * thread, the response written), which must fail as a 500. Each operation runs once first: glibc keeps a finished
  * thread's stack and TLS for the next thread, which would otherwise look like a leak. A failure the code is
  * meant to absorb (the pool then runs with fewer threads, a cache stays unfilled) counts as recovered, and must
  * give exactly the result of the run without failures (logits, token ids). */
@@ -17,6 +18,7 @@
 int main(void) { puts("skipped under AddressSanitizer"); return 0; }
 #else
 #include <errno.h>
+#include <execinfo.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +43,11 @@ static atomic_long live;             /* allocations not yet freed */
 static bool fail_now(void) {
     long c = atomic_load(&countdown);
     while (c >= 0 && !atomic_compare_exchange_weak(&countdown, &c, c - 1)) {}
-    if (c == 0) { atomic_store(&injected, true); errno = ENOMEM; return true; }
+    if (c == 0) {
+        atomic_store(&injected, true); errno = ENOMEM;
+        if (getenv("ALLOC_TRACE")) {   /* where each injected failure lands (backtrace allocates once itself) */ void *bt[32]; int k = backtrace(bt, 32); backtrace_symbols_fd(bt, k, 2); fputs("----\n", stderr); }
+        return true;
+    }
     return false;
 }
 static void *counted(void *p) { if (p) atomic_fetch_add(&live, 1); return p; }
@@ -175,35 +181,58 @@ static int op_hf(hearth_err *err, uint64_t *h) {
  * sweep covers what one request allocates, on the connection's thread and on the engine's. */
 static srv_api g_api;
 
-static int op_server(hearth_err *err, uint64_t *h) {
-    static const char body[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],\"max_tokens\":8,"
-                               "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":2,\"cache_prompt\":false}";
+/* One request as the server's routes take it: OpenAI's body parsed as is; Anthropic's and Ollama's first
+ * translated into OpenAI's (flavor 1, 2) and answered in their own shapes. */
+static int server_request(int flavor, hearth_err *err, uint64_t *h) {
+    static const char *const BODY[] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],\"max_tokens\":8,"
+        "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":2,\"cache_prompt\":false}",
+        "{\"model\":\"m\",\"max_tokens\":8,\"temperature\":0,\"system\":\"Be kind.\","
+        "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Tell me a story\"}]}]}",
+        "{\"model\":\"m\",\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":8},"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}]}",
+    };
+    static const char *const VOLATILE[] = { "id", "created", "timings", "created_at", "total_duration", "load_duration",
+                                            "prompt_eval_count", "prompt_eval_duration", "eval_duration" };
     api_req r;
     srv_task *t;
+    api_kind kind = API_CHAT;
     int status;
     char msg[256];
-    if (api_parse(&g_api, API_CHAT, body, sizeof body - 1, &r, &t, &status, msg, sizeof msg)) {
-        CHECK(status == 500, "server: a request failed to parse with %d, not 500: %s", status, msg);
+    char *translated = NULL;
+    const char *body = BODY[flavor];
+    if (flavor == 1) translated = anthropic_translate(&g_api, body, strlen(body), false, msg, sizeof msg);
+    if (flavor == 2) translated = ollama_translate(&g_api, OLLAMA_CHAT, body, strlen(body), &kind, msg, sizeof msg);
+    if (flavor && !translated) {   /* the body is valid: only memory can fail it, and the route answers 500 */
+        CHECK(strstr(msg, "out of memory"), "server %d: translating failed but not for memory: %s", flavor, msg);
+        return herr(err, "500 %s", msg);
+    }
+    if (translated) body = translated;
+    int prc = api_parse(&g_api, kind, body, strlen(body), &r, &t, &status, msg, sizeof msg);
+    free(translated);
+    if (prc) {
+        CHECK(status == 500, "server %d: a request failed to parse with %d, not 500: %s", flavor, status, msg);
         return herr(err, "%d %s", status, msg);
     }
+    r.anthropic = flavor == 1;
+    r.ollama = flavor == 2;
     if (engine_submit(g_api.eng, t)) { task_release(t); return herr(err, "503 queue full"); }
     pthread_mutex_lock(&t->mu);
     while (!t->done) pthread_cond_wait(&t->cv, &t->mu);
     pthread_mutex_unlock(&t->mu);
     int rc = 0;
     if (t->status) {
-        CHECK(t->status == 500, "server: a request failed with %d, not 500: %s", t->status, t->err);
+        CHECK(t->status == 500, "server %d: a request failed with %d, not 500: %s", flavor, t->status, t->err);
         rc = herr(err, "%d %s", t->status, t->err);
     } else {
-        char *resp = api_response(&g_api, &r, t);
+        char *resp = flavor == 1 ? anthropic_response(&g_api, &r, t) : flavor == 2 ? ollama_response(&g_api, &r, t)
+                                                                                 : api_response(&g_api, &r, t);
         atomic_store(&countdown, -1);   /* the request is done: the check below must not fail */
         cJSON *o = resp ? cJSON_Parse(resp) : NULL;
         if (!resp) rc = herr(err, "500 out of memory writing the response");
         else {   /* the whole response but what differs from one request to the next */
-            REQUIRE(o, "server: the response is not JSON: %s", resp);
-            cJSON_DeleteItemFromObject(o, "id");
-            cJSON_DeleteItemFromObject(o, "created");
-            cJSON_DeleteItemFromObject(o, "timings");
+            REQUIRE(o, "server %d: the response is not JSON: %s", flavor, resp);
+            for (size_t k = 0; k < sizeof VOLATILE / sizeof VOLATILE[0]; k++) cJSON_DeleteItemFromObject(o, VOLATILE[k]);
             char *p = cJSON_PrintUnformatted(o);
             *h = fnv(*h, p, strlen(p));
             free(p);
@@ -212,8 +241,20 @@ static int op_server(hearth_err *err, uint64_t *h) {
         free(resp);
     }
     task_release(t);
+    /* the engine thread may still be finishing the slot: let it settle, so the next count starts clean */
+    for (long prev = -1, k = 0; k < 1000; k++) {
+        int idle, busy, queued;
+        engine_slots(g_api.eng, &idle, &busy, &queued);
+        long now = atomic_load(&live);
+        if (!busy && !queued && now == prev) break;
+        prev = now;
+        usleep(1000);
+    }
     return rc;
 }
+static int op_openai(hearth_err *err, uint64_t *h) { return server_request(0, err, h); }
+static int op_anthropic(hearth_err *err, uint64_t *h) { return server_request(1, err, h); }
+static int op_ollama(hearth_err *err, uint64_t *h) { return server_request(2, err, h); }
 
 static void sweep(const char *name, int (*op)(hearth_err *, uint64_t *)) {
     hearth_err warm;
@@ -267,7 +308,9 @@ int main(void) {
     g_api.model_id = "stories260K";
     g_api.has_vocab = true;
     g_api.n_vocab = 512;
-    sweep("server", op_server);
+    sweep("openai", op_openai);
+    sweep("anthropic", op_anthropic);
+    sweep("ollama", op_ollama);
     engine_free(g_api.eng);
     chat_fmt_free(g_api.fmt);
     hearth_model_free(g_api.m);

@@ -327,12 +327,13 @@ static enum MHD_Result run_task(conn *c, struct MHD_Connection *mc) {
     char *translated = NULL;
     if (IS_ANTHROPIC(c->route)) {   /* Anthropic: the same, answered in Anthropic's shapes */
         if (!(translated = anthropic_translate(&c->s->api, body, n, c->route == R_AN_COUNT, msg, sizeof msg)))
-            return reply_error(c, mc, 400, msg);
+            return reply_error(c, mc, strstr(msg, "out of memory") ? 500 : 400, msg);
         body = translated;
         n = strlen(translated);
     } else if (c->route >= R_OL_GENERATE) {   /* Ollama: the same request in OpenAI's shape, answered in Ollama's */
         ollama_op op = c->route == R_OL_GENERATE ? OLLAMA_GENERATE : c->route == R_OL_CHAT ? OLLAMA_CHAT : OLLAMA_EMBED;
-        if (!(translated = ollama_translate(&c->s->api, op, body, n, &kind, msg, sizeof msg))) return reply_error(c, mc, 400, msg);
+        if (!(translated = ollama_translate(&c->s->api, op, body, n, &kind, msg, sizeof msg)))
+            return reply_error(c, mc, strstr(msg, "out of memory") ? 500 : 400, msg);
         body = translated;
         n = strlen(translated);
     }

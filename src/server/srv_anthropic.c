@@ -50,7 +50,7 @@ static int blocks(const cJSON *content, const char *role, char **text, cJSON *us
             char *args = input ? cJSON_PrintUnformatted(input) : strdup("{}");
             cJSON_AddStringToObject(f, "arguments", args ? args : "{}");
             free(args);
-            cJSON_AddItemToArray(uses, c);
+            json_push(uses, c);
         } else if (!strcmp(t, "tool_result") && !strcmp(role, "user")) {
             const cJSON *id = item(b, "tool_use_id"), *rc = item(b, "content");
             if (!cJSON_IsString(id)) { free(acc); return herr(err, "messages: a tool_result block needs tool_use_id"); }
@@ -61,7 +61,7 @@ static int blocks(const cJSON *content, const char *role, char **text, cJSON *us
             cJSON_AddStringToObject(m, "tool_call_id", id->valuestring);
             cJSON_AddStringToObject(m, "content", rtext ? rtext : "");
             free(rtext);
-            cJSON_AddItemToArray(results, m);
+            json_push(results, m);
         } else if (!strcmp(t, "thinking") || !strcmp(t, "redacted_thinking")) {
             /* earlier turns' reasoning: not shown to a model without it */
         } else {
@@ -100,7 +100,7 @@ char *anthropic_translate(const srv_api *a, const char *body, size_t n, bool cou
             cJSON *m = cJSON_CreateObject();
             cJSON_AddStringToObject(m, "role", "system");
             cJSON_AddStringToObject(m, "content", text);
-            cJSON_AddItemToArray(msgs, m);
+            json_push(msgs, m);
         } else if (err.msg[0]) rc = -1;
         free(text);
     }
@@ -122,15 +122,15 @@ char *anthropic_translate(const srv_api *a, const char *body, size_t n, bool cou
             break;
         }
         cJSON *r, *next;
-        for (r = results->child; r; r = next) { next = r->next; cJSON_AddItemToArray(msgs, cJSON_DetachItemViaPointer(results, r)); }
+        for (r = results ? results->child : NULL; r; r = next) { next = r->next; json_push(msgs, cJSON_DetachItemViaPointer(results, r)); }
         if (cJSON_GetArraySize(uses) || (text && *text) || !cJSON_GetArraySize(results)) {
             cJSON *om = cJSON_CreateObject();
             cJSON_AddStringToObject(om, "role", role->valuestring);
             if (text && *text) cJSON_AddStringToObject(om, "content", text);
             else if (cJSON_GetArraySize(uses)) cJSON_AddNullToObject(om, "content");
             else cJSON_AddStringToObject(om, "content", "");
-            if (cJSON_GetArraySize(uses)) cJSON_AddItemToObject(om, "tool_calls", uses), uses = NULL;
-            cJSON_AddItemToArray(msgs, om);
+            if (cJSON_GetArraySize(uses)) json_put(om, "tool_calls", uses), uses = NULL;
+            json_push(msgs, om);
         }
         cJSON_Delete(uses);
         cJSON_Delete(results);
@@ -155,8 +155,8 @@ char *anthropic_translate(const srv_api *a, const char *body, size_t n, bool cou
             f = cJSON_AddObjectToObject(w, "function");
             cJSON_AddStringToObject(f, "name", name->valuestring);
             if (cJSON_IsString(item(t, "description"))) cJSON_AddStringToObject(f, "description", item(t, "description")->valuestring);
-            cJSON_AddItemToObject(f, "parameters", cJSON_Duplicate(schema, true));
-            cJSON_AddItemToArray(ot, w);
+            json_put(f, "parameters", cJSON_Duplicate(schema, true));
+            json_push(ot, w);
             i++;
         }
     }
@@ -178,13 +178,14 @@ char *anthropic_translate(const srv_api *a, const char *body, size_t n, bool cou
     /* sampling and the rest */
     static const char *const SAME[] = { "temperature", "top_p", "top_k", "stream" };
     for (size_t k = 0; !rc && k < sizeof SAME / sizeof SAME[0]; k++)
-        if (item(o, SAME[k])) cJSON_AddItemToObject(req, SAME[k], cJSON_Duplicate(item(o, SAME[k]), true));
+        if (item(o, SAME[k])) json_put(req, SAME[k], cJSON_Duplicate(item(o, SAME[k]), true));
     const cJSON *ss = o ? item(o, "stop_sequences") : NULL;
     if (!rc && ss && !cJSON_IsNull(ss)) {
         if (!cJSON_IsArray(ss)) rc = herr(&err, "stop_sequences: must be an array of strings");
-        else cJSON_AddItemToObject(req, "stop", cJSON_Duplicate(ss, true));
+        else json_put(req, "stop", cJSON_Duplicate(ss, true));
     }
-    char *out = rc ? NULL : cJSON_PrintUnformatted(req);
+    char *out = NULL;
+    if (!rc) out = api_print(req), req = NULL;   /* api_print deletes it */
     if (!rc && !out) herr(&err, "out of memory");
     if (!out) snprintf(msg, cap, "%s", err.msg);
     cJSON_Delete(o);
@@ -208,15 +209,18 @@ static cJSON *content_blocks(const api_req *r, const srv_task *t, bool *has_call
     cJSON *content = cJSON_CreateArray();
     char *text = NULL;
     cJSON *calls = NULL, *c;
-    if (r->tools.mode != TOOLS_OFF) calls = tools_parse(&r->tools, t->text, t->len, &text);
-    else text = api_utf8_clean(t->text ? t->text : "", t->len);
-    if (text && *text) {
+    const char *txt = t->text ? t->text : "";
+    size_t n = t->len;
+    if (r->tools.mode != TOOLS_OFF) {
+        calls = tools_parse(&r->tools, t->text, t->len, &text);
+        txt = text ? text : "";
+        n = strlen(txt);
+    }
+    if (n) {
         cJSON *b = cJSON_CreateObject();
         cJSON_AddStringToObject(b, "type", "text");
-        char *clean = api_utf8_clean(text, strlen(text));
-        cJSON_AddStringToObject(b, "text", clean ? clean : "");
-        free(clean);
-        cJSON_AddItemToArray(content, b);
+        api_add_text(b, "text", txt, n);
+        json_push(content, b);
     }
     *has_calls = false;
     cJSON_ArrayForEach(c, calls) {
@@ -227,8 +231,8 @@ static cJSON *content_blocks(const api_req *r, const srv_task *t, bool *has_call
         cJSON_AddStringToObject(b, "type", "tool_use");
         cJSON_AddStringToObject(b, "id", id);
         cJSON_AddStringToObject(b, "name", item(f, "name")->valuestring);
-        cJSON_AddItemToObject(b, "input", input ? input : cJSON_CreateObject());
-        cJSON_AddItemToArray(content, b);
+        json_put(b, "input", input ? input : cJSON_CreateObject());
+        json_push(content, b);
         *has_calls = true;
     }
     cJSON_Delete(calls);
@@ -248,7 +252,7 @@ static cJSON *message_head(const srv_api *a, const api_req *r) {
 char *anthropic_response(const srv_api *a, const api_req *r, const srv_task *t) {
     cJSON *o = message_head(a, r);
     bool calls;
-    cJSON_AddItemToObject(o, "content", content_blocks(r, t, &calls));
+    json_put(o, "content", content_blocks(r, t, &calls));
     const char *seq, *why = stop_reason(t, calls, &seq);
     cJSON_AddStringToObject(o, "stop_reason", why);
     if (seq) cJSON_AddStringToObject(o, "stop_sequence", seq);
@@ -256,9 +260,7 @@ char *anthropic_response(const srv_api *a, const api_req *r, const srv_task *t) 
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "input_tokens", t->n_prompt);
     cJSON_AddNumberToObject(u, "output_tokens", t->n_gen);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
+    return api_print(o);
 }
 
 char *anthropic_count(const srv_task *t) {
@@ -278,9 +280,7 @@ char *anthropic_error_body(int status, const char *msg) {
     char *clean = api_utf8_clean(msg, strlen(msg));
     cJSON_AddStringToObject(e, "message", clean ? clean : "");
     free(clean);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
+    return api_print(o);
 }
 
 /* "event: TYPE\ndata: JSON\n\n" (takes o). */
@@ -289,11 +289,10 @@ static char *event(const char *type, cJSON *o) {
     cJSON_AddStringToObject(w, "type", type);
     while (o && o->child) {
         cJSON *x = cJSON_DetachItemViaPointer(o, o->child);
-        cJSON_AddItemToObject(w, x->string, x);
+        json_put(w, x->string, x);
     }
     cJSON_Delete(o);
-    char *j = cJSON_PrintUnformatted(w);
-    cJSON_Delete(w);
+    char *j = api_print(w);
     if (!j) return NULL;
     size_t n = strlen(j) + strlen(type) + 32;
     char *s = malloc(n);
@@ -310,7 +309,7 @@ char *anthropic_event_start(const srv_api *a, const api_req *r, const srv_task *
     u = cJSON_AddObjectToObject(m, "usage");
     cJSON_AddNumberToObject(u, "input_tokens", t->n_prompt);
     cJSON_AddNumberToObject(u, "output_tokens", 0);
-    cJSON_AddItemToObject(o, "message", m);
+    json_put(o, "message", m);
     return event("message_start", o);
 }
 

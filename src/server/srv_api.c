@@ -452,7 +452,7 @@ char *api_utf8_clean(const char *s, size_t n) {
     return o;
 }
 
-static cJSON *add_text(cJSON *obj, const char *key, const char *s, size_t n) {
+cJSON *api_add_text(cJSON *obj, const char *key, const char *s, size_t n) {
     char *c = api_utf8_clean(s, n);
     cJSON *j = c ? cJSON_AddStringToObject(obj, key, c) : NULL;
     if (!c) json_oom = true;
@@ -543,7 +543,7 @@ static void add_timings(cJSON *o, const srv_task *t) {
     cJSON_AddNumberToObject(tm, "predicted_ms", t->t_done - first);
 }
 
-static char *print_free(cJSON *o) {
+char *api_print(cJSON *o) {
     char *s = o && !json_oom ? cJSON_PrintUnformatted(o) : NULL;
     if (json_oom) { free(s); s = NULL; }
     json_oom = false;
@@ -588,7 +588,7 @@ static char *embed_response(const srv_api *a, const api_req *r, const srv_task *
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", total);
     cJSON_AddNumberToObject(u, "total_tokens", total);
-    return print_free(o);
+    return api_print(o);
 }
 
 char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
@@ -603,7 +603,7 @@ char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
         cJSON *calls = tools_parse(&r->tools, t->text, t->len, &content);
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        if (content) add_text(msg, "content", content, strlen(content));
+        if (content) api_add_text(msg, "content", content, strlen(content));
         else cJSON_AddNullToObject(msg, "content");
         free(content);
         if (calls && cJSON_GetArraySize(calls)) { json_put(msg, "tool_calls", calls); finish = "tool_calls"; }
@@ -611,20 +611,20 @@ char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
     } else if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        add_text(msg, "content", t->text ? t->text : "", t->len);
-    } else add_text(c, "text", t->text ? t->text : "", t->len);
+        api_add_text(msg, "content", t->text ? t->text : "", t->len);
+    } else api_add_text(c, "text", t->text ? t->text : "", t->len);
     if (r->n_probs < 0) cJSON_AddNullToObject(c, "logprobs");
     else json_put(c, "logprobs", chat ? chat_logprobs(a, t->toks, t->n_toks) : completion_logprobs(a, t->toks, t->n_toks, 0));
     cJSON_AddStringToObject(c, "finish_reason", finish);
     json_push(choices, c);
     add_usage(o, t->n_prompt, t->n_gen);
     add_timings(o, t);
-    return print_free(o);
+    return api_print(o);
 }
 
 
 static char *sse(cJSON *o) {
-    char *j = print_free(o);
+    char *j = api_print(o);
     if (!j) return NULL;
     size_t n = strlen(j);
     char *s = malloc(n + 9);
@@ -642,8 +642,8 @@ char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size
     if (chat) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
         if (first) cJSON_AddStringToObject(d, "role", "assistant");
-        if (first || n) add_text(d, "content", text ? text : "", n);
-    } else add_text(c, "text", text ? text : "", n);
+        if (first || n) api_add_text(d, "content", text ? text : "", n);
+    } else api_add_text(c, "text", text ? text : "", n);
     if (r->n_probs < 0 || !n_toks) cJSON_AddNullToObject(c, "logprobs");
     else json_put(c, "logprobs", chat ? chat_logprobs(a, toks, n_toks) : completion_logprobs(a, toks, n_toks, 0));
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
@@ -692,12 +692,12 @@ char *api_error_body(int status, const char *msg) {
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
     const char *type = status == 401 ? "authentication_error" : status == 404 ? "not_found_error"
                      : status >= 500 ? "server_error" : "invalid_request_error";
-    add_text(e, "message", msg, strlen(msg));
+    api_add_text(e, "message", msg, strlen(msg));
     cJSON_AddStringToObject(e, "type", type);
     cJSON_AddNullToObject(e, "param");
     if (status == 401) cJSON_AddStringToObject(e, "code", "invalid_api_key");
     else cJSON_AddNullToObject(e, "code");
-    return print_free(o);
+    return api_print(o);
 }
 
 char *api_models(const srv_api *a) {
@@ -718,7 +718,7 @@ char *api_models(const srv_api *a) {
     cJSON_AddBoolToObject(meta, "encoder", info.is_encoder);
     cJSON_AddBoolToObject(meta, "chat_template", chat_fmt_has_template(a->fmt));
     json_push(data, m);
-    return print_free(o);
+    return api_print(o);
 }
 
 char *api_health(const srv_api *a) {
@@ -735,7 +735,7 @@ char *api_health(const srv_api *a) {
     cJSON_AddNumberToObject(o, "tokens_sampled", (double)k.sampled);
     cJSON_AddNumberToObject(o, "decode_ms", round(k.decode_ms * 10) / 10);
     cJSON_AddNumberToObject(o, "step_ms", round(k.step_ms * 10) / 10);
-    return print_free(o);
+    return api_print(o);
 }
 
 /* ---- /tokenize, /detokenize (llama-server's shapes) ---- */
@@ -771,7 +771,7 @@ char *api_tokenize(const srv_api *a, const char *body, size_t n, int *status, ch
         snprintf(msg, cap, "%s", err.msg);
         return NULL;
     }
-    return print_free(out);
+    return api_print(out);
 }
 
 char *api_detokenize(const srv_api *a, const char *body, size_t n, int *status, char *msg, size_t cap) {
@@ -797,7 +797,7 @@ char *api_detokenize(const srv_api *a, const char *body, size_t n, int *status, 
             }
             if (text) { memcpy(text + len, buf, (size_t)k); len += (size_t)k; }
         }
-        if (text && (out = cJSON_CreateObject()) && !add_text(out, "content", text, len)) { cJSON_Delete(out); out = NULL; }
+        if (text && (out = cJSON_CreateObject()) && !api_add_text(out, "content", text, len)) { cJSON_Delete(out); out = NULL; }
         free(text);
         if (!out) herr(&err, "out of memory");
     }
@@ -807,7 +807,7 @@ char *api_detokenize(const srv_api *a, const char *body, size_t n, int *status, 
         snprintf(msg, cap, "%s", err.msg);
         return NULL;
     }
-    return print_free(out);
+    return api_print(out);
 }
 
 /* ---- /metrics: Prometheus text exposition ---- */

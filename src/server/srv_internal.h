@@ -134,6 +134,10 @@ void api_json_init(void);
  * or no memory for the key): either way the caller no longer owns it. */
 bool json_put(cJSON *o, const char *key, cJSON *item);
 bool json_push(cJSON *a, cJSON *item);
+/* obj[key] = the n bytes at s as a JSON string, invalid UTF-8 replaced (a failed allocation counts for api_print). */
+cJSON *api_add_text(cJSON *obj, const char *key, const char *s, size_t n);
+/* Prints o unformatted and deletes it; NULL if it could not, or if building it lost a part for want of memory. */
+char *api_print(cJSON *o);
 /* Parses body and builds the task. On failure returns -1 with *status (400 / 500) and msg set. */
 int api_parse(const srv_api *a, api_kind kind, const char *body, size_t n, api_req *r, srv_task **out,
               int *status, char *msg, size_t cap);

@@ -30,7 +30,7 @@ static int map_options(const cJSON *opts, cJSON *req, hearth_err *err) {
     if (!cJSON_IsObject(opts)) return herr(err, "'options' must be an object");
     for (size_t i = 0; i < sizeof SAME / sizeof SAME[0]; i++) {
         const cJSON *v = item(opts, SAME[i][0]);
-        if (v) cJSON_AddItemToObject(req, SAME[i][1], cJSON_Duplicate(v, true));
+        if (v) json_put(req, SAME[i][1], cJSON_Duplicate(v, true));
     }
     const cJSON *np = item(opts, "num_predict");
     if (np && !cJSON_IsNumber(np)) return herr(err, "'options.num_predict' must be a number");
@@ -47,7 +47,7 @@ static int map_format(const cJSON *f, cJSON *req, hearth_err *err) {
     else if (cJSON_IsObject(f)) {
         cJSON_AddStringToObject(rf, "type", "json_schema");
         cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
-        if (js) cJSON_AddItemToObject(js, "schema", cJSON_Duplicate(f, true));
+        if (js) json_put(js, "schema", cJSON_Duplicate(f, true));
     } else return herr(err, "'format' must be \"json\" or a JSON Schema object");
     return 0;
 }
@@ -77,7 +77,7 @@ char *ollama_translate(const srv_api *a, ollama_op op, const char *body, size_t 
         const cJSON *in = item(o, "input");
         if (!in) in = item(o, "prompt");   /* the older /api/embeddings takes one prompt */
         if (!in) rc = herr(&err, "'input' is required");
-        else cJSON_AddItemToObject(req, "input", cJSON_Duplicate(in, true));
+        else json_put(req, "input", cJSON_Duplicate(in, true));
         *kind = API_EMBED;
     } else if (!rc) {
         const cJSON *st = item(o, "stream"), *raw = item(o, "raw");
@@ -89,7 +89,7 @@ char *ollama_translate(const srv_api *a, ollama_op op, const char *body, size_t 
         if (!rc && op == OLLAMA_CHAT) {
             const cJSON *m = item(o, "messages");
             if (!m) rc = herr(&err, "'messages' is required");
-            else cJSON_AddItemToObject(req, "messages", cJSON_Duplicate(m, true));
+            else json_put(req, "messages", cJSON_Duplicate(m, true));
             *kind = API_CHAT;
         } else if (!rc) {
             /* /api/generate: the prompt goes through the chat template as a user turn (with the system prompt),
@@ -103,18 +103,21 @@ char *ollama_translate(const srv_api *a, ollama_op op, const char *body, size_t 
             } else {
                 cJSON *msgs = cJSON_AddArrayToObject(req, "messages"), *mm;
                 if (cJSON_IsString(sys) && *sys->valuestring) {
-                    cJSON_AddItemToArray(msgs, mm = cJSON_CreateObject());
+                    mm = cJSON_CreateObject();
                     cJSON_AddStringToObject(mm, "role", "system");
                     cJSON_AddStringToObject(mm, "content", sys->valuestring);
+                    json_push(msgs, mm);
                 }
-                cJSON_AddItemToArray(msgs, mm = cJSON_CreateObject());
+                mm = cJSON_CreateObject();
                 cJSON_AddStringToObject(mm, "role", "user");
                 cJSON_AddStringToObject(mm, "content", p ? p->valuestring : "");
+                json_push(msgs, mm);
                 *kind = API_CHAT;
             }
         }
     }
-    char *out = rc ? NULL : cJSON_PrintUnformatted(req);
+    char *out = NULL;
+    if (!rc) out = api_print(req), req = NULL;   /* api_print deletes it */
     if (!rc && !out) herr(&err, "out of memory");
     if (!out) snprintf(msg, cap, "%s", err.msg);
     cJSON_Delete(o);
@@ -124,8 +127,7 @@ char *ollama_translate(const srv_api *a, ollama_op op, const char *body, size_t 
 
 /* ---- answers ---- */
 static char *print_line(cJSON *o) {   /* one NDJSON line */
-    char *j = o ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
+    char *j = api_print(o);
     if (!j) return NULL;
     size_t n = strlen(j);
     char *s = realloc(j, n + 2);
@@ -163,13 +165,11 @@ static cJSON *head(const srv_api *a) {
 
 /* The text of a generate / chat answer (invalid UTF-8 replaced) under "response" or message.content. */
 static void add_answer(cJSON *o, const api_req *r, const char *text, size_t n) {
-    char *c = api_utf8_clean(text ? text : "", n);
     if (r->kind == API_CHAT && !r->ollama_generate) {
         cJSON *m = cJSON_AddObjectToObject(o, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddStringToObject(m, "content", c ? c : "");
-    } else cJSON_AddStringToObject(o, "response", c ? c : "");
-    free(c);
+        api_add_text(m, "content", text ? text : "", n);
+    } else api_add_text(o, "response", text ? text : "", n);
 }
 
 /* done: the closing fields, durations in nanoseconds as Ollama gives them. */
@@ -207,7 +207,7 @@ char *ollama_response(const srv_api *a, const api_req *r, const srv_task *t) {
         cJSON *e = cJSON_AddArrayToObject(o, "embeddings");
         int total = 0;
         for (int i = 0; e && i < t->n_inputs; i++) {
-            cJSON_AddItemToArray(e, cJSON_CreateFloatArray(t->emb + (size_t)i * t->dim, t->dim));
+            json_push(e, cJSON_CreateFloatArray(t->emb + (size_t)i * t->dim, t->dim));
             total += t->n_in[i];
         }
         cJSON_AddNumberToObject(o, "total_duration", round((t->t_done - t->t_submit) * 1e6));
@@ -216,18 +216,14 @@ char *ollama_response(const srv_api *a, const api_req *r, const srv_task *t) {
         add_answer(o, r, t->text, t->len);
         add_done(o, t);
     }
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
+    return api_print(o);
 }
 
 char *ollama_error_body(const char *msg) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "error", msg);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
+    return api_print(o);
 }
 
 /* ---- the model's description ---- */
@@ -255,7 +251,7 @@ static cJSON *details(const srv_api *a) {
     cJSON_AddStringToObject(d, "parent_model", "");
     cJSON_AddStringToObject(d, "format", "gguf");
     cJSON_AddStringToObject(d, "family", in.arch);
-    cJSON_AddItemToObject(d, "families", cJSON_CreateStringArray(&in.arch, 1));
+    json_put(d, "families", cJSON_CreateStringArray(&in.arch, 1));
     cJSON_AddStringToObject(d, "parameter_size", ps);
     cJSON_AddStringToObject(d, "quantization_level", quant_level(a->m));
     return d;
@@ -283,10 +279,10 @@ static cJSON *model_entry(const srv_api *a, bool running) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "name", name);
     cJSON_AddStringToObject(m, "model", name);
-    if (!running) add_time(m), cJSON_AddItemToObject(m, "modified_at", cJSON_DetachItemFromObject(m, "created_at"));
+    if (!running) add_time(m), json_put(m, "modified_at", cJSON_DetachItemFromObject(m, "created_at"));
     cJSON_AddNumberToObject(m, "size", (double)in.file_bytes);
     cJSON_AddStringToObject(m, "digest", dg);
-    cJSON_AddItemToObject(m, "details", details(a));
+    json_put(m, "details", details(a));
     if (running) {
         cJSON_AddStringToObject(m, "expires_at", "2318-01-01T00:00:00Z");   /* held until the server stops */
         cJSON_AddNumberToObject(m, "size_vram", 0);
@@ -296,10 +292,8 @@ static cJSON *model_entry(const srv_api *a, bool running) {
 
 char *ollama_models(const srv_api *a, bool running) {
     cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "models");
-    cJSON_AddItemToArray(list, model_entry(a, running));
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
+    json_push(list, model_entry(a, running));
+    return api_print(o);
 }
 
 char *ollama_show(const srv_api *a) {
@@ -314,7 +308,7 @@ char *ollama_show(const srv_api *a) {
     cJSON_AddStringToObject(o, "parameters", "");
     cJSON_AddStringToObject(o, "template", tmpl ? tmpl : "");
     free(tmpl);
-    cJSON_AddItemToObject(o, "details", details(a));
+    json_put(o, "details", details(a));
     mi = cJSON_AddObjectToObject(o, "model_info");
     char key[96];
     cJSON_AddStringToObject(mi, "general.architecture", in.arch);
@@ -326,16 +320,12 @@ char *ollama_show(const srv_api *a) {
     for (size_t i = 0; i < sizeof F / sizeof F[0]; i++)
         if (F[i].v > 0) snprintf(key, sizeof key, "%s.%s", in.arch, F[i].k), cJSON_AddNumberToObject(mi, key, F[i].v);
     cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
-    cJSON_AddItemToArray(caps, cJSON_CreateString(in.is_encoder ? "embedding" : "completion"));
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
+    json_push(caps, cJSON_CreateString(in.is_encoder ? "embedding" : "completion"));
+    return api_print(o);
 }
 
 char *ollama_version(void) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "version", HEARTH_VERSION);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
+    return api_print(o);
 }
