@@ -400,6 +400,9 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
     if (o->prompt_cache) {   /* the prefix from the store, then the rest */
         err.msg[0] = 0;
         if (!(pc = pcache_new(r->ctx, (size_t)1 << 40, o->prompt_cache, &err)) && err.msg[0]) return cli_fail("%s", err.msg);
+        if (!pc)
+            fprintf(stderr, "note: --prompt-cache unused: %s\n", hearth_mpi_size() > 1 ? "the KV cache is spread over the MPI ranks"
+                                                                   : "this model's sliding-window KV cache cannot be saved");
         from = pcache_restore(pc, r->ctx, 0, r->toks, n, 0);
         r->n_cached = from;
     }
