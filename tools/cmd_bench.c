@@ -60,7 +60,7 @@ static void bench_usage(void) {
            "Prints llama-bench's table (pp: one batch of N_PROMPT tokens from an empty cache; tg: N_GEN tokens one at\n"
            "a time from an empty cache, or with -d DEPTH tokens already in it, as llama-bench -d; t/s as mean ± sd\n"
            "over REPS runs after a warm-up), then load time, resident\n"
-           "memory, and decode speed against the limit the measured read bandwidth sets (--no-bw skips it).\n"
+           "memory, prefill GFLOP/s, and decode speed against the limit the measured read bandwidth sets (--no-bw skips it).\n"
            "Defaults: -t all cores, -p 512, -n 128, -r 3, -c max(2048, p + n). --cache-type: the KV cache's type,\n"
            "f16 (default), f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32);\n"
            "the memory lines name it when it is not f16. --cpu runs a lower kernel set than the CPU's best (e.g.\n"
@@ -343,7 +343,8 @@ static void unload(loaded *l) {
     hearth_model_free(l->m);
 }
 
-static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in, hearth_err *err, stat2 *tg) {
+static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in, hearth_err *err, stat2 *tg, stat2 *pp,
+                     long *pp_n) {
     int n = (int)HT_MAX(a->n_prompt, 1);
     hearth_token *toks = malloc((size_t)n * sizeof *toks);
     if (!toks) return herr(err, "out of memory");
@@ -369,6 +370,8 @@ static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in
         if (a->pp[k] > 0 && !(rc = measure(l->c, true, toks, (int)a->pp[k], (int)a->reps, &s, err))) {
             snprintf(test, sizeof test, "pp%ld%s", a->pp[k], at);
             print_row(desc, in, threads, test, s);
+            *pp = s;
+            *pp_n = a->pp[k];
         }
     toks[0] = bos >= 0 ? bos : toks[0];
     for (int k = 0; k < a->n_tg && !rc; k++)
@@ -380,6 +383,23 @@ static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in
     fflush(stdout);
     free(toks);
     return rc;
+}
+
+/* Multiply-adds per prompt token: every layer matrix (a mixture of experts: the chosen experts' share of the
+ * stacks) once, and attention's q·k and p·v over the positions before it (depth d, a prompt of n from there:
+ * (d + (n + 1) / 2) on average); the head meets only the last token. */
+static double prefill_flops_per_token(const hearth_model *m, long depth, long n) {
+    const ht_hparams *hp = &m->hp;
+    double macs = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const ht_tensor *t = &m->tensors[i];
+        if (strncmp(t->name, "blk.", 4) || t->n_dims < 2) continue;
+        double e = (double)t->ne[0] * (double)t->ne[1];
+        if (t->n_dims > 2 && t->ne[2] > 1) e *= (double)hp->n_expert_used;
+        macs += e;
+    }
+    macs += (double)hp->n_layer * hp->n_head * (double)(hp->head_dim + hp->head_dim_v) * ((double)depth + (double)(n + 1) / 2);
+    return 2 * macs;
 }
 
 /* bw: the best of the read bandwidths measured before and after the tests (the machine's other load comes
@@ -409,16 +429,21 @@ int cmd_bench(int argc, char **argv) {
     unload(&l);
     if (load(&a, &l, &err)) return cli_fail("%s: %s", a.path, err.msg);   /* timed warm: file in page cache */
     hearth_model_get_info(l.m, &in);
-    stat2 tg = { 0, 0 };
+    stat2 tg = { 0, 0 }, pp = { 0, 0 };
+    long pp_n = 0;
     int threads = pool_size(l.c->pool);
     double bw0 = a.bandwidth && a.n_gen > 0 ? read_bandwidth(threads) : 0;
     double cpu0 = cpu_seconds(), wall0 = now_ms();
-    if (run_tests(&a, &l, &in, &err, &tg)) { unload(&l); return cli_fail("%s", err.msg); }
+    if (run_tests(&a, &l, &in, &err, &tg, &pp, &pp_n)) { unload(&l); return cli_fail("%s", err.msg); }
     double cpu_share = (cpu_seconds() - cpu0) / ((now_ms() - wall0) / 1e3 * threads);
     INFO("load: %.0f ms (model + context of %d tokens, file in page cache)\n", l.ms, hearth_ctx_n_ctx(l.c));
     INFO("cpu: the tests got %.0f%% of %d threads' wall time (less means other load on the machine)\n",
            100.0 * cpu_share, threads);
     print_rss("after bench", &in, l.c, false);
+    if (pp_n)
+        INFO("prefill: %.2f t/s = %.1f GFLOP/s (pp%ld: %.2f GFLOP per token, every layer matrix and the attention)\n",
+             pp.mean, pp.mean * prefill_flops_per_token(l.m, a.depth, pp_n) / 1e9, pp_n,
+             prefill_flops_per_token(l.m, a.depth, pp_n) / 1e9);
     hearth_ctx_free(l.c);
     if (a.bandwidth && a.n_gen > 0) print_decode_limit(l.m, &in, tg, threads, bw0);
     hearth_model_free(l.m);

@@ -59,6 +59,7 @@ int hearth_mpi_rank(void) { return 0; }
 int hearth_mpi_size(void) { return 1; }
 #else
 #include <mpi.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,15 +91,17 @@ static struct {
 int hearth_mpi_rank(void) { return D.on ? D.rank : 0; }
 int hearth_mpi_size(void) { return D.on ? D.size : 1; }
 
-static void pause_briefly(long *spins) {
-    if (++*spins < 2000) return;   /* spin first: a hop of the pipeline is often that short */
-    nanosleep(&(struct timespec){ 0, 50 * 1000 }, NULL);
+/* Between two polls of a wait that began at t0: spin while the wait is young (in a generation a rank waits
+ * one step of the others, a few ms to a few hundred: a sleeping rank would add its wake-up to every hop),
+ * yielding to any process that shares the core, then nap (an idle server burns no core). */
+static void pause_briefly(double t0) {
+    if (MPI_Wtime() - t0 < 0.5) sched_yield();   /* gives the core away only if another process wants it */
+    else nanosleep(&(struct timespec){ 0, 200 * 1000 }, NULL);
 }
 
 /* Rank 0: completes r or ends the job after D.timeout seconds, naming the rank it waited for. */
 static void wait_for(MPI_Request *r, int peer, const char *what) {
     double t0 = MPI_Wtime();
-    long spins = 0;
     for (int done = 0;;) {
         MPI_Test(r, &done, MPI_STATUS_IGNORE);
         if (done) return;
@@ -108,7 +111,7 @@ static void wait_for(MPI_Request *r, int peer, const char *what) {
             fflush(stderr);
             MPI_Abort(D.comm, 1);
         }
-        pause_briefly(&spins);
+        pause_briefly(t0);
     }
 }
 
@@ -321,8 +324,8 @@ int dist_decode(hearth_ctx *c, const int32_t *tokens, int n, hearth_err *err) {
 /* ---- the other ranks ---- */
 static int recv_meta(void) {
     MPI_Status s;
-    long spins = 0;
-    for (int flag = 0; !flag; pause_briefly(&spins)) MPI_Iprobe(D.rank - 1, TAG_META, D.comm, &flag, &s);
+    double t0 = MPI_Wtime();
+    for (int flag = 0; !flag; pause_briefly(t0)) MPI_Iprobe(D.rank - 1, TAG_META, D.comm, &flag, &s);
     int n;
     MPI_Get_count(&s, MPI_INT32_T, &n);
     MPI_Recv(meta_room(HT_MAX(n, 1)), n, MPI_INT32_T, D.rank - 1, TAG_META, D.comm, MPI_STATUS_IGNORE);

@@ -26,7 +26,9 @@
 /* Weight rows are read once, front to back: the kernels prefetch HT_PREFETCH_AHEAD bytes ahead of the block
  * they decode (measured: the hardware prefetchers alone leave the K-quant kernels 1.3-1.6x slower on rows
  * that come from L3 or DRAM). Prefetching past the end of the matrix is harmless. */
+#ifndef HT_PREFETCH_AHEAD
 #define HT_PREFETCH_AHEAD 4096
+#endif
 HT_AI void ht_prefetch(const uint8_t *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + HT_PREFETCH_AHEAD + o, 0, 3);
 }
