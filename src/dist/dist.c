@@ -340,11 +340,13 @@ static void report(int ok, const hearth_err *err) {
 
 static void worker_ctx_new(const int32_t *mt, int n) {
     hearth_err err = { "" };
-    int id = mt[1], plen = n > CTX_NEW_FIXED + D.size + 1 ? mt[CTX_NEW_FIXED + D.size + 1] : -1;
+    const int at = CTX_NEW_FIXED + D.size + 2;   /* where the path's bytes start */
+    int id = mt[1], plen = n >= at ? mt[at - 1] : -1;
+    if (plen > (n - at) * 4) plen = -1;
     const int32_t *bounds = mt + CTX_NEW_FIXED;
     char *path = plen >= 0 ? calloc((size_t)plen + 1, 1) : NULL;
     if (!path || id < 0 || id >= MAX_CTX || D.ctxs[id]) { free(path); report(0, &(hearth_err){ "bad context message" }); return; }
-    memcpy(path, mt + CTX_NEW_FIXED + D.size + 2, (size_t)plen);
+    memcpy(path, mt + at, (size_t)plen);
     if (D.model && strcmp(D.model->path ? D.model->path : "", path)) { hearth_model_free(D.model); D.model = NULL; }
     if (!D.model) {
         if (D.load(path, &D.model, &err)) {
