@@ -238,13 +238,13 @@ static bool name_char(unsigned char ch) { return name_start(ch) || (ch >= '0' &&
 
 static int hexval_run(const char *s, size_t n, int digits, int32_t *out) {
     if ((size_t)digits > n) return 0;
-    int32_t v = 0;
+    uint32_t v = 0;   /* 8 digits reach 0xFFFFFFFF: unsigned, then clamped (anything past 0x10FFFF is refused) */
     for (int i = 0; i < digits; i++) {
         int d = digit_value(s[i]);
         if (d > 15) return 0;
-        v = v * 16 + d;
+        v = v * 16 + (uint32_t)d;
     }
-    *out = v;
+    *out = v > INT32_MAX ? INT32_MAX : (int32_t)v;
     return 1;
 }
 
