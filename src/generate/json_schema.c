@@ -779,6 +779,7 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
         return fail(c, "\"dependencies\"/\"dependentRequired\" are not supported");
     if (up && !cJSON_IsBool(up)) return fail(c, "\"unevaluatedProperties\" with a schema is not supported");
     if (req && !cJSON_IsArray(req)) return fail(c, "\"required\" must be an array");
+    if (props && !cJSON_IsObject(props)) return fail(c, "\"properties\" must be an object");
     int n_props = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, req) {
