@@ -14,7 +14,7 @@
 
 /* ---- building JSON when memory may run out ----
  * cJSON's adders leave a NULL parent or a failed key copy unnoticed, so the tree would print with parts
- * missing: its allocations go through json_alloc, which notes a failure for this thread, and print_free then
+ * missing: its allocations go through json_alloc, which notes a failure for this thread, and api_print then
  * answers NULL (the caller's 500) instead of an incomplete document. */
 static _Thread_local bool json_oom;
 
