@@ -306,6 +306,7 @@ static bool rx_escape_class(ht_str *b, char e, bool *negated_shorthand) {
 static char *rx_atom(rx *r) {
     conv *c = r->c;
     ht_str b = { 0 };
+    if (r->p[0] == '\\' && (unsigned char)r->p[1] >= 0x80) r->p++;   /* an escaped non-ASCII character is itself */
     char ch = *r->p;
     if (ch == '(') {
         r->p++;
