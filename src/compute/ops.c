@@ -4,6 +4,8 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
     double ss = 0;
@@ -59,17 +61,48 @@ void op_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-void op_silu_mul(float *g, const float *u, int n) {
-    for (int i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+/* exp(x) for the activations: Cephes' expf (x = k ln 2 + r, a degree-5 polynomial in r, about 1 ulp), in
+ * plain float operations so that the loops below vectorize. This file is built with -ffp-contract=off
+ * (CMakeLists.txt): the vector body and the scalar tail then round alike, and an element's value does not
+ * depend on where a thread's share of a row starts. Inputs below -87 count as -87 (2^k stays normal),
+ * above 88 the result is infinite (so x sigmoid(x) is 0 for x very negative, not x / e^88). */
+static inline float exp_act(float x0) {
+    float x = x0 < -87.0f ? -87.0f : x0;
+    x = x > 88.0f ? 88.0f : x;
+    const float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;   /* round(x / ln 2) */
+    const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    const int32_t e = ((int32_t)k + 127) * (1 << 23);
+    float s;
+    memcpy(&s, &e, sizeof s);
+    return x0 > 88.0f ? INFINITY : p * s;
 }
 
+/* silu(x) = x * sigmoid(x); gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
+ * one exp and one division each, well conditioned everywhere (no 1 + tanh cancellation). */
+static inline float silu1(float x) { return x / (1.0f + exp_act(-x)); }
 static inline float gelu_tanh1(float x) {
-    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+    const float u2 = 1.5957691216057308f * (x + 0.044715f * x * x * x);   /* 2 sqrt(2/pi) */
+    return x / (1.0f + exp_act(-u2));
 }
 
-void op_gelu_tanh_mul(float *g, const float *u, int n) { for (int i = 0; i < n; i++) g[i] = gelu_tanh1(g[i]) * u[i]; }
-void op_gelu_tanh(float *x, int n) { for (int i = 0; i < n; i++) x[i] = gelu_tanh1(x[i]); }
+/* x86-64: one clone per vector width, picked when the library loads (the results are the same in each). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HT_ACT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HT_ACT_CLONES
+#endif
+
+HT_ACT_CLONES void op_silu(float *x, int n) { for (int i = 0; i < n; i++) x[i] = silu1(x[i]); }
+HT_ACT_CLONES void op_silu_mul(float *g, const float *u, int n) { for (int i = 0; i < n; i++) g[i] = silu1(g[i]) * u[i]; }
+HT_ACT_CLONES void op_gelu_tanh_mul(float *g, const float *u, int n) { for (int i = 0; i < n; i++) g[i] = gelu_tanh1(g[i]) * u[i]; }
+HT_ACT_CLONES void op_gelu_tanh(float *x, int n) { for (int i = 0; i < n; i++) x[i] = gelu_tanh1(x[i]); }
 void op_gelu_erf(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f)); }
 void op_add(float *y, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += x[i]; }
 void op_scale(float *y, float s, int n) { for (int i = 0; i < n; i++) y[i] *= s; }

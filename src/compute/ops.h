@@ -14,6 +14,7 @@ void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, flo
 /* Rotates the first n_rot dims of each of n_heads heads (head_dim apart): NORM = adjacent pairs, NEOX = halves. */
 void op_rope(float *x, int n_heads, int head_dim, int n_rot, const float *cosv, const float *sinv, int neox);
 void op_softmax(float *x, int n);
+void op_silu(float *x, int n);
 void op_silu_mul(float *gate, const float *up, int n);        /* gate = silu(gate) * up */
 void op_gelu_tanh_mul(float *gate, const float *up, int n);   /* gate = gelu_tanh(gate) * up */
 void op_gelu_tanh(float *x, int n);

@@ -65,7 +65,7 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
 }
 
 static void activate(float *x, int n, int act) {
-    if (act == ACT_SILU) for (int i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+    if (act == ACT_SILU) op_silu(x, n);
     else if (act == ACT_GELU_TANH) op_gelu_tanh(x, n);
     else if (act == ACT_GELU_ERF) op_gelu_erf(x, n);
 }
