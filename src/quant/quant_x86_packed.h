@@ -1,5 +1,5 @@
-/* quant_x86_packed.h — row-interleaved ("packed") kernels for x86 (ht_pack in quant.h): Q4_0, Q8_0, Q4_K,
- * Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256. Included by quant_x86_kernels.h after its helpers.
+/* quant_x86_packed.h — row-interleaved ("packed") kernels for x86 (ht_pack in quant.h): Q4_0, Q5_0, Q8_0,
+ * Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256. Included by quant_x86_kernels.h after its helpers.
  *
  * Why: the row-by-row kernels spend most of their time per 32-element block (unpacking, converting each
  * block sum to float, scaling) rather than in the dot-product instructions. With R rows interleaved four
@@ -129,6 +129,87 @@ PK_TILE(pk_q4_0_x8_tile, q4_0x8_tile, 4)
 
 static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, true, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
                                    pk_q4_0_x8_tile};
+
+/* Q5_0: as Q4_0's layout, with the fifth bits between the nibbles and the halves: block b of the group
+ * (22 R bytes at 22 R b) is quants[j][r] (16 R bytes, as Q4_0), then H[r] (4 bytes per row: bit j of byte t
+ * is the fifth bit of element 4j + t, bit 4 + j that of element 16 + 4j + t), then halves[r]. A shift of
+ * H puts the fifth bits of quants[j]'s low (or high) nibbles at bit 4 of each byte: the weights u = q + 16
+ * (0..31) are one AND-OR away, and -16 * sum(a) comes off as for Q4_0. Missing rows are zeros (d = 0). */
+HT_AI void pack_q5_0(const int R, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nb = n / 32;
+    memset(dst, 0, (size_t)nb * 22 * R);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *q = dst + b * 22 * R, *hb = q + 16 * R;
+        ht_half *h = (ht_half *)(hb + 4 * R);
+        for (int r = 0; r < nr; r++) {
+            const block_q5_0 *blk = (const block_q5_0 *)(src + (size_t)r * rb) + b;
+            uint32_t qh;
+            memcpy(&qh, blk->qh, 4);
+            for (int j = 0; j < 4; j++) {
+                memcpy(q + j * 4 * R + r * 4, blk->qs + 4 * j, 4);
+                for (int t = 0; t < 4; t++)
+                    hb[r * 4 + t] |= (uint8_t)(((qh >> (4 * j + t)) & 1) << j | ((qh >> (16 + 4 * j + t)) & 1) << (4 + j));
+            }
+            h[r] = blk->d;
+        }
+    }
+}
+static size_t pk_q5_0_x8_bytes(int64_t n) { return (size_t)(n / 32) * 22 * 8; }
+static void pk_q5_0_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q5_0(8, src, rb, nr, n, dst); }
+
+/* ---- Q5_0 x 8, 256-bit: the 16 products of a lane (at most 31 * 127 each) would pass int16, so the low
+ * and high halves of the block are summed apart ---- */
+HT_AI void q5_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nb = n / 32;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+    __m256 acc[PK8_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * 176;
+        ht_prefetch(q, 176);
+        const __m256i hv = ld256(q + 128);
+        __m256i w[8];
+        HT_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m256i v = ld256(q + 32 * j);
+            w[j] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_slli_epi32(hv, 4 - j), b4));
+            w[4 + j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(_mm256_srli_epi32(hv, j), b4));
+        }
+        const __m256 dw = _mm256_cvtph_ps(ld128(q + 160));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = a + (size_t)c * as;
+            const uint8_t *aq = ac + (size_t)b * 32;
+            __m256i lo = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(ld32(aq)));
+            __m256i hi = _mm256_maddubs_epi16(w[4], _mm256_set1_epi32(ld32(aq + 16)));
+            HT_UNROLL
+            for (int j = 1; j < 4; j++) {
+                lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + 4 * j))));
+                hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[4 + j], _mm256_set1_epi32(ld32(aq + 16 + 4 * j))));
+            }
+            const float da = ((const float *)(ac + n))[b];
+            const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
+            const __m256i i = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones)),
+                                               _mm256_set1_epi32(-16 * sa));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        if (nr == 8) _mm256_storeu_ps(y + (size_t)c * ys, acc[c]);
+        else {
+            float t[8];
+            _mm256_storeu_ps(t, acc[c]);
+            memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+PK_TILE(pk_q5_0_x8_tile, q5_0x8_tile, 4)
+
+static const ht_pack pk_q5_0_x8 = {"Q5_0x8", 8, PK8_NC, true, pk_q5_0_x8_bytes, pk_q5_0_x8_pack, pk_act_bytes, pk_act_signed,
+                                   pk_q5_0_x8_tile};
 
 /* ---- Q4_K (and Q6_K below) ----
  * Activations: Q8_K's values q[n], then float d[n / 256], then int16 asum[n / 32] (each 32-element
@@ -508,6 +589,52 @@ PK_TILE(pk_q4_0_x16_tile, q4_0x16_tile, 8)
 
 static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, true, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
                                     pk_act_signed, pk_q4_0_x16_tile};
+
+/* ---- Q5_0 x 16, 512-bit VNNI (layout at pack_q5_0) ---- */
+static size_t pk_q5_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 22 * 16; }
+static void pk_q5_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q5_0(16, src, rb, nr, n, dst); }
+
+HT_AI void q5_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nb = n / 32;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    __m512 acc[PK16_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * 352;
+        ht_prefetch(q, 352);
+        const __m512i hv = _mm512_loadu_si512(q + 256);
+        __m512i w[8];
+        HT_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m512i v = _mm512_loadu_si512(q + 64 * j);
+            w[j] = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), _mm512_slli_epi32(hv, 4 - j), b4, 0xf8);   /* a | (b & c) */
+            w[4 + j] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_srli_epi32(hv, j), b4, 0xf8);
+        }
+        const __m512 dw = _mm512_cvtph_ps(ld256(q + 320));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = a + (size_t)c * as;
+            const uint8_t *aq = ac + (size_t)b * 32;
+            const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
+            __m512i lo = _mm512_set1_epi32(-16 * sa), hi = _mm512_setzero_si512();
+            HT_UNROLL
+            for (int j = 0; j < 4; j++) {
+                lo = _mm512_dpbusd_epi32(lo, w[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
+                hi = _mm512_dpbusd_epi32(hi, w[4 + j], _mm512_set1_epi32(ld32(aq + 16 + 4 * j)));
+            }
+            const float da = ((const float *)(ac + n))[b];
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
+}
+
+PK_TILE(pk_q5_0_x16_tile, q5_0x16_tile, 8)
+
+static const ht_pack pk_q5_0_x16 = {"Q5_0x16", 16, PK16_NC, true, pk_q5_0_x16_bytes, pk_q5_0_x16_pack, pk_act_bytes,
+                                    pk_act_signed, pk_q5_0_x16_tile};
 
 /* ---- Q8_0 x 16, 512-bit VNNI ----
  * Block b (576 bytes at 576 b): quants[j][r] = row r's bytes 4j..4j+3 (j < 8), then halves[r], then int16
