@@ -1,5 +1,5 @@
-/* test_ops.c — the vectorized activations (silu, gelu_tanh, with and without the gated product) against
- * the formulas in double precision, and their vector loop against their scalar tail: an element's value
+/* test_ops.c — the vectorized activations (silu, gelu_tanh, with and without the gated product) and the
+ * softmax against the formulas in double precision, and their vector loop against their scalar tail: an element's value
  * must not depend on where in a row it falls (thread shares split rows at arbitrary points). */
 #include <math.h>
 #include <string.h>
@@ -55,7 +55,38 @@ static void check(const char *name, act_fn act, glu_fn glu, double (*arg)(double
     printf("%-14s %d values: vector loop == scalar tail; worst relative error %.2e x (4 + %g |exp argument|)\n", name, N, worst, k);
 }
 
+/* softmax(scale * x) against double precision, for lengths around the 16 lanes and the 256-element blocks
+ * of its sums; a -inf score gets exactly 0. */
+static void check_softmax(void) {
+    static float x[N];
+    static const int lens[] = {1, 2, 15, 16, 17, 255, 256, 257, 1000, N};
+    double worst = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        const int n = lens[li];
+        const float scale = 0.125f;
+        for (int i = 0; i < n; i++) x[i] = 40.0f * sinf(0.37f * (float)i + (float)n);
+        if (n > 3) x[3] = -INFINITY;
+        double mx = -INFINITY, sum = 0;
+        for (int i = 0; i < n; i++) mx = fmax(mx, (double)(x[i] * scale));
+        static double ref[N];
+        for (int i = 0; i < n; i++) sum += ref[i] = exp((double)(x[i] * scale) - mx);
+        op_softmax(x, n, scale);
+        double total = 0;
+        for (int i = 0; i < n; i++) {
+            ref[i] /= sum;
+            total += x[i];
+            const double err = fabs(x[i] - ref[i]);
+            if (ref[i] > 1e-30 && err / ref[i] > worst) worst = err / ref[i];
+            CHECK(err <= 2e-6 * ref[i] + 1e-37, "softmax n=%d [%d] = %.9g, want %.9g", n, i, x[i], ref[i]);
+        }
+        CHECK(n <= 3 || x[3] == 0.0f, "softmax n=%d: a -inf score gave %g", n, x[3]);
+        CHECK(fabs(total - 1.0) < 1e-5, "softmax n=%d sums to %.9g", n, total);
+    }
+    printf("%-14s lengths 1..%d: worst relative error %.2e, -inf -> 0\n", "softmax", N, worst);
+}
+
 int main(void) {
+    check_softmax();
     check("silu", op_silu, NULL, silu_arg, 1);
     check("silu_mul", NULL, op_silu_mul, silu_arg, 1);
     check("gelu_tanh", op_gelu_tanh, NULL, gelu_arg, 4);

@@ -52,20 +52,11 @@ void op_rope(float *x, int n_heads, int head_dim, int n_rot, const float *cosv, 
     }
 }
 
-void op_softmax(float *x, int n) {
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double sum = 0;
-    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - mx); sum += x[i]; }
-    float inv = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++) x[i] *= inv;
-}
-
 /* exp(x) for the activations: Cephes' expf (x = k ln 2 + r, a degree-5 polynomial in r, about 1 ulp), in
  * plain float operations so that the loops below vectorize. This file is built with -ffp-contract=off
  * (CMakeLists.txt): the vector body and the scalar tail then round alike, and an element's value does not
- * depend on where a thread's share of a row starts. Inputs below -87 count as -87 (2^k stays normal),
- * above 88 the result is infinite (so x sigmoid(x) is 0 for x very negative, not x / e^88). */
+ * depend on where a thread's share of a row starts. Below -87 the result is 0 (2^k would not be normal),
+ * above 88 infinite (so x sigmoid(x) is 0 for x very negative, not x / e^88). */
 static inline float exp_act(float x0) {
     float x = x0 < -87.0f ? -87.0f : x0;
     x = x > 88.0f ? 88.0f : x;
@@ -81,7 +72,7 @@ static inline float exp_act(float x0) {
     const int32_t e = ((int32_t)k + 127) * (1 << 23);
     float s;
     memcpy(&s, &e, sizeof s);
-    return x0 > 88.0f ? INFINITY : p * s;
+    return x0 > 88.0f ? INFINITY : x0 < -87.0f ? 0.0f : p * s;
 }
 
 /* silu(x) = x * sigmoid(x); gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
@@ -110,4 +101,46 @@ float op_dot(const float *a, const float *b, int n) {
     float s = 0;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
     return s;
+}
+
+/* The softmax's reductions run over 16 fixed lanes (GCC's vector types; plain C loops with a max or a
+ * float sum do not vectorize without reassociation), so a row's result depends on its values and length
+ * only. Sums go through float lanes for 256 elements at a time, then double. */
+typedef float sm_vf __attribute__((vector_size(64)));
+typedef int32_t sm_vi __attribute__((vector_size(64)));
+#define SM_LANES 16
+
+HT_ACT_CLONES void op_softmax(float *x, int n, float scale) {
+    sm_vf m = {0};
+    m -= INFINITY;
+    int i = 0;
+    for (; i + SM_LANES <= n; i += SM_LANES) {
+        sm_vf v;
+        memcpy(&v, x + i, sizeof v);
+        v *= scale;
+        memcpy(x + i, &v, sizeof v);
+        const sm_vi gt = v > m;
+        m = (sm_vf)(((sm_vi)v & gt) | ((sm_vi)m & ~gt));
+    }
+    float mx = -INFINITY;
+    for (int l = 0; l < SM_LANES; l++) mx = m[l] > mx ? m[l] : mx;
+    for (; i < n; i++) {
+        x[i] *= scale;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    for (i = 0; i < n; i++) x[i] = exp_act(x[i] - mx);
+    double s[SM_LANES] = {0}, sum = 0;
+    for (i = 0; i + SM_LANES <= n;) {
+        sm_vf acc = {0};
+        for (int k = 0; k < 16 && i + SM_LANES <= n; k++, i += SM_LANES) {
+            sm_vf v;
+            memcpy(&v, x + i, sizeof v);
+            acc += v;
+        }
+        for (int l = 0; l < SM_LANES; l++) s[l] += acc[l];
+    }
+    for (int l = 0; l < SM_LANES; l++) sum += s[l];
+    for (; i < n; i++) sum += x[i];
+    const float inv = (float)(1.0 / sum);
+    for (i = 0; i < n; i++) x[i] *= inv;
 }

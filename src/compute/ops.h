@@ -13,7 +13,9 @@ void op_layernorm(float *out, const float *x, const float *w, const float *b, in
 void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, float scale, const float *freq_factors);
 /* Rotates the first n_rot dims of each of n_heads heads (head_dim apart): NORM = adjacent pairs, NEOX = halves. */
 void op_rope(float *x, int n_heads, int head_dim, int n_rot, const float *cosv, const float *sinv, int neox);
-void op_softmax(float *x, int n);
+/* x = softmax(scale * x): exp in float (ops.c), the sums in double over 16 fixed lanes; the result
+ * depends on the row's values and length only. */
+void op_softmax(float *x, int n, float scale);
 void op_silu(float *x, int n);
 void op_silu_mul(float *gate, const float *up, int n);        /* gate = silu(gate) * up */
 void op_gelu_tanh_mul(float *gate, const float *up, int n);   /* gate = gelu_tanh(gate) * up */

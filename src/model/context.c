@@ -324,17 +324,7 @@ static void dot_tiles(const ht_traits *tr, int n, const uint8_t *w, size_t ws, i
 
 /* Softmax of each of nh rows of n scores (row stride ld), after scaling: normalized probabilities in place. */
 static void att_softmax(float *sc, size_t ld, int nh, int n, float scale) {
-    for (int h = 0; h < nh; h++) {
-        float *r = sc + (size_t)h * ld, mx = -INFINITY;
-        for (int t = 0; t < n; t++) {
-            r[t] *= scale;
-            if (r[t] > mx) mx = r[t];
-        }
-        double sum = 0;
-        for (int t = 0; t < n; t++) { r[t] = expf(r[t] - mx); sum += r[t]; }
-        float inv = (float)(1.0 / sum);
-        for (int t = 0; t < n; t++) r[t] *= inv;
-    }
+    for (int h = 0; h < nh; h++) op_softmax(sc + (size_t)h * ld, n, scale);
 }
 
 /* softmax·V from the transposed cache: o[h * hdv + d] = V^T row d (positions lo..lo+n-1) · probabilities of
