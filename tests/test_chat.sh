@@ -99,7 +99,9 @@ if [[ -x $PTY ]]; then
     check "tty: exit 0 at Ctrl-D ($rc)" '[[ $rc -eq 0 ]]'
     check "tty: the history recalled the line (two replies)" '[[ $(grep -c "^prefill" "$tmp/tty") -eq 2 ]]'
     check "tty: Ctrl-C at the prompt says how to leave" 'grep -q "to leave, type /quit or press Ctrl-D" "$tmp/tty"'
-    TERM=dumb "$PTY" "$tmp/tty2" 60 -e '> ' -s 'Once upon a time\r' -e 'time' -e ' ' -s '\x03' -e 'interrupted' \
+    # (the reply's own words before Ctrl-C: the typed line is echoed twice, and a Ctrl-C that lands while libedit
+    # still holds the line is not a reply's interruption)
+    TERM=dumb "$PTY" "$tmp/tty2" 60 -e '> ' -s 'Once upon a time\r' -e 'there' -s '\x03' -e 'interrupted' \
         -e '> ' -w 300 -s '\x04' -- "$HEARTH" chat -n 100000 -c 4096 --ignore-eos --seed 1 -t 1 2>"$tmp/tty.err"
     rc=$?
     check "tty: Ctrl-C stops a reply, then Ctrl-D leaves ($rc)" '[[ $rc -eq 0 ]] && ! grep -q "to leave" "$tmp/tty2"'

@@ -9,9 +9,12 @@
  * 3. Realistic dot products: quantized Gaussian data, real scales: within 1e-5 of sum |w_i a_i|.
  * 4. Tiles: vec_dot_tile for every nr in 1..9, nc in 1..4 is bit-identical to vec_dot on each output, on short rows
  *    and on rows of several HT_TILE_CHUNKs (the scalar set checks ht_vec_dot_tile's fallback loop).
+ * 5. Transposed products (dot_t, F32 and F16): within 1e-5 of sum |w_i a_i| of the scalar ones, and each
+ *    output bit-identical whatever n (a prefix of the positions) and nc.
  * Self-contained (quant layer only), so tests/test_neon_qemu.sh also builds it for aarch64. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "quant/quant.h"
 #include "quant/quant_simd.h"
@@ -243,6 +246,51 @@ static int test_tiles(const char *set) {
     return checked;
 }
 
+/* dot_t of F32 / F16 (head sizes 64, 80, 256; positions around the block widths) against the scalar table;
+ * then the first m positions alone and each column alone give the same bits. Returns products checked. */
+static int test_dot_t(const char *set) {
+    static const int ks[] = {64, 80, 256}, ns[] = {1, 7, 16, 31, 32, 33, 100};
+    static float w32[256 * 128], a[4 * 256], y[4 * 128], yr[4 * 128], y1[128];
+    static uint16_t w16[256 * 128];
+    int checked = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        const uint32_t type = ti ? HT_F16 : HT_F32;
+        const ht_traits *tr = ht_get_traits(type), *ref = ht_get_traits_ref(type);
+        REQUIRE(tr->dot_t && ref->dot_t, "%s: no dot_t for %s", set, tr->name);
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+                const int k = ks[ki], n = ns[ni];
+                const size_t ws = 128;   /* the cache's capacity: rows longer than n */
+                for (size_t i = 0; i < (size_t)k * ws; i++) {
+                    w32[i] = (float)rng_gauss();
+                    w16[i] = f32_to_fp16(w32[i]);
+                }
+                for (int i = 0; i < 4 * k; i++) a[i] = (float)rng_gauss();
+                const void *w = ti ? (const void *)w16 : (const void *)w32;
+                for (int nc = 1; nc <= 4; nc++) {
+                    tr->dot_t(k, w, ws, n, a, (size_t)k, nc, y, 128);
+                    ref->dot_t(k, w, ws, n, a, (size_t)k, nc, yr, 128);
+                    for (int c = 0; c < nc; c++)
+                        for (int t = 0; t < n; t++) {
+                            double mag = 0;
+                            for (int d = 0; d < k; d++)
+                                mag += fabs(a[c * k + d] * (ti ? fp16_to_f32(w16[(size_t)d * ws + t]) : w32[(size_t)d * ws + t]));
+                            CHECK(fabs(y[c * 128 + t] - yr[c * 128 + t]) <= 1e-5 * mag, "%s dot_t %s k=%d n=%d nc=%d [%d][%d]: %g vs %g",
+                                  set, tr->name, k, n, nc, c, t, y[c * 128 + t], yr[c * 128 + t]);
+                            checked++;
+                        }
+                    for (int c = 0; c < nc; c++) {   /* column c alone, over the first m positions */
+                        const int m = c % 2 ? n : (n + 1) / 2;
+                        tr->dot_t(k, w, ws, m, a + c * k, (size_t)k, 1, y1, 128);
+                        CHECK(memcmp(y1, y + c * 128, (size_t)m * sizeof(float)) == 0,
+                              "%s dot_t %s k=%d: column %d over %d of %d positions differs", set, tr->name, k, c, m, n);
+                    }
+                }
+            }
+    }
+    return checked;
+}
+
 int main(void) {
     quant_init();
     const char *chosen = quant_backend();
@@ -258,9 +306,9 @@ int main(void) {
             continue;
         }
         test_from_float(set);
-        const int ne = test_dots(set, true), nt = test_dots(set, false), ntl = test_tiles(set);
-        printf("%-11s from_float, %d exact + %d realistic dot products, %d tiles checked\n", set, ne, nt,
-               ntl);
+        const int ne = test_dots(set, true), nt = test_dots(set, false), ntl = test_tiles(set), ndt = test_dot_t(set);
+        printf("%-11s from_float, %d exact + %d realistic dot products, %d tiles, %d transposed products checked\n", set,
+               ne, nt, ntl, ndt);
         n_sets++;
     }
     REQUIRE(quant_set_backend(chosen), "cannot restore %s", chosen);

@@ -159,8 +159,8 @@ void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
 }
 
 /* ---- a sequence's KV cache out and back in (prompt caches) ----
- * Per position range, layer by layer: K rows [n][n_head_kv] as stored, then V as [n][n_head_kv * head_dim_v]
- * values (F32 / F16 caches keep V transposed; it is gathered and scattered), or Q8_0 rows as stored. */
+ * Per position range, layer by layer: K as [n][n_head_kv * head_dim] values, then V as [n][n_head_kv * head_dim_v]
+ * (F32 / F16 caches keep both transposed; they are gathered and scattered), or Q8_0 rows as stored. */
 static bool kv_portable(const hearth_ctx *c) {
     if (c->dist_id >= 0) return false;   /* the layers' caches are spread over the ranks */
     for (int il = 0; il < c->m->hp.n_layer; il++) if (c->kv[il].ring) return false;
@@ -173,34 +173,38 @@ size_t hearth_kv_token_bytes(const hearth_ctx *c) {
            (ht_row_size(c->kv_type, hp->head_dim) + ht_row_size(c->kv_type, hp->head_dim_v));
 }
 
+/* Positions pos0.. pos0 + n - 1 of one cache (K or V) of sequence seq to buf (out) or back: rows of `row`
+ * bytes as stored (Q8_0), or gathered from / scattered to the transposed [ne][cap] layout. */
+static uint8_t *kv_copy_rows(void *X, int cap, uint32_t type, int seq, int pos0, int n, size_t row, int ne, size_t esz,
+                             uint8_t *buf, bool out) {
+    if (type == HT_Q8_0) {
+        uint8_t *x = (uint8_t *)X + ((size_t)seq * cap + pos0) * row;
+        if (out) memcpy(buf, x, (size_t)n * row);
+        else memcpy(x, buf, (size_t)n * row);
+        return buf + (size_t)n * row;
+    }
+    uint8_t *xt = (uint8_t *)X + (size_t)seq * ne * cap * esz;   /* [ne][cap] */
+    for (int t = 0; t < n; t++)
+        for (int e = 0; e < ne; e++) {
+            uint8_t *cell = xt + ((size_t)e * cap + pos0 + t) * esz;
+            if (out) memcpy(buf, cell, esz);
+            else memcpy(cell, buf, esz);
+            buf += esz;
+        }
+    return buf;
+}
+
 static int kv_copy(hearth_ctx *c, int seq, int pos0, int n, uint8_t *buf, bool out) {
     const ht_hparams *hp = &c->m->hp;
     if (!kv_portable(c) || seq < 0 || seq >= c->n_seq || pos0 < 0 || n < 0 || pos0 + n > c->n_ctx) return -1;
     size_t krow = ht_row_size(c->kv_type, hp->head_dim) * hp->n_head_kv;
     size_t vrow = ht_row_size(c->kv_type, hp->head_dim_v) * hp->n_head_kv;
     size_t esz = c->kv_type == HT_F32 ? 4 : 2;
-    int nv = hp->n_head_kv * hp->head_dim_v;
+    int nk = hp->n_head_kv * hp->head_dim, nv = hp->n_head_kv * hp->head_dim_v;
     for (int il = 0; il < hp->n_layer; il++) {
         ht_kv_layer *L = &c->kv[il];
-        uint8_t *k = (uint8_t *)L->k + ((size_t)seq * L->cap + pos0) * krow;
-        if (out) memcpy(buf, k, (size_t)n * krow);
-        else memcpy(k, buf, (size_t)n * krow);
-        buf += (size_t)n * krow;
-        if (c->kv_type == HT_Q8_0) {
-            uint8_t *v = (uint8_t *)L->v + ((size_t)seq * L->cap + pos0) * vrow;
-            if (out) memcpy(buf, v, (size_t)n * vrow);
-            else memcpy(v, buf, (size_t)n * vrow);
-            buf += (size_t)n * vrow;
-            continue;
-        }
-        uint8_t *vt = (uint8_t *)L->v + (size_t)seq * nv * L->cap * esz;   /* [nv][cap] */
-        for (int t = 0; t < n; t++)
-            for (int e = 0; e < nv; e++) {
-                uint8_t *cell = vt + ((size_t)e * L->cap + pos0 + t) * esz;
-                if (out) memcpy(buf, cell, esz);
-                else memcpy(cell, buf, esz);
-                buf += esz;
-            }
+        buf = kv_copy_rows(L->k, L->cap, c->kv_type, seq, pos0, n, krow, nk, esz, buf, out);
+        buf = kv_copy_rows(L->v, L->cap, c->kv_type, seq, pos0, n, vrow, nv, esz, buf, out);
     }
     return 0;
 }
@@ -415,17 +419,20 @@ static void attention_job(void *arg, int ith, int nth) {
         int n = hi - lo + 1, s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
         const float *q = j->q + ((size_t)i * hp->n_head + h0) * hd;
         float *o = j->out + ((size_t)i * hp->n_head + h0) * hdv;
-        const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
-        const uint8_t *qa = (const uint8_t *)q;
-        size_t qs = (size_t)hd * sizeof(float);
+        /* scores, per contiguous run of ring slots: each is independent of the others */
         if (q8) {
+            const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
             for (int h = 0; h < nh; h++) ht_quantize_row(HT_Q8_0, q + (size_t)h * hd, qq + (size_t)h * qrs, hd);
-            qa = qq;
-            qs = qrs;
+            dot_tiles(tr, hd, kb + (size_t)s0 * kstride, kstride, n0, qq, qrs, nh, sc, ld);
+            if (n0 < n) dot_tiles(tr, hd, kb, kstride, n - n0, qq, qrs, nh, sc + n0, ld);
+        } else {
+            const size_t kt = ((size_t)s * n_kv + kvh) * hd * (size_t)cap;   /* K^T rows of this head */
+            for (int r = 0; r < (n0 < n ? 2 : 1); r++) {
+                const int first = r ? 0 : s0, cnt = r ? n - n0 : n0;
+                tr->dot_t(hd, (const uint8_t *)j->L->k + (kt + (size_t)first) * esz, (size_t)cap, cnt, q, (size_t)hd, nh,
+                          sc + (r ? n0 : 0), ld);
+            }
         }
-        /* scores, per contiguous run of ring slots: each is an independent dot */
-        dot_tiles(tr, hd, kb + (size_t)s0 * kstride, kstride, n0, qa, qs, nh, sc, ld);
-        if (n0 < n) dot_tiles(tr, hd, kb, kstride, n - n0, qa, qs, nh, sc + n0, ld);
         att_softmax(sc, ld, nh, n, j->scale);
         if (q8) {
             const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
@@ -443,16 +450,18 @@ static void kv_store(void *dst, uint32_t type, const float *src, int n) {
     else { uint16_t *h = dst; for (int i = 0; i < n; i++) h[i] = f32_to_fp16(src[i]); }
 }
 
-/* V^T[s][kvh][d][slot] = v[kvh * hdv + d] (F32 / F16); a Q8_0 cache stores the row as K does. */
-static void kv_store_v(ht_kv_layer *L, uint32_t type, int s, int slot, const float *v, int n_kv, int hdv) {
+/* One position's K or V (n_kv heads of hd values) into a cache: F32 / F16 caches are transposed,
+ * X^T[s][kvh][d][slot] = x[kvh * hd + d] (a score or an output then takes one vector lane per position);
+ * a Q8_0 cache stores the row as it is. */
+static void kv_store_t(void *X, int cap, uint32_t type, int s, int slot, const float *x, int n_kv, int hd) {
     if (type == HT_Q8_0) {
-        size_t row = (size_t)n_kv * ht_row_size(HT_Q8_0, hdv);
-        kv_store((uint8_t *)L->v + ((size_t)s * L->cap + slot) * row, type, v, n_kv * hdv);
+        size_t row = (size_t)n_kv * ht_row_size(HT_Q8_0, hd);
+        kv_store((uint8_t *)X + ((size_t)s * cap + slot) * row, type, x, n_kv * hd);
         return;
     }
-    size_t base = (size_t)s * n_kv * hdv * L->cap + (size_t)slot;
-    if (type == HT_F32) { float *V = L->v; for (int e = 0; e < n_kv * hdv; e++) V[base + (size_t)e * L->cap] = v[e]; }
-    else { uint16_t *V = L->v; for (int e = 0; e < n_kv * hdv; e++) V[base + (size_t)e * L->cap] = f32_to_fp16(v[e]); }
+    size_t base = (size_t)s * n_kv * hd * cap + (size_t)slot;
+    if (type == HT_F32) { float *T = X; for (int e = 0; e < n_kv * hd; e++) T[base + (size_t)e * cap] = x[e]; }
+    else { uint16_t *T = X; for (int e = 0; e < n_kv * hd; e++) T[base + (size_t)e * cap] = f32_to_fp16(x[e]); }
 }
 
 void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,
@@ -460,12 +469,11 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
     const ht_hparams *hp = &c->m->hp;
     ht_kv_layer *L = &c->kv[il];
     int KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
-    size_t krow = (size_t)hp->n_head_kv * ht_row_size(c->kv_type, hp->head_dim);
     int seq_end[256] = { 0 };
     for (int i = 0; i < ub->n; i++) {
         int s = ub->seq[i], slot = ub->pos[i] % L->cap;
-        kv_store((uint8_t *)L->k + ((size_t)s * L->cap + slot) * krow, c->kv_type, k + (size_t)i * KD, KD);
-        kv_store_v(L, c->kv_type, s, slot, v + (size_t)i * VD, hp->n_head_kv, hp->head_dim_v);
+        kv_store_t(L->k, L->cap, c->kv_type, s, slot, k + (size_t)i * KD, hp->n_head_kv, hp->head_dim);
+        kv_store_t(L->v, L->cap, c->kv_type, s, slot, v + (size_t)i * VD, hp->n_head_kv, hp->head_dim_v);
         if (ub->pos[i] + 1 > seq_end[s]) seq_end[s] = ub->pos[i] + 1;
     }
     /* the whole group per task (at most a tile's width), split further only to give every thread work */

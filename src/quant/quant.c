@@ -11,10 +11,12 @@
 #include <pthread.h>
 
 /* name, block, bytes per block, is_quant, to_float, from_float, vec_dot_type, vec_dot, vec_dot_tile and pack
- * (none in the scalar table: ht_vec_dot_tile loops vec_dot; SIMD sets install theirs) */
+ * (none in the scalar table: ht_vec_dot_tile loops vec_dot; SIMD sets install theirs), dot_t (F32, F16) */
 #define HT_TRAITS_TABLE {                                                                                            \
-    [HT_F32]    = {"F32", 1, 4, false, ht_ref_f32_to_float, ht_ref_f32_from_float, HT_F32, ht_ref_vec_dot_f32_f32, NULL, NULL}, \
-    [HT_F16]    = {"F16", 1, 2, false, ht_ref_f16_to_float, ht_ref_f16_from_float, HT_F32, ht_ref_vec_dot_f16_f32, NULL, NULL}, \
+    [HT_F32]    = {"F32", 1, 4, false, ht_ref_f32_to_float, ht_ref_f32_from_float, HT_F32, ht_ref_vec_dot_f32_f32, NULL, NULL,    \
+                   ht_ref_dot_t_f32}, \
+    [HT_F16]    = {"F16", 1, 2, false, ht_ref_f16_to_float, ht_ref_f16_from_float, HT_F32, ht_ref_vec_dot_f16_f32, NULL, NULL,    \
+                   ht_ref_dot_t_f16}, \
     [HT_BF16]   = {"BF16", 1, 2, false, ht_ref_bf16_to_float, ht_ref_bf16_from_float, HT_F32,                        \
                    ht_ref_vec_dot_bf16_f32, NULL, NULL},                                                                   \
     [HT_Q4_0]   = {"Q4_0", QK4_0, sizeof(block_q4_0), true, ht_ref_q4_0_to_float, ht_ref_q4_0_from_float,            \

@@ -93,6 +93,12 @@ typedef struct ht_pack {
     void (*tile)(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys);
 } ht_pack;
 
+/* Products against a transposed matrix, for attention scores from a position-minor K cache (F32, F16):
+ * y[c * ys + t] = sum over d < k of a[c * as + d] * w[d * ws + t] for t < n, c < nc <= HT_TILE_MAX (ws, as
+ * in elements). Each output adds its k terms in order of d with the same operations wherever t falls and
+ * whatever n or nc: a score does not depend on how many are computed with it. */
+typedef void (*ht_dot_t_fn)(int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y, size_t ys);
+
 typedef struct {
     const char *name;         /* "Q4_K", as ggml names it */
     int blck;                 /* elements per block */
@@ -104,6 +110,7 @@ typedef struct {
     ht_vec_dot_fn vec_dot;
     ht_vec_dot_tile_fn vec_dot_tile;   /* optional (NULL: loop of vec_dot); call through ht_vec_dot_tile() */
     const ht_pack *pack;      /* optional: the faster row-interleaved layout of the active kernel set */
+    ht_dot_t_fn dot_t;        /* F32 and F16 only (the cache types that are kept transposed) */
 } ht_traits;
 
 /* The tile of ht_vec_dot_tile_fn with tr's kernels: its vec_dot_tile, or the loop of vec_dot without one. */

@@ -100,6 +100,27 @@ float ht_ref_vec_dot_f16_f32(int n, const void *vw, const void *va) {
     return sum;
 }
 
+/* Transposed products (ht_dot_t_fn): y accumulates row d of w times a_c[d], d = 0, 1, ... */
+static void dot_t(bool f16, int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y, size_t ys) {
+    for (int c = 0; c < nc; c++)
+        for (int t = 0; t < n; t++) y[(size_t)c * ys + (size_t)t] = 0.0f;
+    for (int d = 0; d < k; d++)
+        for (int c = 0; c < nc; c++) {
+            const float ad = a[(size_t)c * as + (size_t)d];
+            float *yc = y + (size_t)c * ys;
+            for (int t = 0; t < n; t++) {
+                const size_t i = (size_t)d * ws + (size_t)t;
+                yc[t] += ad * (f16 ? fp16_to_f32(((const uint16_t *)w)[i]) : ((const float *)w)[i]);
+            }
+        }
+}
+void ht_ref_dot_t_f32(int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y, size_t ys) {
+    dot_t(false, k, w, ws, n, a, as, nc, y, ys);
+}
+void ht_ref_dot_t_f16(int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y, size_t ys) {
+    dot_t(true, k, w, ws, n, a, as, nc, y, ys);
+}
+
 float ht_ref_vec_dot_bf16_f32(int n, const void *vw, const void *va) {
     const uint16_t *w = vw;
     const float *a = va;

@@ -51,6 +51,8 @@ void ht_ref_iq4_xs_from_float(const float *src, void *dst, int64_t n);
 /* vec_dot: weights of the first type × activations of the second. */
 float ht_ref_vec_dot_f32_f32(int n, const void *w, const void *a);
 float ht_ref_vec_dot_f16_f32(int n, const void *w, const void *a);
+void ht_ref_dot_t_f32(int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y, size_t ys);
+void ht_ref_dot_t_f16(int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y, size_t ys);
 float ht_ref_vec_dot_bf16_f32(int n, const void *w, const void *a);
 float ht_ref_vec_dot_q4_0_q8_0(int n, const void *w, const void *a);
 float ht_ref_vec_dot_q5_0_q8_0(int n, const void *w, const void *a);

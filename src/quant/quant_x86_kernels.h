@@ -587,6 +587,8 @@ HT_AI void kblock(const int T, const int NC, const uint8_t *wb, const block_q8_K
 #define fv_zero _mm512_setzero_ps
 #define fv_fmadd _mm512_fmadd_ps
 #define fv_loadu _mm512_loadu_ps
+#define fv_set1 _mm512_set1_ps
+#define fv_storeu _mm512_storeu_ps
 HT_AI float fv_hsum(__m512 v) {
     return hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
@@ -603,6 +605,8 @@ HT_AI __m512 fv_loadw(const int T, const uint8_t *w, int i) {
 #define fv_zero _mm256_setzero_ps
 #define fv_fmadd _mm256_fmadd_ps
 #define fv_loadu _mm256_loadu_ps
+#define fv_set1 _mm256_set1_ps
+#define fv_storeu _mm256_storeu_ps
 HT_AI float fv_hsum(__m256 v) { return hsum_ps(v); }
 HT_AI __m256 fv_loadw(const int T, const uint8_t *w, int i) {
     switch (T) {
@@ -668,6 +672,70 @@ HT_AI void tileF(const int T, const int NC, int n, const uint8_t *w, size_t ws, 
     if (NC > 1)
         for (; r + 4 <= nr; r += 4) rowsF(T, 4, NC, n, w + (size_t)r * ws, ws, a, as, y + r, ys);
     for (; r < nr; r++) rowsF(T, 1, NC, n, w + (size_t)r * ws, ws, a, as, y + r, ys);
+}
+
+/* Transposed products (ht_dot_t_fn): blocks of two vectors of positions times NC columns, one
+ * accumulator pair per column; row d of the block is loaded (and widened) once for all columns. The last,
+ * partial block reads each row through a zeroed buffer: every output takes the same instructions. */
+HT_AI void dot_t_block(const int T, const int NC, int k, const uint8_t *w, size_t wsb, int m, const float *a, size_t as,
+                       float *y, size_t ys) {
+    FV acc[4][2];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = fv_zero();
+    for (int d = 0; d < k; d++) {
+        const uint8_t *row = w + (size_t)d * wsb;
+        uint8_t part[2 * FV_N * 4];
+        if (m < 2 * FV_N) {
+            memset(part, 0, sizeof part);
+            memcpy(part, row, (size_t)m * f_size(T));
+            row = part;
+        }
+        const FV w0 = fv_loadw(T, row, 0), w1 = fv_loadw(T, row, FV_N);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const FV ad = fv_set1(a[(size_t)c * as + (size_t)d]);
+            acc[c][0] = fv_fmadd(w0, ad, acc[c][0]);
+            acc[c][1] = fv_fmadd(w1, ad, acc[c][1]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        float *yc = y + (size_t)c * ys;
+        if (m == 2 * FV_N) {
+            fv_storeu(yc, acc[c][0]);
+            fv_storeu(yc + FV_N, acc[c][1]);
+        } else {
+            float o[2 * FV_N];
+            fv_storeu(o, acc[c][0]);
+            fv_storeu(o + FV_N, acc[c][1]);
+            memcpy(yc, o, (size_t)m * sizeof(float));
+        }
+    }
+}
+
+HT_AI void dot_t_x86(const int T, int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y,
+                     size_t ys) {
+    const size_t wsb = ws * f_size(T);
+    for (int t0 = 0; t0 < n; t0 += 2 * FV_N) {
+        const uint8_t *wb = (const uint8_t *)w + (size_t)t0 * f_size(T);
+        const int m = HT_MIN(2 * FV_N, n - t0);
+        for (int c = 0; c < nc; c += 4) {
+            const float *ac = a + (size_t)c * as;
+            float *yc = y + (size_t)c * ys + t0;
+            switch (HT_MIN(4, nc - c)) {
+            case 4: dot_t_block(T, 4, k, wb, wsb, m, ac, as, yc, ys); break;
+            case 3: dot_t_block(T, 3, k, wb, wsb, m, ac, as, yc, ys); break;
+            case 2: dot_t_block(T, 2, k, wb, wsb, m, ac, as, yc, ys); break;
+            default: dot_t_block(T, 1, k, wb, wsb, m, ac, as, yc, ys); break;
+            }
+        }
+    }
+}
+static void dot_t_f32(int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y, size_t ys) {
+    dot_t_x86(HT_F32, k, w, ws, n, a, as, nc, y, ys);
+}
+static void dot_t_f16(int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y, size_t ys) {
+    dot_t_x86(HT_F16, k, w, ws, n, a, as, nc, y, ys);
 }
 
 /* ======================= activation quantizers ======================= */
@@ -994,6 +1062,8 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     set_dot(&t[HT_F16], vec_dot_f16, tile_f16);
     set_dot(&t[HT_BF16], vec_dot_bf16, tile_bf16);
     t[HT_Q8_0].from_float = q8_0_from_float;
+    t[HT_F32].dot_t = dot_t_f32;
+    t[HT_F16].dot_t = dot_t_f16;
 #if HT_X86_AVX512
     t[HT_F16].pack = &pk_f16_x16;
     t[HT_BF16].pack = &pk_bf16_x16;
