@@ -13,40 +13,40 @@
 /* name, block, bytes per block, is_quant, to_float, from_float, vec_dot_type, vec_dot, vec_dot_tile and pack
  * (none in the scalar table: ht_vec_dot_tile loops vec_dot; SIMD sets install theirs), dot_t (F32, F16) */
 #define HT_TRAITS_TABLE {                                                                                            \
-    [HT_F32]    = {"F32", 1, 4, false, ht_ref_f32_to_float, ht_ref_f32_from_float, HT_F32, ht_ref_vec_dot_f32_f32, NULL, NULL,    \
-                   ht_ref_dot_t_f32}, \
-    [HT_F16]    = {"F16", 1, 2, false, ht_ref_f16_to_float, ht_ref_f16_from_float, HT_F32, ht_ref_vec_dot_f16_f32, NULL, NULL,    \
-                   ht_ref_dot_t_f16}, \
+    [HT_F32]    = {"F32", 1, 4, false, ht_ref_f32_to_float, ht_ref_f32_from_float, HT_F32,                            \
+                   ht_ref_vec_dot_f32_f32, NULL, NULL, ht_ref_dot_t_f32},                                                  \
+    [HT_F16]    = {"F16", 1, 2, false, ht_ref_f16_to_float, ht_ref_f16_from_float, HT_F32,                            \
+                   ht_ref_vec_dot_f16_f32, NULL, NULL, ht_ref_dot_t_f16},                                                  \
     [HT_BF16]   = {"BF16", 1, 2, false, ht_ref_bf16_to_float, ht_ref_bf16_from_float, HT_F32,                        \
-                   ht_ref_vec_dot_bf16_f32, NULL, NULL},                                                                   \
+                   ht_ref_vec_dot_bf16_f32, NULL, NULL, NULL},                                                                   \
     [HT_Q4_0]   = {"Q4_0", QK4_0, sizeof(block_q4_0), true, ht_ref_q4_0_to_float, ht_ref_q4_0_from_float,            \
-                   HT_Q8_0, ht_ref_vec_dot_q4_0_q8_0, NULL, NULL},                                                         \
+                   HT_Q8_0, ht_ref_vec_dot_q4_0_q8_0, NULL, NULL, NULL},                                                         \
     [HT_Q4_1]   = {"Q4_1", QK4_1, sizeof(block_q4_1), true, ht_ref_q4_1_to_float, ht_ref_q4_1_from_float,            \
-                   HT_Q8_1, ht_ref_vec_dot_q4_1_q8_1, NULL, NULL},                                                         \
+                   HT_Q8_1, ht_ref_vec_dot_q4_1_q8_1, NULL, NULL, NULL},                                                         \
     [HT_Q5_0]   = {"Q5_0", QK5_0, sizeof(block_q5_0), true, ht_ref_q5_0_to_float, ht_ref_q5_0_from_float,            \
-                   HT_Q8_0, ht_ref_vec_dot_q5_0_q8_0, NULL, NULL},                                                         \
+                   HT_Q8_0, ht_ref_vec_dot_q5_0_q8_0, NULL, NULL, NULL},                                                         \
     [HT_Q5_1]   = {"Q5_1", QK5_1, sizeof(block_q5_1), true, ht_ref_q5_1_to_float, ht_ref_q5_1_from_float,            \
-                   HT_Q8_1, ht_ref_vec_dot_q5_1_q8_1, NULL, NULL},                                                         \
+                   HT_Q8_1, ht_ref_vec_dot_q5_1_q8_1, NULL, NULL, NULL},                                                         \
     [HT_Q8_0]   = {"Q8_0", QK8_0, sizeof(block_q8_0), true, ht_ref_q8_0_to_float, ht_ref_q8_0_from_float,            \
-                   HT_Q8_0, ht_ref_vec_dot_q8_0_q8_0, NULL, NULL},                                                         \
+                   HT_Q8_0, ht_ref_vec_dot_q8_0_q8_0, NULL, NULL, NULL},                                                         \
     [HT_Q8_1]   = {"Q8_1", QK8_1, sizeof(block_q8_1), true, ht_ref_q8_1_to_float, ht_ref_q8_1_from_float,            \
-                   HT_Q8_1, NULL, NULL, NULL},                                                                             \
+                   HT_Q8_1, NULL, NULL, NULL, NULL},                                                                             \
     [HT_Q2_K]   = {"Q2_K", QK_K, sizeof(block_q2_K), true, ht_ref_q2_K_to_float, ht_ref_q2_K_from_float,             \
-                   HT_Q8_K, ht_ref_vec_dot_q2_K_q8_K, NULL, NULL},                                                         \
+                   HT_Q8_K, ht_ref_vec_dot_q2_K_q8_K, NULL, NULL, NULL},                                                         \
     [HT_Q3_K]   = {"Q3_K", QK_K, sizeof(block_q3_K), true, ht_ref_q3_K_to_float, ht_ref_q3_K_from_float,             \
-                   HT_Q8_K, ht_ref_vec_dot_q3_K_q8_K, NULL, NULL},                                                         \
+                   HT_Q8_K, ht_ref_vec_dot_q3_K_q8_K, NULL, NULL, NULL},                                                         \
     [HT_Q4_K]   = {"Q4_K", QK_K, sizeof(block_q4_K), true, ht_ref_q4_K_to_float, ht_ref_q4_K_from_float,             \
-                   HT_Q8_K, ht_ref_vec_dot_q4_K_q8_K, NULL, NULL},                                                         \
+                   HT_Q8_K, ht_ref_vec_dot_q4_K_q8_K, NULL, NULL, NULL},                                                         \
     [HT_Q5_K]   = {"Q5_K", QK_K, sizeof(block_q5_K), true, ht_ref_q5_K_to_float, ht_ref_q5_K_from_float,             \
-                   HT_Q8_K, ht_ref_vec_dot_q5_K_q8_K, NULL, NULL},                                                         \
+                   HT_Q8_K, ht_ref_vec_dot_q5_K_q8_K, NULL, NULL, NULL},                                                         \
     [HT_Q6_K]   = {"Q6_K", QK_K, sizeof(block_q6_K), true, ht_ref_q6_K_to_float, ht_ref_q6_K_from_float,             \
-                   HT_Q8_K, ht_ref_vec_dot_q6_K_q8_K, NULL, NULL},                                                         \
+                   HT_Q8_K, ht_ref_vec_dot_q6_K_q8_K, NULL, NULL, NULL},                                                         \
     [HT_Q8_K]   = {"Q8_K", QK_K, sizeof(block_q8_K), true, ht_ref_q8_K_to_float, ht_ref_q8_K_from_float,             \
-                   HT_Q8_K, NULL, NULL, NULL},                                                                             \
+                   HT_Q8_K, NULL, NULL, NULL, NULL},                                                                             \
     [HT_IQ4_NL] = {"IQ4_NL", QK4_NL, sizeof(block_iq4_nl), true, ht_ref_iq4_nl_to_float,                             \
-                   ht_ref_iq4_nl_from_float, HT_Q8_0, ht_ref_vec_dot_iq4_nl_q8_0, NULL, NULL},                             \
+                   ht_ref_iq4_nl_from_float, HT_Q8_0, ht_ref_vec_dot_iq4_nl_q8_0, NULL, NULL, NULL},                             \
     [HT_IQ4_XS] = {"IQ4_XS", QK_K, sizeof(block_iq4_xs), true, ht_ref_iq4_xs_to_float,                               \
-                   ht_ref_iq4_xs_from_float, HT_Q8_K, ht_ref_vec_dot_iq4_xs_q8_K, NULL, NULL},                             \
+                   ht_ref_iq4_xs_from_float, HT_Q8_K, ht_ref_vec_dot_iq4_xs_q8_K, NULL, NULL, NULL},                             \
 }
 
 static const ht_traits ref_table[HT_NTYPES] = HT_TRAITS_TABLE;
