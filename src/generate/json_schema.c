@@ -734,11 +734,12 @@ static char *array_rule(conv *c, const cJSON *s, const char *hint) {
         if (!rest_ok && (max < 0 || max > n_prefix)) max = n_prefix;
         if (lo > max && max >= 0) fail(c, "minItems cannot be met");
         ht_str_puts(&b, "\"[\" space");
-        int open = 0;   /* items lo.. are nested optionals: ( "," x ( "," y )? )? */
+        int open = 0;   /* optional prefix items are nested optionals: ( "," x ( "," y )? )? */
         for (long i = 0; !c->failed && (max < 0 || i < max); i++) {
-            if (max < 0 && i >= n_prefix && i >= lo) {   /* the unbounded tail */
-                if (i == 0) ht_str_printf(&b, " (%s (\",\" space %s)*)?", item, item);
-                else ht_str_printf(&b, " (\",\" space %s)*", item);
+            if (i >= n_prefix && i >= lo) {   /* the optional tail of `item`s: a repetition, however long */
+                if (max < 0) ht_str_printf(&b, i ? " (\",\" space %s)*" : " (%s (\",\" space %s)*)?", item, item);
+                else if (i == 0) ht_str_printf(&b, " (%s (\",\" space %s){0,%ld})?", item, item, max - 1);
+                else ht_str_printf(&b, " (\",\" space %s){0,%ld}", item, max - i);
                 break;
             }
             if (i >= lo) { ht_str_puts(&b, " ("); open++; }
@@ -1217,9 +1218,12 @@ char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *er
         gram *g = out.p && !whole.oom ? gram_parse(whole.p, err) : NULL;
         free(whole.p);
         if (out.p && !g) {
-            bool cycle = strstr(err->msg, "left recursion") != NULL;
-            herr(err, cycle ? "JSON Schema: a $ref cycle that reaches itself before matching anything"
-                            : "JSON Schema: internal error: the grammar made from it does not parse");
+            if (strstr(err->msg, "left recursion")) herr(err, "JSON Schema: a $ref cycle that reaches itself before matching anything");
+            else {
+                char why[sizeof err->msg];
+                snprintf(why, sizeof why, "%s", err->msg);
+                herr(err, "JSON Schema: internal error: the grammar made from it does not parse (%s)", why);
+            }
             free(out.p);
             out.p = NULL;
         }
