@@ -444,24 +444,27 @@ static void attention_job(void *arg, int ith, int nth) {
     }
 }
 
-static void kv_store(void *dst, uint32_t type, const float *src, int n) {
-    if (type == HT_F32) memcpy(dst, src, (size_t)n * sizeof(float));
-    else if (type == HT_Q8_0) ht_quantize_row(HT_Q8_0, src, dst, n);   /* blocks never straddle heads (hd % 32 == 0) */
-    else { uint16_t *h = dst; for (int i = 0; i < n; i++) h[i] = f32_to_fp16(src[i]); }
-}
-
-/* One position's K or V (n_kv heads of hd values) into a cache: F32 / F16 caches are transposed,
- * X^T[s][kvh][d][slot] = x[kvh * hd + d] (a score or an output then takes one vector lane per position);
- * a Q8_0 cache stores the row as it is. */
-static void kv_store_t(void *X, int cap, uint32_t type, int s, int slot, const float *x, int n_kv, int hd) {
+/* The micro-batch's K or V (ne = n_kv heads x hd values per token, rows of x) into a cache: F32 / F16
+ * caches are transposed, X^T[s][kvh][d][slot] = x[kvh * hd + d] (a score or an output then takes one
+ * vector lane per position), written 16 values of every token at a time so that each of those values' rows
+ * is written along its slots; a Q8_0 cache stores the rows as they are. */
+static void kv_store_batch(void *X, int cap, uint32_t type, const ht_ubatch *ub, const float *x, int ne) {
     if (type == HT_Q8_0) {
-        size_t row = (size_t)n_kv * ht_row_size(HT_Q8_0, hd);
-        kv_store((uint8_t *)X + ((size_t)s * cap + slot) * row, type, x, n_kv * hd);
+        size_t row = ht_row_size(HT_Q8_0, ne);
+        for (int i = 0; i < ub->n; i++)
+            ht_quantize_row(HT_Q8_0, x + (size_t)i * ne, (uint8_t *)X + ((size_t)ub->seq[i] * cap + ub->pos[i] % cap) * row,
+                            ne);   /* blocks never straddle heads (hd % 32 == 0) */
         return;
     }
-    size_t base = (size_t)s * n_kv * hd * cap + (size_t)slot;
-    if (type == HT_F32) { float *T = X; for (int e = 0; e < n_kv * hd; e++) T[base + (size_t)e * cap] = x[e]; }
-    else { uint16_t *T = X; for (int e = 0; e < n_kv * hd; e++) T[base + (size_t)e * cap] = f32_to_fp16(x[e]); }
+    for (int e0 = 0; e0 < ne; e0 += 16)
+        for (int i = 0; i < ub->n; i++) {
+            const size_t base = (size_t)ub->seq[i] * ne * cap + (size_t)(ub->pos[i] % cap);
+            const float *xi = x + (size_t)i * ne;
+            for (int e = e0; e < HT_MIN(ne, e0 + 16); e++) {
+                if (type == HT_F32) ((float *)X)[base + (size_t)e * cap] = xi[e];
+                else ((uint16_t *)X)[base + (size_t)e * cap] = f32_to_fp16(xi[e]);
+            }
+        }
 }
 
 void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,
@@ -470,12 +473,9 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
     ht_kv_layer *L = &c->kv[il];
     int KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
     int seq_end[256] = { 0 };
-    for (int i = 0; i < ub->n; i++) {
-        int s = ub->seq[i], slot = ub->pos[i] % L->cap;
-        kv_store_t(L->k, L->cap, c->kv_type, s, slot, k + (size_t)i * KD, hp->n_head_kv, hp->head_dim);
-        kv_store_t(L->v, L->cap, c->kv_type, s, slot, v + (size_t)i * VD, hp->n_head_kv, hp->head_dim_v);
-        if (ub->pos[i] + 1 > seq_end[s]) seq_end[s] = ub->pos[i] + 1;
-    }
+    kv_store_batch(L->k, L->cap, c->kv_type, ub, k, KD);
+    kv_store_batch(L->v, L->cap, c->kv_type, ub, v, VD);
+    for (int i = 0; i < ub->n; i++) seq_end[ub->seq[i]] = HT_MAX(seq_end[ub->seq[i]], ub->pos[i] + 1);
     /* the whole group per task (at most a tile's width), split further only to give every thread work */
     int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);
     while (heads > 1 && (long)ub->n * hp->n_head_kv * ((group + heads - 1) / heads) < c->n_threads) heads = (heads + 1) / 2;

@@ -674,40 +674,47 @@ HT_AI void tileF(const int T, const int NC, int n, const uint8_t *w, size_t ws, 
     for (; r < nr; r++) rowsF(T, 1, NC, n, w + (size_t)r * ws, ws, a, as, y + r, ys);
 }
 
-/* Transposed products (ht_dot_t_fn): blocks of two vectors of positions times NC columns, one
- * accumulator pair per column; row d of the block is loaded (and widened) once for all columns. The last,
- * partial block reads each row through a zeroed buffer: every output takes the same instructions. */
+/* Transposed products (ht_dot_t_fn): blocks of DT_V vectors of positions times NC columns, an accumulator
+ * per vector and column (16 of the 32 AVX-512 registers, 8 of AVX2's 16); row d of the block is loaded (and
+ * widened) once for all columns. The last, partial block reads each row through a zeroed buffer: every
+ * output takes the same instructions. */
+#define DT_V (HT_X86_AVX512 ? 4 : 2)
 HT_AI void dot_t_block(const int T, const int NC, int k, const uint8_t *w, size_t wsb, int m, const float *a, size_t as,
                        float *y, size_t ys) {
-    FV acc[4][2];
+    FV acc[4][DT_V];
     HT_UNROLL
-    for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = fv_zero();
+    for (int c = 0; c < NC; c++) {
+        HT_UNROLL
+        for (int v = 0; v < DT_V; v++) acc[c][v] = fv_zero();
+    }
     for (int d = 0; d < k; d++) {
         const uint8_t *row = w + (size_t)d * wsb;
-        uint8_t part[2 * FV_N * 4];
-        if (m < 2 * FV_N) {
+        uint8_t part[DT_V * FV_N * 4];
+        if (m < DT_V * FV_N) {
             memset(part, 0, sizeof part);
             memcpy(part, row, (size_t)m * f_size(T));
             row = part;
         }
-        const FV w0 = fv_loadw(T, row, 0), w1 = fv_loadw(T, row, FV_N);
+        FV wv[DT_V];
+        HT_UNROLL
+        for (int v = 0; v < DT_V; v++) wv[v] = fv_loadw(T, row, v * FV_N);
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
             const FV ad = fv_set1(a[(size_t)c * as + (size_t)d]);
-            acc[c][0] = fv_fmadd(w0, ad, acc[c][0]);
-            acc[c][1] = fv_fmadd(w1, ad, acc[c][1]);
+            HT_UNROLL
+            for (int v = 0; v < DT_V; v++) acc[c][v] = fv_fmadd(wv[v], ad, acc[c][v]);
         }
     }
     HT_UNROLL
     for (int c = 0; c < NC; c++) {
         float *yc = y + (size_t)c * ys;
-        if (m == 2 * FV_N) {
-            fv_storeu(yc, acc[c][0]);
-            fv_storeu(yc + FV_N, acc[c][1]);
+        if (m == DT_V * FV_N) {
+            HT_UNROLL
+            for (int v = 0; v < DT_V; v++) fv_storeu(yc + v * FV_N, acc[c][v]);
         } else {
-            float o[2 * FV_N];
-            fv_storeu(o, acc[c][0]);
-            fv_storeu(o + FV_N, acc[c][1]);
+            float o[DT_V * FV_N];
+            HT_UNROLL
+            for (int v = 0; v < DT_V; v++) fv_storeu(o + v * FV_N, acc[c][v]);
             memcpy(yc, o, (size_t)m * sizeof(float));
         }
     }
@@ -716,9 +723,9 @@ HT_AI void dot_t_block(const int T, const int NC, int k, const uint8_t *w, size_
 HT_AI void dot_t_x86(const int T, int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y,
                      size_t ys) {
     const size_t wsb = ws * f_size(T);
-    for (int t0 = 0; t0 < n; t0 += 2 * FV_N) {
+    for (int t0 = 0; t0 < n; t0 += DT_V * FV_N) {
         const uint8_t *wb = (const uint8_t *)w + (size_t)t0 * f_size(T);
-        const int m = HT_MIN(2 * FV_N, n - t0);
+        const int m = HT_MIN(DT_V * FV_N, n - t0);
         for (int c = 0; c < nc; c += 4) {
             const float *ac = a + (size_t)c * as;
             float *yc = y + (size_t)c * ys + t0;
