@@ -58,7 +58,7 @@ void op_rope(float *x, int n_heads, int head_dim, int n_rot, const float *cosv, 
  * depend on where a thread's share of a row starts. Below -87 the result is 0 (2^k would not be normal),
  * above 88 infinite (so x sigmoid(x) is 0 for x very negative, not x / e^88). */
 static inline float exp_act(float x0) {
-    float x = x0 < -87.0f ? -87.0f : x0;
+    float x = x0 >= -87.0f ? x0 : -87.0f;   /* NaN too: computed on -87, returned as NaN */
     x = x > 88.0f ? 88.0f : x;
     const float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;   /* round(x / ln 2) */
     const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
@@ -69,10 +69,10 @@ static inline float exp_act(float x0) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
-    const int32_t e = ((int32_t)k + 127) * (1 << 23);
+    const uint32_t e = (uint32_t)((int32_t)k + 127) << 23;   /* k in [-126, 127] */
     float s;
     memcpy(&s, &e, sizeof s);
-    return x0 > 88.0f ? INFINITY : x0 < -87.0f ? 0.0f : p * s;
+    return x0 > 88.0f ? INFINITY : x0 >= -87.0f ? p * s : x0 < -87.0f ? 0.0f : x0;
 }
 
 /* silu(x) = x * sigmoid(x); gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
