@@ -282,9 +282,10 @@ void ctx_rope(hearth_ctx *c, const ht_ubatch *ub, float *x, int n_heads) {
 /* ---- attention over the KV cache ----
  * A task is one token and one KV head with up to HT_TILE_MAX of the q heads that share it (all of the group
  * unless there are fewer tasks than threads), so each K and V element loaded serves every head of the task.
- * F32 / F16 cache: both products go through the type's dot-product tiles (F32 activations). q·k takes K rows
- * (one per position) against the heads' q vectors; V is cached transposed ([seq][kv head][dim][position]) so
- * that softmax·V takes V^T rows (one per output dim) against the heads' probability rows. Q8_0 cache: q is
+ * F32 / F16 cache: K and V are cached transposed ([seq][kv head][dim][position]). q·k is the type's dot_t:
+ * for each dim, one K^T row segment (a vector lane per position) times each head's q value, so no score
+ * ends in a horizontal sum; softmax·V takes V^T rows (one per output dim) through the type's dot-product
+ * tiles against the heads' probability rows. Q8_0 cache: K rows (one per position) as stored, and q is
  * quantized to Q8_0 for q·k; V rows are Q8_0 blocks per position (V cannot be quantized along positions,
  * which arrive one by one), dequantized and accumulated into the outputs in position order. A tile computes
  * each output exactly as vec_dot does, and each position adds the same terms in the same order whatever the
