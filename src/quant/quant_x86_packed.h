@@ -1,5 +1,6 @@
 /* quant_x86_packed.h — row-interleaved ("packed") kernels for x86 (ht_pack in quant.h): Q4_0, Q5_0, Q8_0,
- * Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256. Included by quant_x86_kernels.h after its helpers.
+ * Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256 (16 for F16 and BF16). Included by
+ * quant_x86_kernels.h after its helpers.
  *
  * Why: the row-by-row kernels spend most of their time per 32-element block (unpacking, converting each
  * block sum to float, scaling) rather than in the dot-product instructions. With R rows interleaved four
@@ -441,67 +442,76 @@ PK_TILE(pk_q6_K_x8_tile, q6_Kx8_tile, 4)
 static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, false, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
                                    pk_q6_K_x8_tile};
 
-/* ---- F16 / BF16 (x8 in 256 bits, x16 in 512) ----
- * Element k of the group's rows side by side (2 R bytes), converted to floats once for every token of the
- * tile; the activations are the float rows themselves (no act_prep). Each output keeps two accumulators,
- * even and odd k, added at the end: two FMA chains instead of one, the latency bound of a single-token decode
- * halved. */
+/* ---- F16 / BF16 (x16: two vectors of 8 rows in 256 bits, one in 512) ----
+ * Element k of the group's rows side by side (32 bytes), converted to floats once for every token of the
+ * tile; the activations are the float rows themselves (no act_prep). */
 HT_AI void pack_half(const int R, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
     memset(dst, 0, (size_t)n * 2 * R);
     for (int r = 0; r < nr; r++)
         for (int64_t k = 0; k < n; k++) memcpy(dst + (k * R + r) * 2, src + (size_t)r * rb + k * 2, 2);
 }
-static size_t pk_half_x8_bytes(int64_t n) { return (size_t)n * 16; }
-static void pk_half_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_half(8, src, rb, nr, n, dst); }
+static size_t pk_half_x16_bytes(int64_t n) { return (size_t)n * 32; }
+static void pk_half_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_half(16, src, rb, nr, n, dst); }
 
 HT_AI __m256 half8(const int T, const uint8_t *p) {
     const __m128i h = ld128(p);
     return T == HT_F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-HT_AI void halfx8_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    __m256 acc[PK8_NC][2];
+/* ---- F16 / BF16 x 16 in 256 bits (AVX2): each broadcast activation feeds two FMAs, one per vector of
+ * rows (with 8-row groups each fed one, and the loads, not the FMAs, bounded prefill: 27% slower); an
+ * accumulator per token and vector, 2 x 6 tokens in 12 of the 16 registers. ---- */
+#define PK_HALF16A_NC 6
+HT_AI void halfx16a_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y,
+                         size_t ys) {
+    __m256 acc[PK_HALF16A_NC][2];   /* [token][rows 0-7, 8-15] */
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
-    for (int k = 0; k + 2 <= n; k += 2) {
-        ht_prefetch(g + (size_t)k * 16, 32);
-        const __m256 w0 = half8(T, g + (size_t)k * 16), w1 = half8(T, g + (size_t)k * 16 + 16);
+    for (int k = 0; k < n; k++) {
+        const uint8_t *p = g + (size_t)k * 32;
+        if (!(k & 1)) ht_prefetch(p, 64);
+        const __m256 w0 = half8(T, p), w1 = half8(T, p + 16);
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
-            const float *x = (const float *)(a + (size_t)c * as);
-            acc[c][0] = _mm256_fmadd_ps(w0, _mm256_set1_ps(x[k]), acc[c][0]);
-            acc[c][1] = _mm256_fmadd_ps(w1, _mm256_set1_ps(x[k + 1]), acc[c][1]);
+            const __m256 x = _mm256_set1_ps(((const float *)(a + (size_t)c * as))[k]);
+            acc[c][0] = _mm256_fmadd_ps(w0, x, acc[c][0]);
+            acc[c][1] = _mm256_fmadd_ps(w1, x, acc[c][1]);
         }
     }
     HT_UNROLL
     for (int c = 0; c < NC; c++) {
-        __m256 v = _mm256_add_ps(acc[c][0], acc[c][1]);
-        if (n & 1) v = _mm256_fmadd_ps(half8(T, g + (size_t)(n - 1) * 16), _mm256_set1_ps(((const float *)(a + (size_t)c * as))[n - 1]), v);
-        float t[8];
-        _mm256_storeu_ps(t, v);
+        float t[16];
+        _mm256_storeu_ps(t, acc[c][0]);
+        _mm256_storeu_ps(t + 8, acc[c][1]);
         memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
     }
 }
-
-HT_AI void f16x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    halfx8_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
+#define PK_TILE6(name, TILE)                                                                                    \
+    static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
+        int c = 0;                                                                                              \
+        for (; c + 6 <= nc; c += 6) TILE(6, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);       \
+        for (; c + 4 <= nc; c += 4) TILE(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);       \
+        for (; c + 2 <= nc; c += 2) TILE(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);       \
+        if (c < nc) TILE(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);                     \
+    }
+HT_AI void f16x16a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    halfx16a_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
 }
-HT_AI void bf16x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    halfx8_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
+HT_AI void bf16x16a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    halfx16a_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
 }
-PK_TILE(pk_f16_x8_tile, f16x8_tile, 4)
-PK_TILE(pk_bf16_x8_tile, bf16x8_tile, 4)
-static const ht_pack pk_f16_x8 = {"F16x8", 8, PK8_NC, true, pk_half_x8_bytes, pk_half_x8_pack, NULL, NULL, pk_f16_x8_tile};
-static const ht_pack pk_bf16_x8 = {"BF16x8", 8, PK8_NC, true, pk_half_x8_bytes, pk_half_x8_pack, NULL, NULL, pk_bf16_x8_tile};
+PK_TILE6(pk_f16_x16a_tile, f16x16a_tile)
+PK_TILE6(pk_bf16_x16a_tile, bf16x16a_tile)
+static const ht_pack pk_f16_x16a = {"F16x16", 16, PK_HALF16A_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
+                                    pk_f16_x16a_tile};
+static const ht_pack pk_bf16_x16a = {"BF16x16", 16, PK_HALF16A_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
+                                     pk_bf16_x16a_tile};
 
 #if HT_X86_AVX512
 HT_AI void store16(float *y, int nr, __m512 v) {
     if (nr == 16) _mm512_storeu_ps(y, v);
     else _mm512_mask_storeu_ps(y, (__mmask16)((1u << nr) - 1), v);
 }
-
-static size_t pk_half_x16_bytes(int64_t n) { return (size_t)n * 32; }
-static void pk_half_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_half(16, src, rb, nr, n, dst); }
 
 HT_AI __m512 half16(const int T, const uint8_t *p) {
     const __m256i h = ld256(p);
