@@ -1,8 +1,8 @@
 /* test_quant_simd.c — every SIMD kernel set this CPU runs, against the scalar reference (quant_ref.c).
  *
  * For each built-in set (quant_backend_name / quant_set_backend), on fixed-seed random data:
- * 1. Activation quantizers (Q8_0, Q8_1, Q8_K from_float): byte-identical blocks to the scalar ones, on several
- *    distributions, rounding ties included.
+ * 1. Activation quantizers (Q8_0, Q8_1, Q8_K from_float) and F16's (the KV cache's): byte-identical to the
+ *    scalar ones, on several distributions, rounding ties and subnormal halves included.
  * 2. Exact dot products: random block bytes (every quant and sub-scale bit pattern) with all float scales
  *    set to 1 and activations with d = 1, so every partial sum is an integer below 2^24 and the result must
  *    equal the scalar one exactly — whatever the accumulation order. Lengths leave partial block groups.
@@ -135,8 +135,8 @@ static int pick_n(uint32_t type, int variant) {
 static void test_from_float(const char *set) {
     static float x[NMAX];
     static uint8_t want[NMAX * 2], got[NMAX * 2];
-    const uint32_t types[] = {HT_Q8_0, HT_Q8_1, HT_Q8_K};
-    for (size_t t = 0; t < 3; t++) {
+    const uint32_t types[] = {HT_Q8_0, HT_Q8_1, HT_Q8_K, HT_F16};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
         const ht_traits *ref = ht_get_traits_ref(types[t]), *act = ht_get_traits(types[t]);
         for (int dist = 0; dist < N_DIST; dist++) {
             fill(x, NMAX, dist, 11 + t);

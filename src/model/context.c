@@ -457,15 +457,21 @@ static void kv_store_batch(void *X, int cap, uint32_t type, const ht_ubatch *ub,
                             ne);   /* blocks never straddle heads (hd % 32 == 0) */
         return;
     }
-    for (int e0 = 0; e0 < ne; e0 += 16)
+    const ht_traits *f16 = ht_get_traits(HT_F16);
+    for (int e0 = 0; e0 < ne; e0 += 16) {
+        const int m = HT_MIN(16, ne - e0);
         for (int i = 0; i < ub->n; i++) {
-            const size_t base = (size_t)ub->seq[i] * ne * cap + (size_t)(ub->pos[i] % cap);
-            const float *xi = x + (size_t)i * ne;
-            for (int e = e0; e < HT_MIN(ne, e0 + 16); e++) {
-                if (type == HT_F32) ((float *)X)[base + (size_t)e * cap] = xi[e];
-                else ((uint16_t *)X)[base + (size_t)e * cap] = f32_to_fp16(xi[e]);
+            const size_t base = ((size_t)ub->seq[i] * ne + (size_t)e0) * cap + (size_t)(ub->pos[i] % cap);
+            const float *xi = x + (size_t)i * ne + e0;
+            if (type == HT_F32) {
+                for (int e = 0; e < m; e++) ((float *)X)[base + (size_t)e * cap] = xi[e];
+            } else {
+                uint16_t h[16];
+                f16->from_float(xi, h, m);   /* the kernel set's (vectorized) conversion */
+                for (int e = 0; e < m; e++) ((uint16_t *)X)[base + (size_t)e * cap] = h[e];
             }
         }
+    }
 }
 
 void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,

@@ -790,6 +790,15 @@ HT_AI float q8_block(const float *x, ht_half *dh, int8_t *qs, int *sum) {
     return d;
 }
 
+/* F16 from floats with F16C: round to nearest even, as the reference (the tail too: one instruction family). */
+static void f16_from_float(const float *x, void *vy, int64_t n) {
+    uint16_t *h = vy;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) h[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
 static void q8_0_from_float(const float *x, void *vy, int64_t n) {
     block_q8_0 *y = vy;
     int sum;
@@ -1069,6 +1078,7 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     set_dot(&t[HT_F16], vec_dot_f16, tile_f16);
     set_dot(&t[HT_BF16], vec_dot_bf16, tile_bf16);
     t[HT_Q8_0].from_float = q8_0_from_float;
+    t[HT_F16].from_float = f16_from_float;
     t[HT_F32].dot_t = dot_t_f32;
     t[HT_F16].dot_t = dot_t_f16;
 #if HT_X86_AVX512
