@@ -79,6 +79,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->att_scores = xcalloc((size_t)c->n_threads * c->att_stride, sizeof(float), &fail);
     c->rope_cos = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
     c->rope_sin = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
+    c->rope_pos = xcalloc(B, sizeof(int32_t), &fail);
     if (hp->n_expert) {
         size_t S = B * (size_t)hp->n_expert_used, NE = (size_t)hp->n_expert, F = (size_t)hp->n_ff_exp, W = HT_MAX(E, F);
         c->moe_logits = xcalloc(B * NE, sizeof(float), &fail);
@@ -132,7 +133,8 @@ void hearth_ctx_free(hearth_ctx *c) {
     if (c->kv) for (int il = 0; il < c->m->hp.n_layer; il++) { free(c->kv[il].k); free(c->kv[il].v); }
     free(c->kv);
     void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
-                     c->rope_cos, c->rope_sin, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want, c->seq_next, c->out_logits, c->out_hidden, c->dist_rows,
+                     c->rope_cos, c->rope_sin, c->rope_pos, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want,
+                     c->seq_next, c->out_logits, c->out_hidden, c->dist_rows,
                      c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt, c->moe_first, c->moe_active,
                      c->moe_g, c->moe_u, c->moe_y, c->moe_qact };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
@@ -262,13 +264,22 @@ void ctx_embed_rows(const ht_ubatch *ub, const ht_tensor *T, const int32_t *ids,
 }
 
 /* ---- rope ---- */
+/* Computed once for a micro-batch's positions and kept while the layers that follow share base and scale
+ * (each table entry costs a pow and a sincos in double). */
 void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale) {
     const ht_hparams *hp = &c->m->hp;
+    if (c->rope_n == ub->n && c->rope_key[0] == base && c->rope_key[1] == scale &&
+        !memcmp(c->rope_pos, ub->pos, (size_t)ub->n * sizeof *ub->pos))
+        return;
     const float *ff = c->m->rope_freqs.data;
     int h = hp->n_rot / 2;
     for (int i = 0; i < ub->n; i++)
         op_rope_table(c->rope_cos + (size_t)i * h, c->rope_sin + (size_t)i * h, ub->pos[i], hp->n_rot, base,
                       scale, ff);
+    memcpy(c->rope_pos, ub->pos, (size_t)ub->n * sizeof *ub->pos);
+    c->rope_n = ub->n;
+    c->rope_key[0] = base;
+    c->rope_key[1] = scale;
 }
 
 void ctx_rope(hearth_ctx *c, const ht_ubatch *ub, float *x, int n_heads) {

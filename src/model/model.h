@@ -198,6 +198,9 @@ struct hearth_ctx {
     float *att_scores;        /* [n_threads][att_stride]: attention scores and gather space (hearth_ctx_new) */
     size_t att_stride;        /* floats per thread in att_scores */
     float *rope_cos, *rope_sin;   /* [n_batch][head_dim/2] */
+    int32_t *rope_pos;        /* [n_batch]: the positions the tables hold (rope_n of them, for rope_key) */
+    int rope_n;
+    float rope_key[2];        /* base and scale of the tables: layers that share them reuse them */
     /* mixture of experts (n_expert > 0): a micro-batch's n_batch × n_expert_used choices ("slots") */
     float *moe_logits;        /* [n_batch][n_expert] router outputs */
     int *moe_sel;             /* [slot] the chosen expert, best first per token */
