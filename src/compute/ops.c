@@ -1,5 +1,6 @@
-/* ops.c — scalar implementations of the shared layers (see ops.h). Sums that decide accuracy (norm
- * statistics) are accumulated in double; the loops are simple enough for the compiler to vectorize. */
+/* ops.c — the shared layers (see ops.h) in plain C that the compiler vectorizes (-O3, no contraction; on
+ * x86-64 cloned per vector width). Sums that decide accuracy (norm statistics, softmax) run over 16 fixed
+ * float lanes flushed to double, so a row's result depends on its values and length only. */
 #include "compute/ops.h"
 
 #include <math.h>
@@ -7,9 +8,38 @@
 #include <stdint.h>
 #include <string.h>
 
-void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+/* x86-64: one clone per vector width for the loops below that vectorize, picked when the library loads
+ * (the results are the same in each: no contraction, the same operations in every lane). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HT_ACT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HT_ACT_CLONES
+#endif
+
+/* 16 float lanes (GCC's vector types: plain C loops with a float sum or a max do not vectorize without
+ * reassociation); each target lowers them to what it has. */
+typedef float ops_vf __attribute__((vector_size(64)));
+typedef int32_t ops_vi __attribute__((vector_size(64)));
+
+/* Sum of squares, the lanes flushed to double every 256 elements. */
+static double sum_squares(const float *x, int n) {
+    double s = 0;
+    int i = 0;
+    while (i + 16 <= n) {
+        ops_vf acc = {0};
+        for (int k = 0; k < 16 && i + 16 <= n; k++, i += 16) {
+            ops_vf v;
+            memcpy(&v, x + i, sizeof v);
+            acc += v * v;
+        }
+        for (int l = 0; l < 16; l++) s += acc[l];
+    }
+    for (; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
+HT_ACT_CLONES void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
+    const double ss = sum_squares(x, n);
     float scale = (float)(1.0 / sqrt(ss / n + eps));
     if (w) for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
     else for (int i = 0; i < n; i++) out[i] = x[i] * scale;
@@ -83,12 +113,6 @@ static inline float gelu_tanh1(float x) {
     return x / (1.0f + exp_act(-u2));
 }
 
-/* x86-64: one clone per vector width, picked when the library loads (the results are the same in each). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HT_ACT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HT_ACT_CLONES
-#endif
 
 HT_ACT_CLONES void op_silu(float *x, int n) { for (int i = 0; i < n; i++) x[i] = silu1(x[i]); }
 HT_ACT_CLONES void op_silu_mul(float *g, const float *u, int n) { for (int i = 0; i < n; i++) g[i] = silu1(g[i]) * u[i]; }
@@ -103,24 +127,20 @@ float op_dot(const float *a, const float *b, int n) {
     return s;
 }
 
-/* The softmax's reductions run over 16 fixed lanes (GCC's vector types; plain C loops with a max or a
- * float sum do not vectorize without reassociation), so a row's result depends on its values and length
- * only. Sums go through float lanes for 256 elements at a time, then double. */
-typedef float sm_vf __attribute__((vector_size(64)));
-typedef int32_t sm_vi __attribute__((vector_size(64)));
+/* The max over the 16 lanes; the sum through float lanes for 256 elements at a time, then double. */
 #define SM_LANES 16
 
 HT_ACT_CLONES void op_softmax(float *x, int n, float scale) {
-    sm_vf m = {0};
+    ops_vf m = {0};
     m -= INFINITY;
     int i = 0;
     for (; i + SM_LANES <= n; i += SM_LANES) {
-        sm_vf v;
+        ops_vf v;
         memcpy(&v, x + i, sizeof v);
         v *= scale;
         memcpy(x + i, &v, sizeof v);
-        const sm_vi gt = v > m;
-        m = (sm_vf)(((sm_vi)v & gt) | ((sm_vi)m & ~gt));
+        const ops_vi gt = v > m;
+        m = (ops_vf)(((ops_vi)v & gt) | ((ops_vi)m & ~gt));
     }
     float mx = -INFINITY;
     for (int l = 0; l < SM_LANES; l++) mx = m[l] > mx ? m[l] : mx;
@@ -131,9 +151,9 @@ HT_ACT_CLONES void op_softmax(float *x, int n, float scale) {
     for (i = 0; i < n; i++) x[i] = exp_act(x[i] - mx);
     double s[SM_LANES] = {0}, sum = 0;
     for (i = 0; i + SM_LANES <= n;) {
-        sm_vf acc = {0};
+        ops_vf acc = {0};
         for (int k = 0; k < 16 && i + SM_LANES <= n; k++, i += SM_LANES) {
-            sm_vf v;
+            ops_vf v;
             memcpy(&v, x + i, sizeof v);
             acc += v;
         }
