@@ -879,8 +879,19 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
 
 /* ---- combinators ---- */
 
+/* The members merge() unites must have their shapes (found by the grammar fuzzer: "properties" as an array
+ * merged as if it had keys). */
+static bool merge_shapes_ok(conv *c, const cJSON *s) {
+    const cJSON *props = get(s, "properties"), *req = get(s, "required"), *x;
+    if (props && !cJSON_IsObject(props)) return fail(c, "\"properties\" must be an object"), false;
+    if (req && !cJSON_IsArray(req)) return fail(c, "\"required\" must be an array"), false;
+    cJSON_ArrayForEach(x, req) if (!cJSON_IsString(x)) return fail(c, "\"required\" must hold strings"), false;
+    return true;
+}
+
 /* allOf: the subschemas merged into one (objects: properties and required united; bounds tightened). */
 static cJSON *merge(conv *c, const cJSON *a, const cJSON *b) {
+    if (!merge_shapes_ok(c, a) || !merge_shapes_ok(c, b)) return NULL;
     cJSON *m = cJSON_Duplicate(a, true);
     if (!m) return fail(c, "out of memory"), NULL;
     const cJSON *x;
