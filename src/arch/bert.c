@@ -92,11 +92,11 @@ static void bert_embed(hearth_ctx *c, const ht_ubatch *ub) {
     ctx_embed_tokens(c, ub, c->x);
     if (m->type_embd.data) {
         ctx_embed_rows(ub, &m->type_embd, NULL, c->xb);   /* token type 0 ("sentence A") for every token */
-        layer_residual(ub, c->x, c->xb, E);
+        layer_residual(c, ub, c->x, c->xb, E);
     }
     ctx_embed_rows(ub, &m->pos_embd, ub->pos, c->xb);
-    layer_residual(ub, c->x, c->xb, E);
-    layer_norm_rows(ub, c->x, c->x, &m->tok_embd_norm, &m->tok_embd_norm_b, E, m->hp.norm_eps, NORM_LAYER);
+    layer_residual(c, ub, c->x, c->xb, E);
+    layer_norm_rows(c, ub, c->x, c->x, &m->tok_embd_norm, &m->tok_embd_norm_b, E, m->hp.norm_eps, NORM_LAYER);
 }
 
 static void bert_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
@@ -105,11 +105,11 @@ static void bert_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
     int E = hp->n_embd;
     float eps = hp->norm_eps;
     layer_attention(c, ub, il, c->x, c->xb2, 0, 0);
-    layer_residual(ub, c->x, c->xb2, E);
-    layer_norm_rows(ub, c->x, c->x, &L->attn_post_norm, &L->attn_post_norm_b, E, eps, NORM_LAYER);
+    layer_residual(c, ub, c->x, c->xb2, E);
+    layer_norm_rows(c, ub, c->x, c->x, &L->attn_post_norm, &L->attn_post_norm_b, E, eps, NORM_LAYER);
     layer_ffn_plain(c, ub, L, c->x, c->xb2, ACT_GELU_ERF);
-    layer_residual(ub, c->x, c->xb2, E);
-    layer_norm_rows(ub, c->x, c->x, &L->ffn_post_norm, &L->ffn_post_norm_b, E, eps, NORM_LAYER);
+    layer_residual(c, ub, c->x, c->xb2, E);
+    layer_norm_rows(c, ub, c->x, c->x, &L->ffn_post_norm, &L->ffn_post_norm_b, E, eps, NORM_LAYER);
 }
 
 static void bert_head(hearth_ctx *c, const ht_ubatch *ub) {
@@ -117,7 +117,7 @@ static void bert_head(hearth_ctx *c, const ht_ubatch *ub) {
     if (h) {
         int E = c->m->hp.n_embd;
         layer_dense(c, ub, &h->dense, &h->dense_b, c->x, c->xb, ACT_GELU_ERF);
-        layer_norm_rows(ub, c->xb, c->xb, &h->norm, &h->norm_b, E, c->m->hp.norm_eps, NORM_LAYER);
+        layer_norm_rows(c, ub, c->xb, c->xb, &h->norm, &h->norm_b, E, c->m->hp.norm_eps, NORM_LAYER);
     }
     ctx_output_head(c, ub, c->x, h ? c->xb : NULL);
 }

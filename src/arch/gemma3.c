@@ -49,14 +49,14 @@ static void gemma3_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
     int E = hp->n_embd;
     float eps = hp->norm_eps;
     bool swa = ctx_layer_is_swa(m, il);
-    layer_norm_rows(ub, c->xb, c->x, &L->attn_norm, NULL, E, eps, NORM_RMS);
+    layer_norm_rows(c, ub, c->xb, c->x, &L->attn_norm, NULL, E, eps, NORM_RMS);
     layer_attention(c, ub, il, c->xb, c->xb2, swa ? hp->rope_base_swa : hp->rope_base, swa ? hp->sliding_window : 0);
-    layer_norm_rows(ub, c->xb2, c->xb2, &L->attn_post_norm, NULL, E, eps, NORM_RMS);
-    layer_residual(ub, c->x, c->xb2, E);
-    layer_norm_rows(ub, c->xb, c->x, &L->ffn_norm, NULL, E, eps, NORM_RMS);
+    layer_norm_rows(c, ub, c->xb2, c->xb2, &L->attn_post_norm, NULL, E, eps, NORM_RMS);
+    layer_residual(c, ub, c->x, c->xb2, E);
+    layer_norm_rows(c, ub, c->xb, c->x, &L->ffn_norm, NULL, E, eps, NORM_RMS);
     layer_ffn_gated(c, ub, L, c->xb, c->xb2, ACT_GELU_TANH);
-    layer_norm_rows(ub, c->xb2, c->xb2, &L->ffn_post_norm, NULL, E, eps, NORM_RMS);
-    layer_residual(ub, c->x, c->xb2, E);
+    layer_norm_rows(c, ub, c->xb2, c->xb2, &L->ffn_post_norm, NULL, E, eps, NORM_RMS);
+    layer_residual(c, ub, c->x, c->xb2, E);
 }
 
 const ht_arch ht_arch_gemma3 = { "gemma3", false, gemma3_hparams, gemma3_bind, llama_embed, gemma3_layer, llama_head };

@@ -40,7 +40,7 @@ static int gpt2_bind(hearth_model *m, hearth_err *err) {
 static void gpt2_embed(hearth_ctx *c, const ht_ubatch *ub) {
     ctx_embed_tokens(c, ub, c->x);
     ctx_embed_rows(ub, &c->m->pos_embd, ub->pos, c->xb);
-    layer_residual(ub, c->x, c->xb, c->m->hp.n_embd);
+    layer_residual(c, ub, c->x, c->xb, c->m->hp.n_embd);
 }
 
 static void gpt2_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
@@ -48,17 +48,17 @@ static void gpt2_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
     const ht_layer *L = &c->m->layers[il];
     int E = hp->n_embd;
     float eps = hp->norm_eps;
-    layer_norm_rows(ub, c->xb, c->x, &L->attn_norm, &L->attn_norm_b, E, eps, NORM_LAYER);
+    layer_norm_rows(c, ub, c->xb, c->x, &L->attn_norm, &L->attn_norm_b, E, eps, NORM_LAYER);
     layer_attention(c, ub, il, c->xb, c->xb2, 0, 0);
-    layer_residual(ub, c->x, c->xb2, E);
-    layer_norm_rows(ub, c->xb, c->x, &L->ffn_norm, &L->ffn_norm_b, E, eps, NORM_LAYER);
+    layer_residual(c, ub, c->x, c->xb2, E);
+    layer_norm_rows(c, ub, c->xb, c->x, &L->ffn_norm, &L->ffn_norm_b, E, eps, NORM_LAYER);
     layer_ffn_plain(c, ub, L, c->xb, c->xb2, ACT_GELU_TANH);
-    layer_residual(ub, c->x, c->xb2, E);
+    layer_residual(c, ub, c->x, c->xb2, E);
 }
 
 static void gpt2_head(hearth_ctx *c, const ht_ubatch *ub) {
     const hearth_model *m = c->m;
-    layer_norm_rows(ub, c->xb, c->x, &m->output_norm, &m->output_norm_b, m->hp.n_embd, m->hp.norm_eps, NORM_LAYER);
+    layer_norm_rows(c, ub, c->xb, c->x, &m->output_norm, &m->output_norm_b, m->hp.n_embd, m->hp.norm_eps, NORM_LAYER);
     ctx_output(c, ub, c->xb);
 }
 

@@ -59,18 +59,18 @@ void llama_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
     const ht_hparams *hp = &m->hp;
     const ht_layer *L = &m->layers[il];
     int E = hp->n_embd;
-    layer_norm_rows(ub, c->xb, c->x, &L->attn_norm, NULL, E, hp->norm_eps, NORM_RMS);
+    layer_norm_rows(c, ub, c->xb, c->x, &L->attn_norm, NULL, E, hp->norm_eps, NORM_RMS);
     layer_attention(c, ub, il, c->xb, c->xb2, hp->rope_base, 0);
-    layer_residual(ub, c->x, c->xb2, E);
-    layer_norm_rows(ub, c->xb, c->x, &L->ffn_norm, NULL, E, hp->norm_eps, NORM_RMS);
+    layer_residual(c, ub, c->x, c->xb2, E);
+    layer_norm_rows(c, ub, c->xb, c->x, &L->ffn_norm, NULL, E, hp->norm_eps, NORM_RMS);
     if (L->ffn_gate_inp.data) layer_ffn_moe(c, ub, L, c->xb, c->xb2);
     else layer_ffn_gated(c, ub, L, c->xb, c->xb2, ACT_SILU);
-    layer_residual(ub, c->x, c->xb2, E);
+    layer_residual(c, ub, c->x, c->xb2, E);
 }
 
 void llama_head(hearth_ctx *c, const ht_ubatch *ub) {
     const ht_hparams *hp = &c->m->hp;
-    layer_norm_rows(ub, c->xb, c->x, &c->m->output_norm, NULL, hp->n_embd, hp->norm_eps, NORM_RMS);
+    layer_norm_rows(c, ub, c->xb, c->x, &c->m->output_norm, NULL, hp->n_embd, hp->norm_eps, NORM_RMS);
     ctx_output(c, ub, c->xb);
 }
 

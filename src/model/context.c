@@ -282,14 +282,6 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
     c->rope_key[1] = scale;
 }
 
-void ctx_rope(hearth_ctx *c, const ht_ubatch *ub, float *x, int n_heads) {
-    const ht_hparams *hp = &c->m->hp;
-    int h = hp->n_rot / 2;
-    for (int i = 0; i < ub->n; i++)
-        op_rope(x + (size_t)i * n_heads * hp->head_dim, n_heads, hp->head_dim, hp->n_rot, c->rope_cos + (size_t)i * h,
-                c->rope_sin + (size_t)i * h, hp->rope_type == ROPE_NEOX);
-}
-
 /* ---- attention over the KV cache ----
  * A task is one token and one KV head with up to HT_TILE_MAX of the q heads that share it (all of the group
  * unless there are fewer tasks than threads), so each K and V element loaded serves every head of the task.
@@ -456,33 +448,45 @@ static void attention_job(void *arg, int ith, int nth) {
     }
 }
 
-/* The micro-batch's K or V (ne = n_kv heads x hd values per token, rows of x) into a cache: F32 / F16
- * caches are transposed, X^T[s][kvh][d][slot] = x[kvh * hd + d] (a score or an output then takes one
- * vector lane per position), written 16 values of every token at a time so that each of those values' rows
- * is written along its slots; a Q8_0 cache stores the rows as they are. */
-static void kv_store_batch(void *X, int cap, uint32_t type, const ht_ubatch *ub, const float *x, int ne) {
-    if (type == HT_Q8_0) {
-        size_t row = ht_row_size(HT_Q8_0, ne);
-        for (int i = 0; i < ub->n; i++)
-            ht_quantize_row(HT_Q8_0, x + (size_t)i * ne, (uint8_t *)X + ((size_t)ub->seq[i] * cap + ub->pos[i] % cap) * row,
-                            ne);   /* blocks never straddle heads (hd % 32 == 0) */
+/* The micro-batch's K and V (ne = n_kv heads x hd values per token, rows of x[0] and x[1]) into the caches
+ * X[0] and X[1], over the pool: F32 / F16 caches are transposed, X^T[s][kvh][d][slot] = x[kvh * hd + d] (a
+ * score or an output then takes one vector lane per position), written 16 values of every token at a time
+ * so that each of those values' rows is written along its slots; a Q8_0 cache stores the rows as they are. */
+typedef struct { void *X[2]; const float *x[2]; int ne[2], cap; uint32_t type; const ht_ubatch *ub; } kv_store_job;
+
+/* Unit u of the store: a 16-value block of K (u < K's blocks) or V for every token, or (Q8_0) one token's K or
+ * V row. Units write disjoint rows, so threads may take any share of them. */
+static void kv_store_unit(const kv_store_job *j, int u) {
+    const ht_ubatch *ub = j->ub;
+    const int cap = j->cap;
+    if (j->type == HT_Q8_0) {
+        const int w = u % 2, i = u / 2, ne = j->ne[w];
+        ht_quantize_row(HT_Q8_0, j->x[w] + (size_t)i * ne,   /* blocks never straddle heads (hd % 32 == 0) */
+                        (uint8_t *)j->X[w] + ((size_t)ub->seq[i] * cap + ub->pos[i] % cap) * ht_row_size(HT_Q8_0, ne), ne);
         return;
     }
-    const ht_traits *f16 = ht_get_traits(HT_F16);
-    for (int e0 = 0; e0 < ne; e0 += 16) {
-        const int m = HT_MIN(16, ne - e0);
-        for (int i = 0; i < ub->n; i++) {
-            const size_t base = ((size_t)ub->seq[i] * ne + (size_t)e0) * cap + (size_t)(ub->pos[i] % cap);
-            const float *xi = x + (size_t)i * ne + e0;
-            if (type == HT_F32) {
-                for (int e = 0; e < m; e++) ((float *)X)[base + (size_t)e * cap] = xi[e];
-            } else {
-                uint16_t h[16];
-                f16->from_float(xi, h, m);   /* the kernel set's (vectorized) conversion */
-                for (int e = 0; e < m; e++) ((uint16_t *)X)[base + (size_t)e * cap] = h[e];
-            }
+    const int nk = (j->ne[0] + 15) / 16, w = u >= nk, ne = j->ne[w], e0 = (w ? u - nk : u) * 16, m = HT_MIN(16, ne - e0);
+    for (int i = 0; i < ub->n; i++) {
+        const size_t base = ((size_t)ub->seq[i] * ne + (size_t)e0) * cap + (size_t)(ub->pos[i] % cap);
+        const float *xi = j->x[w] + (size_t)i * ne + e0;
+        if (j->type == HT_F32) {
+            for (int e = 0; e < m; e++) ((float *)j->X[w])[base + (size_t)e * cap] = xi[e];
+        } else {
+            uint16_t h[16];
+            ht_get_traits(HT_F16)->from_float(xi, h, m);   /* the kernel set's (vectorized) conversion */
+            for (int e = 0; e < m; e++) ((uint16_t *)j->X[w])[base + (size_t)e * cap] = h[e];
         }
     }
+}
+
+static int kv_store_units(const kv_store_job *j) {
+    return j->type == HT_Q8_0 ? 2 * j->ub->n : (j->ne[0] + 15) / 16 + (j->ne[1] + 15) / 16;
+}
+
+static void kv_store_share(void *arg, int ith, int nth) {
+    const kv_store_job *j = arg;
+    const int n = kv_store_units(j), per = (n + nth - 1) / nth;
+    for (int u = ith * per; u < HT_MIN(n, (ith + 1) * per); u++) kv_store_unit(j, u);
 }
 
 void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,
@@ -491,8 +495,9 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
     ht_kv_layer *L = &c->kv[il];
     int KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
     int seq_end[256] = { 0 };
-    kv_store_batch(L->k, L->cap, c->kv_type, ub, k, KD);
-    kv_store_batch(L->v, L->cap, c->kv_type, ub, v, VD);
+    kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, c->kv_type, ub };
+    if (ub->n < 2) kv_store_share(&sj, 0, 1);
+    else pool_run(c->pool, kv_store_share, &sj);
     for (int i = 0; i < ub->n; i++) seq_end[ub->seq[i]] = HT_MAX(seq_end[ub->seq[i]], ub->pos[i] + 1);
     /* the whole group per task (at most a tile's width), split further only to give every thread work */
     int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);

@@ -8,18 +8,50 @@
 
 #include <math.h>
 
-void layer_norm_rows(const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w, const ht_tensor *b,
-                     int width, float eps, int kind) {
-    for (int i = 0; i < ub->n; i++) {
-        const float *x = in + (size_t)i * width;
-        float *y = out + (size_t)i * width;
-        if (kind == NORM_RMS) op_rmsnorm(y, x, w ? w->data : NULL, width, eps);
-        else op_layernorm(y, x, w ? w->data : NULL, b && b->data ? b->data : NULL, width, eps);
+/* Row-wise work over the pool: each thread a contiguous share of the micro-batch's rows, every row computed
+ * alone (the split does not change a bit); a single row (decode) runs on the caller. */
+typedef struct { void (*fn)(const void *arg, int r0, int r1); const void *arg; int n; } rows_job;
+
+static void rows_share(void *arg, int ith, int nth) {
+    const rows_job *j = arg;
+    int per = (j->n + nth - 1) / nth, r0 = HT_MIN(j->n, ith * per), r1 = HT_MIN(j->n, r0 + per);
+    if (r1 > r0) j->fn(j->arg, r0, r1);
+}
+
+static void rows_par(hearth_ctx *c, int n, void (*fn)(const void *arg, int r0, int r1), const void *arg) {
+    if (n < 2) { fn(arg, 0, n); return; }
+    rows_job j = { fn, arg, n };
+    pool_run(c->pool, rows_share, &j);
+}
+
+typedef struct { float *out; const float *in; const float *w, *b; int width; float eps; int kind; } norm_job;
+
+static void norm_rows(const void *arg, int r0, int r1) {
+    const norm_job *j = arg;
+    for (int i = r0; i < r1; i++) {
+        const float *x = j->in + (size_t)i * j->width;
+        float *y = j->out + (size_t)i * j->width;
+        if (j->kind == NORM_RMS) op_rmsnorm(y, x, j->w, j->width, j->eps);
+        else op_layernorm(y, x, j->w, j->b, j->width, j->eps);
     }
 }
 
-void layer_residual(const ht_ubatch *ub, float *x, const float *y, int width) {
-    op_add(x, y, ub->n * width);
+void layer_norm_rows(hearth_ctx *c, const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w,
+                     const ht_tensor *b, int width, float eps, int kind) {
+    norm_job j = { out, in, w ? w->data : NULL, b && b->data ? b->data : NULL, width, eps, kind };
+    rows_par(c, ub->n, norm_rows, &j);
+}
+
+typedef struct { float *x; const float *y; int width; } add_job;
+
+static void add_rows(const void *arg, int r0, int r1) {
+    const add_job *j = arg;
+    op_add(j->x + (size_t)r0 * j->width, j->y + (size_t)r0 * j->width, (r1 - r0) * j->width);
+}
+
+void layer_residual(hearth_ctx *c, const ht_ubatch *ub, float *x, const float *y, int width) {
+    add_job j = { x, y, width };
+    rows_par(c, ub->n, add_rows, &j);
 }
 
 /* Splits fused QKV rows [n][QD + 2 KD] into q, k, v. */
@@ -32,9 +64,26 @@ static void split_qkv(const ht_ubatch *ub, const float *qkv, float *q, float *k,
     }
 }
 
-/* Per-head RMSNorm (Qwen3, Gemma 3): rows of n_heads * head_dim. */
-static void head_norm(const ht_ubatch *ub, float *x, const ht_tensor *w, int n_heads, int hd, float eps) {
-    for (int i = 0; i < ub->n * n_heads; i++) op_rmsnorm(x + (size_t)i * hd, x + (size_t)i * hd, w->data, hd, eps);
+/* Per token: the per-head RMSNorm of q and k (Qwen3, Gemma 3; when bound), then rope on both (rope: the tables'
+ * row of the token, or none). */
+typedef struct { hearth_ctx *c; const ht_layer *L; float *q, *k; bool rope; } qk_job;
+
+static void qk_rows(const void *arg, int r0, int r1) {
+    const qk_job *j = arg;
+    const ht_hparams *hp = &j->c->m->hp;
+    const int hd = hp->head_dim, h = hp->n_rot / 2;
+    for (int i = r0; i < r1; i++) {
+        float *q = j->q + (size_t)i * hp->n_head * hd, *k = j->k + (size_t)i * hp->n_head_kv * hd;
+        if (j->L->q_norm.data)
+            for (int t = 0; t < hp->n_head; t++) op_rmsnorm(q + (size_t)t * hd, q + (size_t)t * hd, j->L->q_norm.data, hd, hp->norm_eps);
+        if (j->L->k_norm.data)
+            for (int t = 0; t < hp->n_head_kv; t++) op_rmsnorm(k + (size_t)t * hd, k + (size_t)t * hd, j->L->k_norm.data, hd, hp->norm_eps);
+        if (j->rope) {
+            const float *cs = j->c->rope_cos + (size_t)i * h, *sn = j->c->rope_sin + (size_t)i * h;
+            op_rope(q, hp->n_head, hd, hp->n_rot, cs, sn, hp->rope_type == ROPE_NEOX);
+            op_rope(k, hp->n_head_kv, hd, hp->n_rot, cs, sn, hp->rope_type == ROPE_NEOX);
+        }
+    }
 }
 
 void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in, float *out, float rope_base,
@@ -53,12 +102,10 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
         matmul_multi(c, W, Y, 3, in, ub->n);
         for (int i = 0; i < 3; i++) matmul_add_bias(B[i], Y[i], ub->n, (int)W[i]->ne[1]);
     }
-    if (L->q_norm.data) head_norm(ub, q, &L->q_norm, hp->n_head, hp->head_dim, hp->norm_eps);
-    if (L->k_norm.data) head_norm(ub, k, &L->k_norm, hp->n_head_kv, hp->head_dim, hp->norm_eps);
-    if (rope_base > 0) {
-        ctx_rope_tables(c, ub, rope_base, ctx_layer_is_swa(m, il) ? hp->rope_scale_swa : hp->rope_scale);
-        ctx_rope(c, ub, q, hp->n_head);
-        ctx_rope(c, ub, k, hp->n_head_kv);
+    if (rope_base > 0) ctx_rope_tables(c, ub, rope_base, ctx_layer_is_swa(m, il) ? hp->rope_scale_swa : hp->rope_scale);
+    if (L->q_norm.data || L->k_norm.data || rope_base > 0) {
+        qk_job j = { c, L, q, k, rope_base > 0 };
+        rows_par(c, ub->n, qk_rows, &j);
     }
     ctx_attention(c, il, ub, q, k, v, c->att, hp->attn_scale, window);
     matmul_bias(c, &L->wo, &L->bo, c->att, ub->n, out);

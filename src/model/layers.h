@@ -10,9 +10,9 @@
 enum { NORM_RMS = 0, NORM_LAYER = 1 };
 enum { ACT_SILU = 0, ACT_GELU_TANH = 1, ACT_GELU_ERF = 2, ACT_NONE = 3 };
 
-/* out[i] = norm(in[i]) * w (+ b) for each of the n rows of width `width`. */
-void layer_norm_rows(const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w, const ht_tensor *b,
-                     int width, float eps, int kind);
+/* out[i] = norm(in[i]) * w (+ b) for each of the n rows of width `width` (rows split over the pool). */
+void layer_norm_rows(hearth_ctx *c, const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w,
+                     const ht_tensor *b, int width, float eps, int kind);
 /* Full attention block for layer il: in (normed input) -> out ([n][n_embd]). Uses L's wq/wk/wv (or
  * wqkv), biases, q_norm/k_norm when bound; rope with `rope_base` unless it is 0 (scaled by rope_scale, or
  * rope_scale_swa on sliding-window layers); window > 0 on sliding-window layers (their cache is a ring:
@@ -29,7 +29,7 @@ void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, cons
 /* out = act(W·in + b) over the micro-batch (b may be absent): a dense layer, e.g. a head transform. */
 void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const ht_tensor *b, const float *in, float *out,
                  int act);
-/* x += y over n rows of width. */
-void layer_residual(const ht_ubatch *ub, float *x, const float *y, int width);
+/* x += y over n rows of width (rows split over the pool). */
+void layer_residual(hearth_ctx *c, const ht_ubatch *ub, float *x, const float *y, int width);
 
 #endif
