@@ -113,7 +113,6 @@ static inline float gelu_tanh1(float x) {
     return x / (1.0f + exp_act(-u2));
 }
 
-
 HT_ACT_CLONES void op_silu(float *x, int n) { for (int i = 0; i < n; i++) x[i] = silu1(x[i]); }
 HT_ACT_CLONES void op_silu_mul(float *g, const float *u, int n) { for (int i = 0; i < n; i++) g[i] = silu1(g[i]) * u[i]; }
 HT_ACT_CLONES void op_gelu_tanh_mul(float *g, const float *u, int n) { for (int i = 0; i < n; i++) g[i] = gelu_tanh1(g[i]) * u[i]; }
