@@ -8,12 +8,22 @@
 #include <stdint.h>
 #include <string.h>
 
-/* x86-64: one clone per vector width for the loops below that vectorize, picked when the library loads
- * (the results are the same in each: no contraction, the same operations in every lane). */
+/* The loops below that vectorize are compiled once per x86-64 vector width and picked per call by the CPU's
+ * features (the results are the same in each: no contraction, the same operations in every lane). GCC's
+ * target_clones would do this, but its dispatchers escape the library's hidden visibility. OPS_SIMD(name,
+ * params, args) defines the public name over name##_body, an always-inline function. */
+#define OPS_INLINE static inline __attribute__((always_inline))
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HT_ACT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define OPS_SIMD(name, params, args)                                                                   \
+    __attribute__((target("avx512f"))) static void name##_avx512 params { name##_body args; }        \
+    __attribute__((target("avx2"))) static void name##_avx2 params { name##_body args; }             \
+    void name params {                                                                                 \
+        if (__builtin_cpu_supports("avx512f")) name##_avx512 args;                                     \
+        else if (__builtin_cpu_supports("avx2")) name##_avx2 args;                                     \
+        else name##_body args;                                                                         \
+    }
 #else
-#define HT_ACT_CLONES
+#define OPS_SIMD(name, params, args) void name params { name##_body args; }
 #endif
 
 /* 16 float lanes (GCC's vector types: plain C loops with a float sum or a max do not vectorize without
@@ -22,7 +32,7 @@ typedef float ops_vf __attribute__((vector_size(64)));
 typedef int32_t ops_vi __attribute__((vector_size(64)));
 
 /* Sum of squares, the lanes flushed to double every 256 elements. */
-static double sum_squares(const float *x, int n) {
+OPS_INLINE double sum_squares(const float *x, int n) {
     double s = 0;
     int i = 0;
     while (i + 16 <= n) {
@@ -38,12 +48,13 @@ static double sum_squares(const float *x, int n) {
     return s;
 }
 
-HT_ACT_CLONES void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
+OPS_INLINE void op_rmsnorm_body(float *out, const float *x, const float *w, int n, float eps) {
     const double ss = sum_squares(x, n);
     float scale = (float)(1.0 / sqrt(ss / n + eps));
     if (w) for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
     else for (int i = 0; i < n; i++) out[i] = x[i] * scale;
 }
+OPS_SIMD(op_rmsnorm, (float *out, const float *x, const float *w, int n, float eps), (out, x, w, n, eps))
 
 void op_layernorm(float *out, const float *x, const float *w, const float *b, int n, float eps) {
     double mean = 0, var = 0;
@@ -87,7 +98,7 @@ void op_rope(float *x, int n_heads, int head_dim, int n_rot, const float *cosv, 
  * (CMakeLists.txt): the vector body and the scalar tail then round alike, and an element's value does not
  * depend on where a thread's share of a row starts. Below -87 the result is 0 (2^k would not be normal),
  * above 88 infinite (so x sigmoid(x) is 0 for x very negative, not x / e^88). */
-static inline float exp_act(float x0) {
+OPS_INLINE float exp_act(float x0) {
     float x = x0 >= -87.0f ? x0 : -87.0f;   /* NaN too: computed on -87, returned as NaN */
     x = x > 88.0f ? 88.0f : x;
     const float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;   /* round(x / ln 2) */
@@ -107,16 +118,20 @@ static inline float exp_act(float x0) {
 
 /* silu(x) = x * sigmoid(x); gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
  * one exp and one division each, well conditioned everywhere (no 1 + tanh cancellation). */
-static inline float silu1(float x) { return x / (1.0f + exp_act(-x)); }
-static inline float gelu_tanh1(float x) {
+OPS_INLINE float silu1(float x) { return x / (1.0f + exp_act(-x)); }
+OPS_INLINE float gelu_tanh1(float x) {
     const float u2 = 1.5957691216057308f * (x + 0.044715f * x * x * x);   /* 2 sqrt(2/pi) */
     return x / (1.0f + exp_act(-u2));
 }
 
-HT_ACT_CLONES void op_silu(float *x, int n) { for (int i = 0; i < n; i++) x[i] = silu1(x[i]); }
-HT_ACT_CLONES void op_silu_mul(float *g, const float *u, int n) { for (int i = 0; i < n; i++) g[i] = silu1(g[i]) * u[i]; }
-HT_ACT_CLONES void op_gelu_tanh_mul(float *g, const float *u, int n) { for (int i = 0; i < n; i++) g[i] = gelu_tanh1(g[i]) * u[i]; }
-HT_ACT_CLONES void op_gelu_tanh(float *x, int n) { for (int i = 0; i < n; i++) x[i] = gelu_tanh1(x[i]); }
+OPS_INLINE void op_silu_body(float *x, int n) { for (int i = 0; i < n; i++) x[i] = silu1(x[i]); }
+OPS_INLINE void op_silu_mul_body(float *g, const float *u, int n) { for (int i = 0; i < n; i++) g[i] = silu1(g[i]) * u[i]; }
+OPS_INLINE void op_gelu_tanh_mul_body(float *g, const float *u, int n) { for (int i = 0; i < n; i++) g[i] = gelu_tanh1(g[i]) * u[i]; }
+OPS_INLINE void op_gelu_tanh_body(float *x, int n) { for (int i = 0; i < n; i++) x[i] = gelu_tanh1(x[i]); }
+OPS_SIMD(op_silu, (float *x, int n), (x, n))
+OPS_SIMD(op_silu_mul, (float *g, const float *u, int n), (g, u, n))
+OPS_SIMD(op_gelu_tanh_mul, (float *g, const float *u, int n), (g, u, n))
+OPS_SIMD(op_gelu_tanh, (float *x, int n), (x, n))
 void op_gelu_erf(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f)); }
 void op_add(float *y, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += x[i]; }
 void op_scale(float *y, float s, int n) { for (int i = 0; i < n; i++) y[i] *= s; }
@@ -129,7 +144,7 @@ float op_dot(const float *a, const float *b, int n) {
 /* The max over the 16 lanes; the sum through float lanes for 256 elements at a time, then double. */
 #define SM_LANES 16
 
-HT_ACT_CLONES void op_softmax(float *x, int n, float scale) {
+OPS_INLINE void op_softmax_body(float *x, int n, float scale) {
     ops_vf m = {0};
     m -= INFINITY;
     int i = 0;
@@ -163,3 +178,4 @@ HT_ACT_CLONES void op_softmax(float *x, int n, float scale) {
     const float inv = (float)(1.0 / sum);
     for (i = 0; i < n; i++) x[i] *= inv;
 }
+OPS_SIMD(op_softmax, (float *x, int n, float scale), (x, n, scale))
