@@ -23,12 +23,12 @@
  * weights), then float d[n / 32], then int32 sum[n / 32] of each block's q. */
 
 /* A pack's tile entry (ht_pack.tile) from an always_inline kernel TILE(NC, ...) for a compile-time token count:
- * nc <= MAXNC tokens as instances for 8, 4, 2 and 1 (a count above MAXNC is never instantiated). */
+ * nc <= MAXNC (4, 6 or 8) tokens as instances for MAXNC, 4, 2 and 1 (a count above MAXNC is never instantiated). */
 #define PK_TILE(name, TILE, MAXNC)                                                                              \
     static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
         int c = 0;                                                                                              \
-        if ((MAXNC) >= 8) for (; c + 8 <= nc; c += 8) TILE((MAXNC) >= 8 ? 8 : 1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); \
-        if ((MAXNC) >= 4) for (; c + 4 <= nc; c += 4) TILE((MAXNC) >= 4 ? 4 : 1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); \
+        if ((MAXNC) > 4) for (; c + (MAXNC) <= nc; c += (MAXNC)) TILE((MAXNC) > 4 ? (MAXNC) : 1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); \
+        for (; c + 4 <= nc; c += 4) TILE(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);      \
         for (; c + 2 <= nc; c += 2) TILE(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);      \
         if (c < nc) TILE(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);                     \
     }
@@ -84,34 +84,56 @@ static void pk_q4_0_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, ui
 
 /* ---- Q4_0 x 8, 256-bit ---- */
 #define PK8_NC 4
-HT_AI void q4_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    const int nb = n / 32;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+/* Q4_0 and Q5_0 (Q5: the fifth bits of pack_q5_0 ORed in at bit 4; weights 0..31, offset 16). Q4_0's 16
+ * products per lane add in int16 (at most 16 * 15 * 127); Q5_0's would pass it, so its block halves are
+ * summed apart. */
+HT_AI void q4q5_0x8_tile(const bool Q5, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as,
+                         float *y, size_t ys) {
+    const int nb = n / 32, B = Q5 ? 176 : 144;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
     __m256 acc[PK8_NC];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        const uint8_t *q = g + (size_t)b * 144;
-        ht_prefetch(q, 144);
+        const uint8_t *q = g + (size_t)b * B;
+        ht_prefetch(q, (size_t)B);
+        const __m256i hv = Q5 ? ld256(q + 128) : _mm256_setzero_si256();
         __m256i w[8];
         HT_UNROLL
         for (int j = 0; j < 4; j++) {
             const __m256i v = ld256(q + 32 * j);
             w[j] = _mm256_and_si256(v, m4);
             w[4 + j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (Q5) {
+                w[j] = _mm256_or_si256(w[j], _mm256_and_si256(_mm256_slli_epi32(hv, 4 - j), b4));
+                w[4 + j] = _mm256_or_si256(w[4 + j], _mm256_and_si256(_mm256_srli_epi32(hv, j), b4));
+            }
         }
-        const __m256 dw = _mm256_cvtph_ps(ld128(q + 128));
+        const __m256 dw = _mm256_cvtph_ps(ld128(q + B - 16));
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
             const uint8_t *ac = a + (size_t)c * as;
             const uint8_t *aq = ac + (size_t)b * 32;
-            __m256i p = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(ld32(aq)));
-            HT_UNROLL
-            for (int j = 1; j < 8; j++)
-                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + (j & 3) * 4 + (j >> 2) * 16))));
+            __m256i s32;
+            if (Q5) {
+                __m256i lo = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(ld32(aq)));
+                __m256i hi = _mm256_maddubs_epi16(w[4], _mm256_set1_epi32(ld32(aq + 16)));
+                HT_UNROLL
+                for (int j = 1; j < 4; j++) {
+                    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + 4 * j))));
+                    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[4 + j], _mm256_set1_epi32(ld32(aq + 16 + 4 * j))));
+                }
+                s32 = _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+            } else {
+                __m256i p = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(ld32(aq)));
+                HT_UNROLL
+                for (int j = 1; j < 8; j++)
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + (j & 3) * 4 + (j >> 2) * 16))));
+                s32 = _mm256_madd_epi16(p, ones);
+            }
             const float da = ((const float *)(ac + n))[b];
             const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
-            const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(p, ones), _mm256_set1_epi32(-8 * sa));
+            const __m256i i = _mm256_add_epi32(s32, _mm256_set1_epi32((Q5 ? -16 : -8) * sa));
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[c]);
         }
     }
@@ -124,6 +146,9 @@ HT_AI void q4_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
             memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
         }
     }
+}
+HT_AI void q4_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    q4q5_0x8_tile(false, NC, n, g, nr, a, as, y, ys);
 }
 
 PK_TILE(pk_q4_0_x8_tile, q4_0x8_tile, 4)
@@ -158,53 +183,8 @@ HT_AI void pack_q5_0(const int R, const uint8_t *src, size_t rb, int nr, int64_t
 static size_t pk_q5_0_x8_bytes(int64_t n) { return (size_t)(n / 32) * 22 * 8; }
 static void pk_q5_0_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q5_0(8, src, rb, nr, n, dst); }
 
-/* ---- Q5_0 x 8, 256-bit: the 16 products of a lane (at most 31 * 127 each) would pass int16, so the low
- * and high halves of the block are summed apart ---- */
 HT_AI void q5_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    const int nb = n / 32;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
-    __m256 acc[PK8_NC];
-    HT_UNROLL
-    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        const uint8_t *q = g + (size_t)b * 176;
-        ht_prefetch(q, 176);
-        const __m256i hv = ld256(q + 128);
-        __m256i w[8];
-        HT_UNROLL
-        for (int j = 0; j < 4; j++) {
-            const __m256i v = ld256(q + 32 * j);
-            w[j] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_slli_epi32(hv, 4 - j), b4));
-            w[4 + j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(_mm256_srli_epi32(hv, j), b4));
-        }
-        const __m256 dw = _mm256_cvtph_ps(ld128(q + 160));
-        HT_UNROLL
-        for (int c = 0; c < NC; c++) {
-            const uint8_t *ac = a + (size_t)c * as;
-            const uint8_t *aq = ac + (size_t)b * 32;
-            __m256i lo = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(ld32(aq)));
-            __m256i hi = _mm256_maddubs_epi16(w[4], _mm256_set1_epi32(ld32(aq + 16)));
-            HT_UNROLL
-            for (int j = 1; j < 4; j++) {
-                lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + 4 * j))));
-                hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[4 + j], _mm256_set1_epi32(ld32(aq + 16 + 4 * j))));
-            }
-            const float da = ((const float *)(ac + n))[b];
-            const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
-            const __m256i i = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones)),
-                                               _mm256_set1_epi32(-16 * sa));
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[c]);
-        }
-    }
-    HT_UNROLL
-    for (int c = 0; c < NC; c++) {
-        if (nr == 8) _mm256_storeu_ps(y + (size_t)c * ys, acc[c]);
-        else {
-            float t[8];
-            _mm256_storeu_ps(t, acc[c]);
-            memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
-        }
-    }
+    q4q5_0x8_tile(true, NC, n, g, nr, a, as, y, ys);
 }
 
 PK_TILE(pk_q5_0_x8_tile, q5_0x8_tile, 4)
@@ -486,22 +466,14 @@ HT_AI void halfx16a_tile(const int T, const int NC, int n, const uint8_t *g, int
         memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
     }
 }
-#define PK_TILE6(name, TILE)                                                                                    \
-    static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
-        int c = 0;                                                                                              \
-        for (; c + 6 <= nc; c += 6) TILE(6, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);       \
-        for (; c + 4 <= nc; c += 4) TILE(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);       \
-        for (; c + 2 <= nc; c += 2) TILE(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);       \
-        if (c < nc) TILE(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);                     \
-    }
 HT_AI void f16x16a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     halfx16a_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
 }
 HT_AI void bf16x16a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     halfx16a_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
 }
-PK_TILE6(pk_f16_x16a_tile, f16x16a_tile)
-PK_TILE6(pk_bf16_x16a_tile, bf16x16a_tile)
+PK_TILE(pk_f16_x16a_tile, f16x16a_tile, PK_HALF16A_NC)
+PK_TILE(pk_bf16_x16a_tile, bf16x16a_tile, PK_HALF16A_NC)
 static const ht_pack pk_f16_x16a = {"F16x16", 16, PK_HALF16A_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
                                     pk_f16_x16a_tile};
 static const ht_pack pk_bf16_x16a = {"BF16x16", 16, PK_HALF16A_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
@@ -559,29 +531,36 @@ static size_t pk_q4_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 18 * 16; 
 static void pk_q4_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q4_0(16, src, rb, nr, n, dst); }
 
 
-HT_AI void q4_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    const int nb = n / 32;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+/* Q4_0 and Q5_0 (Q5: the fifth bits of pack_q5_0 ORed in at bit 4; weights 0..31, offset 16). */
+HT_AI void q4q5_0x16_tile(const bool Q5, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as,
+                          float *y, size_t ys) {
+    const int nb = n / 32, B = Q5 ? 352 : 288;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     __m512 acc[PK16_NC];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        const uint8_t *q = g + (size_t)b * 288;
-        ht_prefetch(q, 288);
+        const uint8_t *q = g + (size_t)b * B;
+        ht_prefetch(q, (size_t)B);
+        const __m512i hv = Q5 ? _mm512_loadu_si512(q + 256) : _mm512_setzero_si512();
         __m512i w[8];
         HT_UNROLL
         for (int j = 0; j < 4; j++) {
             const __m512i v = _mm512_loadu_si512(q + 64 * j);
             w[j] = _mm512_and_si512(v, m4);
             w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            if (Q5) {   /* a | (b & c) */
+                w[j] = _mm512_ternarylogic_epi32(w[j], _mm512_slli_epi32(hv, 4 - j), b4, 0xf8);
+                w[4 + j] = _mm512_ternarylogic_epi32(w[4 + j], _mm512_srli_epi32(hv, j), b4, 0xf8);
+            }
         }
-        const __m512 dw = _mm512_cvtph_ps(ld256(q + 256));
+        const __m512 dw = _mm512_cvtph_ps(ld256(q + B - 32));
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
             const uint8_t *ac = a + (size_t)c * as;
             const uint8_t *aq = ac + (size_t)b * 32;
             const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
-            __m512i lo = _mm512_set1_epi32(-8 * sa), hi = _mm512_setzero_si512();
+            __m512i lo = _mm512_set1_epi32((Q5 ? -16 : -8) * sa), hi = _mm512_setzero_si512();
             HT_UNROLL
             for (int j = 0; j < 4; j++) {
                 lo = _mm512_dpbusd_epi32(lo, w[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
@@ -593,6 +572,12 @@ HT_AI void q4_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
     }
     HT_UNROLL
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
+}
+HT_AI void q4_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    q4q5_0x16_tile(false, NC, n, g, nr, a, as, y, ys);
+}
+HT_AI void q5_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    q4q5_0x16_tile(true, NC, n, g, nr, a, as, y, ys);
 }
 
 PK_TILE(pk_q4_0_x16_tile, q4_0x16_tile, 8)
@@ -603,43 +588,6 @@ static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, true, pk_q4_0_x16_by
 /* ---- Q5_0 x 16, 512-bit VNNI (layout at pack_q5_0) ---- */
 static size_t pk_q5_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 22 * 16; }
 static void pk_q5_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q5_0(16, src, rb, nr, n, dst); }
-
-HT_AI void q5_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    const int nb = n / 32;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
-    __m512 acc[PK16_NC];
-    HT_UNROLL
-    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        const uint8_t *q = g + (size_t)b * 352;
-        ht_prefetch(q, 352);
-        const __m512i hv = _mm512_loadu_si512(q + 256);
-        __m512i w[8];
-        HT_UNROLL
-        for (int j = 0; j < 4; j++) {
-            const __m512i v = _mm512_loadu_si512(q + 64 * j);
-            w[j] = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), _mm512_slli_epi32(hv, 4 - j), b4, 0xf8);   /* a | (b & c) */
-            w[4 + j] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_srli_epi32(hv, j), b4, 0xf8);
-        }
-        const __m512 dw = _mm512_cvtph_ps(ld256(q + 320));
-        HT_UNROLL
-        for (int c = 0; c < NC; c++) {
-            const uint8_t *ac = a + (size_t)c * as;
-            const uint8_t *aq = ac + (size_t)b * 32;
-            const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
-            __m512i lo = _mm512_set1_epi32(-16 * sa), hi = _mm512_setzero_si512();
-            HT_UNROLL
-            for (int j = 0; j < 4; j++) {
-                lo = _mm512_dpbusd_epi32(lo, w[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
-                hi = _mm512_dpbusd_epi32(hi, w[4 + j], _mm512_set1_epi32(ld32(aq + 16 + 4 * j)));
-            }
-            const float da = ((const float *)(ac + n))[b];
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[c]);
-        }
-    }
-    HT_UNROLL
-    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
-}
 
 PK_TILE(pk_q5_0_x16_tile, q5_0x16_tile, 8)
 
