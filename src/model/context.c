@@ -466,6 +466,7 @@ static void kv_store_unit(const kv_store_job *j, int u) {
         return;
     }
     const int nk = (j->ne[0] + 15) / 16, w = u >= nk, ne = j->ne[w], e0 = (w ? u - nk : u) * 16, m = HT_MIN(16, ne - e0);
+    const ht_traits *f16 = ht_get_traits(HT_F16);
     for (int i = 0; i < ub->n; i++) {
         const size_t base = ((size_t)ub->seq[i] * ne + (size_t)e0) * cap + (size_t)(ub->pos[i] % cap);
         const float *xi = j->x[w] + (size_t)i * ne + e0;
@@ -473,7 +474,7 @@ static void kv_store_unit(const kv_store_job *j, int u) {
             for (int e = 0; e < m; e++) ((float *)j->X[w])[base + (size_t)e * cap] = xi[e];
         } else {
             uint16_t h[16];
-            ht_get_traits(HT_F16)->from_float(xi, h, m);   /* the kernel set's (vectorized) conversion */
+            f16->from_float(xi, h, m);   /* the kernel set's (vectorized) conversion */
             for (int e = 0; e < m; e++) ((uint16_t *)j->X[w])[base + (size_t)e * cap] = h[e];
         }
     }

@@ -8,20 +8,20 @@
 
 #include <math.h>
 
-/* Row-wise work over the pool: each thread a contiguous share of the micro-batch's rows, every row computed
- * alone (the split does not change a bit); a single row (decode) runs on the caller. */
-typedef struct { void (*fn)(const void *arg, int r0, int r1); const void *arg; int n; } rows_job;
+/* Work over the pool: each thread a contiguous share of n items (a micro-batch's rows, or elements), every
+ * item computed alone, so the split does not change a bit; a single item runs on the caller. */
+typedef struct { void (*fn)(const void *arg, int r0, int r1); const void *arg; int n; } share_args;
 
-static void rows_share(void *arg, int ith, int nth) {
-    const rows_job *j = arg;
+static void share_job(void *arg, int ith, int nth) {
+    const share_args *j = arg;
     int per = (j->n + nth - 1) / nth, r0 = HT_MIN(j->n, ith * per), r1 = HT_MIN(j->n, r0 + per);
     if (r1 > r0) j->fn(j->arg, r0, r1);
 }
 
-static void rows_par(hearth_ctx *c, int n, void (*fn)(const void *arg, int r0, int r1), const void *arg) {
+static void pool_share(hearth_ctx *c, int n, void (*fn)(const void *arg, int r0, int r1), const void *arg) {
     if (n < 2) { fn(arg, 0, n); return; }
-    rows_job j = { fn, arg, n };
-    pool_run(c->pool, rows_share, &j);
+    share_args j = { fn, arg, n };
+    pool_run(c->pool, share_job, &j);
 }
 
 typedef struct { float *out; const float *in; const float *w, *b; int width; float eps; int kind; } norm_job;
@@ -39,7 +39,7 @@ static void norm_rows(const void *arg, int r0, int r1) {
 void layer_norm_rows(hearth_ctx *c, const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w,
                      const ht_tensor *b, int width, float eps, int kind) {
     norm_job j = { out, in, w ? w->data : NULL, b && b->data ? b->data : NULL, width, eps, kind };
-    rows_par(c, ub->n, norm_rows, &j);
+    pool_share(c, ub->n, norm_rows, &j);
 }
 
 typedef struct { float *x; const float *y; int width; } add_job;
@@ -51,7 +51,7 @@ static void add_rows(const void *arg, int r0, int r1) {
 
 void layer_residual(hearth_ctx *c, const ht_ubatch *ub, float *x, const float *y, int width) {
     add_job j = { x, y, width };
-    rows_par(c, ub->n, add_rows, &j);
+    pool_share(c, ub->n, add_rows, &j);
 }
 
 /* Splits fused QKV rows [n][QD + 2 KD] into q, k, v. */
@@ -74,10 +74,10 @@ static void qk_rows(const void *arg, int r0, int r1) {
     const int hd = hp->head_dim, h = hp->n_rot / 2;
     for (int i = r0; i < r1; i++) {
         float *q = j->q + (size_t)i * hp->n_head * hd, *k = j->k + (size_t)i * hp->n_head_kv * hd;
-        if (j->L->q_norm.data)
-            for (int t = 0; t < hp->n_head; t++) op_rmsnorm(q + (size_t)t * hd, q + (size_t)t * hd, j->L->q_norm.data, hd, hp->norm_eps);
-        if (j->L->k_norm.data)
-            for (int t = 0; t < hp->n_head_kv; t++) op_rmsnorm(k + (size_t)t * hd, k + (size_t)t * hd, j->L->k_norm.data, hd, hp->norm_eps);
+        for (int t = 0; j->L->q_norm.data && t < hp->n_head; t++)
+            op_rmsnorm(q + (size_t)t * hd, q + (size_t)t * hd, j->L->q_norm.data, hd, hp->norm_eps);
+        for (int t = 0; j->L->k_norm.data && t < hp->n_head_kv; t++)
+            op_rmsnorm(k + (size_t)t * hd, k + (size_t)t * hd, j->L->k_norm.data, hd, hp->norm_eps);
         if (j->rope) {
             const float *cs = j->c->rope_cos + (size_t)i * h, *sn = j->c->rope_sin + (size_t)i * h;
             op_rope(q, hp->n_head, hd, hp->n_rot, cs, sn, hp->rope_type == ROPE_NEOX);
@@ -105,7 +105,7 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
     if (rope_base > 0) ctx_rope_tables(c, ub, rope_base, ctx_layer_is_swa(m, il) ? hp->rope_scale_swa : hp->rope_scale);
     if (L->q_norm.data || L->k_norm.data || rope_base > 0) {
         qk_job j = { c, L, q, k, rope_base > 0 };
-        rows_par(c, ub->n, qk_rows, &j);
+        pool_share(c, ub->n, qk_rows, &j);
     }
     ctx_attention(c, il, ub, q, k, v, c->att, hp->attn_scale, window);
     matmul_bias(c, &L->wo, &L->bo, c->att, ub->n, out);
@@ -117,25 +117,24 @@ static void activate(float *x, int n, int act) {
     else if (act == ACT_GELU_ERF) op_gelu_erf(x, n);
 }
 
-/* x = act(x) (u NULL) or x = act(x) * u over the pool, each thread a contiguous share: every element is
- * computed alone, so the split does not change the result. */
-typedef struct { float *x; const float *u; size_t n; int act; } act_job;
+/* x = act(x) (u NULL) or x = act(x) * u over the pool, each element alone. */
+typedef struct { float *x; const float *u; int act; } act_job;
 
-static void act_share(void *arg, int ith, int nth) {
+static void act_range(const void *arg, int lo, int hi) {
     const act_job *j = arg;
-    size_t per = (j->n + (size_t)nth - 1) / (size_t)nth, lo = HT_MIN(j->n, (size_t)ith * per), m = HT_MIN(j->n - lo, per);
     float *x = j->x + lo;
     const float *u = j->u ? j->u + lo : NULL;
-    if (!u) activate(x, (int)m, j->act);
-    else if (j->act == ACT_SILU) op_silu_mul(x, u, (int)m);
-    else if (j->act == ACT_GELU_TANH) op_gelu_tanh_mul(x, u, (int)m);
-    else { activate(x, (int)m, j->act); for (size_t i = 0; i < m; i++) x[i] *= u[i]; }
+    const int m = hi - lo;
+    if (!u) activate(x, m, j->act);
+    else if (j->act == ACT_SILU) op_silu_mul(x, u, m);
+    else if (j->act == ACT_GELU_TANH) op_gelu_tanh_mul(x, u, m);
+    else { activate(x, m, j->act); for (int i = 0; i < m; i++) x[i] *= u[i]; }
 }
 
 static void activate_par(hearth_ctx *c, float *x, const float *u, size_t n, int act) {
     if (act == ACT_NONE && !u) return;
-    act_job j = { .x = x, .u = u, .n = n, .act = act };
-    pool_run(c->pool, act_share, &j);
+    act_job j = { .x = x, .u = u, .act = act };
+    pool_share(c, (int)n, act_range, &j);
 }
 
 void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const ht_tensor *b, const float *in, float *out,
