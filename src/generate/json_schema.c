@@ -771,6 +771,16 @@ static bool in_required(const cJSON *req, const char *k) {
     return false;
 }
 
+/* "properties" an object, "required" an array of strings: what object_rule reads and merge() unites (the
+ * grammar fuzzer found "properties" as an array merged as if it had keys). */
+static bool object_shapes_ok(conv *c, const cJSON *s) {
+    const cJSON *props = get(s, "properties"), *req = get(s, "required"), *x;
+    if (req && !cJSON_IsArray(req)) return fail(c, "\"required\" must be an array"), false;
+    if (props && !cJSON_IsObject(props)) return fail(c, "\"properties\" must be an object"), false;
+    cJSON_ArrayForEach(x, req) if (!cJSON_IsString(x)) return fail(c, "\"required\" must hold strings"), false;
+    return true;
+}
+
 static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     const cJSON *props = get(s, "properties"), *req = get(s, "required"), *addl = get(s, "additionalProperties"),
                 *mn = get(s, "minProperties"), *mx = get(s, "maxProperties"), *pp = get(s, "patternProperties"),
@@ -780,12 +790,10 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     if (has(s, "dependentRequired") || has(s, "dependencies") || has(s, "dependentSchemas"))
         return fail(c, "\"dependencies\"/\"dependentRequired\" are not supported");
     if (up && !cJSON_IsBool(up)) return fail(c, "\"unevaluatedProperties\" with a schema is not supported");
-    if (req && !cJSON_IsArray(req)) return fail(c, "\"required\" must be an array");
-    if (props && !cJSON_IsObject(props)) return fail(c, "\"properties\" must be an object");
+    if (!object_shapes_ok(c, s)) return NULL;
     int n_props = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, req) {
-        if (!cJSON_IsString(x)) return fail(c, "\"required\" must hold strings");
         if (!get(props, x->valuestring) && n_props > 0 && (cJSON_IsFalse(addl) || !addl))
             return fail(c, "required property '%s' has no schema under \"properties\"", x->valuestring);
     }
@@ -879,19 +887,9 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
 
 /* ---- combinators ---- */
 
-/* The members merge() unites must have their shapes (found by the grammar fuzzer: "properties" as an array
- * merged as if it had keys). */
-static bool merge_shapes_ok(conv *c, const cJSON *s) {
-    const cJSON *props = get(s, "properties"), *req = get(s, "required"), *x;
-    if (props && !cJSON_IsObject(props)) return fail(c, "\"properties\" must be an object"), false;
-    if (req && !cJSON_IsArray(req)) return fail(c, "\"required\" must be an array"), false;
-    cJSON_ArrayForEach(x, req) if (!cJSON_IsString(x)) return fail(c, "\"required\" must hold strings"), false;
-    return true;
-}
-
 /* allOf: the subschemas merged into one (objects: properties and required united; bounds tightened). */
 static cJSON *merge(conv *c, const cJSON *a, const cJSON *b) {
-    if (!merge_shapes_ok(c, a) || !merge_shapes_ok(c, b)) return NULL;
+    if (!object_shapes_ok(c, a) || !object_shapes_ok(c, b)) return NULL;
     cJSON *m = cJSON_Duplicate(a, true);
     if (!m) return fail(c, "out of memory"), NULL;
     const cJSON *x;
