@@ -234,6 +234,9 @@ HEARTH_API void hearth_grammar_accept(hearth_grammar *g, hearth_token t);
 /* The text so far is a whole sentence of the grammar (can_end); and nothing more may follow it (done). */
 HEARTH_API bool hearth_grammar_can_end(const hearth_grammar *g);
 HEARTH_API bool hearth_grammar_done(const hearth_grammar *g);
+/* Memory ran out while following the text: the grammar allows nothing from then on (sampling says -1), and the
+ * reply should end with an error rather than as if complete. */
+HEARTH_API bool hearth_grammar_failed(const hearth_grammar *g);
 /* A JSON Schema (text) as GBNF, malloc'd: NULL with a one-line error naming the keyword or construct that
  * cannot be enforced; a schema is never loosened. "{}" or "true" mean any JSON value; see the README for the
  * keywords supported. */

@@ -182,7 +182,9 @@ static int op_hf(hearth_err *err, uint64_t *h) {
 static srv_api g_api;
 
 /* One request as the server's routes take it: OpenAI's body parsed as is; Anthropic's and Ollama's first
- * translated into OpenAI's (flavor 1, 2) and answered in their own shapes. */
+ * translated into OpenAI's (flavor 1, 2) and answered in their own shapes; OpenAI's with a tool that the reply
+ * must call (flavor 3: the tools' grammar, the listing added to the system message, the call split out), and
+ * Anthropic's the same way (flavor 4: the call as a tool_use block). */
 static int server_request(int flavor, hearth_err *err, uint64_t *h) {
     static const char *const BODY[] = {
         "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],\"max_tokens\":8,"
@@ -191,6 +193,14 @@ static int server_request(int flavor, hearth_err *err, uint64_t *h) {
         "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Tell me a story\"}]}]}",
         "{\"model\":\"m\",\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":8},"
         "\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}]}",
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Weather?\"}],"
+        "\"max_tokens\":128,\"temperature\":0,\"cache_prompt\":false,\"parallel_tool_calls\":false,\"tool_choice\":\"required\",\"tools\":[{\"type\":"
+        "\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":"
+        "{\"city\":{\"enum\":[\"Oslo\"]}},\"required\":[\"city\"]}}}]}",
+        "{\"model\":\"m\",\"max_tokens\":128,\"temperature\":0,\"system\":\"Be brief.\",\"messages\":[{\"role\":\"user\","
+        "\"content\":\"Weather?\"}],\"tool_choice\":{\"type\":\"any\",\"disable_parallel_tool_use\":true},\"tools\":[{\"name\":"
+        "\"get_weather\",\"input_schema\":{\"type\":\"object\",\"properties\":{\"city\":{\"enum\":[\"Oslo\"]}},"
+        "\"required\":[\"city\"]}}]}",
     };
     static const char *const VOLATILE[] = { "id", "created", "timings", "created_at", "total_duration", "load_duration",
                                             "prompt_eval_count", "prompt_eval_duration", "eval_duration" };
@@ -201,9 +211,9 @@ static int server_request(int flavor, hearth_err *err, uint64_t *h) {
     char msg[256];
     char *translated = NULL;
     const char *body = BODY[flavor];
-    if (flavor == 1) translated = anthropic_translate(&g_api, body, strlen(body), false, msg, sizeof msg);
+    if (flavor == 1 || flavor == 4) translated = anthropic_translate(&g_api, body, strlen(body), false, msg, sizeof msg);
     if (flavor == 2) translated = ollama_translate(&g_api, OLLAMA_CHAT, body, strlen(body), &kind, msg, sizeof msg);
-    if (flavor && !translated) {   /* the body is valid: only memory can fail it, and the route answers 500 */
+    if ((flavor == 1 || flavor == 2 || flavor == 4) && !translated) {   /* the body is valid: only memory can fail it, and the route answers 500 */
         CHECK(strstr(msg, "out of memory"), "server %d: translating failed but not for memory: %s", flavor, msg);
         return herr(err, "500 %s", msg);
     }
@@ -214,7 +224,7 @@ static int server_request(int flavor, hearth_err *err, uint64_t *h) {
         CHECK(status == 500, "server %d: a request failed to parse with %d, not 500: %s", flavor, status, msg);
         return herr(err, "%d %s", status, msg);
     }
-    r.anthropic = flavor == 1;
+    r.anthropic = flavor == 1 || flavor == 4;
     r.ollama = flavor == 2;
     if (engine_submit(g_api.eng, t)) { task_release(t); return herr(err, "503 queue full"); }
     pthread_mutex_lock(&t->mu);
@@ -225,7 +235,7 @@ static int server_request(int flavor, hearth_err *err, uint64_t *h) {
         CHECK(t->status == 500, "server %d: a request failed with %d, not 500: %s", flavor, t->status, t->err);
         rc = herr(err, "%d %s", t->status, t->err);
     } else {
-        char *resp = flavor == 1 ? anthropic_response(&g_api, &r, t) : flavor == 2 ? ollama_response(&g_api, &r, t)
+        char *resp = r.anthropic ? anthropic_response(&g_api, &r, t) : flavor == 2 ? ollama_response(&g_api, &r, t)
                                                                                  : api_response(&g_api, &r, t);
         atomic_store(&countdown, -1);   /* the request is done: the check below must not fail */
         cJSON *o = resp ? cJSON_Parse(resp) : NULL;
@@ -233,6 +243,10 @@ static int server_request(int flavor, hearth_err *err, uint64_t *h) {
         else {   /* the whole response but what differs from one request to the next */
             REQUIRE(o, "server %d: the response is not JSON: %s", flavor, resp);
             for (size_t k = 0; k < sizeof VOLATILE / sizeof VOLATILE[0]; k++) cJSON_DeleteItemFromObject(o, VOLATILE[k]);
+            cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "message"), *call;
+            cJSON_ArrayForEach(call, cJSON_GetObjectItem(msg, "tool_calls")) cJSON_DeleteItemFromObject(call, "id");
+            cJSON_ArrayForEach(call, cJSON_GetObjectItem(o, "content")) cJSON_DeleteItemFromObject(call, "id");   /* tool_use */
+            if (flavor >= 3 && getenv("ALLOC_SHOW")) puts(resp);
             char *p = cJSON_PrintUnformatted(o);
             *h = fnv(*h, p, strlen(p));
             free(p);
@@ -255,6 +269,8 @@ static int server_request(int flavor, hearth_err *err, uint64_t *h) {
 static int op_openai(hearth_err *err, uint64_t *h) { return server_request(0, err, h); }
 static int op_anthropic(hearth_err *err, uint64_t *h) { return server_request(1, err, h); }
 static int op_ollama(hearth_err *err, uint64_t *h) { return server_request(2, err, h); }
+static int op_tools(hearth_err *err, uint64_t *h) { return server_request(3, err, h); }
+static int op_tools_anthropic(hearth_err *err, uint64_t *h) { return server_request(4, err, h); }
 
 static void sweep(const char *name, int (*op)(hearth_err *, uint64_t *)) {
     hearth_err warm;
@@ -301,7 +317,7 @@ int main(void) {
     sweep("chat", op_chat);
     sweep("hf", op_hf);
     hearth_err err;
-    server_params sp = { .parallel = 2, .n_ctx = 128, .n_threads = 1 };
+    server_params sp = { .parallel = 2, .n_ctx = 512, .n_threads = 1 };   /* the tools' listing is ~350 tokens */
     REQUIRE(!hearth_model_load("data/models/stories260K.gguf", &g_api.m, &err) &&
                 !chat_fmt_new(g_api.m, g_chatml, &g_api.fmt, &err) && !engine_new(g_api.m, &sp, &g_api.eng, &err),
             "server: %s", err.msg);
@@ -311,6 +327,8 @@ int main(void) {
     sweep("openai", op_openai);
     sweep("anthropic", op_anthropic);
     sweep("ollama", op_ollama);
+    sweep("tools", op_tools);
+    sweep("tools-anth", op_tools_anthropic);
     engine_free(g_api.eng);
     chat_fmt_free(g_api.fmt);
     hearth_model_free(g_api.m);

@@ -446,8 +446,9 @@ static int generate(run_state *r, const run_opts *o, int last_row) {
         if (t < 0) {
             if (!o->json) printf("\n");
             fflush(stdout);
-            cli_fail("no token can be sampled: every token is masked out (by --logit-bias, --bias-text, "
-                     "--only-words-starting or the grammar)");
+            if (hearth_grammar_failed(r->grammar)) cli_fail("out of memory following the grammar");
+            else cli_fail("no token can be sampled: every token is masked out (by --logit-bias, --bias-text, "
+                          "--only-words-starting or the grammar)");
             return -1;
         }
         hearth_sampler_accept(r->smp, t);

@@ -951,7 +951,7 @@ const uint64_t *grammar_mask(hearth_grammar *G) {
         }
         if (G->used[i] < G->used[victim]) victim = i;
     }
-    if (!G->masks[victim] && !(G->masks[victim] = malloc((size_t)(G->v->n + 63) / 64 * 8))) return NULL;
+    if (!G->masks[victim] && !(G->masks[victim] = malloc((size_t)(G->v->n + 63) / 64 * 8))) { G->oom = true; return NULL; }
     G->mask_of[victim] = -1;
     if (!compute_mask(G, G->masks[victim])) { G->oom = true; return NULL; }
     G->mask_of[victim] = G->cur;
@@ -1031,3 +1031,4 @@ bool hearth_grammar_done(const hearth_grammar *G) {
     return G && !G->oom && G->st[G->cur].s.can_end && !G->st[G->cur].s.n_stacks;
 }
 bool hearth_grammar_can_end(const hearth_grammar *G) { return G && !G->oom && G->st[G->cur].s.can_end; }
+bool hearth_grammar_failed(const hearth_grammar *G) { return G && G->oom; }

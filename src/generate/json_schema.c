@@ -10,6 +10,7 @@
 #include "common.h"
 #include "generate/grammar.h"
 
+#include <errno.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -134,8 +135,10 @@ static char *prim(conv *c, const char *name) {
                 if (!r) return fail(c, "out of memory");
                 c->rules = r, c->cap_rules = cap;
             }
-            c->rules[c->n_rules].name = strdup(name);
-            c->rules[c->n_rules].body = strdup(PRIMS[i].body);
+            char *n = strdup(name), *body = strdup(PRIMS[i].body);
+            if (!n || !body) { free(n); free(body); return fail(c, "out of memory"); }
+            c->rules[c->n_rules].name = n;
+            c->rules[c->n_rules].body = body;
             c->n_rules++;
             for (int d = 0; d < 4 && PRIM_DEPS[i][d]; d++) free(prim(c, PRIM_DEPS[i][d]));
             if (!strcmp(name, "value")) { free(prim(c, "boolean")); free(prim(c, "null")); }
@@ -1195,8 +1198,9 @@ char *hearth_json_schema_to_grammar(const char *schema, hearth_err *err) {
 
 char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *err) {
     if (!schema || !ht_utf8_valid(schema, strlen(schema))) return herr(err, "JSON Schema: not valid UTF-8"), NULL;
+    errno = 0;
     cJSON *root = cJSON_Parse(schema);
-    if (!root) return herr(err, "JSON Schema: not valid JSON"), NULL;
+    if (!root) return herr(err, errno == ENOMEM ? "out of memory" : "JSON Schema: not valid JSON"), NULL;   /* cJSON says NULL for both */
     conv c = { .root = root, .err = err, .root_name = root_name };
     char *top = visit(&c, root, root_name);
     ht_str out = { 0 };
@@ -1248,5 +1252,10 @@ char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *er
     for (int i = 0; i < c.n_refs; i++) free(c.refs[i].name);
     free(c.refs);
     cJSON_Delete(root);
+    if (errno == ENOMEM) {   /* an allocation failed on the way: whatever was made or said then is not to be trusted */
+        free(out.p);
+        out.p = NULL;
+        herr(err, "out of memory");
+    }
     return out.p;
 }

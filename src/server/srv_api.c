@@ -26,6 +26,9 @@ static void *json_alloc(size_t n) {
 
 void api_json_init(void) { cJSON_InitHooks(&(cJSON_Hooks){ json_alloc, free }); }
 
+bool api_json_oom(void) { return json_oom; }
+void api_json_lost(void) { json_oom = true; }
+
 bool json_put(cJSON *o, const char *key, cJSON *item) {
     if (o && item && cJSON_AddItemToObject(o, key, item)) return true;
     cJSON_Delete(item);
@@ -216,7 +219,10 @@ static void arguments_as_objects(cJSON *msgs) {
     cJSON_ArrayForEach(m, msgs) cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(m, "tool_calls")) {
         cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function"), *a = f ? cJSON_GetObjectItemCaseSensitive(f, "arguments") : NULL;
         cJSON *parsed = cJSON_IsString(a) ? cJSON_Parse(a->valuestring) : NULL;
-        if (parsed) cJSON_ReplaceItemInObjectCaseSensitive(f, "arguments", parsed);
+        if (parsed && !cJSON_ReplaceItemInObjectCaseSensitive(f, "arguments", parsed)) {
+            cJSON_Delete(parsed);   /* no memory for the key: chat_prompt fails the request */
+            json_oom = true;
+        }
     }
 }
 
@@ -232,6 +238,7 @@ static int chat_prompt(const srv_api *a, const cJSON *o, srv_task *t, api_req *r
     free(gbnf);
     arguments_as_objects(norm);
     if (!rc) rc = chat_extra(o, r->tools.mode != TOOLS_OFF && r->tools.fmt != TF_GENERIC, &extra, err);
+    if (!rc && json_oom) rc = herr(err, "out of memory");   /* a message, a tool or a call lost a part */
     if (!rc) rc = chat_fmt_tokenize(a->fmt, norm, true, extra, &t->prompt, &t->n_prompt, err);
     cJSON_Delete(norm);
     cJSON_Delete(extra);

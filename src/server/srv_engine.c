@@ -402,6 +402,7 @@ static void slot_take(srv_engine *e, slot *s) {
         pcache_store(e->pc, e->ctx, s->seq, t->prompt, t->n_prompt);
         pcache_publish(e);
     }
+    if (tok < 0 && hearth_grammar_failed(t->grammar)) { slot_end(e, s, NULL, 500, "out of memory"); return; }
     if (tok < 0) { slot_end(e, s, "stop", 0, NULL); return; }
     hearth_sampler_accept(s->smp, tok);
     if (hearth_token_is_eog(e->m, tok) && (!t->ignore_eos || t->grammar)) { slot_end(e, s, "stop", 0, NULL); return; }

@@ -134,6 +134,11 @@ void api_json_init(void);
  * or no memory for the key): either way the caller no longer owns it. */
 bool json_put(cJSON *o, const char *key, cJSON *item);
 bool json_push(cJSON *a, cJSON *item);
+/* Whether a cJSON allocation on this thread failed since the request body was parsed (a tree built since then
+ * may lack a part). */
+bool api_json_oom(void);
+/* Notes such a failure for api_print (memory that ran out outside cJSON, for a part of a response). */
+void api_json_lost(void);
 /* obj[key] = the n bytes at s as a JSON string, invalid UTF-8 replaced (a failed allocation counts for api_print). */
 cJSON *api_add_text(cJSON *obj, const char *key, const char *s, size_t n);
 /* Prints o unformatted and deletes it; NULL if it could not, or if building it lost a part for want of memory. */

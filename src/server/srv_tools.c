@@ -79,16 +79,16 @@ static cJSON *call_schema(const cJSON *fn, const char *akey) {
     cJSON_AddStringToObject(s, "type", "object");
     cJSON *props = cJSON_AddObjectToObject(s, "properties"), *n = cJSON_AddObjectToObject(props, "name");
     cJSON_AddStringToObject(n, "const", name->valuestring);
-    if (par && cJSON_IsObject(par) && par->child) cJSON_AddItemToObject(props, akey, cJSON_Duplicate(par, true));
+    if (par && cJSON_IsObject(par) && par->child) json_put(props, akey, cJSON_Duplicate(par, true));
     else {
         cJSON *o = cJSON_AddObjectToObject(props, akey);
         cJSON_AddStringToObject(o, "type", "object");
-        cJSON_AddItemToObject(o, "additionalProperties", cJSON_CreateFalse());
+        json_put(o, "additionalProperties", cJSON_CreateFalse());
     }
     cJSON *req = cJSON_AddArrayToObject(s, "required");
-    cJSON_AddItemToArray(req, cJSON_CreateString("name"));
-    cJSON_AddItemToArray(req, cJSON_CreateString(akey));
-    cJSON_AddItemToObject(s, "additionalProperties", cJSON_CreateFalse());
+    json_push(req, cJSON_CreateString("name"));
+    json_push(req, cJSON_CreateString(akey));
+    json_put(s, "additionalProperties", cJSON_CreateFalse());
     return s;
 }
 
@@ -127,8 +127,8 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
                     *ps = fn ? cJSON_GetObjectItemCaseSensitive(fn, "parameters") : NULL;
         if (!cJSON_IsString(nm) || !*nm->valuestring) { cJSON_Delete(alts); cJSON_Delete(listing); return herr(err, "tools[%d] must be {\"type\":\"function\",\"function\":{\"name\":...}}", i); }
         if (ps && !cJSON_IsObject(ps) && !cJSON_IsNull(ps)) { cJSON_Delete(alts); cJSON_Delete(listing); return herr(err, "tools[%d].function.parameters must be a JSON Schema object", i); }
-        cJSON_AddItemToArray(listing, cJSON_Duplicate(fn, true));
-        if (!named || !strcmp(named, nm->valuestring)) cJSON_AddItemToArray(alts, call_schema(fn, "@ARGS@")), n_named++;
+        json_push(listing, cJSON_Duplicate(fn, true));
+        if (!named || !strcmp(named, nm->valuestring)) json_push(alts, call_schema(fn, "@ARGS@")), n_named++;
         i++;
     }
     if (named && !n_named) { cJSON_Delete(alts); cJSON_Delete(listing); return herr(err, "'tool_choice' names '%s', which is not in 'tools'", named); }
@@ -138,41 +138,43 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
     if (tt->fmt == TF_LLAMA3) tt->parallel = false;   /* one call per reply in that format */
     const char *akey = tt->fmt == TF_LLAMA3 ? "parameters" : "arguments";
     cJSON *call = cJSON_CreateObject(), *x;
-    cJSON_AddItemToObject(call, "anyOf", alts);
+    bool oom = false;   /* besides what api_json_oom() notes: the text of the tools' listing */
     /* rename the arguments key now that the format is known */
     cJSON_ArrayForEach(x, alts) {
         cJSON *props = cJSON_GetObjectItemCaseSensitive(x, "properties"), *req = cJSON_GetObjectItemCaseSensitive(x, "required");
-        cJSON *args = cJSON_DetachItemFromObjectCaseSensitive(props, "@ARGS@");
-        cJSON_AddItemToObject(props, akey, args);
-        cJSON_ReplaceItemInArray(req, 1, cJSON_CreateString(akey));
+        cJSON *args = cJSON_DetachItemFromObjectCaseSensitive(props, "@ARGS@"), *key = cJSON_CreateString(akey);
+        json_put(props, akey, args);
+        if (!cJSON_ReplaceItemInArray(req, 1, key)) cJSON_Delete(key);   /* req lost an item: memory, already noted */
     }
+    json_put(call, "anyOf", alts);
     cJSON *schema = call;
     if (tt->fmt == TF_GENERIC) {   /* {"tool_calls": [call...]} or, with auto, {"response": "..."} */
         cJSON *calls = cJSON_CreateObject();
         cJSON_AddStringToObject(calls, "type", "object");
         cJSON *cp = cJSON_AddObjectToObject(calls, "properties"), *arr = cJSON_AddObjectToObject(cp, "tool_calls");
         cJSON_AddStringToObject(arr, "type", "array");
-        cJSON_AddItemToObject(arr, "items", call);
+        json_put(arr, "items", call);
         cJSON_AddNumberToObject(arr, "minItems", 1);
         if (!tt->parallel) cJSON_AddNumberToObject(arr, "maxItems", 1);
         cJSON *rq = cJSON_AddArrayToObject(calls, "required");
-        cJSON_AddItemToArray(rq, cJSON_CreateString("tool_calls"));
-        cJSON_AddItemToObject(calls, "additionalProperties", cJSON_CreateFalse());
+        json_push(rq, cJSON_CreateString("tool_calls"));
+        json_put(calls, "additionalProperties", cJSON_CreateFalse());
         if (tt->mode == TOOLS_AUTO) {
             schema = cJSON_CreateObject();
             cJSON *any = cJSON_AddArrayToObject(schema, "anyOf"), *resp = cJSON_CreateObject();
-            cJSON_AddItemToArray(any, calls);
+            json_push(any, calls);
             cJSON_AddStringToObject(resp, "type", "object");
             cJSON *rp = cJSON_AddObjectToObject(resp, "properties"), *rs = cJSON_AddObjectToObject(rp, "response");
             cJSON_AddStringToObject(rs, "type", "string");
             cJSON *rr = cJSON_AddArrayToObject(resp, "required");
-            cJSON_AddItemToArray(rr, cJSON_CreateString("response"));
-            cJSON_AddItemToObject(resp, "additionalProperties", cJSON_CreateFalse());
-            cJSON_AddItemToArray(any, resp);
+            json_push(rr, cJSON_CreateString("response"));
+            json_put(resp, "additionalProperties", cJSON_CreateFalse());
+            json_push(any, resp);
         } else schema = calls;
         /* the tools, described to a model whose template does not know them */
         char *list = cJSON_Print(listing);
         ht_str p = { 0 };
+        oom = !list;
         ht_str_puts(&p, "You can call tools. They are, with their parameters as JSON Schema:\n");
         ht_str_puts(&p, list ? list : "[]");
         ht_str_puts(&p, tt->mode == TOOLS_AUTO
@@ -180,28 +182,31 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
                          "call tools, or {\"response\": \"<your answer>\"} to answer directly."
                        : "\nReply with one JSON object: {\"tool_calls\": [{\"name\": \"<tool>\", \"arguments\": {...}}]}.");
         free(list);
-        cJSON *first = messages ? messages->child : NULL, *sys = NULL;
+        cJSON *first = messages ? messages->child : NULL;
         const cJSON *role = first ? cJSON_GetObjectItemCaseSensitive(first, "role") : NULL;
-        if (cJSON_IsString(role) && !strcmp(role->valuestring, "system")) {
-            cJSON *c = cJSON_GetObjectItemCaseSensitive(first, "content");
+        if (cJSON_IsString(role) && !strcmp(role->valuestring, "system")) {   /* the listing after its text */
+            cJSON *c = cJSON_DetachItemFromObjectCaseSensitive(first, "content");
+            ht_str q = { 0 };
             if (cJSON_IsString(c) && *c->valuestring) {
-                ht_str q = { 0 };
                 ht_str_puts(&q, c->valuestring);
                 ht_str_puts(&q, "\n\n");
-                ht_str_puts(&q, p.p ? p.p : "");
-                cJSON_ReplaceItemInObjectCaseSensitive(first, "content", cJSON_CreateString(q.p ? q.p : ""));
-                free(q.p);
-            } else cJSON_ReplaceItemInObjectCaseSensitive(first, "content", cJSON_CreateString(p.p ? p.p : ""));
+            }
+            ht_str_puts(&q, p.p ? p.p : "");
+            cJSON_Delete(c);
+            json_put(first, "content", q.oom ? NULL : cJSON_CreateString(q.p ? q.p : ""));
+            oom |= q.oom;
+            free(q.p);
         } else if (messages) {
-            sys = cJSON_CreateObject();
+            cJSON *sys = cJSON_CreateObject();
             cJSON_AddStringToObject(sys, "role", "system");
             cJSON_AddStringToObject(sys, "content", p.p ? p.p : "");
-            cJSON_InsertItemInArray(messages, 0, sys);
+            if (!cJSON_InsertItemInArray(messages, 0, sys)) cJSON_Delete(sys), oom = true;
         }
+        oom |= p.oom;
         free(p.p);
     }
     cJSON_Delete(listing);
-    char *stxt = cJSON_PrintUnformatted(schema);
+    char *stxt = oom || api_json_oom() ? NULL : cJSON_PrintUnformatted(schema);
     cJSON_Delete(schema);
     if (!stxt) return herr(err, "out of memory");
     char *g = json_schema_gbnf(stxt, tt->fmt == TF_GENERIC ? "root" : "tc-call", err);
@@ -234,44 +239,47 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
 
 /* ---- the reply, split ---- */
 
-/* One call {name, arguments} (from its JSON) as OpenAI's tool_calls entry; NULL if it is not a call. */
+/* One call {name, arguments} (from its JSON) as OpenAI's tool_calls entry, whole; NULL if it is not a call, or
+ * (noted for api_print) if memory ran out. */
 static cJSON *openai_call(const cJSON *c, const char *akey) {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name"), *args = cJSON_GetObjectItemCaseSensitive(c, akey);
     if (!cJSON_IsString(name)) return NULL;
     cJSON *o = cJSON_CreateObject(), *f;
     char id[40];
     api_random_id(id, "call_");
-    cJSON_AddStringToObject(o, "id", id);
-    cJSON_AddStringToObject(o, "type", "function");
-    f = cJSON_AddObjectToObject(o, "function");
-    cJSON_AddStringToObject(f, "name", name->valuestring);
     char *a = args ? cJSON_PrintUnformatted(args) : strdup("{}");
-    cJSON_AddStringToObject(f, "arguments", a ? a : "{}");
+    bool ok = a && cJSON_AddStringToObject(o, "id", id) && cJSON_AddStringToObject(o, "type", "function") &&
+              (f = cJSON_AddObjectToObject(o, "function")) && cJSON_AddStringToObject(f, "name", name->valuestring) &&
+              cJSON_AddStringToObject(f, "arguments", a);
     free(a);
+    if (!ok) { cJSON_Delete(o); api_json_lost(); return NULL; }
     return o;
 }
 
-static char *trimmed(const char *s, size_t n) {
+/* s[0..n) without surrounding white space; NULL if nothing is left (or, with *lost set, no memory). */
+static char *trimmed(const char *s, size_t n, bool *lost) {
     while (n && (*s == ' ' || *s == '\n' || *s == '\r' || *s == '\t')) s++, n--;
     while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == '\t')) n--;
-    return n ? strndup(s, n) : NULL;
+    char *t = n ? strndup(s, n) : NULL;
+    *lost |= n && !t;
+    return t;
 }
 
 cJSON *tools_parse(const srv_tools *tt, const char *text, size_t n, char **content) {
     *content = NULL;
     if (!text) text = "";
     cJSON *calls = cJSON_CreateArray();
-    if (!calls) return NULL;
     char *buf = strndup(text, n);
-    if (!buf) { cJSON_Delete(calls); return NULL; }
+    if (!calls || !buf) { cJSON_Delete(calls); free(buf); api_json_lost(); return NULL; }
+    bool lost = false;
     if (tt->fmt == TF_HERMES) {
         char *open = strstr(buf, HERMES_OPEN);
-        *content = trimmed(buf, open ? (size_t)(open - buf) : n);
+        *content = trimmed(buf, open ? (size_t)(open - buf) : n, &lost);
         while (open) {
             char *body = open + strlen(HERMES_OPEN), *close = strstr(body, HERMES_CLOSE);
             if (close) *close = 0;
             cJSON *j = cJSON_Parse(body), *c = j ? openai_call(j, "arguments") : NULL;
-            if (c) cJSON_AddItemToArray(calls, c);
+            if (c) json_push(calls, c);
             cJSON_Delete(j);
             open = close ? strstr(close + strlen(HERMES_CLOSE), HERMES_OPEN) : NULL;
         }
@@ -279,19 +287,26 @@ cJSON *tools_parse(const srv_tools *tt, const char *text, size_t n, char **conte
         cJSON *j = cJSON_Parse(buf);
         if (tt->fmt == TF_LLAMA3) {
             cJSON *c = j && cJSON_IsObject(j) ? openai_call(j, "parameters") : NULL;
-            if (c) cJSON_AddItemToArray(calls, c);
-            else *content = trimmed(buf, n);
+            if (c) json_push(calls, c);
+            else *content = trimmed(buf, n, &lost);
         } else {
             const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "tool_calls"), *r = cJSON_GetObjectItemCaseSensitive(j, "response"), *x;
             cJSON_ArrayForEach(x, tc) {
                 cJSON *c = openai_call(x, "arguments");
-                if (c) cJSON_AddItemToArray(calls, c);
+                if (c) json_push(calls, c);
             }
-            if (cJSON_IsString(r)) *content = strdup(r->valuestring);
-            else if (!cJSON_IsArray(tc)) *content = trimmed(buf, n);   /* cut short: the raw text */
+            if (cJSON_IsString(r)) lost = !(*content = strdup(r->valuestring));
+            else if (!cJSON_IsArray(tc)) *content = trimmed(buf, n, &lost);   /* cut short: the raw text */
         }
         cJSON_Delete(j);
     }
     free(buf);
+    if (api_json_oom() || lost) {   /* a part is missing: none of it */
+        cJSON_Delete(calls);
+        free(*content);
+        *content = NULL;
+        api_json_lost();
+        return NULL;
+    }
     return calls;
 }
