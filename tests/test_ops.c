@@ -1,6 +1,7 @@
 /* test_ops.c — the vectorized activations (silu, gelu_tanh, with and without the gated product) and the
  * softmax against the formulas in double precision, and their vector loop against their scalar tail: an element's value
- * must not depend on where in a row it falls (thread shares split rows at arbitrary points). */
+ * must not depend on where in a row it falls (thread shares split rows at arbitrary points); and every vector
+ * width the CPU runs gives the same bits. */
 #include <math.h>
 #include <string.h>
 
@@ -85,7 +86,44 @@ static void check_softmax(void) {
     printf("%-14s lengths 1..%d: worst relative error %.2e, -inf -> 0\n", "softmax", N, worst);
 }
 
+/* Each vector width the CPU runs (ops_set_isa: what `--cpu` picks) gives the same bits for every op. */
+static void check_widths(void) {
+    static const char *const isa[] = {"scalar", "avx2", "avx512"};
+    static float x[N], u[N], ref[6][N], got[N];
+    int n_run = 0;
+    for (int k = 0; k < 3; k++) {
+#if defined(__x86_64__)
+        if ((k == 1 && !__builtin_cpu_supports("avx2")) || (k == 2 && !__builtin_cpu_supports("avx512f"))) continue;
+#else
+        if (k) continue;   /* one width elsewhere */
+#endif
+        ops_set_isa(isa[k]);
+        for (int op = 0; op < 6; op++) {
+            inputs(x, u);
+            memcpy(got, x, sizeof got);
+            switch (op) {
+            case 0: op_silu(got, N); break;
+            case 1: op_silu_mul(got, u, N); break;
+            case 2: op_gelu_tanh(got, N); break;
+            case 3: op_gelu_tanh_mul(got, u, N); break;
+            case 4: op_softmax(got, N, 0.125f); break;
+            default: op_rmsnorm(got, u, x, N, 1e-6f); break;
+            }
+            if (!n_run) memcpy(ref[op], got, sizeof got);
+            else CHECK(!memcmp(ref[op], got, sizeof got), "op %d: %s gives other bits than %s", op, isa[k], isa[0]);
+        }
+        n_run++;
+    }
+    ops_set_isa("avx512vnni");   /* back to the default choice on a machine that has it (else clamps below) */
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512f")) ops_set_isa(__builtin_cpu_supports("avx2") ? "avx2" : "scalar");
+#endif
+    printf("%-14s the same bits in each of %d vector widths (silu, gelu_tanh, their gated forms, softmax, rmsnorm)\n",
+           "widths", n_run);
+}
+
 int main(void) {
+    check_widths();
     check_softmax();
     check("silu", op_silu, NULL, silu_arg, 1);
     check("silu_mul", NULL, op_silu_mul, silu_arg, 1);

@@ -4,25 +4,41 @@
 #include "compute/ops.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-/* The loops below that vectorize are compiled once per x86-64 vector width and picked per call by the CPU's
- * features (the results are the same in each: no contraction, the same operations in every lane). GCC's
- * target_clones would do this, but its dispatchers escape the library's hidden visibility. OPS_SIMD(name,
- * params, args) defines the public name over name##_body, an always-inline function. */
+/* The loops below that vectorize are compiled once per x86-64 vector width and picked per call: the width of
+ * the quant kernel set in use (ops_set_isa), or the CPU's best before one is chosen (the results are the same
+ * in each: no contraction, the same operations in every lane). GCC's target_clones would do this, but its
+ * dispatchers escape the library's hidden visibility. OPS_SIMD(name, params, args) defines the public name
+ * over name##_body, an always-inline function. */
 #define OPS_INLINE static inline __attribute__((always_inline))
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+static _Atomic int ops_isa = -1;   /* 2: AVX-512, 1: AVX2, 0: the build's baseline; -1: not chosen yet */
+
+void ops_set_isa(const char *kernel_set) {
+    atomic_store_explicit(&ops_isa, strstr(kernel_set, "avx512") ? 2 : !strcmp(kernel_set, "avx2") ? 1 : 0,
+                          memory_order_relaxed);
+}
+
+static int ops_level(void) {
+    const int l = atomic_load_explicit(&ops_isa, memory_order_relaxed);
+    return l >= 0 ? l : __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+}
+
 #define OPS_SIMD(name, params, args)                                                                   \
     __attribute__((target("avx512f"))) static void name##_avx512 params { name##_body args; }        \
     __attribute__((target("avx2"))) static void name##_avx2 params { name##_body args; }             \
     void name params {                                                                                 \
-        if (__builtin_cpu_supports("avx512f")) name##_avx512 args;                                     \
-        else if (__builtin_cpu_supports("avx2")) name##_avx2 args;                                     \
+        const int l = ops_level();                                                                     \
+        if (l == 2) name##_avx512 args;                                                                \
+        else if (l == 1) name##_avx2 args;                                                             \
         else name##_body args;                                                                         \
     }
 #else
+void ops_set_isa(const char *kernel_set) { (void)kernel_set; }
 #define OPS_SIMD(name, params, args) void name params { name##_body args; }
 #endif
 

@@ -24,5 +24,8 @@ void op_gelu_erf(float *x, int n);
 void op_add(float *y, const float *x, int n);                 /* y += x */
 void op_scale(float *y, float s, int n);
 float op_dot(const float *a, const float *b, int n);
+/* The vector width for the loops above, after a quant kernel set's name ("avx512vnni", "avx512", "avx2"; any
+ * other: the build's baseline), so that `--cpu` covers them too; quant_init / quant_set_backend call it. */
+void ops_set_isa(const char *kernel_set);
 
 #endif

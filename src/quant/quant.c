@@ -7,6 +7,7 @@
  * build defines its HEARTH_QUANT_* macro (see ht_kernel_set in quant.h). */
 #include "quant.h"
 #include "quant_ref.h"
+#include "compute/ops.h"
 
 #include <pthread.h>
 
@@ -107,6 +108,7 @@ static void install_set(const ht_kernel_set *ks) {
     memcpy(active_table, ref_table, sizeof active_table);
     if (ks->install) ks->install(active_table);
     active_name = ks->name;
+    ops_set_isa(ks->name);   /* norms, activations, softmax: the same vector width */
 }
 
 static void pick_best_set(void) {
