@@ -55,6 +55,8 @@ typedef struct {
     char *out; size_t out_n, out_off, out_cap;   /* SSE bytes formatted but not yet sent */
     size_t sent; int sent_toks;
     bool started, finished;
+    bool lost;                /* memory ran out for a part of the stream: what came before it is sent, then the
+                               * connection ends without the stream's end (an error, not a shorter reply) */
     bool text_open;           /* Anthropic stream: text block 0 was started */
 } conn;
 
@@ -195,12 +197,12 @@ static bool tools_pending(const conn *c) { return c->req.kind == API_CHAT && !c-
 
 /* ---- streaming ---- */
 static void out_add(conn *c, char *s) {
-    if (!s) return;
+    if (!s || c->lost) { c->lost = true; free(s); return; }   /* s: NULL only when making it ran out of memory */
     size_t n = strlen(s);
     if (c->out_n + n > c->out_cap) {
         size_t nc = HT_MAX(c->out_cap * 2, c->out_n + n + 256);
         char *p = realloc(c->out, nc);
-        if (!p) { free(s); return; }
+        if (!p) { free(s); c->lost = true; return; }
         c->out = p; c->out_cap = nc;
     }
     memcpy(c->out + c->out_n, s, n);
@@ -299,6 +301,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             c->out_off += k;
             return (ssize_t)k;
         }
+        if (c->lost) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (c->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         if (stream_produce(c)) return MHD_CONTENT_READER_END_WITH_ERROR;
     }

@@ -328,7 +328,8 @@ char *anthropic_event_text(int index, const char *text, size_t n) {
     d = cJSON_AddObjectToObject(o, "delta");
     cJSON_AddStringToObject(d, "type", "text_delta");
     char *clean = api_utf8_clean(text, n);
-    cJSON_AddStringToObject(d, "text", clean ? clean : "");
+    if (clean) cJSON_AddStringToObject(d, "text", clean);
+    else api_json_lost();   /* the event is not made: the stream ends with an error */
     free(clean);
     return event("content_block_delta", o);
 }

@@ -514,7 +514,8 @@ static cJSON *completion_logprobs(const srv_api *a, const srv_tok *toks, int n, 
             char buf[256];
             int m = HT_MAX(0, HT_MIN(hearth_token_piece(a->m, toks[i].top_id[k], buf, sizeof buf), (int)sizeof buf));
             char *c = api_utf8_clean(buf, (size_t)m);
-            if (c && !cJSON_GetObjectItemCaseSensitive(alt, c)) cJSON_AddNumberToObject(alt, c, toks[i].top_lp[k]);
+            if (!c) json_oom = true;
+            else if (!cJSON_GetObjectItemCaseSensitive(alt, c)) cJSON_AddNumberToObject(alt, c, toks[i].top_lp[k]);
             free(c);
         }
         json_push(top, alt);
