@@ -692,7 +692,11 @@ static jv percent_convert(jctx *c, const jnode *at, jv v, char conv, fspec *s) {
     s->type = 0;
     switch (conv) {
     case 'd': case 'i': case 'u':
-        if (v.k == JV_FLOAT) { if (!isfinite(v.f)) jfail(c, at->pos, "cannot convert float to integer"); return jv_int((int64_t)v.f); }
+        if (v.k == JV_FLOAT) {
+            if (!isfinite(v.f)) jfail(c, at->pos, "cannot convert float to integer");
+            if (!(fabs(v.f) < 9.2e18)) jfail(c, at->pos, "%%%c format: %g is too large for a 64-bit integer", conv, v.f);
+            return jv_int((int64_t)v.f);
+        }
         if (v.k != JV_INT && v.k != JV_BOOL) jfail(c, at->pos, "%%%c format: a real number is required, not %s", conv, jv_type_name(v));
         s->type = 'd';
         return v;
