@@ -741,7 +741,7 @@ HT_AI void q6_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int i = 0; i < nsb; i++) {
         const uint8_t *o = g + (size_t)i * 3360;
-        ht_prefetch(o, 3360);
+        ht_prefetch_l2(o, 3360);
         __m512i isum[PK_Q6_NC];
         HT_UNROLL
         for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
