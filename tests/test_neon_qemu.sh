@@ -3,8 +3,9 @@
 #
 # Builds the quant layer (quant.c with HEARTH_QUANT_NEON, quant_ref.c, quant_cpu.c, quant_neon.c, and
 # quant_neon_dotprod.c with -march=armv8.2-a+dotprod — the flags of cmake/simd.cmake) plus matmul.c and
-# threads.c, static, with aarch64-linux-gnu-gcc, links test_quant_simd.c and test_matmul.c against them, and
-# runs both under qemu-aarch64 twice: -cpu cortex-a57 (no dot-product extension: the baseline NEON
+# threads.c and ops.c (which quant.c tells the vector width), static, with aarch64-linux-gnu-gcc, links
+# test_quant_simd.c, test_matmul.c and test_ops.c (the activations, softmax and norms) against them, and
+# runs them under qemu-aarch64 twice: -cpu cortex-a57 (no dot-product extension: the baseline NEON
 # kernels) and -cpu max (HWCAP_ASIMDDP: the SDOT kernels). Each run must pass and must report the
 # dot-product detection that CPU implies, so both paths are known to have run.
 # A missing cross compiler or qemu is a failure, not a skip: install them with
@@ -38,16 +39,18 @@ cc "${SIMD[@]}" -c "$Q/quant_neon.c" -o "$OUT/quant_neon.o"
 cc "${SIMD[@]}" -march=armv8.2-a+dotprod -c "$Q/quant_neon_dotprod.c" -o "$OUT/quant_neon_dotprod.o"
 cc -c "$ROOT/src/model/matmul.c" -o "$OUT/matmul.o"
 cc -c "$ROOT/src/compute/threads.c" -o "$OUT/threads.o"
-QUANT=("$OUT"/quant.o "$OUT"/quant_ref.o "$OUT"/quant_cpu.o "$OUT"/quant_neon.o "$OUT"/quant_neon_dotprod.o)
+cc -O3 -ffp-contract=off -fno-trapping-math -Werror -c "$ROOT/src/compute/ops.c" -o "$OUT/ops.o"   # CMakeLists' flags
+QUANT=("$OUT"/quant.o "$OUT"/quant_ref.o "$OUT"/quant_cpu.o "$OUT"/quant_neon.o "$OUT"/quant_neon_dotprod.o "$OUT"/ops.o)
 cc -static "$ROOT/tests/test_quant_simd.c" "${QUANT[@]}" -lm -o "$OUT/test_quant_simd"
 cc -static "$ROOT/tests/test_matmul.c" "$OUT/matmul.o" "$OUT/threads.o" "${QUANT[@]}" -lm -lpthread -o "$OUT/test_matmul"
+cc -static "$ROOT/tests/test_ops.c" "$OUT/ops.o" -lm -o "$OUT/test_ops"
 echo "built aarch64 tests in $OUT"
 
 fail=0
 for cpu in cortex-a57 max; do
     want=no
     [ "$cpu" = max ] && want=yes
-    for t in test_quant_simd test_matmul; do
+    for t in test_quant_simd test_matmul test_ops; do
         echo "== qemu-aarch64 -cpu $cpu $t"
         if ! log=$("$QEMU" -cpu "$cpu" "$OUT/$t" 2>&1); then
             echo "$log"
