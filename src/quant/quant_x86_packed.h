@@ -192,6 +192,74 @@ PK_TILE(pk_q5_0_x8_tile, q5_0x8_tile, 4)
 static const ht_pack pk_q5_0_x8 = {"Q5_0x8", 8, PK8_NC, true, pk_q5_0_x8_bytes, pk_q5_0_x8_pack, pk_act_bytes, pk_act_signed,
                                    pk_q5_0_x8_tile};
 
+/* ---- Q8_0 x 8, 256-bit (AVX2, and the AVX-512 set without VNNI) ----
+ * Block b (272 bytes at 272 b): quants[j][r] = row r's bytes 4j..4j+3 (j < 8), then halves[r]. Without
+ * VPDPBUSD both factors are signed: PMADDUBSW takes |w| as the unsigned one and the activations with w's
+ * sign (PSIGNB: exact, as an activation is never -128), then PMADDWD widens each pair (up to 2 * 128 * 127,
+ * too big to add a second one in int16). Four simple operations per 32 products, and no horizontal sums:
+ * the row-by-row kernel spends about twice that per block. */
+static size_t pk_q8_0_x8_bytes(int64_t n) { return (size_t)(n / 32) * 34 * 8; }
+
+static void pk_q8_0_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nb = n / 32;
+    memset(dst, 0, pk_q8_0_x8_bytes(n));
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *q = dst + b * 272;
+        ht_half *h = (ht_half *)(q + 256);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *blk = (const block_q8_0 *)(src + (size_t)r * rb) + b;
+            for (int j = 0; j < 8; j++) memcpy(q + j * 32 + r * 4, blk->qs + 4 * j, 4);
+            h[r] = blk->d;
+        }
+    }
+}
+
+HT_AI void q8_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nb = n / 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[PK8_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * 272;
+        ht_prefetch(q, 272);
+        __m256i u[8];
+        HT_UNROLL
+        for (int j = 0; j < 8; j++) u[j] = _mm256_abs_epi8(ld256(q + 32 * j));
+        __m256i s[PK8_NC];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *aq = a + (size_t)c * as + (size_t)b * 32;
+            HT_UNROLL
+            for (int j = 0; j < 8; j++) {
+                const __m256i x = _mm256_sign_epi8(_mm256_set1_epi32(ld32(aq + 4 * j)), ld256(q + 32 * j));
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u[j], x), ones);
+                s[c] = j ? _mm256_add_epi32(s[c], p) : p;
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(ld128(q + 256));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const float da = ((const float *)(a + (size_t)c * as + n))[b];
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        if (nr == 8) _mm256_storeu_ps(y + (size_t)c * ys, acc[c]);
+        else {
+            float t[8];
+            _mm256_storeu_ps(t, acc[c]);
+            memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+PK_TILE(pk_q8_0_x8_tile, q8_0x8_tile, 4)
+
+static const ht_pack pk_q8_0_x8 = {"Q8_0x8", 8, PK8_NC, true, pk_q8_0_x8_bytes, pk_q8_0_x8_pack, pk_act_bytes, pk_act_signed,
+                                   pk_q8_0_x8_tile};
+
 /* ---- Q4_K (and Q6_K below) ----
  * Activations: Q8_K's values q[n], then float d[n / 256], then int16 asum[n / 32] (each 32-element
  * sub-block's sum of q, in pairs (2k, 2k + 1) that one int32 broadcast carries), then int16 bsum[n / 16]
