@@ -33,7 +33,9 @@ HT_AI void ht_prefetch(const uint8_t *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + HT_PREFETCH_AHEAD + o, 0, 3);
 }
 /* Twice as far ahead, into L2 only: the Q6_K x16 decode kernel, whose unpacking takes longer per byte, kept
- * too few lines in flight with ht_prefetch (the 1B Q6_K file's decode +16-23%, medians of 2 x 6 runs). */
+ * too few lines in flight with ht_prefetch (the 1B Q6_K file's decode +16-23%, medians of 2 x 6 runs); so
+ * did the 256-bit Q4_0 / Q5_0, Q4_K and Q6_K x8 kernels (1-thread decode +16%, +28-45%, and Q6_K's
+ * streaming rate +40%). Q4_0 and Q8_0 x16 read slower with it. */
 HT_AI void ht_prefetch_l2(const uint8_t *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + 2 * HT_PREFETCH_AHEAD + o, 0, 2);
 }

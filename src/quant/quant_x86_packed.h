@@ -96,7 +96,7 @@ HT_AI void q4q5_0x8_tile(const bool Q5, const int NC, int n, const uint8_t *g, i
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * B;
-        ht_prefetch(q, (size_t)B);
+        ht_prefetch_l2(q, (size_t)B);
         const __m256i hv = Q5 ? ld256(q + 128) : _mm256_setzero_si256();
         __m256i w[8];
         HT_UNROLL
@@ -322,7 +322,7 @@ HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int i = 0; i < nsb; i++) {
         const uint8_t *q = g + (size_t)i * 148 * 8, *sc = q + 128 * 8, *mn = sc + 64;
-        ht_prefetch(q, 148 * 8);
+        ht_prefetch_l2(q, 148 * 8);
         __m256i isum[PK8_NC], msum[PK8_NC];
         HT_UNROLL
         for (int c = 0; c < NC; c++) isum[c] = msum[c] = _mm256_setzero_si256();
@@ -429,7 +429,7 @@ HT_AI void q6_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int i = 0; i < nsb; i++) {
         const uint8_t *o = g + (size_t)i * 210 * 8;
-        ht_prefetch(o, 210 * 8);
+        ht_prefetch_l2(o, 210 * 8);
         __m256i isum[PK8_NC];
         HT_UNROLL
         for (int c = 0; c < NC; c++) isum[c] = _mm256_setzero_si256();
