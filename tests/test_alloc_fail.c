@@ -7,7 +7,8 @@
  * SentencePiece-style BPE with byte fallback, WordPiece) and tokenizing; rendering and tokenizing a conversation
  * through a ChatML template; loading an HF directory; one request through the server's path in each API
  * (OpenAI's, Anthropic's and Ollama's: the body translated, parsed and templated, the task run by the engine
- * thread, the response written), which must fail as a 500. Each operation runs once first: glibc keeps a finished
+ * thread, the response written), which must fail as a 500; and the same requests streamed (srv_stream.c's events),
+ * which must end as lost (the connection closes without the stream's end) or with an error event. Each operation runs once first: glibc keeps a finished
  * thread's stack and TLS for the next thread, which would otherwise look like a leak. A failure the code is
  * meant to absorb (the pool then runs with fewer threads, a cache stays unfilled) counts as recovered, and must
  * give exactly the result of the run without failures (logits, token ids). */
@@ -185,7 +186,56 @@ static srv_api g_api;
  * translated into OpenAI's (flavor 1, 2) and answered in their own shapes; OpenAI's with a tool that the reply
  * must call (flavor 3: the tools' grammar, the listing added to the system message, the call split out), and
  * Anthropic's the same way (flavor 4: the call as a tool_use block). */
-static int server_request(int flavor, hearth_err *err, uint64_t *h) {
+/* What differs from one request to the next. */
+static const char *const VOLATILE[] = { "id", "created", "timings", "created_at", "total_duration", "load_duration",
+                                        "prompt_eval_count", "prompt_eval_duration", "eval_duration" };
+
+/* Drops those keys at any depth (stream events nest them). */
+static void drop_volatile(cJSON *o, const char *const *keys, size_t n) {
+    cJSON *it;
+    for (size_t k = 0; k < n; k++) cJSON_DeleteItemFromObject(o, keys[k]);
+    cJSON_ArrayForEach(it, o) if (cJSON_IsObject(it) || cJSON_IsArray(it)) drop_volatile(it, keys, n);
+}
+
+/* A streamed reply as server.c forms it (srv_stream.c), the task waited for first so that the bytes do not
+ * depend on timing: its events, one JSON each with the volatile keys dropped, hashed into h. A stream lost to
+ * memory (it ends without its end, clients see an error) or ending with an error event is a clean failure. */
+static int stream_reply(const api_req *r, srv_task *t, hearth_err *err, uint64_t *h) {
+    srv_stream st = { .api = &g_api, .req = r };
+    stream_begin(&st, t);
+    pthread_mutex_lock(&t->mu);
+    stream_collect(&st, t);   /* t is done */
+    pthread_mutex_unlock(&t->mu);
+    atomic_store(&countdown, -1);   /* formed: the checks below must not fail */
+    int rc = 0;
+    if (st.lost) rc = herr(err, "stream lost: out of memory");
+    else if (!st.finished) rc = herr(err, "the stream did not finish");
+    for (char *line = st.out, *next; !rc && line && line < st.out + st.out_n; line = next) {
+        char *nl = memchr(line, '\n', (size_t)(st.out + st.out_n - line));
+        next = nl ? nl + 1 : st.out + st.out_n;
+        const char *js = !strncmp(line, "data: {", 7) ? line + 6 : line[0] == '{' ? line : NULL;
+        if (!js) { if (getenv("ALLOC_SHOW")) fprintf(stderr, "RAW %.*s", (int)(next - line), line); *h = fnv(*h, line, (size_t)(next - line)); continue; }   /* event names, [DONE] */
+        cJSON *o = cJSON_ParseWithLength(js, (size_t)((nl ? nl : next) - js));
+        REQUIRE(o, "stream: an event is not JSON: %.*s", (int)(next - line), line);
+        if (cJSON_GetObjectItem(o, "error")) {
+            cJSON *e = cJSON_GetObjectItem(o, "error");
+            const cJSON *m = cJSON_IsString(e) ? e : cJSON_GetObjectItem(e, "message");
+            CHECK(cJSON_IsString(m) && strstr(m->valuestring, "memory"), "stream: an error event not for memory: %.*s",
+                  (int)(next - line), line);
+            rc = herr(err, "500 %s", cJSON_IsString(m) ? m->valuestring : "error event");
+        }
+        drop_volatile(o, VOLATILE, sizeof VOLATILE / sizeof VOLATILE[0]);
+        char *p = cJSON_PrintUnformatted(o);
+        if (getenv("ALLOC_SHOW")) fprintf(stderr, "EV %s\n", p);
+        *h = fnv(*h, p, strlen(p));
+        free(p);
+        cJSON_Delete(o);
+    }
+    free(st.out);
+    return rc;
+}
+
+static int server_request(int flavor, bool stream, hearth_err *err, uint64_t *h) {
     static const char *const BODY[] = {
         "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],\"max_tokens\":8,"
         "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":2,\"cache_prompt\":false}",
@@ -202,8 +252,6 @@ static int server_request(int flavor, hearth_err *err, uint64_t *h) {
         "\"get_weather\",\"input_schema\":{\"type\":\"object\",\"properties\":{\"city\":{\"enum\":[\"Oslo\"]}},"
         "\"required\":[\"city\"]}}]}",
     };
-    static const char *const VOLATILE[] = { "id", "created", "timings", "created_at", "total_duration", "load_duration",
-                                            "prompt_eval_count", "prompt_eval_duration", "eval_duration" };
     api_req r;
     srv_task *t;
     api_kind kind = API_CHAT;
@@ -211,6 +259,13 @@ static int server_request(int flavor, hearth_err *err, uint64_t *h) {
     char msg[256];
     char *translated = NULL;
     const char *body = BODY[flavor];
+    char sbody[1024];
+    if (stream) {   /* the same request, streamed (OpenAI's with the usage chunk too) */
+        const char *rest = flavor == 2 ? strstr(body, "\"options\"") : body + 1;
+        snprintf(sbody, sizeof sbody, "{%s%s", flavor == 0 ? "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+                 : flavor == 2 ? "\"model\":\"m\",\"stream\":true," : "\"stream\":true,", rest);
+        body = sbody;
+    }
     if (flavor == 1 || flavor == 4) translated = anthropic_translate(&g_api, body, strlen(body), false, msg, sizeof msg);
     if (flavor == 2) translated = ollama_translate(&g_api, OLLAMA_CHAT, body, strlen(body), &kind, msg, sizeof msg);
     if ((flavor == 1 || flavor == 2 || flavor == 4) && !translated) {   /* the body is valid: only memory can fail it, and the route answers 500 */
@@ -231,7 +286,8 @@ static int server_request(int flavor, hearth_err *err, uint64_t *h) {
     while (!t->done) pthread_cond_wait(&t->cv, &t->mu);
     pthread_mutex_unlock(&t->mu);
     int rc = 0;
-    if (t->status) {
+    if (stream) rc = stream_reply(&r, t, err, h);
+    else if (t->status) {
         CHECK(t->status == 500, "server %d: a request failed with %d, not 500: %s", flavor, t->status, t->err);
         rc = herr(err, "%d %s", t->status, t->err);
     } else {
@@ -266,11 +322,16 @@ static int server_request(int flavor, hearth_err *err, uint64_t *h) {
     }
     return rc;
 }
-static int op_openai(hearth_err *err, uint64_t *h) { return server_request(0, err, h); }
-static int op_anthropic(hearth_err *err, uint64_t *h) { return server_request(1, err, h); }
-static int op_ollama(hearth_err *err, uint64_t *h) { return server_request(2, err, h); }
-static int op_tools(hearth_err *err, uint64_t *h) { return server_request(3, err, h); }
-static int op_tools_anthropic(hearth_err *err, uint64_t *h) { return server_request(4, err, h); }
+static int op_openai(hearth_err *err, uint64_t *h) { return server_request(0, false, err, h); }
+static int op_anthropic(hearth_err *err, uint64_t *h) { return server_request(1, false, err, h); }
+static int op_ollama(hearth_err *err, uint64_t *h) { return server_request(2, false, err, h); }
+static int op_tools(hearth_err *err, uint64_t *h) { return server_request(3, false, err, h); }
+static int op_tools_anthropic(hearth_err *err, uint64_t *h) { return server_request(4, false, err, h); }
+static int op_openai_stream(hearth_err *err, uint64_t *h) { return server_request(0, true, err, h); }
+static int op_anthropic_stream(hearth_err *err, uint64_t *h) { return server_request(1, true, err, h); }
+static int op_ollama_stream(hearth_err *err, uint64_t *h) { return server_request(2, true, err, h); }
+static int op_tools_stream(hearth_err *err, uint64_t *h) { return server_request(3, true, err, h); }
+static int op_tools_anthropic_stream(hearth_err *err, uint64_t *h) { return server_request(4, true, err, h); }
 
 static void sweep(const char *name, int (*op)(hearth_err *, uint64_t *)) {
     hearth_err warm;
@@ -329,6 +390,11 @@ int main(void) {
     sweep("ollama", op_ollama);
     sweep("tools", op_tools);
     sweep("tools-anth", op_tools_anthropic);
+    sweep("openai-sse", op_openai_stream);
+    sweep("anth-sse", op_anthropic_stream);
+    sweep("ollama-nd", op_ollama_stream);
+    sweep("tools-sse", op_tools_stream);
+    sweep("tools-anth-sse", op_tools_anthropic_stream);
     engine_free(g_api.eng);
     chat_fmt_free(g_api.fmt);
     hearth_model_free(g_api.m);

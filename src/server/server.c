@@ -52,12 +52,7 @@ typedef struct {
     double t0;
     api_req req;
     srv_task *task;
-    char *out; size_t out_n, out_off, out_cap;   /* SSE bytes formatted but not yet sent */
-    size_t sent; int sent_toks;
-    bool started, finished;
-    bool lost;                /* memory ran out for a part of the stream: what came before it is sent, then the
-                               * connection ends without the stream's end (an error, not a shorter reply) */
-    bool text_open;           /* Anthropic stream: text block 0 was started */
+    srv_stream st;            /* a streamed reply's formatted bytes and progress */
 } conn;
 
 /* ---- routing ---- */
@@ -191,102 +186,17 @@ static bool wait_task(conn *c, bool (*ready)(const conn *, const srv_task *)) {
 }
 
 static bool never(const conn *c, const srv_task *t) { (void)c; (void)t; return false; }
-static bool has_text(const conn *c, const srv_task *t) { return t->stable > c->sent; }
-/* With tools, a chat reply is split into text and calls only once it is whole: it is sent at the end. */
-static bool tools_pending(const conn *c) { return c->req.kind == API_CHAT && !c->req.ollama && c->req.tools.mode != TOOLS_OFF; }
+static bool has_text(const conn *c, const srv_task *t) { return t->stable > c->st.sent; }
 
-/* ---- streaming ---- */
-static void out_add(conn *c, char *s) {
-    if (!s || c->lost) { c->lost = true; free(s); return; }   /* s: NULL only when making it ran out of memory */
-    size_t n = strlen(s);
-    if (c->out_n + n > c->out_cap) {
-        size_t nc = HT_MAX(c->out_cap * 2, c->out_n + n + 256);
-        char *p = realloc(c->out, nc);
-        if (!p) { free(s); c->lost = true; return; }
-        c->out = p; c->out_cap = nc;
-    }
-    memcpy(c->out + c->out_n, s, n);
-    c->out_n += n;
-    free(s);
-}
-
-static char *sse_error(int status, const char *msg) {
-    char *body = api_error_body(status, msg);
-    size_t n = body ? strlen(body) : 0;
-    char *s = body ? malloc(n + 9) : NULL;
-    if (s) snprintf(s, n + 9, "data: %s\n\n", body);
-    free(body);
-    return s;
-}
-
-/* Anthropic's stream: text deltas in block 0 as they come (or, with tools, every block at the end), then the close. */
-static void stream_collect_anthropic(conn *c, srv_task *t) {
-    if (!tools_pending(c) && t->stable > c->sent) {
-        out_add(c, anthropic_event_text(0, t->text + c->sent, t->stable - c->sent));
-        c->sent = t->stable;
-    }
-    if (!t->done) return;
-    out_add(c, t->status ? anthropic_event_error(t->status, t->err) : anthropic_event_end(&c->req, t, c->text_open));
-    c->finished = true;
-}
-
-/* Formats what the task produced since the last call (t->mu held). */
-static void stream_collect(conn *c, srv_task *t) {
-    const srv_api *a = &c->s->api;
-    if (c->req.anthropic) { stream_collect_anthropic(c, t); return; }
-    if (tools_pending(c)) {
-        if (!t->done) return;
-        if (t->status) out_add(c, sse_error(t->status, t->err));
-        else {
-            out_add(c, api_chunk_tools(a, &c->req, t));
-            if (c->req.include_usage) out_add(c, api_chunk_usage(a, &c->req, t));
-        }
-        out_add(c, strdup("data: [DONE]\n\n"));
-        c->finished = true;
-        return;
-    }
-    size_t end = t->stable;
-    int nt = 0;
-    while (c->sent_toks + nt < t->n_toks && t->toks[c->sent_toks + nt].text_end <= end) nt++;
-    if ((end > c->sent || nt) && c->req.ollama) out_add(c, ollama_chunk(a, &c->req, t->text + c->sent, end - c->sent, NULL));
-    else if (end > c->sent || nt)
-        out_add(c, api_chunk_delta(a, &c->req, t->text + c->sent, end - c->sent, t->toks + c->sent_toks, nt, NULL, false));
-    c->sent = end;
-    c->sent_toks += nt;
-    if (!t->done) return;
-    if (c->req.ollama) {   /* NDJSON: the closing line carries the counts; no [DONE] */
-        out_add(c, t->status ? ollama_error_line(t->err) : ollama_chunk(a, &c->req, "", 0, t));
-        c->finished = true;
-        return;
-    }
-    if (t->status) out_add(c, sse_error(t->status, t->err));
-    else {
-        out_add(c, api_chunk_delta(a, &c->req, "", 0, NULL, 0, t->finish ? t->finish : "stop", false));
-        if (c->req.include_usage) out_add(c, api_chunk_usage(a, &c->req, t));
-    }
-    out_add(c, strdup("data: [DONE]\n\n"));
-    c->finished = true;
-}
-
-/* Produces the next SSE bytes into c->out; -1 if the client left. */
+/* ---- streaming (the bytes: srv_stream.c) ---- */
+/* Produces the next bytes of the stream into c->st.out; -1 if the client left. */
 static int stream_produce(conn *c) {
-    c->out_n = c->out_off = 0;
-    if (!c->started) {
-        c->started = true;
-        if (c->req.anthropic) {
-            out_add(c, anthropic_event_start(&c->s->api, &c->req, c->task));
-            if (!tools_pending(c)) { out_add(c, anthropic_event_text_start(0)); c->text_open = true; }
-            return 0;
-        }
-        if (c->req.kind == API_CHAT && !c->req.ollama) {
-            out_add(c, api_chunk_delta(&c->s->api, &c->req, "", 0, NULL, 0, NULL, true));
-            return 0;
-        }
-    }
+    c->st.out_n = c->st.out_off = 0;
+    if (stream_begin(&c->st, c->task)) return 0;
     srv_task *t = c->task;
     pthread_mutex_lock(&t->mu);
-    bool ok = wait_task(c, tools_pending(c) ? never : has_text);
-    if (ok) stream_collect(c, t);
+    bool ok = wait_task(c, stream_tools_pending(&c->req) ? never : has_text);
+    if (ok) stream_collect(&c->st, t);
     pthread_mutex_unlock(&t->mu);
     return ok ? 0 : -1;
 }
@@ -295,19 +205,22 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     conn *c = cls;
     for (;;) {
-        if (c->out_off < c->out_n) {
-            size_t k = HT_MIN(max, c->out_n - c->out_off);
-            memcpy(buf, c->out + c->out_off, k);
-            c->out_off += k;
+        srv_stream *st = &c->st;
+        if (st->out_off < st->out_n) {
+            size_t k = HT_MIN(max, st->out_n - st->out_off);
+            memcpy(buf, st->out + st->out_off, k);
+            st->out_off += k;
             return (ssize_t)k;
         }
-        if (c->lost) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (c->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (st->lost) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         if (stream_produce(c)) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
 }
 
 static enum MHD_Result reply_stream(conn *c, struct MHD_Connection *mc) {
+    c->st.api = &c->s->api;
+    c->st.req = &c->req;
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, c, NULL);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", c->req.ollama ? "application/x-ndjson" : "text/event-stream");
@@ -495,7 +408,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     }
     fprintf(stderr, "%s %s %d %.1f ms%s\n", c->method, c->url, status, srv_now_ms() - c->t0, extra);
     free(c->body);
-    free(c->out);
+    free(c->st.out);
     free(c);
 }
 

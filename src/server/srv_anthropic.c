@@ -355,6 +355,11 @@ char *anthropic_event_end(const api_req *r, const srv_task *t, bool text_open) {
     if (text_open) parts[np++] = anthropic_event_block_stop(index++);
     else {
         blocks_ = content_blocks(r, t, &calls);
+        if (api_json_oom()) {   /* a block lost a part: the stream ends as lost (api_print clears the note) */
+            free(api_print(blocks_));
+            free(out);
+            return NULL;
+        }
         cJSON *b;
         cJSON_ArrayForEach(b, blocks_) {
             if (np + 3 > 250) break;
@@ -394,20 +399,21 @@ char *anthropic_event_end(const api_req *r, const srv_task *t, bool text_open) {
     cJSON_AddNumberToObject(u, "output_tokens", t->n_gen);
     parts[np++] = event("message_delta", md);
     parts[np++] = event("message_stop", cJSON_CreateObject());
+    bool whole = true;   /* a part lost to memory loses the whole end: the stream then ends as lost, not short */
     for (int k = 0; k < np; k++) {
-        if (!parts[k]) continue;
-        size_t l = strlen(parts[k]);
-        if (n + l + 1 > cap) {
+        size_t l = parts[k] ? strlen(parts[k]) : 0;
+        if (!parts[k]) whole = false;
+        else if (whole && n + l + 1 > cap) {
             while (n + l + 1 > cap) cap *= 2;
             char *p = realloc(out, cap);
-            if (!p) { free(parts[k]); continue; }
-            out = p;
+            if (p) out = p;
+            else whole = false;
         }
-        memcpy(out + n, parts[k], l + 1);
-        n += l;
+        if (whole) { memcpy(out + n, parts[k], l + 1); n += l; }
         free(parts[k]);
     }
     cJSON_Delete(blocks_);
+    if (!whole) { free(out); return NULL; }
     return out;
 }
 

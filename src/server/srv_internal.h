@@ -225,4 +225,20 @@ char *ollama_models(const srv_api *a, bool running);    /* /api/tags, /api/ps */
 char *ollama_show(const srv_api *a);                     /* /api/show */
 char *ollama_version(void);                              /* /api/version */
 
+/* ---- a streamed reply (srv_stream.c) ---- */
+typedef struct {
+    const srv_api *api; const api_req *req;
+    char *out; size_t out_n, out_off, out_cap;   /* bytes formatted but not yet sent (out is the caller's to free) */
+    size_t sent; int sent_toks;                  /* the task's text and tokens already formatted */
+    bool started, finished;
+    bool lost;        /* memory ran out for a part of the stream: what came before it is sent, then the connection
+                       * ends without the stream's end (an error, not a shorter reply) */
+    bool text_open;   /* Anthropic: text block 0 was started */
+} srv_stream;
+bool stream_tools_pending(const api_req *r);
+/* The opening events (OpenAI chat's role chunk, Anthropic's message_start): true if this call added them. */
+bool stream_begin(srv_stream *st, srv_task *t);
+/* Formats what t produced since the last call, and its end once t is done (t->mu held). */
+void stream_collect(srv_stream *st, srv_task *t);
+
 #endif

@@ -1,0 +1,102 @@
+/* srv_stream.c — a streamed reply's bytes: what a task produced since the last call, formatted as OpenAI's SSE
+ * chunks, Anthropic's events or Ollama's NDJSON lines. Apart from the HTTP layer (server.c, which waits for
+ * the task and hands the bytes to libmicrohttpd) so that the allocation-failure sweep drives the same code. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "server/srv_internal.h"
+
+/* With tools, a chat reply is split into text and calls only once it is whole: it is sent at the end. */
+bool stream_tools_pending(const api_req *r) { return r->kind == API_CHAT && !r->ollama && r->tools.mode != TOOLS_OFF; }
+
+/* Appends s (malloc'd, taken) to the bytes to send. s is NULL only when making it ran out of memory: then, or
+ * when the buffer cannot grow, the stream is lost from here on. */
+static void out_add(srv_stream *st, char *s) {
+    if (!s || st->lost) { st->lost = true; free(s); return; }
+    size_t n = strlen(s);
+    if (st->out_n + n > st->out_cap) {
+        size_t nc = HT_MAX(st->out_cap * 2, st->out_n + n + 256);
+        char *p = realloc(st->out, nc);
+        if (!p) { free(s); st->lost = true; return; }
+        st->out = p; st->out_cap = nc;
+    }
+    memcpy(st->out + st->out_n, s, n);
+    st->out_n += n;
+    free(s);
+}
+
+static char *sse_error(int status, const char *msg) {
+    char *body = api_error_body(status, msg);
+    size_t n = body ? strlen(body) : 0;
+    char *s = body ? malloc(n + 9) : NULL;
+    if (s) snprintf(s, n + 9, "data: %s\n\n", body);
+    free(body);
+    return s;
+}
+
+bool stream_begin(srv_stream *st, srv_task *t) {
+    if (st->started) return false;
+    st->started = true;
+    const api_req *r = st->req;
+    if (r->anthropic) {
+        out_add(st, anthropic_event_start(st->api, r, t));
+        if (!stream_tools_pending(r)) { out_add(st, anthropic_event_text_start(0)); st->text_open = true; }
+        return true;
+    }
+    if (r->kind == API_CHAT && !r->ollama) {
+        out_add(st, api_chunk_delta(st->api, r, "", 0, NULL, 0, NULL, true));
+        return true;
+    }
+    return false;
+}
+
+/* Anthropic's stream: text deltas in block 0 as they come (or, with tools, every block at the end), then the close. */
+static void collect_anthropic(srv_stream *st, srv_task *t) {
+    if (!stream_tools_pending(st->req) && t->stable > st->sent) {
+        out_add(st, anthropic_event_text(0, t->text + st->sent, t->stable - st->sent));
+        st->sent = t->stable;
+    }
+    if (!t->done) return;
+    out_add(st, t->status ? anthropic_event_error(t->status, t->err) : anthropic_event_end(st->req, t, st->text_open));
+    st->finished = true;
+}
+
+void stream_collect(srv_stream *st, srv_task *t) {
+    const srv_api *a = st->api;
+    const api_req *r = st->req;
+    if (r->anthropic) { collect_anthropic(st, t); return; }
+    if (stream_tools_pending(r)) {
+        if (!t->done) return;
+        if (t->status) out_add(st, sse_error(t->status, t->err));
+        else {
+            out_add(st, api_chunk_tools(a, r, t));
+            if (r->include_usage) out_add(st, api_chunk_usage(a, r, t));
+        }
+        out_add(st, strdup("data: [DONE]\n\n"));
+        st->finished = true;
+        return;
+    }
+    size_t end = t->stable;
+    int nt = 0;
+    while (st->sent_toks + nt < t->n_toks && t->toks[st->sent_toks + nt].text_end <= end) nt++;
+    if ((end > st->sent || nt) && r->ollama) out_add(st, ollama_chunk(a, r, t->text + st->sent, end - st->sent, NULL));
+    else if (end > st->sent || nt)
+        out_add(st, api_chunk_delta(a, r, t->text + st->sent, end - st->sent, t->toks + st->sent_toks, nt, NULL, false));
+    st->sent = end;
+    st->sent_toks += nt;
+    if (!t->done) return;
+    if (r->ollama) {   /* NDJSON: the closing line carries the counts; no [DONE] */
+        out_add(st, t->status ? ollama_error_line(t->err) : ollama_chunk(a, r, "", 0, t));
+        st->finished = true;
+        return;
+    }
+    if (t->status) out_add(st, sse_error(t->status, t->err));
+    else {
+        out_add(st, api_chunk_delta(a, r, "", 0, NULL, 0, t->finish ? t->finish : "stop", false));
+        if (r->include_usage) out_add(st, api_chunk_usage(a, r, t));
+    }
+    out_add(st, strdup("data: [DONE]\n\n"));
+    st->finished = true;
+}
