@@ -145,3 +145,17 @@ void pool_run(ht_pool *p, ht_job_fn fn, void *arg) {
         else sched_yield();
     }
 }
+
+typedef struct { void (*fn)(const void *arg, int i0, int i1); const void *arg; int n; } share_args;
+
+static void share_job(void *arg, int ith, int nth) {
+    const share_args *j = arg;
+    const int per = (j->n + nth - 1) / nth, i0 = ith * per < j->n ? ith * per : j->n, i1 = j->n - i0 < per ? j->n : i0 + per;
+    if (i1 > i0) j->fn(j->arg, i0, i1);
+}
+
+void pool_share(ht_pool *p, int n, void (*fn)(const void *arg, int i0, int i1), const void *arg) {
+    if (n < 2) { fn(arg, 0, n); return; }
+    share_args j = { fn, arg, n };
+    pool_run(p, share_job, &j);
+}

@@ -13,5 +13,8 @@ ht_pool *pool_new(int n_threads);
 void pool_free(ht_pool *p);
 int pool_size(const ht_pool *p);
 void pool_run(ht_pool *p, ht_job_fn fn, void *arg);
+/* fn(arg, i0, i1) over n items, each share a contiguous range: for work where every item is computed alone, so
+ * the split does not change a bit. Fewer than 2 items run on the caller. */
+void pool_share(ht_pool *p, int n, void (*fn)(const void *arg, int i0, int i1), const void *arg);
 
 #endif

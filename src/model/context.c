@@ -484,10 +484,8 @@ static int kv_store_units(const kv_store_job *j) {
     return j->type == HT_Q8_0 ? 2 * j->ub->n : (j->ne[0] + 15) / 16 + (j->ne[1] + 15) / 16;
 }
 
-static void kv_store_share(void *arg, int ith, int nth) {
-    const kv_store_job *j = arg;
-    const int n = kv_store_units(j), per = (n + nth - 1) / nth;
-    for (int u = ith * per; u < HT_MIN(n, (ith + 1) * per); u++) kv_store_unit(j, u);
+static void kv_store_range(const void *arg, int u0, int u1) {
+    for (int u = u0; u < u1; u++) kv_store_unit(arg, u);
 }
 
 void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,
@@ -497,8 +495,8 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
     int KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
     int seq_end[256] = { 0 };
     kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, c->kv_type, ub };
-    if (ub->n < 2) kv_store_share(&sj, 0, 1);
-    else pool_run(c->pool, kv_store_share, &sj);
+    if (ub->n < 2) kv_store_range(&sj, 0, kv_store_units(&sj));   /* one token: not worth waking the pool */
+    else pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
     for (int i = 0; i < ub->n; i++) seq_end[ub->seq[i]] = HT_MAX(seq_end[ub->seq[i]], ub->pos[i] + 1);
     /* the whole group per task (at most a tile's width), split further only to give every thread work */
     int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);

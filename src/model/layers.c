@@ -8,22 +8,6 @@
 
 #include <math.h>
 
-/* Work over the pool: each thread a contiguous share of n items (a micro-batch's rows, or elements), every
- * item computed alone, so the split does not change a bit; a single item runs on the caller. */
-typedef struct { void (*fn)(const void *arg, int r0, int r1); const void *arg; int n; } share_args;
-
-static void share_job(void *arg, int ith, int nth) {
-    const share_args *j = arg;
-    int per = (j->n + nth - 1) / nth, r0 = HT_MIN(j->n, ith * per), r1 = HT_MIN(j->n, r0 + per);
-    if (r1 > r0) j->fn(j->arg, r0, r1);
-}
-
-static void pool_share(hearth_ctx *c, int n, void (*fn)(const void *arg, int r0, int r1), const void *arg) {
-    if (n < 2) { fn(arg, 0, n); return; }
-    share_args j = { fn, arg, n };
-    pool_run(c->pool, share_job, &j);
-}
-
 typedef struct { float *out; const float *in; const float *w, *b; int width; float eps; int kind; } norm_job;
 
 static void norm_rows(const void *arg, int r0, int r1) {
@@ -39,7 +23,7 @@ static void norm_rows(const void *arg, int r0, int r1) {
 void layer_norm_rows(hearth_ctx *c, const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w,
                      const ht_tensor *b, int width, float eps, int kind) {
     norm_job j = { out, in, w ? w->data : NULL, b && b->data ? b->data : NULL, width, eps, kind };
-    pool_share(c, ub->n, norm_rows, &j);
+    pool_share(c->pool, ub->n, norm_rows, &j);
 }
 
 typedef struct { float *x; const float *y; int width; } add_job;
@@ -51,7 +35,7 @@ static void add_rows(const void *arg, int r0, int r1) {
 
 void layer_residual(hearth_ctx *c, const ht_ubatch *ub, float *x, const float *y, int width) {
     add_job j = { x, y, width };
-    pool_share(c, ub->n, add_rows, &j);
+    pool_share(c->pool, ub->n, add_rows, &j);
 }
 
 /* Splits fused QKV rows [n][QD + 2 KD] into q, k, v. */
@@ -105,7 +89,7 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
     if (rope_base > 0) ctx_rope_tables(c, ub, rope_base, ctx_layer_is_swa(m, il) ? hp->rope_scale_swa : hp->rope_scale);
     if (L->q_norm.data || L->k_norm.data || rope_base > 0) {
         qk_job j = { c, L, q, k, rope_base > 0 };
-        pool_share(c, ub->n, qk_rows, &j);
+        pool_share(c->pool, ub->n, qk_rows, &j);
     }
     ctx_attention(c, il, ub, q, k, v, c->att, hp->attn_scale, window);
     matmul_bias(c, &L->wo, &L->bo, c->att, ub->n, out);
@@ -134,7 +118,7 @@ static void act_range(const void *arg, int lo, int hi) {
 static void activate_par(hearth_ctx *c, float *x, const float *u, size_t n, int act) {
     if (act == ACT_NONE && !u) return;
     act_job j = { .x = x, .u = u, .act = act };
-    pool_share(c, (int)n, act_range, &j);
+    pool_share(c->pool, (int)n, act_range, &j);
 }
 
 void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const ht_tensor *b, const float *in, float *out,

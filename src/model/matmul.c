@@ -196,14 +196,14 @@ static void mx_dot_job(void *arg, int ith, int nth) {
     }
 }
 
-static void glu_pass(hearth_ctx *c, float *y, const float *y2, size_t n, void (*glu)(float *, const float *, int));
+static void glu_pass(hearth_ctx *c, float *y, const float *y2, int n, void (*glu)(float *, const float *, int));
 
 void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *W2, const float *x, const int *src, int n_rows,
                     const int *cnt, float *y, float *y2, void (*glu)(float *g, const float *u, int n)) {
     if (W2 && (W2->type != W->type || W2->pack != W->pack || W2->ne[0] != W->ne[0] || W2->ne[1] != W->ne[1])) {
         matmul_experts(c, W, NULL, x, src, n_rows, cnt, y, NULL, NULL);   /* different activation formats: one at a time */
         matmul_experts(c, W2, NULL, x, src, n_rows, cnt, y2, NULL, NULL);
-        if (glu) glu_pass(c, y, y2, (size_t)n_rows * (size_t)W->ne[1], glu);
+        if (glu) glu_pass(c, y, y2, n_rows * (int)W->ne[1], glu);
         return;
     }
     mx_job j = { .W = { W, W2 }, .y = { y, y2 }, .n_mat = W2 ? 2 : 1, .tr = ht_get_traits(W->type), .x = x, .src = src,
@@ -223,17 +223,16 @@ void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *W2, cons
 }
 
 /* y = glu(y, y2) over n elements, each thread a contiguous share (elementwise: the split changes nothing). */
-typedef struct { float *y; const float *y2; size_t n; void (*glu)(float *, const float *, int); } glu_job_t;
+typedef struct { float *y; const float *y2; void (*glu)(float *, const float *, int); } glu_job_t;
 
-static void glu_job(void *arg, int ith, int nth) {
+static void glu_range(const void *arg, int i0, int i1) {
     const glu_job_t *j = arg;
-    const size_t per = (j->n + (size_t)nth - 1) / (size_t)nth, lo = HT_MIN(j->n, (size_t)ith * per);
-    j->glu(j->y + lo, j->y2 + lo, (int)HT_MIN(per, j->n - lo));
+    j->glu(j->y + i0, j->y2 + i0, i1 - i0);
 }
 
-static void glu_pass(hearth_ctx *c, float *y, const float *y2, size_t n, void (*glu)(float *, const float *, int)) {
-    glu_job_t j = { y, y2, n, glu };
-    pool_run(c->pool, glu_job, &j);
+static void glu_pass(hearth_ctx *c, float *y, const float *y2, int n, void (*glu)(float *, const float *, int)) {
+    glu_job_t j = { y, y2, glu };
+    pool_share(c->pool, n, glu_range, &j);
 }
 
 void matmul_add_bias(const ht_tensor *b, float *y, int n_tok, int rows) {
