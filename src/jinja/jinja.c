@@ -91,8 +91,13 @@ static void fill_chat(jctx *c, jdict *vars, const void *arg) {
     fill_from_object(c, vars, a->extra);
 }
 
+int chat_render_ex(const char *tmpl, const cJSON *messages, const char *bos, const char *eos, bool add_generation_prompt,
+                   const cJSON *extra, const jinja_limits *lim, char **out, hearth_err *err) {
+    chat_args a = { .messages = messages, .extra = extra, .bos = bos, .eos = eos, .add_generation_prompt = add_generation_prompt };
+    return render(tmpl, fill_chat, &a, lim, out, NULL, err);
+}
+
 int chat_render(const char *tmpl, const cJSON *messages, const char *bos, const char *eos, bool add_generation_prompt,
                 const cJSON *extra, char **out, hearth_err *err) {
-    chat_args a = { .messages = messages, .extra = extra, .bos = bos, .eos = eos, .add_generation_prompt = add_generation_prompt };
-    return render(tmpl, fill_chat, &a, NULL, out, NULL, err);
+    return chat_render_ex(tmpl, messages, bos, eos, add_generation_prompt, extra, NULL, out, err);
 }

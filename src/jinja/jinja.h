@@ -54,5 +54,8 @@ int jinja_render_ex(const char *tmpl, const cJSON *context, const jinja_limits *
  * jinja_render. */
 int chat_render(const char *tmpl, const cJSON *messages, const char *bos, const char *eos,
                 bool add_generation_prompt, const cJSON *extra, char **out, hearth_err *err);
+/* The same with limits of the caller's choosing (lim may be NULL). */
+int chat_render_ex(const char *tmpl, const cJSON *messages, const char *bos, const char *eos,
+                   bool add_generation_prompt, const cJSON *extra, const jinja_limits *lim, char **out, hearth_err *err);
 
 #endif
