@@ -7,11 +7,12 @@
  * SentencePiece-style BPE with byte fallback, WordPiece) and tokenizing; rendering and tokenizing a conversation
  * through a ChatML template; loading an HF directory; one request through the server's path in each API
  * (OpenAI's, Anthropic's and Ollama's: the body translated, parsed and templated, the task run by the engine
- * thread, the response written), which must fail as a 500; and the same requests streamed (srv_stream.c's events),
- * which must end as lost (the connection closes without the stream's end) or with an error event. Each operation runs once first: glibc keeps a finished
- * thread's stack and TLS for the next thread, which would otherwise look like a leak. A failure the code is
- * meant to absorb (the pool then runs with fewer threads, a cache stays unfilled) counts as recovered, and must
- * give exactly the result of the run without failures (logits, token ids). */
+ * thread, the response written), which must fail as a 500; and the same requests streamed (srv_stream.c's
+ * events), which must end as lost (the connection closes without the stream's end) or with an error event. Each
+ * operation runs once first: glibc keeps a finished thread's stack and TLS for the next thread, which would
+ * otherwise look like a leak. A failure the code is meant to absorb (the pool then runs with fewer threads, a
+ * cache stays unfilled) counts as recovered, and must give exactly the result of the run without failures
+ * (logits, token ids). */
 #if defined(__SANITIZE_ADDRESS__)
 /* The sanitizers bring their own allocator: this program's malloc would fight it. The leak half of this test is
  * the sanitizer build's LeakSanitizer; the failure half runs in the normal build. */
@@ -182,10 +183,6 @@ static int op_hf(hearth_err *err, uint64_t *h) {
  * sweep covers what one request allocates, on the connection's thread and on the engine's. */
 static srv_api g_api;
 
-/* One request as the server's routes take it: OpenAI's body parsed as is; Anthropic's and Ollama's first
- * translated into OpenAI's (flavor 1, 2) and answered in their own shapes; OpenAI's with a tool that the reply
- * must call (flavor 3: the tools' grammar, the listing added to the system message, the call split out), and
- * Anthropic's the same way (flavor 4: the call as a tool_use block). */
 /* What differs from one request to the next. */
 static const char *const VOLATILE[] = { "id", "created", "timings", "created_at", "total_duration", "load_duration",
                                         "prompt_eval_count", "prompt_eval_duration", "eval_duration" };
@@ -214,7 +211,11 @@ static int stream_reply(const api_req *r, srv_task *t, hearth_err *err, uint64_t
         char *nl = memchr(line, '\n', (size_t)(st.out + st.out_n - line));
         next = nl ? nl + 1 : st.out + st.out_n;
         const char *js = !strncmp(line, "data: {", 7) ? line + 6 : line[0] == '{' ? line : NULL;
-        if (!js) { if (getenv("ALLOC_SHOW")) fprintf(stderr, "RAW %.*s", (int)(next - line), line); *h = fnv(*h, line, (size_t)(next - line)); continue; }   /* event names, [DONE] */
+        if (!js) {   /* event names, [DONE] */
+            if (getenv("ALLOC_SHOW")) fprintf(stderr, "%.*s", (int)(next - line), line);
+            *h = fnv(*h, line, (size_t)(next - line));
+            continue;
+        }
         cJSON *o = cJSON_ParseWithLength(js, (size_t)((nl ? nl : next) - js));
         REQUIRE(o, "stream: an event is not JSON: %.*s", (int)(next - line), line);
         if (cJSON_GetObjectItem(o, "error")) {
@@ -226,7 +227,7 @@ static int stream_reply(const api_req *r, srv_task *t, hearth_err *err, uint64_t
         }
         drop_volatile(o, VOLATILE, sizeof VOLATILE / sizeof VOLATILE[0]);
         char *p = cJSON_PrintUnformatted(o);
-        if (getenv("ALLOC_SHOW")) fprintf(stderr, "EV %s\n", p);
+        if (getenv("ALLOC_SHOW")) fprintf(stderr, "%s\n", p);
         *h = fnv(*h, p, strlen(p));
         free(p);
         cJSON_Delete(o);
@@ -235,6 +236,10 @@ static int stream_reply(const api_req *r, srv_task *t, hearth_err *err, uint64_t
     return rc;
 }
 
+/* One request as the server's routes take it: OpenAI's body parsed as is; Anthropic's and Ollama's first
+ * translated into OpenAI's (flavor 1, 2) and answered in their own shapes; OpenAI's with a tool that the reply
+ * must call (flavor 3: the tools' grammar, the listing added to the system message, the call split out), and
+ * Anthropic's the same way (flavor 4: the call as a tool_use block). With stream, the same body streamed. */
 static int server_request(int flavor, bool stream, hearth_err *err, uint64_t *h) {
     static const char *const BODY[] = {
         "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],\"max_tokens\":8,"
