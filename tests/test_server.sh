@@ -9,7 +9,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then echo "SKIP: node/npm not found"; exit 0; fi
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then echo "FAIL: node/npm not found (apt-get install -y nodejs npm)"; exit 1; fi
 if [[ ! -d "$here/server/node_modules/openai" || ! -d "$here/server/node_modules/ollama" || ! -d "$here/server/node_modules/ajv-formats" || ! -d "$here/server/node_modules/@anthropic-ai/sdk" || ! -d "$here/server/node_modules/puppeteer-core" ]]; then
     (cd "$here/server" && npm install --no-audit --no-fund --loglevel=error >/dev/null) || { echo "FAIL: npm install (openai, ollama, @anthropic-ai/sdk, ajv, puppeteer-core)"; exit 1; }
 fi

@@ -5,7 +5,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
-if ! command -v node >/dev/null; then echo "SKIP: node not found"; exit 0; fi
+if ! command -v node >/dev/null; then echo "FAIL: node not found (apt-get install -y nodejs npm)"; exit 1; fi
 check "mixed load, 15 s" 'SOAK_SECONDS=15 timeout 120 node "$here/soak/soak.mjs"'
 check "slowhttptest, 8 s per mode" 'timeout 120 "$here/soak/slowloris.sh" 8 300'
 [[ $fail -eq 0 ]] && echo "all soak checks passed"
