@@ -223,18 +223,22 @@ HT_AI void q8_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * 272;
         ht_prefetch(q, 272);
-        __m256i u[8];
-        HT_UNROLL
-        for (int j = 0; j < 8; j++) u[j] = _mm256_abs_epi8(ld256(q + 32 * j));
         __m256i s[PK8_NC];
         HT_UNROLL
-        for (int c = 0; c < NC; c++) {
-            const uint8_t *aq = a + (size_t)c * as + (size_t)b * 32;
+        for (int h = 0; h < 2; h++) {   /* half a block at a time: 4 vectors of |w| stay in the 16 registers */
+            __m256i u[4];
             HT_UNROLL
-            for (int j = 0; j < 8; j++) {
-                const __m256i x = _mm256_sign_epi8(_mm256_set1_epi32(ld32(aq + 4 * j)), ld256(q + 32 * j));
-                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u[j], x), ones);
-                s[c] = j ? _mm256_add_epi32(s[c], p) : p;
+            for (int j = 0; j < 4; j++) u[j] = _mm256_abs_epi8(ld256(q + 32 * (4 * h + j)));
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *aq = a + (size_t)c * as + (size_t)b * 32 + 16 * h;
+                HT_UNROLL
+                for (int j = 0; j < 4; j++) {
+                    const __m256i x = _mm256_sign_epi8(_mm256_set1_epi32(ld32(aq + 4 * j)), ld256(q + 32 * (4 * h + j)));
+                    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u[j], x), ones);
+                    s[c] = h || j ? _mm256_add_epi32(s[c], p) : p;
+                    __asm__("" : "+x"(s[c]));   /* keep the sums a chain: GCC makes them a tree, which spills */
+                }
             }
         }
         const __m256 dw = _mm256_cvtph_ps(ld128(q + 256));
