@@ -333,19 +333,20 @@ HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
         HT_UNROLL
         for (int s = 0; s < 8; s++) {
             const int k = s / 2, sh = (s & 1) * 4;
-            __m256i w[8];
-            HT_UNROLL
-            for (int j = 0; j < 8; j++)
-                w[j] = _mm256_and_si256(_mm256_srli_epi16(ld256(q + ((size_t)k * 8 + j) * 32), sh), m4);
             const __m256i scale = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + s * 8)));
+            __m256i p[PK8_NC];
             HT_UNROLL
-            for (int c = 0; c < NC; c++) {
-                const uint8_t *aq = a + (size_t)c * as + (size_t)i * 256 + 32 * s;
-                __m256i p = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(ld32(aq)));
+            for (int j = 0; j < 8; j++) {
+                const __m256i w = _mm256_and_si256(_mm256_srli_epi16(ld256(q + ((size_t)k * 8 + j) * 32), sh), m4);
                 HT_UNROLL
-                for (int j = 1; j < 8; j++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + 4 * j))));
-                isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(_mm256_madd_epi16(p, ones), scale));
+                for (int c = 0; c < NC; c++) {
+                    const __m256i t = _mm256_maddubs_epi16(w, _mm256_set1_epi32(ld32(a + (size_t)c * as + (size_t)i * 256 + 32 * s + 4 * j)));
+                    p[c] = j ? _mm256_add_epi16(p[c], t) : t;
+                    __asm__("" : "+x"(p[c]));
+                }
             }
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(_mm256_madd_epi16(p[c], ones), scale));
         }
         const __m256 dw = _mm256_cvtph_ps(ld128(mn + 64)), dmw = _mm256_cvtph_ps(ld128(mn + 80));
         HT_UNROLL
