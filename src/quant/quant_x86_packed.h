@@ -451,34 +451,36 @@ HT_AI void q6_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
         for (int s = 0; s < 8; s++) {
             const uint8_t *ch = o + s * 24 * 8;
             const __m256i h0 = ld256(ch + 128), h1 = ld256(ch + 160);
-            __m256i w[8];
-            HT_UNROLL
-            for (int j = 0; j < 4; j++) {
-                const __m256i v = ld256(ch + 32 * j);
-                w[j] = _mm256_or_si256(_mm256_and_si256(v, m4), q6_hi8(h0, j));
-                w[4 + j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), q6_hi8(h1, j));
-            }
             const __m256i scv = _mm256_cvtepi8_epi16(ld128(o + 192 * 8 + s * 16));   /* lanes: (scale 2s, 2s + 1) */
             const __m256i lo16 = _mm256_set1_epi32(0xFFFF);   /* each lane's scale in both of its int16 halves */
             const __m256i sc_lo = _mm256_or_si256(_mm256_and_si256(scv, lo16), _mm256_slli_epi32(scv, 16));
             const __m256i sc_hi = _mm256_or_si256(_mm256_srli_epi32(scv, 16), _mm256_andnot_si256(lo16, scv));
+            /* a pair of weight vectors at a time, fed to every token (the sums kept a chain by the empty asm: made
+             * a tree, they spill out of the 16 registers) */
+            HT_UNROLL
+            for (int jp = 0; jp < 2; jp++) {
+                __m256i w[4];   /* low nibbles of 2jp, 2jp + 1, then their high nibbles */
+                HT_UNROLL
+                for (int k = 0; k < 2; k++) {
+                    const __m256i v = ld256(ch + 32 * (2 * jp + k));
+                    w[k] = _mm256_or_si256(_mm256_and_si256(v, m4), q6_hi8(h0, 2 * jp + k));
+                    w[2 + k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), q6_hi8(h1, 2 * jp + k));
+                }
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    const uint8_t *aq = a + (size_t)c * as + (size_t)i * 256 + 32 * s + 8 * jp;
+                    const __m256i pl = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], _mm256_set1_epi32(ld32(aq))),
+                                                        _mm256_maddubs_epi16(w[1], _mm256_set1_epi32(ld32(aq + 4))));
+                    const __m256i ph = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], _mm256_set1_epi32(ld32(aq + 16))),
+                                                        _mm256_maddubs_epi16(w[3], _mm256_set1_epi32(ld32(aq + 20))));
+                    isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(pl, sc_lo), _mm256_madd_epi16(ph, sc_hi)));
+                    __asm__("" : "+x"(isum[c]));
+                }
+            }
             const __m256i sc_m32 = _mm256_mullo_epi16(scv, _mm256_set1_epi16(-32));
             HT_UNROLL
             for (int c = 0; c < NC; c++) {
-                const uint8_t *ac = a + (size_t)c * as;
-                const uint8_t *aq = ac + (size_t)i * 256 + 32 * s;
-                const int16_t *bs = (const int16_t *)(ac + n + (size_t)nsb * 4 + (size_t)(n / 32) * 2) + (size_t)i * 16 + 2 * s;
-                __m256i p[8];
-                HT_UNROLL
-                for (int j = 0; j < 4; j++) {
-                    p[j] = _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + 4 * j)));
-                    p[4 + j] = _mm256_maddubs_epi16(w[4 + j], _mm256_set1_epi32(ld32(aq + 16 + 4 * j)));
-                }
-                const __m256i lo = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[0], p[1]), sc_lo),
-                                                    _mm256_madd_epi16(_mm256_add_epi16(p[2], p[3]), sc_lo));
-                const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[4], p[5]), sc_hi),
-                                                    _mm256_madd_epi16(_mm256_add_epi16(p[6], p[7]), sc_hi));
-                isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(lo, hi));
+                const int16_t *bs = (const int16_t *)(a + (size_t)c * as + n + (size_t)nsb * 4 + (size_t)(n / 32) * 2) + (size_t)i * 16 + 2 * s;
                 isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(sc_m32, _mm256_set1_epi32(ld32((const uint8_t *)bs))));
             }
         }
