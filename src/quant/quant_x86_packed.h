@@ -760,27 +760,30 @@ HT_AI void q4_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
         for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
         HT_UNROLL
         for (int k = 0; k < 4; k++) {
-            __m512i wl[8], wh[8];
+            /* each 64-byte chunk unpacked once and fed to every token (16 unpacked vectors held for 4 tokens
+             * spilled out of the 32 registers); one token keeps two chains per half, for the latency */
+            const int H = NC == 1 ? 2 : 1;
+            __m512i l[PK_Q4K16_NC][2], h[PK_Q4K16_NC][2];
             HT_UNROLL
             for (int j = 0; j < 8; j++) {
                 const __m512i v = _mm512_loadu_si512(q + ((size_t)k * 8 + j) * 64);
-                wl[j] = _mm512_and_si512(v, m4);
-                wh[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                const __m512i wl = _mm512_and_si512(v, m4), wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                const int t = H == 2 ? j >> 2 : 0;
+                const bool first = H == 2 ? (j & 3) == 0 : j == 0;
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    const uint8_t *aq = a + (size_t)c * as + (size_t)i * 256 + 64 * k;
+                    const __m512i xl = _mm512_set1_epi32(ld32(aq + 4 * j)), xh = _mm512_set1_epi32(ld32(aq + 32 + 4 * j));
+                    l[c][t] = _mm512_dpbusd_epi32(first ? _mm512_setzero_si512() : l[c][t], wl, xl);
+                    h[c][t] = _mm512_dpbusd_epi32(first ? _mm512_setzero_si512() : h[c][t], wh, xh);
+                }
             }
             const __m512i sl = _mm512_cvtepu8_epi32(ld128(sc + 2 * k * 16)), sh = _mm512_cvtepu8_epi32(ld128(sc + (2 * k + 1) * 16));
             HT_UNROLL
             for (int c = 0; c < NC; c++) {
-                const uint8_t *aq = a + (size_t)c * as + (size_t)i * 256 + 64 * k;
-                __m512i l0 = _mm512_setzero_si512(), l1 = _mm512_setzero_si512(), h0 = _mm512_setzero_si512(), h1 = _mm512_setzero_si512();
-                HT_UNROLL
-                for (int j = 0; j < 4; j++) {
-                    l0 = _mm512_dpbusd_epi32(l0, wl[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
-                    l1 = _mm512_dpbusd_epi32(l1, wl[4 + j], _mm512_set1_epi32(ld32(aq + 16 + 4 * j)));
-                    h0 = _mm512_dpbusd_epi32(h0, wh[j], _mm512_set1_epi32(ld32(aq + 32 + 4 * j)));
-                    h1 = _mm512_dpbusd_epi32(h1, wh[4 + j], _mm512_set1_epi32(ld32(aq + 48 + 4 * j)));
-                }
-                isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(l0, l1), sl),
-                                                                     _mm512_mullo_epi32(_mm512_add_epi32(h0, h1), sh)));
+                const __m512i lt = H == 2 ? _mm512_add_epi32(l[c][0], l[c][1]) : l[c][0];
+                const __m512i ht = H == 2 ? _mm512_add_epi32(h[c][0], h[c][1]) : h[c][0];
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_mullo_epi32(lt, sl), _mm512_mullo_epi32(ht, sh)));
             }
         }
         const __m512 dw = _mm512_cvtph_ps(ld256(mn + 128)), dmw = _mm512_cvtph_ps(ld256(mn + 160));
