@@ -19,8 +19,9 @@ hearth=("$build/hearth" bench); [[ -n ${CPU:-} ]] && hearth+=(--cpu "$CPU")
 depth=(); ng=128; [[ -n ${DEPTH:-} ]] && { depth=(-d "$DEPTH"); ng=32; }
 common=(-t "$threads" -p 512 -n "$ng" -r 2 "${depth[@]}")
 
-# t/s of pp512 and tg$ng from a llama-bench style table on stdin: "PP TG"
-parse() { awk -F'|' -v ng="tg$ng" '$0 ~ /pp512/ {pp = $(NF-1)} $0 ~ ng {tg = $(NF-1)} END {split(pp, a, " "); split(tg, b, " "); print a[1] + 0, b[1] + 0}'; }
+# t/s of pp512 and tg$ng from a llama-bench style table on stdin (its rows only: hearth's lines after the
+# table name pp512 too): "PP TG"
+parse() { awk -F'|' -v ng="tg$ng" '/^\|/ && /pp512/ {pp = $(NF-1)} /^\|/ && $0 ~ ng {tg = $(NF-1)} END {split(pp, a, " "); split(tg, b, " "); print a[1] + 0, b[1] + 0}'; }
 median() { sort -g | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 engines=(hearth); [[ -n ${LLAMA_BENCH:-} ]] && engines+=(llama.cpp); [[ -n ${IK_LLAMA_BENCH:-} ]] && engines+=(ik_llama.cpp)
