@@ -150,7 +150,9 @@ typedef struct { void (*fn)(const void *arg, int i0, int i1); const void *arg; i
 
 static void share_job(void *arg, int ith, int nth) {
     const share_args *j = arg;
-    const int per = (j->n + nth - 1) / nth, i0 = ith * per < j->n ? ith * per : j->n, i1 = j->n - i0 < per ? j->n : i0 + per;
+    const int per = (j->n + nth - 1) / nth;
+    const int i0 = ith * per < j->n ? ith * per : j->n;
+    const int i1 = j->n - i0 < per ? j->n : i0 + per;
     if (i1 > i0) j->fn(j->arg, i0, i1);
 }
 

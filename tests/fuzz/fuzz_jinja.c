@@ -1,7 +1,7 @@
 /* fuzz_jinja.c — arbitrary text as a chat template, rendered over a fixed conversation (system, user,
  * assistant, tool messages) with bos/eos and a generation prompt. The interpreter's step, memory and output
  * limits are lowered (1M steps, 64 MiB, 16 MiB, far above any real template's needs): a looping input reaches
- * them in milliseconds instead of the seconds the defaults take under ASan, which made fuzzing 20x slower. The
+ * them in milliseconds instead of the seconds the defaults take under ASan, which made fuzzing 12x slower. The
  * limits themselves are tested at their defaults (test_chat_templates). The input may also carry a
  * conversation: text after a NUL byte is parsed as the messages JSON array. */
 #include <cJSON.h>
