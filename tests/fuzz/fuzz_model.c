@@ -5,7 +5,7 @@
 #include "hearth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    uint8_t *buf = fuzz_copy(data, size);
+    uint8_t *buf = fuzz_hold(data, size);
     hearth_model *m;
     hearth_err err;
     if (buf && !hearth_model_load_memory(buf, size, "fuzz", &m, &err)) {
@@ -28,6 +28,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         hearth_model_free(m);
     }
-    free(buf);
+    fuzz_release();
     return 0;
 }
