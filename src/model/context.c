@@ -45,6 +45,14 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     if (p.n_seq > 256) return herr(err, "too many sequences (%d, max 256)", p.n_seq);
     if (p.n_batch <= 0) p.n_batch = 512;
     p.n_batch = HT_MIN(p.n_batch, p.n_ctx * p.n_seq);
+    /* The layers index a micro-batch's activations with int: a scratch buffer (a token's widest row times the
+     * micro-batch) holds fewer than 2^31 values. A smaller micro-batch changes no result, only the speed. */
+    const int64_t qkv = (int64_t)hp->n_head * hp->head_dim + 2ll * hp->n_head_kv * hp->head_dim;
+    int64_t widest = HT_MAX(HT_MAX((int64_t)hp->n_embd, qkv), HT_MAX((int64_t)hp->n_head * hp->head_dim_v, (int64_t)hp->n_ff));
+    if (hp->n_expert)
+        widest = HT_MAX(widest, (int64_t)hp->n_expert_used * HT_MAX(HT_MAX(hp->n_embd, hp->n_ff_exp), hp->n_expert));
+    if (widest > INT_MAX) return herr(err, "this model's layers are too wide for one token (%lld values)", (long long)widest);
+    p.n_batch = (int)HT_MIN((int64_t)p.n_batch, INT_MAX / widest);
     if (p.n_threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); p.n_threads = nc > 0 ? (int)HT_MIN(nc, 64) : 1; }
     if (p.cache_type != HEARTH_CACHE_F32 && p.cache_type != HEARTH_CACHE_F16 && p.cache_type != HEARTH_CACHE_Q8_0)
         return herr(err, "unsupported KV cache type %d (f32, f16 or q8_0)", (int)p.cache_type);
