@@ -78,12 +78,14 @@ static int matrices(hearth_model *m, ht_tensor **out) {
 
 /* The packed copies live in one arena, in transparent huge pages where the kernel gives them (madvise mode):
  * decode streams every weight once per token, and with 4 KiB pages that is a TLB miss per 4 KiB; the faults of
- * the first touch (packing) are 512 times fewer too. One arena wastes at most one partial huge page. */
+ * the first touch (packing) are 512 times fewer too. One arena wastes at most one partial huge page, so a small
+ * one (a test model, under 16 MiB) stays in ordinary pages: rounded up to 2 MiB it would be mostly waste. */
 static void *alloc_arena(size_t bytes) {
     const size_t huge = (size_t)2 << 20;
     void *p = NULL;
+    if (bytes < 8 * huge) return posix_memalign(&p, 64, bytes ? bytes : 64) ? NULL : p;
     bytes = (bytes + huge - 1) / huge * huge;
-    if (posix_memalign(&p, huge, bytes ? bytes : huge)) return NULL;
+    if (posix_memalign(&p, huge, bytes)) return NULL;
 #ifdef MADV_HUGEPAGE
     madvise(p, bytes, MADV_HUGEPAGE);
 #endif
