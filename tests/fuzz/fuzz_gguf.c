@@ -3,6 +3,8 @@
 #include "fuzz.h"
 #include "io/gguf.h"
 
+#include <stdio.h>
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = fuzz_copy(data, size);
     gguf_file *g;
