@@ -47,12 +47,15 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     p.n_batch = HT_MIN(p.n_batch, p.n_ctx * p.n_seq);
     /* The layers index a micro-batch's activations with int: a scratch buffer (a token's widest row times the
      * micro-batch) holds fewer than 2^31 values. A smaller micro-batch changes no result, only the speed. */
-    const int64_t qkv = (int64_t)hp->n_head * hp->head_dim + 2ll * hp->n_head_kv * hp->head_dim;
-    int64_t widest = HT_MAX(HT_MAX((int64_t)hp->n_embd, qkv), HT_MAX((int64_t)hp->n_head * hp->head_dim_v, (int64_t)hp->n_ff));
+    const size_t E = (size_t)hp->n_embd;
+    const size_t QD = (size_t)hp->n_head * hp->head_dim, KD = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t VD = (size_t)hp->n_head * hp->head_dim_v, KVD = (size_t)hp->n_head_kv * hp->head_dim_v;
+    const size_t wide = HT_MAX(HT_MAX(E, QD + 2 * KD), HT_MAX(VD, (size_t)hp->n_ff));
+    size_t widest = wide;
     if (hp->n_expert)
-        widest = HT_MAX(widest, (int64_t)hp->n_expert_used * HT_MAX(HT_MAX(hp->n_embd, hp->n_ff_exp), hp->n_expert));
-    if (widest > INT_MAX) return herr(err, "this model's layers are too wide for one token (%lld values)", (long long)widest);
-    p.n_batch = (int)HT_MIN((int64_t)p.n_batch, INT_MAX / widest);
+        widest = HT_MAX(widest, (size_t)hp->n_expert_used * HT_MAX(HT_MAX(E, (size_t)hp->n_ff_exp), (size_t)hp->n_expert));
+    if (widest > INT_MAX) return herr(err, "this model's layers are too wide for one token (%zu values)", widest);
+    p.n_batch = (int)HT_MIN((size_t)p.n_batch, INT_MAX / widest);
     if (p.n_threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); p.n_threads = nc > 0 ? (int)HT_MIN(nc, 64) : 1; }
     if (p.cache_type != HEARTH_CACHE_F32 && p.cache_type != HEARTH_CACHE_F16 && p.cache_type != HEARTH_CACHE_Q8_0)
         return herr(err, "unsupported KV cache type %d (f32, f16 or q8_0)", (int)p.cache_type);
@@ -68,10 +71,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->n_ctx = p.n_ctx; c->n_seq = p.n_seq; c->n_batch = p.n_batch; c->n_threads = p.n_threads;
     c->kv_type = p.cache_type == HEARTH_CACHE_F32 ? HT_F32 : p.cache_type == HEARTH_CACHE_Q8_0 ? HT_Q8_0 : HT_F16;
     bool fail = false;
-    size_t B = (size_t)c->n_batch, E = (size_t)hp->n_embd;
-    size_t QD = (size_t)hp->n_head * hp->head_dim, KD = (size_t)hp->n_head_kv * hp->head_dim;
-    size_t VD = (size_t)hp->n_head * hp->head_dim_v, KVD = (size_t)hp->n_head_kv * hp->head_dim_v;
-    size_t wide = HT_MAX(HT_MAX(E, QD + 2 * KD), HT_MAX(VD, (size_t)hp->n_ff));
+    size_t B = (size_t)c->n_batch;
     c->x = xcalloc(B * E, sizeof(float), &fail);
     c->xb = xcalloc(B * wide, sizeof(float), &fail);
     c->xb2 = xcalloc(B * wide, sizeof(float), &fail);
