@@ -80,9 +80,6 @@ typedef struct ht_pack {
     const char *name;                         /* "Q4_0x16" */
     int rows;                                 /* rows per group */
     int max_nc;                               /* tokens a tile call takes at most */
-    bool head;                                /* worth it for the output head too, which meets one or a few
-                                               * tokens at a time: at least as fast as the file's layout for a
-                                               * single token (Q6_K's is not: its unpacking costs decode 10%) */
     size_t (*group_bytes)(int64_t n);         /* bytes of one group of rows of n elements */
     /* Repacks nr <= rows rows of the file's layout (src, src + rb, ...) into one group; missing rows are 0. */
     void (*pack)(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst);

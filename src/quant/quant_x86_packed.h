@@ -169,7 +169,7 @@ HT_AI void q4_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 
 PK_TILE(pk_q4_0_x8_tile, q4_0x8_tile, 4)
 
-static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, true, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
+static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
                                    pk_q4_0_x8_tile};
 
 /* Q5_0: as Q4_0's layout, with the fifth bits between the nibbles and the halves: block b of the group
@@ -205,7 +205,7 @@ HT_AI void q5_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 
 PK_TILE(pk_q5_0_x8_tile, q5_0x8_tile, 4)
 
-static const ht_pack pk_q5_0_x8 = {"Q5_0x8", 8, PK8_NC, true, pk_q5_0_x8_bytes, pk_q5_0_x8_pack, pk_act_bytes, pk_act_signed,
+static const ht_pack pk_q5_0_x8 = {"Q5_0x8", 8, PK8_NC, pk_q5_0_x8_bytes, pk_q5_0_x8_pack, pk_act_bytes, pk_act_signed,
                                    pk_q5_0_x8_tile};
 
 /* ---- Q8_0 x 8, 256-bit (AVX2, and the AVX-512 set without VNNI) ----
@@ -270,7 +270,7 @@ HT_AI void q8_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 
 PK_TILE(pk_q8_0_x8_tile, q8_0x8_tile, 4)
 
-static const ht_pack pk_q8_0_x8 = {"Q8_0x8", 8, PK8_NC, true, pk_q8_0_x8_bytes, pk_q8_0_x8_pack, pk_act_bytes, pk_act_signed,
+static const ht_pack pk_q8_0_x8 = {"Q8_0x8", 8, PK8_NC, pk_q8_0_x8_bytes, pk_q8_0_x8_pack, pk_act_bytes, pk_act_signed,
                                    pk_q8_0_x8_tile};
 
 /* ---- Q4_K (and Q6_K below) ----
@@ -377,7 +377,7 @@ HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 
 PK_TILE(pk_q4_K_x8_tile, q4_Kx8_tile, 4)
 
-static const ht_pack pk_q4_K_x8 = {"Q4_Kx8", 8, PK8_NC, true, pk_q4_K_x8_bytes, pk_q4_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
+static const ht_pack pk_q4_K_x8 = {"Q4_Kx8", 8, PK8_NC, pk_q4_K_x8_bytes, pk_q4_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
                                    pk_q4_K_x8_tile};
 
 /* ---- Q6_K packing (x16 and x8) ----
@@ -488,7 +488,7 @@ HT_AI void q6_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 
 PK_TILE(pk_q6_K_x8_tile, q6_Kx8_tile, 4)
 
-static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, false, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
+static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
                                    pk_q6_K_x8_tile};
 
 /* ---- F16 / BF16 (x16: two vectors of 8 rows in 256 bits, one in 512) ----
@@ -543,9 +543,9 @@ HT_AI void bf16x16a_tile(const int NC, int n, const uint8_t *g, int nr, const ui
 }
 PK_TILE(pk_f16_x16a_tile, f16x16a_tile, PK_HALF16A_NC)
 PK_TILE(pk_bf16_x16a_tile, bf16x16a_tile, PK_HALF16A_NC)
-static const ht_pack pk_f16_x16a = {"F16x16", 16, PK_HALF16A_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
+static const ht_pack pk_f16_x16a = {"F16x16", 16, PK_HALF16A_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
                                     pk_f16_x16a_tile};
-static const ht_pack pk_bf16_x16a = {"BF16x16", 16, PK_HALF16A_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
+static const ht_pack pk_bf16_x16a = {"BF16x16", 16, PK_HALF16A_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
                                      pk_bf16_x16a_tile};
 
 #if HT_X86_AVX512
@@ -589,8 +589,8 @@ HT_AI void bf16x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 }
 PK_TILE(pk_f16_x16_tile, f16x16_tile, 8)
 PK_TILE(pk_bf16_x16_tile, bf16x16_tile, 8)
-static const ht_pack pk_f16_x16 = {"F16x16", 16, PK_HALF16_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_f16_x16_tile};
-static const ht_pack pk_bf16_x16 = {"BF16x16", 16, PK_HALF16_NC, true, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_bf16_x16_tile};
+static const ht_pack pk_f16_x16 = {"F16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_f16_x16_tile};
+static const ht_pack pk_bf16_x16 = {"BF16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_bf16_x16_tile};
 #endif
 
 #if HT_X86_VNNI
@@ -651,7 +651,7 @@ HT_AI void q5_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 
 PK_TILE(pk_q4_0_x16_tile, q4_0x16_tile, 8)
 
-static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, true, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
+static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
                                     pk_act_signed, pk_q4_0_x16_tile};
 
 /* ---- Q5_0 x 16, 512-bit VNNI (layout at pack_q5_0) ---- */
@@ -660,7 +660,7 @@ static void pk_q5_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, u
 
 PK_TILE(pk_q5_0_x16_tile, q5_0x16_tile, 8)
 
-static const ht_pack pk_q5_0_x16 = {"Q5_0x16", 16, PK16_NC, true, pk_q5_0_x16_bytes, pk_q5_0_x16_pack, pk_act_bytes,
+static const ht_pack pk_q5_0_x16 = {"Q5_0x16", 16, PK16_NC, pk_q5_0_x16_bytes, pk_q5_0_x16_pack, pk_act_bytes,
                                     pk_act_signed, pk_q5_0_x16_tile};
 
 /* ---- Q8_0 x 16, 512-bit VNNI ----
@@ -720,7 +720,7 @@ HT_AI void q8_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 
 PK_TILE(pk_q8_0_x16_tile, q8_0x16_tile, 8)
 
-static const ht_pack pk_q8_0_x16 = {"Q8_0x16", 16, PK16_NC, true, pk_q8_0_x16_bytes, pk_q8_0_x16_pack, pk_act_bytes,
+static const ht_pack pk_q8_0_x16 = {"Q8_0x16", 16, PK16_NC, pk_q8_0_x16_bytes, pk_q8_0_x16_pack, pk_act_bytes,
                                     pk_act_unsigned, pk_q8_0_x16_tile};
 
 /* ---- Q4_K x 16, 512-bit VNNI (layout and formula as Q4_K x 8) ---- */
@@ -791,7 +791,7 @@ HT_AI void q4_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 
 PK_TILE(pk_q4_K_x16_tile, q4_Kx16_tile, 4)
 
-static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK_Q4K16_NC, true, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
+static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK_Q4K16_NC, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
                                     pk_k_act_prep, pk_q4_K_x16_tile};
 
 /* ---- Q6_K x 16, 512-bit VNNI (layout above; at most 4 tokens a call: registers) ---- */
@@ -859,6 +859,6 @@ HT_AI void q6_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 
 PK_TILE(pk_q6_K_x16_tile, q6_Kx16_tile, 4)
 
-static const ht_pack pk_q6_K_x16 = {"Q6_Kx16", 16, PK_Q6_NC, false, pk_q6_K_x16_bytes, pk_q6_K_x16_pack, pk_k_act_bytes,
+static const ht_pack pk_q6_K_x16 = {"Q6_Kx16", 16, PK_Q6_NC, pk_q6_K_x16_bytes, pk_q6_K_x16_pack, pk_k_act_bytes,
                                     pk_k_act_prep, pk_q6_K_x16_tile};
 #endif
