@@ -503,8 +503,7 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
     int KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
     int seq_end[256] = { 0 };
     kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, c->kv_type, ub };
-    if (ub->n < 2) kv_store_range(&sj, 0, kv_store_units(&sj));   /* one token: not worth waking the pool */
-    else pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
+    pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
     for (int i = 0; i < ub->n; i++) seq_end[ub->seq[i]] = HT_MAX(seq_end[ub->seq[i]], ub->pos[i] + 1);
     /* the whole group per task (at most a tile's width), split further only to give every thread work */
     int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);
