@@ -599,6 +599,15 @@ HT_AI __m512 fv_loadw(const int T, const uint8_t *w, int i) {
     default: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(ld256((const uint16_t *)w + i)), 16));
     }
 }
+/* fv_loadw of the first m (0..16) elements, the other lanes 0 (nothing past them is read). */
+HT_AI __m512 fv_loadw_first(const int T, const uint8_t *w, int i, int m) {
+    const __mmask16 k = (__mmask16)(m >= 16 ? 0xFFFF : (1u << (m > 0 ? m : 0)) - 1);
+    switch (T) {
+    case HT_F32: return _mm512_maskz_loadu_ps(k, (const float *)w + i);
+    case HT_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)w + i));
+    default: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, (const uint16_t *)w + i)), 16));
+    }
+}
 #else
 #define FV __m256
 #define FV_N 8
@@ -676,8 +685,10 @@ HT_AI void tileF(const int T, const int NC, int n, const uint8_t *w, size_t ws, 
 
 /* Transposed products (ht_dot_t_fn): blocks of DT_V vectors of positions times NC columns, an accumulator
  * per vector and column (16 of the 32 AVX-512 registers, 8 of AVX2's 16); row d of the block is loaded (and
- * widened) once for all columns. The last, partial block reads each row through a zeroed buffer: every
- * output takes the same instructions. */
+ * widened) once for all columns. The last, partial block reads each row with masked loads (AVX-512) or
+ * through a zeroed buffer (AVX2), the lanes past it zero: every output takes the same instructions. A short
+ * context's scores are all such a block: the buffer's copy and reload (a failed store forward per row) took
+ * half of this kernel's time in qwen3-0.6b's decode. */
 #define DT_V (HT_X86_AVX512 ? 4 : 2)
 HT_AI void dot_t_block(const int T, const int NC, int k, const uint8_t *w, size_t wsb, int m, const float *a, size_t as,
                        float *y, size_t ys) {
@@ -687,17 +698,29 @@ HT_AI void dot_t_block(const int T, const int NC, int k, const uint8_t *w, size_
         HT_UNROLL
         for (int v = 0; v < DT_V; v++) acc[c][v] = fv_zero();
     }
+#if !HT_X86_AVX512
+    uint8_t part[DT_V * FV_N * 4];
+    if (m < DT_V * FV_N) memset(part, 0, sizeof part);   /* only the first m elements are ever written */
+#endif
     for (int d = 0; d < k; d++) {
         const uint8_t *row = w + (size_t)d * wsb;
-        uint8_t part[DT_V * FV_N * 4];
+        FV wv[DT_V];
+#if HT_X86_AVX512
         if (m < DT_V * FV_N) {
-            memset(part, 0, sizeof part);
+            HT_UNROLL
+            for (int v = 0; v < DT_V; v++) wv[v] = fv_loadw_first(T, row, v * FV_N, m - v * FV_N);
+        } else {
+            HT_UNROLL
+            for (int v = 0; v < DT_V; v++) wv[v] = fv_loadw(T, row, v * FV_N);
+        }
+#else
+        if (m < DT_V * FV_N) {
             memcpy(part, row, (size_t)m * f_size(T));
             row = part;
         }
-        FV wv[DT_V];
         HT_UNROLL
         for (int v = 0; v < DT_V; v++) wv[v] = fv_loadw(T, row, v * FV_N);
+#endif
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
             const FV ad = fv_set1(a[(size_t)c * as + (size_t)d]);
