@@ -592,21 +592,19 @@ HT_AI void kblock(const int T, const int NC, const uint8_t *wb, const block_q8_K
 HT_AI float fv_hsum(__m512 v) {
     return hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
+/* 16 halves (F16 or BF16) to floats. */
+HT_AI __m512 fv_widen(const int T, __m256i h) {
+    return T == HT_F16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 HT_AI __m512 fv_loadw(const int T, const uint8_t *w, int i) {
-    switch (T) {
-    case HT_F32: return _mm512_loadu_ps((const float *)w + i);
-    case HT_F16: return _mm512_cvtph_ps(ld256((const uint16_t *)w + i));
-    default: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(ld256((const uint16_t *)w + i)), 16));
-    }
+    if (T == HT_F32) return _mm512_loadu_ps((const float *)w + i);
+    return fv_widen(T, ld256((const uint16_t *)w + i));
 }
 /* fv_loadw of the first m (0..16) elements, the other lanes 0 (nothing past them is read). */
 HT_AI __m512 fv_loadw_first(const int T, const uint8_t *w, int i, int m) {
     const __mmask16 k = (__mmask16)(m >= 16 ? 0xFFFF : (1u << (m > 0 ? m : 0)) - 1);
-    switch (T) {
-    case HT_F32: return _mm512_maskz_loadu_ps(k, (const float *)w + i);
-    case HT_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)w + i));
-    default: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, (const uint16_t *)w + i)), 16));
-    }
+    if (T == HT_F32) return _mm512_maskz_loadu_ps(k, (const float *)w + i);
+    return fv_widen(T, _mm256_maskz_loadu_epi16(k, (const uint16_t *)w + i));
 }
 #else
 #define FV __m256
