@@ -123,6 +123,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
         if (il < m->layer_lo || il >= m->layer_hi) continue;   /* another rank's layer (MPI) */
         L->k = xcalloc((size_t)c->n_seq * L->cap * hp->n_head_kv, krow, &fail);
         L->v = xcalloc((size_t)c->n_seq * L->cap * hp->n_head_kv, vrow, &fail);
+        L->span = xcalloc((size_t)c->n_seq, sizeof(int), &fail);
     }
     if (!fail) c->pool = pool_new(c->n_threads);
     if (fail || !c->pool) { hearth_ctx_free(c); return herr(err, "out of memory allocating a context of %d tokens", p.n_ctx); }
@@ -138,7 +139,7 @@ void hearth_ctx_free(hearth_ctx *c) {
     if (!c) return;
     dist_ctx_close(c);
     if (c->pool) pool_free(c->pool);
-    if (c->kv) for (int il = 0; il < c->m->hp.n_layer; il++) { free(c->kv[il].k); free(c->kv[il].v); }
+    if (c->kv) for (int il = 0; il < c->m->hp.n_layer; il++) { free(c->kv[il].k); free(c->kv[il].v); free(c->kv[il].span); }
     free(c->kv);
     void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
                      c->rope_cos, c->rope_sin, c->rope_pos, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want,
@@ -165,7 +166,32 @@ void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
     if (seq < 0 || seq >= c->n_seq || pos < 0 || pos >= c->seq_len[seq]) return;
     if (pos > 0 && c->seq_len[seq] - pos > ring_slack(c)) pos = 0;   /* the window before pos is overwritten */
     c->seq_len[seq] = pos;
+    if (pos == 0)   /* nothing left to keep: the next tokens start short rows again */
+        for (int il = 0; il < c->m->hp.n_layer; il++) if (c->kv[il].span) c->kv[il].span[seq] = 0;
     dist_truncate(c, seq, pos);
+}
+
+/* ---- row length of the transposed caches ----
+ * An F32 / F16 cache row (one dim of one KV head, along positions) holds span[seq] positions, not cap: the
+ * rows of a head sit span apart, so a short context's K^T and V^T are one run of memory (with cap apart,
+ * each row began a new page, and decode at a few hundred positions went through one TLB miss and one cold
+ * stream per row). span starts at 64 and doubles (up to cap) when a position past it is stored; the rows
+ * are then moved apart, last first, which costs about one more copy of the cache over a sequence's life.
+ * Only the layout moves: every kernel reads the same values in the same order. */
+static void kv_widen(hearth_ctx *c, ht_kv_layer *L, int seq, int need) {
+    const ht_hparams *hp = &c->m->hp;
+    if (c->kv_type == HT_Q8_0 || !L->k || HT_MIN(need, L->cap) <= L->span[seq]) return;
+    int old = L->span[seq], span = 64;
+    while (span < need && span < L->cap) span *= 2;
+    span = HT_MIN(span, L->cap);
+    const size_t esz = ht_row_size(c->kv_type, 1);
+    const int ne[2] = { hp->n_head_kv * hp->head_dim, hp->n_head_kv * hp->head_dim_v };
+    void *X[2] = { L->k, L->v };
+    for (int w = 0; w < 2 && old > 0; w++) {
+        uint8_t *x = (uint8_t *)X[w] + (size_t)seq * ne[w] * L->cap * esz;
+        for (int r = ne[w] - 1; r > 0; r--) memmove(x + (size_t)r * span * esz, x + (size_t)r * old * esz, (size_t)old * esz);
+    }
+    L->span[seq] = span;
 }
 
 /* ---- a sequence's KV cache out and back in (prompt caches) ----
@@ -185,18 +211,18 @@ size_t hearth_kv_token_bytes(const hearth_ctx *c) {
 
 /* Positions pos0.. pos0 + n - 1 of one cache (K or V) of sequence seq to buf (out) or back: rows of `row`
  * bytes as stored (Q8_0), or gathered from / scattered to the transposed [ne][cap] layout. */
-static uint8_t *kv_copy_rows(void *X, int cap, uint32_t type, int seq, int pos0, int n, size_t row, int ne, size_t esz,
-                             uint8_t *buf, bool out) {
+static uint8_t *kv_copy_rows(void *X, int cap, int span, uint32_t type, int seq, int pos0, int n, size_t row, int ne,
+                             size_t esz, uint8_t *buf, bool out) {
     if (type == HT_Q8_0) {
         uint8_t *x = (uint8_t *)X + ((size_t)seq * cap + pos0) * row;
         if (out) memcpy(buf, x, (size_t)n * row);
         else memcpy(x, buf, (size_t)n * row);
         return buf + (size_t)n * row;
     }
-    uint8_t *xt = (uint8_t *)X + (size_t)seq * ne * cap * esz;   /* [ne][cap] */
+    uint8_t *xt = (uint8_t *)X + (size_t)seq * ne * cap * esz;   /* [ne][span] */
     for (int t = 0; t < n; t++)
         for (int e = 0; e < ne; e++) {
-            uint8_t *cell = xt + ((size_t)e * cap + pos0 + t) * esz;
+            uint8_t *cell = xt + ((size_t)e * span + pos0 + t) * esz;
             if (out) memcpy(buf, cell, esz);
             else memcpy(cell, buf, esz);
             buf += esz;
@@ -213,8 +239,9 @@ static int kv_copy(hearth_ctx *c, int seq, int pos0, int n, uint8_t *buf, bool o
     int nk = hp->n_head_kv * hp->head_dim, nv = hp->n_head_kv * hp->head_dim_v;
     for (int il = 0; il < hp->n_layer; il++) {
         ht_kv_layer *L = &c->kv[il];
-        buf = kv_copy_rows(L->k, L->cap, c->kv_type, seq, pos0, n, krow, nk, esz, buf, out);
-        buf = kv_copy_rows(L->v, L->cap, c->kv_type, seq, pos0, n, vrow, nv, esz, buf, out);
+        if (!out) kv_widen(c, L, seq, pos0 + n);
+        buf = kv_copy_rows(L->k, L->cap, L->span[seq], c->kv_type, seq, pos0, n, krow, nk, esz, buf, out);
+        buf = kv_copy_rows(L->v, L->cap, L->span[seq], c->kv_type, seq, pos0, n, vrow, nv, esz, buf, out);
     }
     return 0;
 }
@@ -346,10 +373,10 @@ static void att_softmax(float *sc, size_t ld, int nh, int n, float scale) {
 /* softmax·V from the transposed cache: o[h * hdv + d] = V^T row d (positions lo..lo+n-1) · probabilities of
  * head h. A wrapped ring's rows are gathered in position order (HT_TILE_MAX at a time into tmp) so the sum
  * does not depend on where the ring wrapped. */
-static void att_pv_transposed(const ht_traits *tr, size_t esz, const uint8_t *vt, int cap, int hdv, int lo, int n,
-                              const float *p, size_t ld, int nh, float *o, uint8_t *tmp) {
+static void att_pv_transposed(const ht_traits *tr, size_t esz, const uint8_t *vt, int cap, int span, int hdv, int lo,
+                              int n, const float *p, size_t ld, int nh, float *o, uint8_t *tmp) {
     int s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
-    size_t rs = (size_t)cap * esz;
+    size_t rs = (size_t)span * esz;
     if (n0 == n) {
         dot_tiles(tr, n, vt + (size_t)s0 * esz, rs, hdv, (const uint8_t *)p, ld * sizeof(float), nh, o, (size_t)hdv);
         return;
@@ -438,10 +465,11 @@ static void attention_job(void *arg, int ith, int nth) {
             dot_tiles(tr, hd, kb + (size_t)s0 * kstride, kstride, n0, qq, qrs, nh, sc, ld);
             if (n0 < n) dot_tiles(tr, hd, kb, kstride, n - n0, qq, qrs, nh, sc + n0, ld);
         } else {
-            const size_t kt = ((size_t)s * n_kv + kvh) * hd * (size_t)cap;   /* K^T rows of this head */
+            const int span = j->L->span[s];
+            const size_t kt = ((size_t)s * n_kv * cap + (size_t)kvh * span) * hd;   /* K^T rows of this head */
             for (int r = 0; r < (n0 < n ? 2 : 1); r++) {
                 const int first = r ? 0 : s0, cnt = r ? n - n0 : n0;
-                tr->dot_t(hd, (const uint8_t *)j->L->k + (kt + (size_t)first) * esz, (size_t)cap, cnt, q, (size_t)hd, nh,
+                tr->dot_t(hd, (const uint8_t *)j->L->k + (kt + (size_t)first) * esz, (size_t)span, cnt, q, (size_t)hd, nh,
                           sc + (r ? n0 : 0), ld);
             }
         }
@@ -450,8 +478,9 @@ static void attention_job(void *arg, int ith, int nth) {
             const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
             att_pv_rows(vb, (size_t)n_kv * vrs, cap, hdv, lo, n, sc, ld, nh, o, vrow);
         } else {
-            const uint8_t *vt = (const uint8_t *)j->L->v + ((size_t)s * n_kv + kvh) * hdv * (size_t)cap * esz;
-            att_pv_transposed(tr, esz, vt, cap, hdv, lo, n, sc, ld, nh, o, tmp);
+            const int span = j->L->span[s];
+            const uint8_t *vt = (const uint8_t *)j->L->v + ((size_t)s * n_kv * cap + (size_t)kvh * span) * hdv * esz;
+            att_pv_transposed(tr, esz, vt, cap, span, hdv, lo, n, sc, ld, nh, o, tmp);
         }
     }
 }
@@ -460,7 +489,7 @@ static void attention_job(void *arg, int ith, int nth) {
  * X[0] and X[1], over the pool: F32 / F16 caches are transposed, X^T[s][kvh][d][slot] = x[kvh * hd + d] (a
  * score or an output then takes one vector lane per position), written 16 values of every token at a time
  * so that each of those values' rows is written along its slots; a Q8_0 cache stores the rows as they are. */
-typedef struct { void *X[2]; const float *x[2]; int ne[2], cap; uint32_t type; const ht_ubatch *ub; } kv_store_job;
+typedef struct { void *X[2]; const float *x[2]; int ne[2], cap; const int *span; uint32_t type; const ht_ubatch *ub; } kv_store_job;
 
 /* Unit u of the store: a 16-value block of K (u < K's blocks) or V for every token, or (Q8_0) one token's K or
  * V row. Units write disjoint rows, so threads may take any share of them. */
@@ -476,14 +505,15 @@ static void kv_store_unit(const kv_store_job *j, int u) {
     const int nk = (j->ne[0] + 15) / 16, w = u >= nk, ne = j->ne[w], e0 = (w ? u - nk : u) * 16, m = HT_MIN(16, ne - e0);
     const ht_traits *f16 = ht_get_traits(HT_F16);
     for (int i = 0; i < ub->n; i++) {
-        const size_t base = ((size_t)ub->seq[i] * ne + (size_t)e0) * cap + (size_t)(ub->pos[i] % cap);
+        const size_t span = (size_t)j->span[ub->seq[i]];
+        const size_t base = (size_t)ub->seq[i] * ne * cap + (size_t)e0 * span + (size_t)(ub->pos[i] % cap);
         const float *xi = j->x[w] + (size_t)i * ne + e0;
         if (j->type == HT_F32) {
-            for (int e = 0; e < m; e++) ((float *)j->X[w])[base + (size_t)e * cap] = xi[e];
+            for (int e = 0; e < m; e++) ((float *)j->X[w])[base + (size_t)e * span] = xi[e];
         } else {
             uint16_t h[16];
             f16->from_float(xi, h, m);   /* the kernel set's (vectorized) conversion */
-            for (int e = 0; e < m; e++) ((uint16_t *)j->X[w])[base + (size_t)e * cap] = h[e];
+            for (int e = 0; e < m; e++) ((uint16_t *)j->X[w])[base + (size_t)e * span] = h[e];
         }
     }
 }
@@ -502,9 +532,10 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
     ht_kv_layer *L = &c->kv[il];
     int KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
     int seq_end[256] = { 0 };
-    kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, c->kv_type, ub };
-    pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
     for (int i = 0; i < ub->n; i++) seq_end[ub->seq[i]] = HT_MAX(seq_end[ub->seq[i]], ub->pos[i] + 1);
+    for (int s = 0; s < c->n_seq; s++) if (seq_end[s]) kv_widen(c, L, s, seq_end[s]);
+    kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, L->span, c->kv_type, ub };
+    pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
     /* the whole group per task (at most a tile's width), split further only to give every thread work */
     int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);
     while (heads > 1 && (long)ub->n * hp->n_head_kv * ((group + heads - 1) / heads) < c->n_threads) heads = (heads + 1) / 2;

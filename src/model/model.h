@@ -178,9 +178,11 @@ int model_own(hearth_model *m, void *p, hearth_err *err);
 typedef struct {
     int cap;                  /* cached positions per sequence (ring size for sliding-window layers) */
     bool ring;                /* positions stored at pos % cap */
-    void *k;                  /* [n_seq][cap][n_head_kv] rows of head_dim in kv_type */
-    void *v;                  /* F32 / F16: transposed, [n_seq][n_head_kv][head_dim_v][cap];
-                               * Q8_0: like K, [n_seq][cap][n_head_kv] rows of head_dim_v */
+    void *k;                  /* as v, with head_dim */
+    void *v;                  /* F32 / F16: transposed, [n_seq][n_head_kv][head_dim_v][span[seq]] at the start
+                               * of each sequence's room for cap positions; Q8_0: like K, [n_seq][cap][n_head_kv]
+                               * rows of head_dim_v */
+    int *span;                /* F32 / F16 per sequence: positions a transposed row holds now (<= cap) */
 } ht_kv_layer;
 
 struct hearth_ctx {
