@@ -130,8 +130,9 @@ void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const h
 
 void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
     int ff = (int)L->ffn_up.ne[1];
-    matmul(c, &L->ffn_gate, in, ub->n, c->hb);
-    matmul(c, &L->ffn_up, in, ub->n, c->hb2);
+    const ht_tensor *W[2] = { &L->ffn_gate, &L->ffn_up };   /* one job (and one activation prep) for both */
+    float *Y[2] = { c->hb, c->hb2 };
+    matmul_multi(c, W, Y, 2, in, ub->n);
     activate_par(c, c->hb, c->hb2, (size_t)ub->n * (size_t)ff, act);
     matmul(c, &L->ffn_down, c->hb, ub->n, out);
 }
