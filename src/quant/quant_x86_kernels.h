@@ -661,14 +661,36 @@ HT_AI void rowsF(const int T, const int NR, const int NC, int n, const uint8_t *
             for (int r = 0; r < NR; r++) acc[r][c] = fv_fmadd(wv[r], av, acc[r][c]);
         }
     }
+    if (i < n) {   /* the last m < FV_N elements as one more vector step, the lanes past them zero */
+        const int m = n - i;
+        FV wv[4];
+#if HT_X86_AVX512
+        HT_UNROLL
+        for (int r = 0; r < NR; r++) wv[r] = fv_loadw_first(T, w + (size_t)r * ws, i, m);
+#else
+        float wt[4][FV_N] = { { 0 } }, at[FV_N] = { 0 };
+        HT_UNROLL
+        for (int r = 0; r < NR; r++) {
+            for (int j = 0; j < m; j++) wt[r][j] = f_scalar(T, w + (size_t)r * ws, i + j);
+            wv[r] = fv_loadu(wt[r]);
+        }
+#endif
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+#if HT_X86_AVX512
+            const FV av = _mm512_maskz_loadu_ps((__mmask16)((1u << m) - 1), ac[c] + i);
+#else
+            memcpy(at, ac[c] + i, (size_t)m * sizeof(float));
+            const FV av = fv_loadu(at);
+#endif
+            HT_UNROLL
+            for (int r = 0; r < NR; r++) acc[r][c] = fv_fmadd(wv[r], av, acc[r][c]);
+        }
+    }
     HT_UNROLL
     for (int r = 0; r < NR; r++) {
         HT_UNROLL
-        for (int c = 0; c < NC; c++) {
-            float s = fv_hsum(acc[r][c]);
-            for (int j = i; j < n; j++) s += f_scalar(T, w + (size_t)r * ws, j) * ac[c][j];
-            y[(size_t)c * ys + r] = s;
-        }
+        for (int c = 0; c < NC; c++) y[(size_t)c * ys + r] = fv_hsum(acc[r][c]);
     }
 }
 
