@@ -171,26 +171,35 @@ void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
     dist_truncate(c, seq, pos);
 }
 
-/* ---- row length of the transposed caches ----
- * An F32 / F16 cache row (one dim of one KV head, along positions) holds span[seq] positions, not cap: the
- * rows of a head sit span apart, so a short context's K^T and V^T are one run of memory (with cap apart,
- * each row began a new page, and decode at a few hundred positions went through one TLB miss and one cold
- * stream per row). span starts at 64 and doubles (up to cap) when a position past it is stored; the rows
- * are then moved apart, last first, which costs about one more copy of the cache over a sequence's life.
- * Only the layout moves: every kernel reads the same values in the same order. */
+/* ---- layout of the transposed caches (F32, F16) ----
+ * K^T: each KV head's cap slots in blocks of KT_BLOCK, a block [head_dim][KT_BLOCK] (the last one, when cap is
+ * not a multiple, [head_dim][what is left]): one run of memory that a block's scores read front to back. V^T: rows of span[seq] positions ([head_dim_v][span]), read
+ * one row at a time by softmax·V. With rows cap positions apart, each row of a short context began a new
+ * page, and decode at a few hundred positions went through one TLB miss and one cold stream per row. span
+ * starts at 64 and doubles (up to cap) when a position past it is stored; the rows are then moved apart,
+ * last first (about one more copy of V over a sequence's life). Only the layout moves: every kernel reads
+ * the same values in the same order. */
+#define KT_BLOCK 64
+
+/* Slots in the K^T block that holds slot `slot` of a cache of cap slots (its row length). */
+static inline int kt_width(int cap, int slot) { return HT_MIN(KT_BLOCK, cap - slot / KT_BLOCK * KT_BLOCK); }
+
+/* Element index of (dim d, slot) of KV head kvh of sequence seq in a K^T cache of cap slots a head. */
+static inline size_t kt_cell(int n_kv, int hd, int cap, int seq, int kvh, int d, int slot) {
+    const int b0 = slot / KT_BLOCK * KT_BLOCK;
+    return (((size_t)seq * n_kv + kvh) * cap + (size_t)b0) * hd + (size_t)d * kt_width(cap, slot) + (size_t)(slot - b0);
+}
+
 static void kv_widen(hearth_ctx *c, ht_kv_layer *L, int seq, int need) {
     const ht_hparams *hp = &c->m->hp;
-    if (c->kv_type == HT_Q8_0 || !L->k || HT_MIN(need, L->cap) <= L->span[seq]) return;
+    if (c->kv_type == HT_Q8_0 || !L->v || HT_MIN(need, L->cap) <= L->span[seq]) return;
     int old = L->span[seq], span = 64;
     while (span < need && span < L->cap) span *= 2;
     span = HT_MIN(span, L->cap);
     const size_t esz = ht_row_size(c->kv_type, 1);
-    const int ne[2] = { hp->n_head_kv * hp->head_dim, hp->n_head_kv * hp->head_dim_v };
-    void *X[2] = { L->k, L->v };
-    for (int w = 0; w < 2 && old > 0; w++) {
-        uint8_t *x = (uint8_t *)X[w] + (size_t)seq * ne[w] * L->cap * esz;
-        for (int r = ne[w] - 1; r > 0; r--) memmove(x + (size_t)r * span * esz, x + (size_t)r * old * esz, (size_t)old * esz);
-    }
+    const int ne = hp->n_head_kv * hp->head_dim_v;
+    uint8_t *x = (uint8_t *)L->v + (size_t)seq * ne * L->cap * esz;
+    for (int r = ne - 1; r > 0 && old > 0; r--) memmove(x + (size_t)r * span * esz, x + (size_t)r * old * esz, (size_t)old * esz);
     L->span[seq] = span;
 }
 
@@ -209,39 +218,40 @@ size_t hearth_kv_token_bytes(const hearth_ctx *c) {
            (ht_row_size(c->kv_type, hp->head_dim) + ht_row_size(c->kv_type, hp->head_dim_v));
 }
 
-/* Positions pos0.. pos0 + n - 1 of one cache (K or V) of sequence seq to buf (out) or back: rows of `row`
- * bytes as stored (Q8_0), or gathered from / scattered to the transposed [ne][cap] layout. */
-static uint8_t *kv_copy_rows(void *X, int cap, int span, uint32_t type, int seq, int pos0, int n, size_t row, int ne,
-                             size_t esz, uint8_t *buf, bool out) {
-    if (type == HT_Q8_0) {
-        uint8_t *x = (uint8_t *)X + ((size_t)seq * cap + pos0) * row;
+/* Positions pos0.. pos0 + n - 1 of one cache (K or V) of sequence seq to buf (out) or back: rows as stored
+ * (Q8_0), or gathered from / scattered to the transposed layouts (below). */
+static uint8_t *kv_copy_rows(const hearth_ctx *c, const ht_kv_layer *L, bool is_k, int seq, int pos0, int n,
+                             uint8_t *buf, bool out) {
+    const ht_hparams *hp = &c->m->hp;
+    const int n_kv = hp->n_head_kv, hd = is_k ? hp->head_dim : hp->head_dim_v, ne = n_kv * hd;
+    uint8_t *X = is_k ? L->k : L->v;
+    if (c->kv_type == HT_Q8_0) {
+        const size_t row = ht_row_size(HT_Q8_0, hd) * n_kv;
+        uint8_t *x = X + ((size_t)seq * L->cap + pos0) * row;
         if (out) memcpy(buf, x, (size_t)n * row);
         else memcpy(x, buf, (size_t)n * row);
         return buf + (size_t)n * row;
     }
-    uint8_t *xt = (uint8_t *)X + (size_t)seq * ne * cap * esz;   /* [ne][span] */
+    const size_t esz = ht_row_size(c->kv_type, 1);
     for (int t = 0; t < n; t++)
-        for (int e = 0; e < ne; e++) {
-            uint8_t *cell = xt + ((size_t)e * span + pos0 + t) * esz;
-            if (out) memcpy(buf, cell, esz);
-            else memcpy(cell, buf, esz);
-            buf += esz;
-        }
+        for (int h = 0; h < n_kv; h++)
+            for (int d = 0; d < hd; d++) {
+                size_t idx = is_k ? kt_cell(n_kv, hd, L->cap, seq, h, d, pos0 + t)
+                                  : (size_t)seq * ne * L->cap + (size_t)(h * hd + d) * L->span[seq] + (size_t)(pos0 + t);
+                if (out) memcpy(buf, X + idx * esz, esz);
+                else memcpy(X + idx * esz, buf, esz);
+                buf += esz;
+            }
     return buf;
 }
 
 static int kv_copy(hearth_ctx *c, int seq, int pos0, int n, uint8_t *buf, bool out) {
-    const ht_hparams *hp = &c->m->hp;
     if (!kv_portable(c) || seq < 0 || seq >= c->n_seq || pos0 < 0 || n < 0 || pos0 + n > c->n_ctx) return -1;
-    size_t krow = ht_row_size(c->kv_type, hp->head_dim) * hp->n_head_kv;
-    size_t vrow = ht_row_size(c->kv_type, hp->head_dim_v) * hp->n_head_kv;
-    size_t esz = c->kv_type == HT_F32 ? 4 : 2;
-    int nk = hp->n_head_kv * hp->head_dim, nv = hp->n_head_kv * hp->head_dim_v;
-    for (int il = 0; il < hp->n_layer; il++) {
+    for (int il = 0; il < c->m->hp.n_layer; il++) {
         ht_kv_layer *L = &c->kv[il];
         if (!out) kv_widen(c, L, seq, pos0 + n);
-        buf = kv_copy_rows(L->k, L->cap, L->span[seq], c->kv_type, seq, pos0, n, krow, nk, esz, buf, out);
-        buf = kv_copy_rows(L->v, L->cap, L->span[seq], c->kv_type, seq, pos0, n, vrow, nv, esz, buf, out);
+        buf = kv_copy_rows(c, L, true, seq, pos0, n, buf, out);
+        buf = kv_copy_rows(c, L, false, seq, pos0, n, buf, out);
     }
     return 0;
 }
@@ -465,12 +475,11 @@ static void attention_job(void *arg, int ith, int nth) {
             dot_tiles(tr, hd, kb + (size_t)s0 * kstride, kstride, n0, qq, qrs, nh, sc, ld);
             if (n0 < n) dot_tiles(tr, hd, kb, kstride, n - n0, qq, qrs, nh, sc + n0, ld);
         } else {
-            const int span = j->L->span[s];
-            const size_t kt = ((size_t)s * n_kv * cap + (size_t)kvh * span) * hd;   /* K^T rows of this head */
-            for (int r = 0; r < (n0 < n ? 2 : 1); r++) {
-                const int first = r ? 0 : s0, cnt = r ? n - n0 : n0;
-                tr->dot_t(hd, (const uint8_t *)j->L->k + (kt + (size_t)first) * esz, (size_t)span, cnt, q, (size_t)hd, nh,
-                          sc + (r ? n0 : 0), ld);
+            for (int t = 0; t < n;) {   /* runs of slots inside one K^T block (and one side of a ring's wrap) */
+                const int slot = (lo + t) % cap, w = kt_width(cap, slot), len = HT_MIN(n - t, w - slot % KT_BLOCK);
+                tr->dot_t(hd, (const uint8_t *)j->L->k + kt_cell(n_kv, hd, cap, s, kvh, 0, slot) * esz, (size_t)w, len, q,
+                          (size_t)hd, nh, sc + t, ld);
+                t += len;
             }
         }
         att_softmax(sc, ld, nh, n, j->scale);
@@ -489,7 +498,14 @@ static void attention_job(void *arg, int ith, int nth) {
  * X[0] and X[1], over the pool: F32 / F16 caches are transposed, X^T[s][kvh][d][slot] = x[kvh * hd + d] (a
  * score or an output then takes one vector lane per position), written 16 values of every token at a time
  * so that each of those values' rows is written along its slots; a Q8_0 cache stores the rows as they are. */
-typedef struct { void *X[2]; const float *x[2]; int ne[2], cap; const int *span; uint32_t type; const ht_ubatch *ub; } kv_store_job;
+typedef struct {
+    void *X[2];
+    const float *x[2];
+    int ne[2], cap, n_kv, hd;
+    const int *span;
+    uint32_t type;
+    const ht_ubatch *ub;
+} kv_store_job;
 
 /* Unit u of the store: a 16-value block of K (u < K's blocks) or V for every token, or (Q8_0) one token's K or
  * V row. Units write disjoint rows, so threads may take any share of them. */
@@ -504,16 +520,23 @@ static void kv_store_unit(const kv_store_job *j, int u) {
     }
     const int nk = (j->ne[0] + 15) / 16, w = u >= nk, ne = j->ne[w], e0 = (w ? u - nk : u) * 16, m = HT_MIN(16, ne - e0);
     const ht_traits *f16 = ht_get_traits(HT_F16);
+    size_t idx[16];
     for (int i = 0; i < ub->n; i++) {
-        const size_t span = (size_t)j->span[ub->seq[i]];
-        const size_t base = (size_t)ub->seq[i] * ne * cap + (size_t)e0 * span + (size_t)(ub->pos[i] % cap);
+        const int seq = ub->seq[i], slot = ub->pos[i] % cap;
+        if (w == 0) {   /* K^T blocks; a unit may straddle two heads */
+            for (int e = 0, h = e0 / j->hd, d = e0 % j->hd; e < m; e++, d = d + 1 < j->hd ? d + 1 : (h++, 0))
+                idx[e] = kt_cell(j->n_kv, j->hd, cap, seq, h, d, slot);
+        } else {
+            const size_t span = (size_t)j->span[seq], base = (size_t)seq * ne * cap + (size_t)e0 * span + (size_t)slot;
+            for (int e = 0; e < m; e++) idx[e] = base + (size_t)e * span;
+        }
         const float *xi = j->x[w] + (size_t)i * ne + e0;
         if (j->type == HT_F32) {
-            for (int e = 0; e < m; e++) ((float *)j->X[w])[base + (size_t)e * span] = xi[e];
+            for (int e = 0; e < m; e++) ((float *)j->X[w])[idx[e]] = xi[e];
         } else {
             uint16_t h[16];
             f16->from_float(xi, h, m);   /* the kernel set's (vectorized) conversion */
-            for (int e = 0; e < m; e++) ((uint16_t *)j->X[w])[base + (size_t)e * span] = h[e];
+            for (int e = 0; e < m; e++) ((uint16_t *)j->X[w])[idx[e]] = h[e];
         }
     }
 }
@@ -534,7 +557,7 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
     int seq_end[256] = { 0 };
     for (int i = 0; i < ub->n; i++) seq_end[ub->seq[i]] = HT_MAX(seq_end[ub->seq[i]], ub->pos[i] + 1);
     for (int s = 0; s < c->n_seq; s++) if (seq_end[s]) kv_widen(c, L, s, seq_end[s]);
-    kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, L->span, c->kv_type, ub };
+    kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, hp->n_head_kv, hp->head_dim, L->span, c->kv_type, ub };
     pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
     /* the whole group per task (at most a tile's width), split further only to give every thread work */
     int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);

@@ -178,11 +178,11 @@ int model_own(hearth_model *m, void *p, hearth_err *err);
 typedef struct {
     int cap;                  /* cached positions per sequence (ring size for sliding-window layers) */
     bool ring;                /* positions stored at pos % cap */
-    void *k;                  /* as v, with head_dim */
-    void *v;                  /* F32 / F16: transposed, [n_seq][n_head_kv][head_dim_v][span[seq]] at the start
-                               * of each sequence's room for cap positions; Q8_0: like K, [n_seq][cap][n_head_kv]
-                               * rows of head_dim_v */
-    int *span;                /* F32 / F16 per sequence: positions a transposed row holds now (<= cap) */
+    void *k;                  /* F32 / F16: [n_seq][n_head_kv] blocks of 64 slots, each [head_dim][64] (the
+                               * last [head_dim][cap % 64]); Q8_0: [n_seq][cap][n_head_kv] rows of head_dim */
+    void *v;                  /* F32 / F16: [n_seq][n_head_kv][head_dim_v][span[seq]] at the start of each
+                               * sequence's room for cap positions; Q8_0: as K, rows of head_dim_v */
+    int *span;                /* F32 / F16 per sequence: positions a V^T row holds now (<= cap) */
 } ht_kv_layer;
 
 struct hearth_ctx {
