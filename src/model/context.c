@@ -172,13 +172,13 @@ void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
 }
 
 /* ---- layout of the transposed caches (F32, F16) ----
- * K^T: each KV head's cap slots in blocks of KT_BLOCK, a block [head_dim][KT_BLOCK] (the last one, when cap is
- * not a multiple, [head_dim][what is left]): one run of memory that a block's scores read front to back. V^T: rows of span[seq] positions ([head_dim_v][span]), read
- * one row at a time by softmax·V. With rows cap positions apart, each row of a short context began a new
- * page, and decode at a few hundred positions went through one TLB miss and one cold stream per row. span
- * starts at 64 and doubles (up to cap) when a position past it is stored; the rows are then moved apart,
- * last first (about one more copy of V over a sequence's life). Only the layout moves: every kernel reads
- * the same values in the same order. */
+ * K^T: each KV head's cap slots in blocks of KT_BLOCK, a block [head_dim][KT_BLOCK] (the last one, when cap
+ * is not a multiple, [head_dim][what is left]): one run of memory that a block's scores read front to back.
+ * V^T: rows of span[seq] positions ([head_dim_v][span]), read one row at a time by softmax·V. With rows cap
+ * positions apart, each row of a short context began a new page, and decode at a few hundred positions went
+ * through one TLB miss and one cold stream per row. span starts at 64 and doubles (up to cap) when a
+ * position past it is stored; the rows are then moved apart, last first (about one more copy of V over a
+ * sequence's life). Only the layout moves: every kernel reads the same values in the same order. */
 #define KT_BLOCK 64
 
 /* Slots in the K^T block that holds slot `slot` of a cache of cap slots (its row length). */
@@ -495,9 +495,10 @@ static void attention_job(void *arg, int ith, int nth) {
 }
 
 /* The micro-batch's K and V (ne = n_kv heads x hd values per token, rows of x[0] and x[1]) into the caches
- * X[0] and X[1], over the pool: F32 / F16 caches are transposed, X^T[s][kvh][d][slot] = x[kvh * hd + d] (a
- * score or an output then takes one vector lane per position), written 16 values of every token at a time
- * so that each of those values' rows is written along its slots; a Q8_0 cache stores the rows as they are. */
+ * X[0] and X[1], over the pool: F32 / F16 caches are transposed (K^T blocks, V^T span-long rows: the layout
+ * above; a score or an output then takes one vector lane per position), written 16 values of every token at
+ * a time so that each of those values' rows is written along its slots; a Q8_0 cache stores the rows as
+ * they are. */
 typedef struct {
     void *X[2];
     const float *x[2];
