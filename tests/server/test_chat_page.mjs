@@ -56,8 +56,12 @@ try {
     });
     obs.observe(document.getElementById('log'), { subtree: true, childList: true, characterData: true });
   });
+  /* and the stream is throttled to 16 KB/s: the tiny model writes its whole 1000-token reply in ~70 ms, which
+   * could reach the page before the click did (the reply then ended on its own, "length") */
+  await page.emulateNetworkConditions({ download: 16 * 1024, upload: 1 << 20, latency: 0 });
   await page.click('#send');
   await page.waitForFunction(() => document.querySelectorAll('.assistant .stats')[1]?.textContent.length > 0, { timeout: 10000 });
+  await page.emulateNetworkConditions(null);
   const stopped = await page.$$eval('.assistant .stats', (e) => e[1].textContent);
   check('Stop ends the reply', /stopped/.test(stopped), stopped);
   await page.screenshot({ path: process.env.SHOT || 'chat-page.png', fullPage: true });
