@@ -190,6 +190,11 @@ static inline size_t kt_cell(int n_kv, int hd, int cap, int seq, int kvh, int d,
     return (((size_t)seq * n_kv + kvh) * cap + (size_t)b0) * hd + (size_t)d * kt_width(cap, slot) + (size_t)(slot - b0);
 }
 
+/* Element index of (value e of a token's ne, slot) of sequence seq in a V^T cache whose rows hold span slots. */
+static inline size_t vt_cell(int ne, int cap, int span, int seq, int e, int slot) {
+    return (size_t)seq * ne * cap + (size_t)e * span + (size_t)slot;
+}
+
 static void kv_widen(hearth_ctx *c, ht_kv_layer *L, int seq, int need) {
     const ht_hparams *hp = &c->m->hp;
     if (c->kv_type == HT_Q8_0 || !L->v || HT_MIN(need, L->cap) <= L->span[seq]) return;
@@ -198,7 +203,7 @@ static void kv_widen(hearth_ctx *c, ht_kv_layer *L, int seq, int need) {
     span = HT_MIN(span, L->cap);
     const size_t esz = ht_row_size(c->kv_type, 1);
     const int ne = hp->n_head_kv * hp->head_dim_v;
-    uint8_t *x = (uint8_t *)L->v + (size_t)seq * ne * L->cap * esz;
+    uint8_t *x = (uint8_t *)L->v + vt_cell(ne, L->cap, 0, seq, 0, 0) * esz;
     for (int r = ne - 1; r > 0 && old > 0; r--) memmove(x + (size_t)r * span * esz, x + (size_t)r * old * esz, (size_t)old * esz);
     L->span[seq] = span;
 }
@@ -237,7 +242,7 @@ static uint8_t *kv_copy_rows(const hearth_ctx *c, const ht_kv_layer *L, bool is_
         for (int h = 0; h < n_kv; h++)
             for (int d = 0; d < hd; d++) {
                 size_t idx = is_k ? kt_cell(n_kv, hd, L->cap, seq, h, d, pos0 + t)
-                                  : (size_t)seq * ne * L->cap + (size_t)(h * hd + d) * L->span[seq] + (size_t)(pos0 + t);
+                                  : vt_cell(ne, L->cap, L->span[seq], seq, h * hd + d, pos0 + t);
                 if (out) memcpy(buf, X + idx * esz, esz);
                 else memcpy(X + idx * esz, buf, esz);
                 buf += esz;
@@ -488,7 +493,7 @@ static void attention_job(void *arg, int ith, int nth) {
             att_pv_rows(vb, (size_t)n_kv * vrs, cap, hdv, lo, n, sc, ld, nh, o, vrow);
         } else {
             const int span = j->L->span[s];
-            const uint8_t *vt = (const uint8_t *)j->L->v + ((size_t)s * n_kv * cap + (size_t)kvh * span) * hdv * esz;
+            const uint8_t *vt = (const uint8_t *)j->L->v + vt_cell(n_kv * hdv, cap, span, s, kvh * hdv, 0) * esz;
             att_pv_transposed(tr, esz, vt, cap, span, hdv, lo, n, sc, ld, nh, o, tmp);
         }
     }
@@ -528,8 +533,7 @@ static void kv_store_unit(const kv_store_job *j, int u) {
             for (int e = 0, h = e0 / j->hd, d = e0 % j->hd; e < m; e++, d = d + 1 < j->hd ? d + 1 : (h++, 0))
                 idx[e] = kt_cell(j->n_kv, j->hd, cap, seq, h, d, slot);
         } else {
-            const size_t span = (size_t)j->span[seq], base = (size_t)seq * ne * cap + (size_t)e0 * span + (size_t)slot;
-            for (int e = 0; e < m; e++) idx[e] = base + (size_t)e * span;
+            for (int e = 0; e < m; e++) idx[e] = vt_cell(ne, cap, j->span[seq], seq, e0 + e, slot);
         }
         const float *xi = j->x[w] + (size_t)i * ne + e0;
         if (j->type == HT_F32) {

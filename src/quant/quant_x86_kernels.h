@@ -606,6 +606,10 @@ HT_AI __m512 fv_loadw_first(const int T, const uint8_t *w, int i, int m) {
     if (T == HT_F32) return _mm512_maskz_loadu_ps(k, (const float *)w + i);
     return fv_widen(T, _mm256_maskz_loadu_epi16(k, (const uint16_t *)w + i));
 }
+/* The first m (0..16) floats of a, the other lanes 0. */
+HT_AI __m512 fv_loadu_first(const float *a, int m) {
+    return _mm512_maskz_loadu_ps((__mmask16)(m >= 16 ? 0xFFFF : (1u << (m > 0 ? m : 0)) - 1), a);
+}
 #else
 #define FV __m256
 #define FV_N 8
@@ -621,6 +625,18 @@ HT_AI __m256 fv_loadw(const int T, const uint8_t *w, int i) {
     case HT_F16: return _mm256_cvtph_ps(ld128((const uint16_t *)w + i));
     default: return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(ld128((const uint16_t *)w + i)), 16));
     }
+}
+/* fv_loadw of the first m (0..8) elements, the other lanes 0 (through a zeroed buffer: AVX2 has no masked
+ * 16-bit load). */
+HT_AI __m256 fv_loadw_first(const int T, const uint8_t *w, int i, int m) {
+    const size_t e = T == HT_F32 ? 4 : 2;
+    uint8_t b[32] = { 0 };
+    memcpy(b, w + (size_t)i * e, (size_t)HT_MAX(0, HT_MIN(m, 8)) * e);
+    return fv_loadw(T, b, 0);
+}
+/* The first m (0..8) floats of a, the other lanes 0. */
+HT_AI __m256 fv_loadu_first(const float *a, int m) {
+    return _mm256_maskload_ps(a, _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 #endif
 
@@ -664,25 +680,11 @@ HT_AI void rowsF(const int T, const int NR, const int NC, int n, const uint8_t *
     if (i < n) {   /* the last m < FV_N elements as one more vector step, the lanes past them zero */
         const int m = n - i;
         FV wv[4];
-#if HT_X86_AVX512
         HT_UNROLL
         for (int r = 0; r < NR; r++) wv[r] = fv_loadw_first(T, w + (size_t)r * ws, i, m);
-#else
-        float wt[4][FV_N] = { { 0 } }, at[FV_N] = { 0 };
-        HT_UNROLL
-        for (int r = 0; r < NR; r++) {
-            for (int j = 0; j < m; j++) wt[r][j] = f_scalar(T, w + (size_t)r * ws, i + j);
-            wv[r] = fv_loadu(wt[r]);
-        }
-#endif
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
-#if HT_X86_AVX512
-            const FV av = _mm512_maskz_loadu_ps((__mmask16)((1u << m) - 1), ac[c] + i);
-#else
-            memcpy(at, ac[c] + i, (size_t)m * sizeof(float));
-            const FV av = fv_loadu(at);
-#endif
+            const FV av = fv_loadu_first(ac[c] + i, m);
             HT_UNROLL
             for (int r = 0; r < NR; r++) acc[r][c] = fv_fmadd(wv[r], av, acc[r][c]);
         }
