@@ -804,7 +804,7 @@ HT_AI __m512i q6_hi(__m512i h, const int j) {
     return _mm512_and_si512(s, _mm512_set1_epi8(0x30));
 }
 
-#define PK_Q6_NC 4
+#define PK_Q6_NC 8
 HT_AI void q6_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     const int nsb = n / 256;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -857,7 +857,7 @@ HT_AI void q6_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
 }
 
-PK_TILE(pk_q6_K_x16_tile, q6_Kx16_tile, 4)
+PK_TILE(pk_q6_K_x16_tile, q6_Kx16_tile, 8)
 
 static const ht_pack pk_q6_K_x16 = {"Q6_Kx16", 16, PK_Q6_NC, pk_q6_K_x16_bytes, pk_q6_K_x16_pack, pk_k_act_bytes,
                                     pk_k_act_prep, pk_q6_K_x16_tile};
