@@ -565,7 +565,6 @@ HT_AI void halfx16_tile(const int T, const int NC, int n, const uint8_t *g, int 
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
     for (int k = 0; k + 2 <= n; k += 2) {
-        ht_prefetch(g + (size_t)k * 32, 64);
         const __m512 w0 = half16(T, g + (size_t)k * 32), w1 = half16(T, g + (size_t)k * 32 + 32);
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
