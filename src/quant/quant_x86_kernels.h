@@ -1130,8 +1130,8 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_F16].pack = &pk_f16_x16;
     t[HT_BF16].pack = &pk_bf16_x16;
 #else
-    t[HT_F16].pack = &pk_f16_x16a;
-    t[HT_BF16].pack = &pk_bf16_x16a;
+    t[HT_F16].pack = &pk_f16_x32a;
+    t[HT_BF16].pack = &pk_bf16_x32a;
 #endif
 #if HT_X86_VNNI
     t[HT_Q4_0].pack = &pk_q4_0_x16;

@@ -1,5 +1,5 @@
 /* quant_x86_packed.h — row-interleaved ("packed") kernels for x86 (ht_pack in quant.h): Q4_0, Q5_0, Q8_0,
- * Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256 (16 for F16 and BF16). Included by
+ * Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256 (F16 and BF16: 32 in 256). Included by
  * quant_x86_kernels.h after its helpers.
  *
  * Why: the row-by-row kernels spend most of their time per 32-element block (unpacking, converting each
@@ -491,62 +491,91 @@ PK_TILE(pk_q6_K_x8_tile, q6_Kx8_tile, 4)
 static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
                                    pk_q6_K_x8_tile};
 
-/* ---- F16 / BF16 (x16: two vectors of 8 rows in 256 bits, one in 512) ----
- * Element k of the group's rows side by side (32 bytes), converted to floats once for every token of the
+/* ---- F16 / BF16 (x32 in 256 bits, x16 in 512) ----
+ * Element k of the group's rows side by side (2 R bytes), converted to floats once for every token of the
  * tile; the activations are the float rows themselves (no act_prep). */
 HT_AI void pack_half(const int R, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
     memset(dst, 0, (size_t)n * 2 * R);
     for (int r = 0; r < nr; r++)
         for (int64_t k = 0; k < n; k++) memcpy(dst + (k * R + r) * 2, src + (size_t)r * rb + k * 2, 2);
 }
-static size_t pk_half_x16_bytes(int64_t n) { return (size_t)n * 32; }
-static void pk_half_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_half(16, src, rb, nr, n, dst); }
 
 HT_AI __m256 half8(const int T, const uint8_t *p) {
     const __m128i h = ld128(p);
     return T == HT_F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* ---- F16 / BF16 x 16 in 256 bits (AVX2): each broadcast activation feeds two FMAs, one per vector of
- * rows (with 8-row groups each fed one, and the loads, not the FMAs, bounded prefill: 27% slower); an
- * accumulator per token and vector, 2 x 6 tokens in 12 of the 16 registers. ---- */
-#define PK_HALF16A_NC 6
-HT_AI void halfx16a_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y,
+/* ---- F16 / BF16 x 32 in 256 bits (AVX2): element k of 32 rows side by side (64 bytes). One token runs four
+ * chains of FMAs, one per vector of 8 rows (with 16-row groups its two chains were latency-bound: 27.5 GB/s
+ * in L2, and 2-thread decode of the 1B F16 file 13.6-14.1 t/s where the 512-bit kernel read 20.1). Several
+ * tokens take the group as two halves of 16 rows, each broadcast activation feeding two FMAs (a 6-token
+ * tile: 12 of the 16 registers), in blocks of 64 elements per half so the block stays in L1; the sums go
+ * through memory between blocks. Either way each output is one chain of FMAs in order of k. ---- */
+#define PK_HALF32A_NC 6
+#define PK_HALF32A_KB 64
+static size_t pk_half_x32_bytes(int64_t n) { return (size_t)n * 64; }
+static void pk_half_x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_half(32, src, rb, nr, n, dst); }
+
+HT_AI void halfx32a_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y,
                          size_t ys) {
-    __m256 acc[PK_HALF16A_NC][2];   /* [token][rows 0-7, 8-15] */
-    HT_UNROLL
-    for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
-    for (int k = 0; k < n; k++) {
-        const uint8_t *p = g + (size_t)k * 32;
-        if (!(k & 1)) ht_prefetch(p, 64);
-        const __m256 w0 = half8(T, p), w1 = half8(T, p + 16);
+    if (NC == 1) {
+        const float *x = (const float *)a;
+        __m256 acc[4];
         HT_UNROLL
-        for (int c = 0; c < NC; c++) {
-            const __m256 x = _mm256_set1_ps(((const float *)(a + (size_t)c * as))[k]);
-            acc[c][0] = _mm256_fmadd_ps(w0, x, acc[c][0]);
-            acc[c][1] = _mm256_fmadd_ps(w1, x, acc[c][1]);
+        for (int v = 0; v < 4; v++) acc[v] = _mm256_setzero_ps();
+        for (int k = 0; k < n; k++) {
+            const uint8_t *p = g + (size_t)k * 64;
+            ht_prefetch(p, 64);
+            const __m256 xk = _mm256_set1_ps(x[k]);
+            HT_UNROLL
+            for (int v = 0; v < 4; v++) acc[v] = _mm256_fmadd_ps(half8(T, p + 16 * v), xk, acc[v]);
+        }
+        float t[32];
+        HT_UNROLL
+        for (int v = 0; v < 4; v++) _mm256_storeu_ps(t + 8 * v, acc[v]);
+        memcpy(y, t, (size_t)nr * sizeof(float));
+        return;
+    }
+    float sums[2][PK_HALF32A_NC][16] __attribute__((aligned(32))) = {{{0}}};
+    for (int k0 = 0; k0 < n; k0 += PK_HALF32A_KB) {
+        const int k1 = HT_MIN(n, k0 + PK_HALF32A_KB);
+#pragma GCC unroll 1
+        for (int h = 0; h < 2; h++) {
+            __m256 acc[PK_HALF32A_NC][2];   /* [token][rows 0-7, 8-15 of the half] */
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) acc[c][0] = _mm256_load_ps(sums[h][c]), acc[c][1] = _mm256_load_ps(sums[h][c] + 8);
+            for (int k = k0; k < k1; k++) {
+                const uint8_t *p = g + (size_t)k * 64 + 32 * h;
+                if (!h) ht_prefetch(p, 64);
+                const __m256 w0 = half8(T, p), w1 = half8(T, p + 16);
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    const __m256 x = _mm256_set1_ps(((const float *)(a + (size_t)c * as))[k]);
+                    acc[c][0] = _mm256_fmadd_ps(w0, x, acc[c][0]);
+                    acc[c][1] = _mm256_fmadd_ps(w1, x, acc[c][1]);
+                }
+            }
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) _mm256_store_ps(sums[h][c], acc[c][0]), _mm256_store_ps(sums[h][c] + 8, acc[c][1]);
         }
     }
-    HT_UNROLL
     for (int c = 0; c < NC; c++) {
-        float t[16];
-        _mm256_storeu_ps(t, acc[c][0]);
-        _mm256_storeu_ps(t + 8, acc[c][1]);
-        memcpy(y + (size_t)c * ys, t, (size_t)nr * sizeof(float));
+        memcpy(y + (size_t)c * ys, sums[0][c], (size_t)HT_MIN(nr, 16) * sizeof(float));
+        if (nr > 16) memcpy(y + (size_t)c * ys + 16, sums[1][c], (size_t)(nr - 16) * sizeof(float));
     }
 }
-HT_AI void f16x16a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    halfx16a_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
+HT_AI void f16x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    halfx32a_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
 }
-HT_AI void bf16x16a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    halfx16a_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
+HT_AI void bf16x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    halfx32a_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
 }
-PK_TILE(pk_f16_x16a_tile, f16x16a_tile, PK_HALF16A_NC)
-PK_TILE(pk_bf16_x16a_tile, bf16x16a_tile, PK_HALF16A_NC)
-static const ht_pack pk_f16_x16a = {"F16x16", 16, PK_HALF16A_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
-                                    pk_f16_x16a_tile};
-static const ht_pack pk_bf16_x16a = {"BF16x16", 16, PK_HALF16A_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
-                                     pk_bf16_x16a_tile};
+PK_TILE(pk_f16_x32a_tile, f16x32a_tile, PK_HALF32A_NC)
+PK_TILE(pk_bf16_x32a_tile, bf16x32a_tile, PK_HALF32A_NC)
+static const ht_pack pk_f16_x32a = {"F16x32", 32, PK_HALF32A_NC, pk_half_x32_bytes, pk_half_x32_pack, NULL, NULL,
+                                    pk_f16_x32a_tile};
+static const ht_pack pk_bf16_x32a = {"BF16x32", 32, PK_HALF32A_NC, pk_half_x32_bytes, pk_half_x32_pack, NULL, NULL,
+                                     pk_bf16_x32a_tile};
 
 #if HT_X86_AVX512
 HT_AI void store16(float *y, int nr, __m512 v) {
@@ -558,6 +587,9 @@ HT_AI __m512 half16(const int T, const uint8_t *p) {
     const __m256i h = ld256(p);
     return T == HT_F16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
+
+static size_t pk_half_x16_bytes(int64_t n) { return (size_t)n * 32; }
+static void pk_half_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_half(16, src, rb, nr, n, dst); }
 
 #define PK_HALF16_NC 8
 HT_AI void halfx16_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
