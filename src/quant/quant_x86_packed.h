@@ -825,7 +825,7 @@ PK_TILE(pk_q4_K_x16_tile, q4_Kx16_tile, 4)
 static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK_Q4K16_NC, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
                                     pk_k_act_prep, pk_q4_K_x16_tile};
 
-/* ---- Q6_K x 16, 512-bit VNNI (layout above; at most 4 tokens a call: registers) ---- */
+/* ---- Q6_K x 16, 512-bit VNNI (layout above; 8 tokens a call: 8 unpacked vectors, 8 integer sums) ---- */
 static size_t pk_q6_K_x16_bytes(int64_t n) { return (size_t)(n / 256) * 3360; }
 static void pk_q6_K_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q6_K(16, src, rb, nr, n, dst); }
 
