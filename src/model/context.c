@@ -529,11 +529,9 @@ static void kv_store_unit(const kv_store_job *j, int u) {
     size_t idx[16];
     for (int i = 0; i < ub->n; i++) {
         const int seq = ub->seq[i], slot = ub->pos[i] % cap;
-        if (w == 0) {   /* K^T blocks; a unit may straddle two heads */
-            for (int e = 0, h = e0 / j->hd, d = e0 % j->hd; e < m; e++, d = d + 1 < j->hd ? d + 1 : (h++, 0))
-                idx[e] = kt_cell(j->n_kv, j->hd, cap, seq, h, d, slot);
-        } else {
-            for (int e = 0; e < m; e++) idx[e] = vt_cell(ne, cap, j->span[seq], seq, e0 + e, slot);
+        for (int e = 0, h = e0 / j->hd, d = e0 % j->hd; e < m; e++) {   /* K^T: a unit may straddle two heads */
+            idx[e] = w ? vt_cell(ne, cap, j->span[seq], seq, e0 + e, slot) : kt_cell(j->n_kv, j->hd, cap, seq, h, d, slot);
+            if (++d == j->hd) d = 0, h++;
         }
         const float *xi = j->x[w] + (size_t)i * ne + e0;
         if (j->type == HT_F32) {

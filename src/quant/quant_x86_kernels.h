@@ -607,9 +607,7 @@ HT_AI __m512 fv_loadw_first(const int T, const uint8_t *w, int i, int m) {
     return fv_widen(T, _mm256_maskz_loadu_epi16(k, (const uint16_t *)w + i));
 }
 /* The first m (0..16) floats of a, the other lanes 0. */
-HT_AI __m512 fv_loadu_first(const float *a, int m) {
-    return _mm512_maskz_loadu_ps((__mmask16)(m >= 16 ? 0xFFFF : (1u << (m > 0 ? m : 0)) - 1), a);
-}
+HT_AI __m512 fv_loadu_first(const float *a, int m) { return fv_loadw_first(HT_F32, (const uint8_t *)a, 0, m); }
 #else
 #define FV __m256
 #define FV_N 8
