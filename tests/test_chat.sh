@@ -65,8 +65,10 @@ check "template -m on a model without a template: one error line" \
     'one_error_line "$HEARTH" template -m data/models/qwen2.gguf "$tmp/m.json" && [[ $LAST_ERR == *"no chat template"* ]]'
 
 # 5. Ctrl-C (SIGINT) stops the reply, not the program; at the prompt it is ignored too
+# (-n 30000: without a chat template a reply stops at 256 tokens, ~35 ms here, which could end before the
+# first signal lands; this reply runs until it is interrupted)
 mkfifo "$tmp/in"
-"$HEARTH" chat -m data/models/llama.gguf -c 32768 -t 1 --seed 1 --ignore-eos <"$tmp/in" >"$tmp/out5" 2>"$tmp/err5" &
+"$HEARTH" chat -m data/models/llama.gguf -c 32768 -n 30000 -t 1 --seed 1 --ignore-eos <"$tmp/in" >"$tmp/out5" 2>"$tmp/err5" &
 pid=$!
 exec 7>"$tmp/in"
 printf 'Tell me a long story\n' >&7
