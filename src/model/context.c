@@ -333,8 +333,9 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
 }
 
 /* ---- attention over the KV cache ----
- * A task is one token and one KV head with up to HT_TILE_MAX of the q heads that share it (all of the group
- * unless there are fewer tasks than threads), so each K and V element loaded serves every head of the task.
+ * A task is a block of up to ATT_QB tokens and one KV head with up to HT_TILE_MAX of the q heads that share it
+ * (all of the group unless there are fewer tasks than threads), so each K and V element loaded serves every
+ * head of the task, and (F32 / F16 caches) every token of the block from L1 or L2.
  * F32 / F16 cache: K and V are cached transposed ([seq][kv head][dim][position]). q·k is the type's dot_t:
  * for each dim, one K^T row segment (a vector lane per position) times each head's q value, so no score
  * ends in a horizontal sum; softmax·V takes V^T rows (one per output dim) through the type's dot-product
@@ -343,7 +344,9 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
  * which arrive one by one), dequantized and accumulated into the outputs in position order. A tile computes
  * each output exactly as vec_dot does, and each position adds the same terms in the same order whatever the
  * batching, so results do not depend on the micro-batch, the thread count or the head grouping. */
-#define PV_ROWS 4   /* Q8_0 V rows dequantized and applied together */
+#define PV_ROWS 4        /* Q8_0 V rows dequantized and applied together */
+#define ATT_QB 8         /* micro-batch tokens per task (F32 / F16 caches share each K and V load among them) */
+#define ATT_PV_ROWS 16   /* V^T rows every token of a task takes in turn */
 
 typedef struct {
     hearth_ctx *c;
@@ -360,16 +363,16 @@ typedef struct {
     atomic_int next_task;    /* tasks are claimed one at a time, as matmul's chunks are */
 } att_job;
 
-/* Floats of per-thread scratch: HT_TILE_MAX score rows of n_ctx, then (F32 / F16) room to gather
- * HT_TILE_MAX V^T rows of a wrapped ring, or (Q8_0) PV_ROWS dequantized V rows and the task's quantized q
- * vectors; rounded up to a cache line. */
+/* Floats of per-thread scratch: ATT_QB x HT_TILE_MAX score rows of n_ctx, then (F32 / F16) room to gather
+ * HT_TILE_MAX V^T rows of a wrapped ring or to hold the task's q vectors, or (Q8_0) PV_ROWS dequantized V
+ * rows and the task's quantized q vectors; rounded up to a cache line. */
 static size_t att_scratch_floats(const hearth_ctx *c) {
     const ht_hparams *hp = &c->m->hp;
     size_t heads = (size_t)HT_MIN(hp->n_head / hp->n_head_kv, HT_TILE_MAX), n = (size_t)c->n_ctx;
     size_t extra = c->kv_type == HT_Q8_0
                        ? PV_ROWS * hp->head_dim_v * sizeof(float) + heads * ht_row_size(HT_Q8_0, hp->head_dim)
-                       : HT_TILE_MAX * n * ht_row_size(c->kv_type, 1);
-    return (heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
+                       : HT_MAX(HT_TILE_MAX * n * ht_row_size(c->kv_type, 1), ATT_QB * heads * hp->head_dim * sizeof(float));
+    return (ATT_QB * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
 }
 
 /* y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as) for r < nr, c < nc: all rows in one tile call per group of
@@ -449,52 +452,98 @@ static void att_pv_rows(const uint8_t *vb, size_t rs, int cap, int hdv, int lo, 
     }
 }
 
+/* Tokens a..b-1 of the micro-batch (one sequence), kv head kvh, q heads h0..h0+nh-1. F32 / F16 caches: the
+ * tokens take each run of K^T slots in turn (a run, at most a 64-slot block, stays in L1 while every token's
+ * heads pass over it), and softmax·V walks V^T ATT_PV_ROWS rows at a time for every token (those rows stay
+ * in L2): the cache is read once per task instead of once per token. Each score and output is still the same
+ * single call's result as for one token alone. */
+static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float *sc, uint8_t *tmp) {
+    hearth_ctx *c = j->c;
+    const ht_hparams *hp = &c->m->hp;
+    const int hd = hp->head_dim, hdv = hp->head_dim_v, n_kv = hp->n_head_kv, cap = j->L->cap, s = j->ub->seq[a];
+    const ht_traits *tr = ht_get_traits(c->kv_type);
+    const size_t esz = ht_row_size(c->kv_type, 1);
+    int lo[ATT_QB], n[ATT_QB], LO = INT32_MAX, HI = -1;
+    for (int t = a; t < b; t++) {
+        const int p = j->ub->pos[t], hi = j->causal ? p : j->seq_end[s] - 1;
+        lo[t - a] = j->window > 0 ? HT_MAX(0, p - j->window + 1) : 0;
+        n[t - a] = hi - lo[t - a] + 1;
+        LO = HT_MIN(LO, lo[t - a]), HI = HT_MAX(HI, hi);
+    }
+    /* q of every (token, head) of the block side by side, so each run of slots is one dot_t call for all of
+     * them (its accumulator chains then fill the FMA pipes); scores past a token's own range are computed
+     * and ignored (each score is one lane, independent of the others) */
+    const int nc = (b - a) * nh;
+    const size_t ls = (size_t)HI - LO + 1;   /* score rows of the block: positions LO..HI */
+    float *qs = (float *)tmp;
+    for (int t = a; t < b; t++) memcpy(qs + (size_t)(t - a) * nh * hd, j->q + ((size_t)t * hp->n_head + h0) * hd, (size_t)nh * hd * sizeof(float));
+    for (int pos = LO; pos <= HI;) {   /* runs of slots inside one K^T block (and one side of a ring's wrap) */
+        const int slot = pos % cap, w = kt_width(cap, slot), len = HT_MIN(HI + 1 - pos, w - slot % KT_BLOCK);
+        tr->dot_t(hd, (const uint8_t *)j->L->k + kt_cell(n_kv, hd, cap, s, kvh, 0, slot) * esz, (size_t)w, len, qs,
+                  (size_t)hd, nc, sc + (pos - LO), ls);
+        pos += len;
+    }
+    bool wraps = false;
+    for (int t = a; t < b; t++) {
+        float *p = sc + (size_t)(t - a) * nh * ls + (lo[t - a] - LO);
+        att_softmax(p, ls, nh, n[t - a], j->scale);
+        wraps |= lo[t - a] % cap + n[t - a] > cap;
+    }
+    const int span = j->L->span[s];
+    const size_t rs = (size_t)span * esz;
+    const uint8_t *vt = (const uint8_t *)j->L->v + vt_cell(n_kv * hdv, cap, span, s, kvh * hdv, 0) * esz;
+    for (int d = 0; d < hdv; d += wraps ? hdv : ATT_PV_ROWS)
+        for (int t = a; t < b; t++) {
+            const float *p = sc + (size_t)(t - a) * nh * ls + (lo[t - a] - LO);
+            float *o = j->out + ((size_t)t * hp->n_head + h0) * hdv;
+            if (wraps) att_pv_transposed(tr, esz, vt, cap, span, hdv, lo[t - a], n[t - a], p, ls, nh, o, tmp);
+            else dot_tiles(tr, n[t - a], vt + (size_t)d * rs + (size_t)(lo[t - a] % cap) * esz, rs, HT_MIN(ATT_PV_ROWS, hdv - d),
+                           (const uint8_t *)p, ls * sizeof(float), nh, o + d, (size_t)hdv);
+        }
+}
+
+/* Token t, kv head kvh, q heads h0..h0+nh-1 over a Q8_0 cache. */
+static void att_token_q8(att_job *j, int t, int kvh, int h0, int nh, float *sc, uint8_t *tmp) {
+    hearth_ctx *c = j->c;
+    const ht_hparams *hp = &c->m->hp;
+    const int hd = hp->head_dim, hdv = hp->head_dim_v, n_kv = hp->n_head_kv, cap = j->L->cap;
+    const ht_traits *tr = ht_get_traits(HT_Q8_0);
+    const size_t krs = ht_row_size(HT_Q8_0, hd), vrs = ht_row_size(HT_Q8_0, hdv), qrs = ht_row_size(HT_Q8_0, hd);
+    const size_t ld = (size_t)c->n_ctx, kstride = (size_t)n_kv * krs;
+    float *vrow = (float *)tmp;   /* dequantized V rows, then q in Q8_0 */
+    uint8_t *qq = (uint8_t *)(vrow + PV_ROWS * hdv);
+    const int s = j->ub->seq[t], p = j->ub->pos[t], hi = j->causal ? p : j->seq_end[s] - 1;
+    const int lo = j->window > 0 ? HT_MAX(0, p - j->window + 1) : 0;
+    const int n = hi - lo + 1, s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
+    const float *q = j->q + ((size_t)t * hp->n_head + h0) * hd;
+    const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
+    for (int h = 0; h < nh; h++) ht_quantize_row(HT_Q8_0, q + (size_t)h * hd, qq + (size_t)h * qrs, hd);
+    dot_tiles(tr, hd, kb + (size_t)s0 * kstride, kstride, n0, qq, qrs, nh, sc, ld);
+    if (n0 < n) dot_tiles(tr, hd, kb, kstride, n - n0, qq, qrs, nh, sc + n0, ld);
+    att_softmax(sc, ld, nh, n, j->scale);
+    const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
+    att_pv_rows(vb, (size_t)n_kv * vrs, cap, hdv, lo, n, sc, ld, nh, j->out + ((size_t)t * hp->n_head + h0) * hdv, vrow);
+}
+
+/* Tasks: (block of ATT_QB micro-batch tokens, kv head, chunk of its q heads); a block's tokens go together
+ * by runs of one sequence. */
 static void attention_job(void *arg, int ith, int nth) {
     att_job *j = arg;
     hearth_ctx *c = j->c;
-    const ht_hparams *hp = &c->m->hp;
-    int hd = hp->head_dim, hdv = hp->head_dim_v, n_kv = hp->n_head_kv, group = hp->n_head / n_kv, cap = j->L->cap;
-    bool q8 = c->kv_type == HT_Q8_0;
-    const ht_traits *tr = ht_get_traits(c->kv_type);
-    size_t krs = ht_row_size(c->kv_type, hd), vrs = ht_row_size(c->kv_type, hdv), qrs = ht_row_size(HT_Q8_0, hd);
-    size_t ld = (size_t)c->n_ctx, kstride = (size_t)n_kv * krs, esz = ht_row_size(c->kv_type, 1);
+    const int n_kv = c->m->hp.n_head_kv, group = c->m->hp.n_head / n_kv;
     float *sc = c->att_scores + (size_t)ith * c->att_stride;
-    uint8_t *tmp = (uint8_t *)(sc + (size_t)j->heads * ld);   /* gather rows (F32 / F16) */
-    float *vrow = (float *)tmp;                                 /* Q8_0: dequantized V rows, then q in Q8_0 */
-    uint8_t *qq = (uint8_t *)(vrow + PV_ROWS * hdv);
-    int per_token = n_kv * j->n_chunks, total = j->ub->n * per_token;
+    uint8_t *tmp = (uint8_t *)(sc + (size_t)ATT_QB * j->heads * c->n_ctx);   /* gather rows, or Q8_0 scratch */
+    const int per_block = n_kv * j->n_chunks, total = (j->ub->n + ATT_QB - 1) / ATT_QB * per_block;
     (void)nth;
     for (int task; (task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed)) < total;) {
-        int i = task / per_token, kvh = task % per_token / j->n_chunks, h0 = kvh * group + task % j->n_chunks * j->heads;
-        int nh = HT_MIN(j->heads, (kvh + 1) * group - h0);
-        int s = j->ub->seq[i], p = j->ub->pos[i];
-        int hi = j->causal ? p : j->seq_end[s] - 1;
-        int lo = j->window > 0 ? HT_MAX(0, p - j->window + 1) : 0;
-        int n = hi - lo + 1, s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
-        const float *q = j->q + ((size_t)i * hp->n_head + h0) * hd;
-        float *o = j->out + ((size_t)i * hp->n_head + h0) * hdv;
-        /* scores, per contiguous run of ring slots: each is independent of the others */
-        if (q8) {
-            const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
-            for (int h = 0; h < nh; h++) ht_quantize_row(HT_Q8_0, q + (size_t)h * hd, qq + (size_t)h * qrs, hd);
-            dot_tiles(tr, hd, kb + (size_t)s0 * kstride, kstride, n0, qq, qrs, nh, sc, ld);
-            if (n0 < n) dot_tiles(tr, hd, kb, kstride, n - n0, qq, qrs, nh, sc + n0, ld);
-        } else {
-            for (int t = 0; t < n;) {   /* runs of slots inside one K^T block (and one side of a ring's wrap) */
-                const int slot = (lo + t) % cap, w = kt_width(cap, slot), len = HT_MIN(n - t, w - slot % KT_BLOCK);
-                tr->dot_t(hd, (const uint8_t *)j->L->k + kt_cell(n_kv, hd, cap, s, kvh, 0, slot) * esz, (size_t)w, len, q,
-                          (size_t)hd, nh, sc + t, ld);
-                t += len;
-            }
-        }
-        att_softmax(sc, ld, nh, n, j->scale);
-        if (q8) {
-            const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
-            att_pv_rows(vb, (size_t)n_kv * vrs, cap, hdv, lo, n, sc, ld, nh, o, vrow);
-        } else {
-            const int span = j->L->span[s];
-            const uint8_t *vt = (const uint8_t *)j->L->v + vt_cell(n_kv * hdv, cap, span, s, kvh * hdv, 0) * esz;
-            att_pv_transposed(tr, esz, vt, cap, span, hdv, lo, n, sc, ld, nh, o, tmp);
+        const int i0 = task / per_block * ATT_QB, i1 = HT_MIN(j->ub->n, i0 + ATT_QB);
+        const int kvh = task % per_block / j->n_chunks, h0 = kvh * group + task % j->n_chunks * j->heads;
+        const int nh = HT_MIN(j->heads, (kvh + 1) * group - h0);
+        for (int a = i0, b; a < i1; a = b) {
+            for (b = a + 1; b < i1 && j->ub->seq[b] == j->ub->seq[a];) b++;
+            if (c->kv_type == HT_Q8_0)
+                for (int t = a; t < b; t++) att_token_q8(j, t, kvh, h0, nh, sc, tmp);
+            else att_tokens(j, a, b, kvh, h0, nh, sc, tmp);
         }
     }
 }
@@ -564,7 +613,8 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
     pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
     /* the whole group per task (at most a tile's width), split further only to give every thread work */
     int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);
-    while (heads > 1 && (long)ub->n * hp->n_head_kv * ((group + heads - 1) / heads) < c->n_threads) heads = (heads + 1) / 2;
+    while (heads > 1 && (long)(ub->n + ATT_QB - 1) / ATT_QB * hp->n_head_kv * ((group + heads - 1) / heads) < c->n_threads)
+        heads = (heads + 1) / 2;
     att_job j = { .c = c, .ub = ub, .L = L, .q = q, .out = out, .scale = scale, .window = window,
                   .causal = c->m->hp.causal, .heads = heads, .n_chunks = (group + heads - 1) / heads, .seq_end = seq_end };
     atomic_init(&j.next_task, 0);
