@@ -371,7 +371,8 @@ static size_t att_scratch_floats(const hearth_ctx *c) {
     size_t heads = (size_t)HT_MIN(hp->n_head / hp->n_head_kv, HT_TILE_MAX), n = (size_t)c->n_ctx;
     size_t extra = c->kv_type == HT_Q8_0
                        ? PV_ROWS * hp->head_dim_v * sizeof(float) + heads * ht_row_size(HT_Q8_0, hp->head_dim)
-                       : HT_MAX(HT_TILE_MAX * n * ht_row_size(c->kv_type, 1), ATT_QB * heads * hp->head_dim * sizeof(float));
+                       : HT_MAX(HT_TILE_MAX * n * ht_row_size(c->kv_type, 1),
+                                ATT_QB * heads * hp->head_dim * sizeof(float));
     return (ATT_QB * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
 }
 
@@ -452,11 +453,10 @@ static void att_pv_rows(const uint8_t *vb, size_t rs, int cap, int hdv, int lo, 
     }
 }
 
-/* Tokens a..b-1 of the micro-batch (one sequence), kv head kvh, q heads h0..h0+nh-1. F32 / F16 caches: the
- * tokens take each run of K^T slots in turn (a run, at most a 64-slot block, stays in L1 while every token's
- * heads pass over it), and softmax·V walks V^T ATT_PV_ROWS rows at a time for every token (those rows stay
- * in L2): the cache is read once per task instead of once per token. Each score and output is still the same
- * single call's result as for one token alone. */
+/* Tokens a..b-1 of the micro-batch (one sequence), kv head kvh, q heads h0..h0+nh-1, F32 / F16 caches: each
+ * run of K^T slots (at most a 64-slot block, in L1) is one dot_t call for every (token, head), and softmax·V
+ * walks V^T ATT_PV_ROWS rows at a time for every token (those rows stay in L2): the cache is read once per
+ * task instead of once per token. Each score and output is still the same lane or call as for one token. */
 static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float *sc, uint8_t *tmp) {
     hearth_ctx *c = j->c;
     const ht_hparams *hp = &c->m->hp;
@@ -476,7 +476,8 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
     const int nc = (b - a) * nh;
     const size_t ls = (size_t)HI - LO + 1;   /* score rows of the block: positions LO..HI */
     float *qs = (float *)tmp;
-    for (int t = a; t < b; t++) memcpy(qs + (size_t)(t - a) * nh * hd, j->q + ((size_t)t * hp->n_head + h0) * hd, (size_t)nh * hd * sizeof(float));
+    for (int t = a; t < b; t++)
+        memcpy(qs + (size_t)(t - a) * nh * hd, j->q + ((size_t)t * hp->n_head + h0) * hd, (size_t)nh * hd * sizeof(float));
     for (int pos = LO; pos <= HI;) {   /* runs of slots inside one K^T block (and one side of a ring's wrap) */
         const int slot = pos % cap, w = kt_width(cap, slot), len = HT_MIN(HI + 1 - pos, w - slot % KT_BLOCK);
         tr->dot_t(hd, (const uint8_t *)j->L->k + kt_cell(n_kv, hd, cap, s, kvh, 0, slot) * esz, (size_t)w, len, qs,
@@ -497,8 +498,8 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
             const float *p = sc + (size_t)(t - a) * nh * ls + (lo[t - a] - LO);
             float *o = j->out + ((size_t)t * hp->n_head + h0) * hdv;
             if (wraps) att_pv_transposed(tr, esz, vt, cap, span, hdv, lo[t - a], n[t - a], p, ls, nh, o, tmp);
-            else dot_tiles(tr, n[t - a], vt + (size_t)d * rs + (size_t)(lo[t - a] % cap) * esz, rs, HT_MIN(ATT_PV_ROWS, hdv - d),
-                           (const uint8_t *)p, ls * sizeof(float), nh, o + d, (size_t)hdv);
+            else dot_tiles(tr, n[t - a], vt + (size_t)d * rs + (size_t)(lo[t - a] % cap) * esz, rs,
+                           HT_MIN(ATT_PV_ROWS, hdv - d), (const uint8_t *)p, ls * sizeof(float), nh, o + d, (size_t)hdv);
         }
 }
 
