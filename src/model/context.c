@@ -453,6 +453,13 @@ static void att_pv_rows(const uint8_t *vb, size_t rs, int cap, int hdv, int lo, 
     }
 }
 
+/* The positions micro-batch token t attends to: lo..lo+n-1 (causal, windowed, or its whole sequence). */
+static int att_range(const att_job *j, int t, int *lo) {
+    const int p = j->ub->pos[t], hi = j->causal ? p : j->seq_end[j->ub->seq[t]] - 1;
+    *lo = j->window > 0 ? HT_MAX(0, p - j->window + 1) : 0;
+    return hi - *lo + 1;
+}
+
 /* Tokens a..b-1 of the micro-batch (one sequence), kv head kvh, q heads h0..h0+nh-1, F32 / F16 caches: each
  * run of K^T slots (at most a 64-slot block, in L1) is one dot_t call for every (token, head), and softmax·V
  * walks V^T ATT_PV_ROWS rows at a time for every token (those rows stay in L2): the cache is read once per
@@ -465,10 +472,8 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
     const size_t esz = ht_row_size(c->kv_type, 1);
     int lo[ATT_QB], n[ATT_QB], LO = INT32_MAX, HI = -1;
     for (int t = a; t < b; t++) {
-        const int p = j->ub->pos[t], hi = j->causal ? p : j->seq_end[s] - 1;
-        lo[t - a] = j->window > 0 ? HT_MAX(0, p - j->window + 1) : 0;
-        n[t - a] = hi - lo[t - a] + 1;
-        LO = HT_MIN(LO, lo[t - a]), HI = HT_MAX(HI, hi);
+        n[t - a] = att_range(j, t, &lo[t - a]);
+        LO = HT_MIN(LO, lo[t - a]), HI = HT_MAX(HI, lo[t - a] + n[t - a] - 1);
     }
     /* q of every (token, head) of the block side by side, so each run of slots is one dot_t call for all of
      * them (its accumulator chains then fill the FMA pipes); scores past a token's own range are computed
@@ -513,9 +518,8 @@ static void att_token_q8(att_job *j, int t, int kvh, int h0, int nh, float *sc, 
     const size_t ld = (size_t)c->n_ctx, kstride = (size_t)n_kv * krs;
     float *vrow = (float *)tmp;   /* dequantized V rows, then q in Q8_0 */
     uint8_t *qq = (uint8_t *)(vrow + PV_ROWS * hdv);
-    const int s = j->ub->seq[t], p = j->ub->pos[t], hi = j->causal ? p : j->seq_end[s] - 1;
-    const int lo = j->window > 0 ? HT_MAX(0, p - j->window + 1) : 0;
-    const int n = hi - lo + 1, s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
+    int lo;
+    const int s = j->ub->seq[t], n = att_range(j, t, &lo), s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
     const float *q = j->q + ((size_t)t * hp->n_head + h0) * hd;
     const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
     for (int h = 0; h < nh; h++) ht_quantize_row(HT_Q8_0, q + (size_t)h * hd, qq + (size_t)h * qrs, hd);
