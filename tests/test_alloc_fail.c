@@ -13,6 +13,11 @@
  * otherwise look like a leak. A failure the code is meant to absorb (the pool then runs with fewer threads, a
  * cache stays unfilled) counts as recovered, and must give exactly the result of the run without failures
  * (logits, token ids). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)   /* clang's spelling of gcc's __SANITIZE_ADDRESS__ */
+#define __SANITIZE_ADDRESS__ 1
+#endif
+#endif
 #if defined(__SANITIZE_ADDRESS__)
 /* The sanitizers bring their own allocator: this program's malloc would fight it. The leak half of this test is
  * the sanitizer build's LeakSanitizer; the failure half runs in the normal build. */

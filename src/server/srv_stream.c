@@ -81,9 +81,10 @@ void stream_collect(srv_stream *st, srv_task *t) {
     size_t end = t->stable;
     int nt = 0;
     while (st->sent_toks + nt < t->n_toks && t->toks[st->sent_toks + nt].text_end <= end) nt++;
-    if ((end > st->sent || nt) && r->ollama) out_add(st, ollama_chunk(a, r, t->text + st->sent, end - st->sent, NULL));
+    const char *text = end > st->sent ? t->text + st->sent : "";   /* t->text, t->toks: NULL until the first token */
+    if ((end > st->sent || nt) && r->ollama) out_add(st, ollama_chunk(a, r, text, end - st->sent, NULL));
     else if (end > st->sent || nt)
-        out_add(st, api_chunk_delta(a, r, t->text + st->sent, end - st->sent, t->toks + st->sent_toks, nt, NULL, false));
+        out_add(st, api_chunk_delta(a, r, text, end - st->sent, nt ? t->toks + st->sent_toks : NULL, nt, NULL, false));
     st->sent = end;
     st->sent_toks += nt;
     if (!t->done) return;
