@@ -1,10 +1,22 @@
 # lib.sh — helpers shared by the shell tests (sourced, not run): `check NAME EXPR` records a failure
 # without stopping, `one_error_line CMD...` requires exit 1 with exactly one stderr line "error: ..."
-# (the message is left in LAST_ERR).
+# (the message is left in LAST_ERR); `sanitized_build` makes the clang ASan + UBSan build (below).
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
 one_error_line() {
     local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
     [[ $rc -eq 1 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == error:* ]] || { echo "  rc=$rc out=[$err]"; return 1; }
     LAST_ERR=$err
+}
+
+# sanitized_build: configures and builds $HEARTH_BUILD-fuzz, the clang build with ASan + UBSan (and libFuzzer's
+# coverage) of everything: test_sanitizers runs the suite there, test_fuzz the fuzz targets. One build serves
+# both (whichever test comes first pays for it; tests.cmake keeps them from running at once). On failure the
+# log's tail is printed and 1 returned.
+sanitized_build() {
+    command -v clang >/dev/null || { echo "FAIL: clang not found (apt-get install -y clang libclang-rt-14-dev)"; return 1; }
+    local B="${HEARTH_BUILD:?}-fuzz" src; src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    mkdir -p "$B"   # the build log lives in the build directory, not beside it in the source tree
+    CC=clang cmake -S "$src" -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B/build.log" 2>&1 &&
+        cmake --build "$B" -j"$(nproc)" >> "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; return 1; }
 }

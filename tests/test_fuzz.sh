@@ -1,26 +1,23 @@
 #!/usr/bin/env bash
-# The fuzz targets of tests/fuzz, as CI runs them: built with clang (libFuzzer, ASan, UBSan) in a sibling
-# build directory, every file of tests/fuzz/regressions/<target>/ replayed through its harness (and the
-# model files through the hearth CLI: exit 0, or 1 with one error line), then each target run over its seed
-# corpus (tests/fuzz/seeds.mjs, from the fixtures) plus a fixed number of mutations from a fixed seed
-# (about 10 s each here): the same run every time, so CI cannot fail on a lucky find that a rerun misses
-# (HEARTH_FUZZ_SECONDS=N fuzzes N seconds per target with a random seed instead). Longer campaigns:
-# tests/fuzz/run.sh, whose finds go to tests/fuzz/regressions/.
+# The fuzz targets of tests/fuzz, as CI runs them: built with clang (libFuzzer, ASan, UBSan) in the sibling
+# build directory that test_sanitizers uses too (lib.sh), every file of tests/fuzz/regressions/<target>/
+# replayed through its harness (and the model files through the hearth CLI: exit 0, or 1 with one error line),
+# then each target run over its seed corpus (tests/fuzz/seeds.mjs, from the fixtures) plus a fixed number of
+# mutations from a fixed seed (about 10 s each here): the same run every time, so CI cannot fail on a lucky
+# find that a rerun misses (HEARTH_FUZZ_SECONDS=N fuzzes N seconds per target with a random seed instead).
+# Longer campaigns: tests/fuzz/run.sh, whose finds go to tests/fuzz/regressions/.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${HEARTH_BUILD:?}
 if grep -qa __asan_init "$HEARTH"; then echo "sanitizer build: the fuzz targets have their own (covered by the normal run)"; exit 0; fi
-command -v clang >/dev/null || { echo "FAIL: clang not found (apt-get install -y clang libclang-rt-14-dev)"; exit 1; }
 command -v node >/dev/null || { echo "FAIL: node not found (the seed corpora are written by tests/fuzz/seeds.mjs)"; exit 1; }
 B="$BUILD-fuzz"
 targets=(fuzz_gguf fuzz_model fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize fuzz_jinja fuzz_request fuzz_grammar)
 declare -A runs=([fuzz_gguf]=60000 [fuzz_model]=2000 [fuzz_safetensors]=300000 [fuzz_tokenizer_json]=100000
                  [fuzz_tokenize]=8000 [fuzz_jinja]=30000 [fuzz_request]=200000
                  [fuzz_grammar]=60000)
-mkdir -p "$B"   # the build log lives in the build directory, not beside it in the source tree
-CC=clang cmake -S "$here/.." -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B/build.log" 2>&1 &&
-    cmake --build "$B" -j2 --target "${targets[@]}" >> "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; echo "FAIL: building the fuzz targets"; exit 1; }
+sanitized_build || { echo "FAIL: building the fuzz targets"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 node "$here/fuzz/seeds.mjs" "$tmp/corpus" > /dev/null || { echo "FAIL: seeds"; exit 1; }
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

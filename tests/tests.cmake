@@ -18,3 +18,5 @@ endforeach()
 # pty_drive: plays a terminal user's keystrokes against a command (test_chat's line-editing checks)
 add_executable(pty_drive ${CMAKE_SOURCE_DIR}/tests/pty_drive.c)
 target_link_libraries(pty_drive PRIVATE util)
+# test_sanitizers and test_fuzz share one sanitized build directory (tests/lib.sh): never both at once
+set_tests_properties(test_sanitizers test_fuzz PROPERTIES RESOURCE_LOCK sanitized_build)
