@@ -1128,6 +1128,7 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_F16].pack = &pk_f16_x16;
     t[HT_BF16].pack = &pk_bf16_x16;
 #else
+    t[HT_F32].pack = &pk_f32_x32a;
     t[HT_F16].pack = &pk_f16_x32a;
     t[HT_BF16].pack = &pk_bf16_x32a;
 #endif

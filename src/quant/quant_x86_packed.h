@@ -491,21 +491,26 @@ PK_TILE(pk_q6_K_x8_tile, q6_Kx8_tile, 4)
 static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
                                    pk_q6_K_x8_tile};
 
-/* ---- F16 / BF16 (x32 in 256 bits, x16 in 512) ----
- * Element k of the group's rows side by side (2 R bytes), converted to floats once for every token of the
- * tile; the activations are the float rows themselves (no act_prep). */
-HT_AI void pack_half(const int R, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
-    memset(dst, 0, (size_t)n * 2 * R);
+/* ---- F32 / F16 / BF16 x 32 in 256 bits, F16 / BF16 x 16 in 512 ----
+ * Element k of the group's rows side by side (R elements of E = f_size(T) bytes), widened to floats once for
+ * every token of the tile; the activations are the float rows themselves (no act_prep). Each output is one
+ * chain of FMAs in order of k, its lane of a vector: no horizontal sum, which in the row-major F32 tile cost
+ * as much as the products when rows are short (stories260K's 64; the F32 tile read 88.8 GB/s x tokens at
+ * n = 64 and 79.1 at n = 2048 where the packed F16 one reads 78.8 and 86.8 on half the bytes, Zen 3). */
+HT_AI void pack_rows(const int R, const size_t E, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    memset(dst, 0, (size_t)n * E * R);
     for (int r = 0; r < nr; r++)
-        for (int64_t k = 0; k < n; k++) memcpy(dst + (k * R + r) * 2, src + (size_t)r * rb + k * 2, 2);
+        for (int64_t k = 0; k < n; k++) memcpy(dst + (k * R + r) * E, src + (size_t)r * rb + k * E, E);
 }
 
-HT_AI __m256 half8(const int T, const uint8_t *p) {
+/* 8 elements (F32, F16 or BF16) to floats. */
+HT_AI __m256 elem8(const int T, const uint8_t *p) {
+    if (T == HT_F32) return _mm256_loadu_ps((const float *)p);
     const __m128i h = ld128(p);
     return T == HT_F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* ---- F16 / BF16 x 32 in 256 bits (AVX2): element k of 32 rows side by side (64 bytes). One token runs four
+/* ---- F32 / F16 / BF16 x 32 in 256 bits (AVX2): element k of 32 rows side by side (32 E bytes). One token runs four
  * chains of FMAs, one per vector of 8 rows (with 16-row groups its two chains were latency-bound: 27.5 GB/s
  * in L2, and 2-thread decode of the 1B F16 file 13.6-14.1 t/s where the 512-bit kernel read 20.1). Several
  * tokens take the group as two halves of 16 rows, each broadcast activation feeding two FMAs (a 6-token
@@ -514,21 +519,24 @@ HT_AI __m256 half8(const int T, const uint8_t *p) {
 #define PK_HALF32A_NC 6
 #define PK_HALF32A_KB 64
 static size_t pk_half_x32_bytes(int64_t n) { return (size_t)n * 64; }
-static void pk_half_x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_half(32, src, rb, nr, n, dst); }
+static void pk_half_x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_rows(32, 2, src, rb, nr, n, dst); }
+static size_t pk_f32_x32_bytes(int64_t n) { return (size_t)n * 128; }
+static void pk_f32_x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_rows(32, 4, src, rb, nr, n, dst); }
 
 HT_AI void halfx32a_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y,
                          size_t ys) {
+    const size_t E = f_size(T);
     if (NC == 1) {
         const float *x = (const float *)a;
         __m256 acc[4];
         HT_UNROLL
         for (int v = 0; v < 4; v++) acc[v] = _mm256_setzero_ps();
         for (int k = 0; k < n; k++) {
-            const uint8_t *p = g + (size_t)k * 64;
-            ht_prefetch(p, 64);
+            const uint8_t *p = g + (size_t)k * 32 * E;
+            ht_prefetch(p, 32 * E);
             const __m256 xk = _mm256_set1_ps(x[k]);
             HT_UNROLL
-            for (int v = 0; v < 4; v++) acc[v] = _mm256_fmadd_ps(half8(T, p + 16 * v), xk, acc[v]);
+            for (int v = 0; v < 4; v++) acc[v] = _mm256_fmadd_ps(elem8(T, p + 8 * E * v), xk, acc[v]);
         }
         float t[32];
         HT_UNROLL
@@ -545,9 +553,9 @@ HT_AI void halfx32a_tile(const int T, const int NC, int n, const uint8_t *g, int
             HT_UNROLL
             for (int c = 0; c < NC; c++) acc[c][0] = _mm256_load_ps(sums[h][c]), acc[c][1] = _mm256_load_ps(sums[h][c] + 8);
             for (int k = k0; k < k1; k++) {
-                const uint8_t *p = g + (size_t)k * 64 + 32 * h;
-                if (!h) ht_prefetch(p, 64);
-                const __m256 w0 = half8(T, p), w1 = half8(T, p + 16);
+                const uint8_t *p = g + (size_t)k * 32 * E + 16 * E * h;
+                if (!h) ht_prefetch(p, 32 * E);
+                const __m256 w0 = elem8(T, p), w1 = elem8(T, p + 8 * E);
                 HT_UNROLL
                 for (int c = 0; c < NC; c++) {
                     const __m256 x = _mm256_set1_ps(((const float *)(a + (size_t)c * as))[k]);
@@ -564,14 +572,20 @@ HT_AI void halfx32a_tile(const int T, const int NC, int n, const uint8_t *g, int
         if (nr > 16) memcpy(y + (size_t)c * ys + 16, sums[1][c], (size_t)(nr - 16) * sizeof(float));
     }
 }
+HT_AI void f32x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    halfx32a_tile(HT_F32, NC, n, g, nr, a, as, y, ys);
+}
 HT_AI void f16x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     halfx32a_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
 }
 HT_AI void bf16x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     halfx32a_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
 }
+PK_TILE(pk_f32_x32a_tile, f32x32a_tile, PK_HALF32A_NC)
 PK_TILE(pk_f16_x32a_tile, f16x32a_tile, PK_HALF32A_NC)
 PK_TILE(pk_bf16_x32a_tile, bf16x32a_tile, PK_HALF32A_NC)
+static const ht_pack pk_f32_x32a = {"F32x32", 32, PK_HALF32A_NC, pk_f32_x32_bytes, pk_f32_x32_pack, NULL, NULL,
+                                    pk_f32_x32a_tile};
 static const ht_pack pk_f16_x32a = {"F16x32", 32, PK_HALF32A_NC, pk_half_x32_bytes, pk_half_x32_pack, NULL, NULL,
                                     pk_f16_x32a_tile};
 static const ht_pack pk_bf16_x32a = {"BF16x32", 32, PK_HALF32A_NC, pk_half_x32_bytes, pk_half_x32_pack, NULL, NULL,
@@ -589,7 +603,7 @@ HT_AI __m512 half16(const int T, const uint8_t *p) {
 }
 
 static size_t pk_half_x16_bytes(int64_t n) { return (size_t)n * 32; }
-static void pk_half_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_half(16, src, rb, nr, n, dst); }
+static void pk_half_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_rows(16, 2, src, rb, nr, n, dst); }
 
 #define PK_HALF16_NC 8
 HT_AI void halfx16_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
