@@ -523,7 +523,7 @@ static void pk_half_x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, u
 static size_t pk_f32_x32_bytes(int64_t n) { return (size_t)n * 128; }
 static void pk_f32_x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_rows(32, 4, src, rb, nr, n, dst); }
 
-HT_AI void halfx32a_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y,
+HT_AI void floatx32a_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y,
                          size_t ys) {
     const size_t E = f_size(T);
     if (NC == 1) {
@@ -573,13 +573,13 @@ HT_AI void halfx32a_tile(const int T, const int NC, int n, const uint8_t *g, int
     }
 }
 HT_AI void f32x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    halfx32a_tile(HT_F32, NC, n, g, nr, a, as, y, ys);
+    floatx32a_tile(HT_F32, NC, n, g, nr, a, as, y, ys);
 }
 HT_AI void f16x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    halfx32a_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
+    floatx32a_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
 }
 HT_AI void bf16x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    halfx32a_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
+    floatx32a_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
 }
 PK_TILE(pk_f32_x32a_tile, f32x32a_tile, PK_HALF32A_NC)
 PK_TILE(pk_f16_x32a_tile, f16x32a_tile, PK_HALF32A_NC)
