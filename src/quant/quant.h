@@ -88,6 +88,10 @@ typedef struct ht_pack {
     /* y[c * ys + r] = row r of the group (r < nr) times activation row c (a + c * as), for c < nc <= max_nc;
      * each output is computed by the same operations whatever nc (bit-identical to nc = 1). */
     void (*tile)(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys);
+    /* 0: the file's weights and the vec_dot format's activations, products as vec_dot's up to the order of
+     * float adds. Else the pack rounds both itself: each weight and activation is within round_rel x the
+     * largest magnitude of its row (of its activation row) of the value vec_dot would use. */
+    float round_rel;
 } ht_pack;
 
 /* Products against a transposed matrix, for attention scores from a position-minor K cache (F32, F16):

@@ -26,6 +26,7 @@
  * Activation quantizers (Q8_0, Q8_1, Q8_K from_float) reproduce the scalar blocks exactly (roundf emulated
  * from truncation; nearest_int is the RNE of CVTPS2DQ). */
 #include <immintrin.h>
+#include <math.h>
 
 #include "quant_simd.h"
 
@@ -1129,8 +1130,8 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_BF16].pack = &pk_bf16_x16;
 #else
     t[HT_F32].pack = &pk_f32_x32a;
-    t[HT_F16].pack = &pk_f16_x32a;
-    t[HT_BF16].pack = &pk_bf16_x32a;
+    t[HT_F16].pack = &pk_f16_i16;
+    t[HT_BF16].pack = &pk_bf16_i16;
 #endif
 #if HT_X86_VNNI
     t[HT_Q4_0].pack = &pk_q4_0_x16;

@@ -1,5 +1,5 @@
 /* quant_x86_packed.h — row-interleaved ("packed") kernels for x86 (ht_pack in quant.h): Q4_0, Q5_0, Q8_0,
- * Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256 (F16 and BF16: 32 in 256). Included by
+ * Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256 (F32: 32 in 256). Included by
  * quant_x86_kernels.h after its helpers.
  *
  * Why: the row-by-row kernels spend most of their time per 32-element block (unpacking, converting each
@@ -15,7 +15,8 @@
  *   Q8_0 x16 (AVX-512 VNNI): 8 x 64 bytes of signed weights + 16 halves + 16 int16 row sums; the
  *     activations go unsigned (a + 128) and -128 * sum(w) comes off.
  *   Q4_K, Q6_K: the same per 32-element sub-block, the integer scales applied per lane (VPMULLD), mins and
- *     offsets from the activations' block sums; F16/BF16: floats per lane, FMA (layouts at each kernel).
+ *     offsets from the activations' block sums; F32 (AVX2), F16/BF16 (AVX-512): floats per lane, FMA;
+ *     F16/BF16 on AVX2: rounded to 14-bit integers at load, PMADDWD (layouts at each kernel).
  * Each output's block terms are added in block order with the same instructions whatever the number of
  * tokens in the tile: an output does not depend on the tiling, the batch or the thread count.
  *
@@ -170,7 +171,7 @@ HT_AI void q4_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q4_0_x8_tile, q4_0x8_tile, 4)
 
 static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
-                                   pk_q4_0_x8_tile};
+                                   pk_q4_0_x8_tile, 0};
 
 /* Q5_0: as Q4_0's layout, with the fifth bits between the nibbles and the halves: block b of the group
  * (22 R bytes at 22 R b) is quants[j][r] (16 R bytes, as Q4_0), then H[r] (4 bytes per row: bit j of byte t
@@ -206,7 +207,7 @@ HT_AI void q5_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q5_0_x8_tile, q5_0x8_tile, 4)
 
 static const ht_pack pk_q5_0_x8 = {"Q5_0x8", 8, PK8_NC, pk_q5_0_x8_bytes, pk_q5_0_x8_pack, pk_act_bytes, pk_act_signed,
-                                   pk_q5_0_x8_tile};
+                                   pk_q5_0_x8_tile, 0};
 
 /* ---- Q8_0 x 8, 256-bit (AVX2, and the AVX-512 set without VNNI) ----
  * Block b (272 bytes at 272 b): quants[j][r] = row r's bytes 4j..4j+3 (j < 8), then halves[r]. Without
@@ -271,7 +272,7 @@ HT_AI void q8_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q8_0_x8_tile, q8_0x8_tile, 4)
 
 static const ht_pack pk_q8_0_x8 = {"Q8_0x8", 8, PK8_NC, pk_q8_0_x8_bytes, pk_q8_0_x8_pack, pk_act_bytes, pk_act_signed,
-                                   pk_q8_0_x8_tile};
+                                   pk_q8_0_x8_tile, 0};
 
 /* ---- Q4_K (and Q6_K below) ----
  * Activations: Q8_K's values q[n], then float d[n / 256], then int16 asum[n / 32] (each 32-element
@@ -378,7 +379,7 @@ HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q4_K_x8_tile, q4_Kx8_tile, 4)
 
 static const ht_pack pk_q4_K_x8 = {"Q4_Kx8", 8, PK8_NC, pk_q4_K_x8_bytes, pk_q4_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
-                                   pk_q4_K_x8_tile};
+                                   pk_q4_K_x8_tile, 0};
 
 /* ---- Q6_K packing (x16 and x8) ----
  * Each row's values u = q + 32 (0..63) re-encoded per 32-element chunk s of a super-block: nibbles[j][r]
@@ -489,28 +490,21 @@ HT_AI void q6_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q6_K_x8_tile, q6_Kx8_tile, 4)
 
 static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
-                                   pk_q6_K_x8_tile};
+                                   pk_q6_K_x8_tile, 0};
 
-/* ---- F32 / F16 / BF16 x 32 in 256 bits, F16 / BF16 x 16 in 512 ----
- * Element k of the group's rows side by side (R elements of E = f_size(T) bytes), widened to floats once for
- * every token of the tile; the activations are the float rows themselves (no act_prep). Each output is one
- * chain of FMAs in order of k, its lane of a vector: no horizontal sum, which in the row-major F32 tile cost
- * as much as the products when rows are short (stories260K's 64; the F32 tile read 88.8 GB/s x tokens at
- * n = 64 and 79.1 at n = 2048 where the packed F16 one reads 78.8 and 86.8 on half the bytes, Zen 3). */
+/* ---- F32 x 32 in 256 bits, F16 / BF16 x 16 in 512 ----
+ * Element k of the group's rows side by side (R elements of E bytes), widened to floats once for every token
+ * of the tile; the activations are the float rows themselves (no act_prep). Each output is one chain of FMAs
+ * in order of k, its lane of a vector: no horizontal sum, which in the row-major F32 tile cost as much as the
+ * products when rows are short (stories260K's 64; the F32 tile read 88.8 GB/s x tokens at n = 64 and 79.1 at
+ * n = 2048 where the packed layout read 78.8 and 86.8 on F16's half the bytes, Zen 3). */
 HT_AI void pack_rows(const int R, const size_t E, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
     memset(dst, 0, (size_t)n * E * R);
     for (int r = 0; r < nr; r++)
         for (int64_t k = 0; k < n; k++) memcpy(dst + (k * R + r) * E, src + (size_t)r * rb + k * E, E);
 }
 
-/* 8 elements (F32, F16 or BF16) to floats. */
-HT_AI __m256 elem8(const int T, const uint8_t *p) {
-    if (T == HT_F32) return _mm256_loadu_ps((const float *)p);
-    const __m128i h = ld128(p);
-    return T == HT_F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* ---- F32 / F16 / BF16 x 32 in 256 bits (AVX2): element k of 32 rows side by side (32 E bytes). One token runs four
+/* ---- F32 x 32 in 256 bits (AVX2): element k of 32 rows side by side (128 bytes). One token runs four
  * chains of FMAs, one per vector of 8 rows (with 16-row groups its two chains were latency-bound: 27.5 GB/s
  * in L2, and 2-thread decode of the 1B F16 file 13.6-14.1 t/s where the 512-bit kernel read 20.1). Several
  * tokens take the group as two halves of 16 rows, each broadcast activation feeding two FMAs (a 6-token
@@ -518,14 +512,11 @@ HT_AI __m256 elem8(const int T, const uint8_t *p) {
  * through memory between blocks. Either way each output is one chain of FMAs in order of k. ---- */
 #define PK_HALF32A_NC 6
 #define PK_HALF32A_KB 64
-static size_t pk_half_x32_bytes(int64_t n) { return (size_t)n * 64; }
-static void pk_half_x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_rows(32, 2, src, rb, nr, n, dst); }
 static size_t pk_f32_x32_bytes(int64_t n) { return (size_t)n * 128; }
 static void pk_f32_x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_rows(32, 4, src, rb, nr, n, dst); }
 
-HT_AI void floatx32a_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y,
-                         size_t ys) {
-    const size_t E = f_size(T);
+HT_AI void f32x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const size_t E = 4;
     if (NC == 1) {
         const float *x = (const float *)a;
         __m256 acc[4];
@@ -536,7 +527,7 @@ HT_AI void floatx32a_tile(const int T, const int NC, int n, const uint8_t *g, in
             ht_prefetch(p, 32 * E);
             const __m256 xk = _mm256_set1_ps(x[k]);
             HT_UNROLL
-            for (int v = 0; v < 4; v++) acc[v] = _mm256_fmadd_ps(elem8(T, p + 8 * E * v), xk, acc[v]);
+            for (int v = 0; v < 4; v++) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps((const float *)p + 8 * v), xk, acc[v]);
         }
         float t[32];
         HT_UNROLL
@@ -555,7 +546,7 @@ HT_AI void floatx32a_tile(const int T, const int NC, int n, const uint8_t *g, in
             for (int k = k0; k < k1; k++) {
                 const uint8_t *p = g + (size_t)k * 32 * E + 16 * E * h;
                 if (!h) ht_prefetch(p, 32 * E);
-                const __m256 w0 = elem8(T, p), w1 = elem8(T, p + 8 * E);
+                const __m256 w0 = _mm256_loadu_ps((const float *)p), w1 = _mm256_loadu_ps((const float *)p + 8);
                 HT_UNROLL
                 for (int c = 0; c < NC; c++) {
                     const __m256 x = _mm256_set1_ps(((const float *)(a + (size_t)c * as))[k]);
@@ -572,24 +563,130 @@ HT_AI void floatx32a_tile(const int T, const int NC, int n, const uint8_t *g, in
         if (nr > 16) memcpy(y + (size_t)c * ys + 16, sums[1][c], (size_t)(nr - 16) * sizeof(float));
     }
 }
-HT_AI void f32x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    floatx32a_tile(HT_F32, NC, n, g, nr, a, as, y, ys);
-}
-HT_AI void f16x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    floatx32a_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
-}
-HT_AI void bf16x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    floatx32a_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
-}
 PK_TILE(pk_f32_x32a_tile, f32x32a_tile, PK_HALF32A_NC)
-PK_TILE(pk_f16_x32a_tile, f16x32a_tile, PK_HALF32A_NC)
-PK_TILE(pk_bf16_x32a_tile, bf16x32a_tile, PK_HALF32A_NC)
 static const ht_pack pk_f32_x32a = {"F32x32", 32, PK_HALF32A_NC, pk_f32_x32_bytes, pk_f32_x32_pack, NULL, NULL,
-                                    pk_f32_x32a_tile};
-static const ht_pack pk_f16_x32a = {"F16x32", 32, PK_HALF32A_NC, pk_half_x32_bytes, pk_half_x32_pack, NULL, NULL,
-                                    pk_f16_x32a_tile};
-static const ht_pack pk_bf16_x32a = {"BF16x32", 32, PK_HALF32A_NC, pk_half_x32_bytes, pk_half_x32_pack, NULL, NULL,
-                                     pk_bf16_x32a_tile};
+                                    pk_f32_x32a_tile, 0};
+
+/* ---- F16 / BF16 as int16 x 8 (AVX2): integer products instead of FMAs ----
+ * Floats per lane are bound by the FMA rate (so is llama.cpp's F16 prefill). PMADDWD does 16 multiply-adds
+ * where an FMA does 8: the weights are rounded once at load to 14-bit integers on a grid per row and 256
+ * elements (d = max |w| / 8191), the activations to 14-bit integers per 32 (act_prep); a 32-element block's
+ * 32 products per lane then add exactly in int32 (32 * 8191^2 < 2^31) and reach the float sum with one
+ * conversion and one FMA per token. The grid step (2^-13 of the block's largest value) is 4-8 times finer than
+ * an F16 ulp at that value, and llama.cpp rounds F16 activations to F16, more coarsely than this: on the F16
+ * golden file the KL divergence stays below the reference's own. A tile of 8 tokens keeps its float sums in
+ * memory (8 integer sums, the weights and a broadcast take the registers). Rows of any length: the tail of
+ * the last block is zeros on both sides.
+ * Group layout (8 rows): per super-block of 8 blocks (fewer at the end), float d[8] (one per row), then for
+ * each block 16 pairs of elements, q[kp][r][2] (row r's elements 2kp, 2kp + 1: 32 bytes = one PMADDWD).
+ * Activation rows: int16 q[np] (np = n rounded up to 32), then float d[np / 32]. */
+#define I16_QMAX 8191
+#define PK_I16_NC 8
+HT_AI int i16_np(int64_t n) { return (int)((n + 31) / 32 * 32); }
+static size_t pk_i16_x8_bytes(int64_t n) {
+    const size_t nb = (size_t)i16_np(n) / 32;
+    return nb * 512 + (nb + 7) / 8 * 32;
+}
+
+/* max |v| over 32k floats (k = nv / 8 vectors), and the 14-bit grid of that block: d = max / 8191, 1/d (0 for an
+ * all-zero or denormal block: no infinite 1/d). */
+HT_AI float i16_grid(const float *v, int nv, float *id) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < nv; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(v + j)));
+    const float mx = hmax_ps(m);
+    *id = mx >= 1e-30f ? I16_QMAX / mx : 0;
+    return mx >= 1e-30f ? mx / I16_QMAX : 0;
+}
+
+/* 32 floats to int16 round(v * id) (to nearest even), in order. */
+HT_AI void i16_quant32(const float *v, float id, int16_t *q) {
+    const __m256 s = _mm256_set1_ps(id);
+    __m256i i32[4];
+    HT_UNROLL
+    for (int j = 0; j < 4; j++) i32[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 8 * j), s));
+    /* PACKSSDW works within 128-bit halves (0-3 8-11 4-7 12-15): a 64-bit permute puts them back in order */
+    _mm256_storeu_si256((__m256i *)q, _mm256_permute4x64_epi64(_mm256_packs_epi32(i32[0], i32[1]), 0xd8));
+    _mm256_storeu_si256((__m256i *)(q + 16), _mm256_permute4x64_epi64(_mm256_packs_epi32(i32[2], i32[3]), 0xd8));
+}
+
+/* 8 elements (F16 or BF16) to floats. */
+HT_AI __m256 elem8(const int T, const uint8_t *p) {
+    const __m128i h = ld128(p);
+    return T == HT_F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+HT_AI void pack_i16_x8(const int T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int nb = i16_np(n) / 32;
+    memset(dst, 0, pk_i16_x8_bytes(n));
+    for (int b0 = 0; b0 < nb; b0 += 8) {
+        float *d = (float *)(dst + (size_t)b0 * 512 + (size_t)b0 / 8 * 32);
+        uint32_t *q = (uint32_t *)(d + 8);   /* pairs of int16: [block][pair][row] */
+        const int k0 = b0 * 32, len = (int)HT_MIN(n - k0, 256), nv = (len + 31) / 32 * 32;
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *w = src + (size_t)r * rb + (size_t)k0 * 2;
+            float v[256] = {0}, id;
+            int k = 0;
+            for (; k + 8 <= len; k += 8) _mm256_storeu_ps(v + k, elem8(T, w + (size_t)k * 2));
+            for (; k < len; k++) v[k] = f_scalar(T, w, k);
+            d[r] = i16_grid(v, nv, &id);
+            int16_t u[256];
+            for (int j = 0; j < nv; j += 32) i16_quant32(v + j, id, u + j);
+            for (int i = 0; i < nv / 2; i++) memcpy(q + (i / 16) * 128 + (i % 16) * 8 + r, u + 2 * i, 4);
+        }
+    }
+}
+static void pk_f16_i16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_i16_x8(HT_F16, src, rb, nr, n, dst); }
+static void pk_bf16_i16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_i16_x8(HT_BF16, src, rb, nr, n, dst); }
+
+static size_t pk_i16_act_bytes(int64_t n) { return (size_t)i16_np(n) * 2 + (size_t)i16_np(n) / 32 * 4; }
+
+static void pk_i16_act_prep(const float *x, uint8_t *dst, int64_t n) {
+    const int nb = i16_np(n) / 32;
+    int16_t *q = (int16_t *)dst;
+    float *d = (float *)(dst + (size_t)nb * 64);
+    for (int b = 0; b < nb; b++) {
+        float v[32] = {0}, id;
+        memcpy(v, x + (int64_t)b * 32, (size_t)HT_MIN(32, n - (int64_t)b * 32) * sizeof(float));
+        d[b] = i16_grid(v, 32, &id);
+        i16_quant32(v, id, q + b * 32);
+    }
+}
+
+HT_AI void i16x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nb = i16_np(n) / 32;
+    float accm[PK_I16_NC][8] __attribute__((aligned(32))) = {{0}};
+    __m256 dw = _mm256_setzero_ps();
+    const uint8_t *p = g;
+    for (int b = 0; b < nb; b++) {
+        if (b % 8 == 0) dw = _mm256_loadu_ps((const float *)p), p += 32;
+        ht_prefetch(p, 512);
+        __m256i s[PK_I16_NC];
+        HT_UNROLL
+        for (int kp = 0; kp < 16; kp++) {
+            const __m256i w = ld256(p + 32 * kp);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const __m256i pr = _mm256_madd_epi16(w, _mm256_set1_epi32(ld32(a + (size_t)c * as + (size_t)b * 64 + 4 * kp)));
+                s[c] = kp ? _mm256_add_epi32(s[c], pr) : pr;
+                HT_KEEP(s[c]);
+            }
+        }
+        p += 512;
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const float da = ((const float *)(a + (size_t)c * as + (size_t)nb * 64))[b];
+            _mm256_store_ps(accm[c], _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]), _mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_load_ps(accm[c])));
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store8(y + (size_t)c * ys, nr, _mm256_load_ps(accm[c]));
+}
+PK_TILE(pk_i16_x8_tile, i16x8_tile, PK_I16_NC)
+static const ht_pack pk_f16_i16 = {"F16i16x8", 8, PK_I16_NC, pk_i16_x8_bytes, pk_f16_i16_pack, pk_i16_act_bytes,
+                                   pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX};
+static const ht_pack pk_bf16_i16 = {"BF16i16x8", 8, PK_I16_NC, pk_i16_x8_bytes, pk_bf16_i16_pack, pk_i16_act_bytes,
+                                    pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX};
 
 #if HT_X86_AVX512
 HT_AI void store16(float *y, int nr, __m512 v) {
@@ -634,8 +731,8 @@ HT_AI void bf16x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 }
 PK_TILE(pk_f16_x16_tile, f16x16_tile, 8)
 PK_TILE(pk_bf16_x16_tile, bf16x16_tile, 8)
-static const ht_pack pk_f16_x16 = {"F16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_f16_x16_tile};
-static const ht_pack pk_bf16_x16 = {"BF16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_bf16_x16_tile};
+static const ht_pack pk_f16_x16 = {"F16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_f16_x16_tile, 0};
+static const ht_pack pk_bf16_x16 = {"BF16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_bf16_x16_tile, 0};
 #endif
 
 #if HT_X86_VNNI
@@ -697,7 +794,7 @@ HT_AI void q5_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_q4_0_x16_tile, q4_0x16_tile, 8)
 
 static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
-                                    pk_act_signed, pk_q4_0_x16_tile};
+                                    pk_act_signed, pk_q4_0_x16_tile, 0};
 
 /* ---- Q5_0 x 16, 512-bit VNNI (layout at pack_q5_0) ---- */
 static size_t pk_q5_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 22 * 16; }
@@ -706,7 +803,7 @@ static void pk_q5_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, u
 PK_TILE(pk_q5_0_x16_tile, q5_0x16_tile, 8)
 
 static const ht_pack pk_q5_0_x16 = {"Q5_0x16", 16, PK16_NC, pk_q5_0_x16_bytes, pk_q5_0_x16_pack, pk_act_bytes,
-                                    pk_act_signed, pk_q5_0_x16_tile};
+                                    pk_act_signed, pk_q5_0_x16_tile, 0};
 
 /* ---- Q8_0 x 16, 512-bit VNNI ----
  * Block b (576 bytes at 576 b): quants[j][r] = row r's bytes 4j..4j+3 (j < 8), then halves[r], then int16
@@ -766,7 +863,7 @@ HT_AI void q8_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_q8_0_x16_tile, q8_0x16_tile, 8)
 
 static const ht_pack pk_q8_0_x16 = {"Q8_0x16", 16, PK16_NC, pk_q8_0_x16_bytes, pk_q8_0_x16_pack, pk_act_bytes,
-                                    pk_act_unsigned, pk_q8_0_x16_tile};
+                                    pk_act_unsigned, pk_q8_0_x16_tile, 0};
 
 /* ---- Q4_K x 16, 512-bit VNNI (layout and formula as Q4_K x 8) ---- */
 static size_t pk_q4_K_x16_bytes(int64_t n) { return (size_t)(n / 256) * 148 * 16; }
@@ -837,7 +934,7 @@ HT_AI void q4_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_q4_K_x16_tile, q4_Kx16_tile, 4)
 
 static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK_Q4K16_NC, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
-                                    pk_k_act_prep, pk_q4_K_x16_tile};
+                                    pk_k_act_prep, pk_q4_K_x16_tile, 0};
 
 /* ---- Q6_K x 16, 512-bit VNNI (layout above; 8 tokens a call: 8 unpacked vectors, 8 integer sums) ---- */
 static size_t pk_q6_K_x16_bytes(int64_t n) { return (size_t)(n / 256) * 3360; }
@@ -905,5 +1002,5 @@ HT_AI void q6_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_q6_K_x16_tile, q6_Kx16_tile, 8)
 
 static const ht_pack pk_q6_K_x16 = {"Q6_Kx16", 16, PK_Q6_NC, pk_q6_K_x16_bytes, pk_q6_K_x16_pack, pk_k_act_bytes,
-                                    pk_k_act_prep, pk_q6_K_x16_tile};
+                                    pk_k_act_prep, pk_q6_K_x16_tile, 0};
 #endif
