@@ -363,9 +363,12 @@ typedef struct {
     atomic_int next_task;    /* tasks are claimed one at a time, as matmul's chunks are */
 } att_job;
 
-/* Floats of per-thread scratch: ATT_QB x HT_TILE_MAX score rows of n_ctx, then (F32 / F16) room to gather
- * HT_TILE_MAX V^T rows of a wrapped ring or to hold the task's q vectors, or (Q8_0) PV_ROWS dequantized V
- * rows and the task's quantized q vectors; rounded up to a cache line. */
+/* Tokens whose score rows a task holds at once: a block (F32 / F16 caches), or one (Q8_0: att_token_q8). */
+static int att_score_tokens(const hearth_ctx *c) { return c->kv_type == HT_Q8_0 ? 1 : ATT_QB; }
+
+/* Floats of per-thread scratch: att_score_tokens x HT_TILE_MAX score rows of n_ctx, then (F32 / F16) room to
+ * gather HT_TILE_MAX V^T rows of a wrapped ring or to hold the task's q vectors, or (Q8_0) PV_ROWS dequantized
+ * V rows and the task's quantized q vectors; rounded up to a cache line. */
 static size_t att_scratch_floats(const hearth_ctx *c) {
     const ht_hparams *hp = &c->m->hp;
     size_t heads = (size_t)HT_MIN(hp->n_head / hp->n_head_kv, HT_TILE_MAX), n = (size_t)c->n_ctx;
@@ -373,7 +376,7 @@ static size_t att_scratch_floats(const hearth_ctx *c) {
                        ? PV_ROWS * hp->head_dim_v * sizeof(float) + heads * ht_row_size(HT_Q8_0, hp->head_dim)
                        : HT_MAX(HT_TILE_MAX * n * ht_row_size(c->kv_type, 1),
                                 ATT_QB * heads * hp->head_dim * sizeof(float));
-    return (ATT_QB * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
+    return ((size_t)att_score_tokens(c) * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
 }
 
 /* y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as) for r < nr, c < nc: all rows in one tile call per group of
@@ -537,7 +540,7 @@ static void attention_job(void *arg, int ith, int nth) {
     hearth_ctx *c = j->c;
     const int n_kv = c->m->hp.n_head_kv, group = c->m->hp.n_head / n_kv;
     float *sc = c->att_scores + (size_t)ith * c->att_stride;
-    uint8_t *tmp = (uint8_t *)(sc + (size_t)ATT_QB * j->heads * c->n_ctx);   /* gather rows, or Q8_0 scratch */
+    uint8_t *tmp = (uint8_t *)(sc + (size_t)att_score_tokens(c) * j->heads * c->n_ctx);   /* gather rows, or Q8_0 scratch */
     const int per_block = n_kv * j->n_chunks, total = (j->ub->n + ATT_QB - 1) / ATT_QB * per_block;
     (void)nth;
     for (int task; (task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed)) < total;) {
