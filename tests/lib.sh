@@ -9,13 +9,14 @@ one_error_line() {
     LAST_ERR=$err
 }
 
-# sanitized_build: configures and builds $HEARTH_BUILD-fuzz, the clang build with ASan + UBSan (and libFuzzer's
-# coverage) of everything: test_sanitizers runs the suite there, test_fuzz the fuzz targets. One build serves
-# both (whichever test comes first pays for it; tests.cmake keeps them from running at once). On failure the
-# log's tail is printed and 1 returned.
+# sanitized_build: configures and builds SAN_BUILD ($HEARTH_BUILD-fuzz), the clang build with ASan + UBSan (and
+# libFuzzer's coverage) of everything: test_sanitizers runs the suite there, test_fuzz the fuzz targets. One
+# build serves both (whichever test comes first pays for it; tests.cmake keeps them from running at once). On
+# failure the log's tail is printed and 1 returned.
 sanitized_build() {
     command -v clang >/dev/null || { echo "FAIL: clang not found (apt-get install -y clang libclang-rt-14-dev)"; return 1; }
-    local B="${HEARTH_BUILD:?}-fuzz" src; src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    SAN_BUILD="${HEARTH_BUILD:?}-fuzz"
+    local B=$SAN_BUILD src; src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
     mkdir -p "$B"   # the build log lives in the build directory, not beside it in the source tree
     CC=clang cmake -S "$src" -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B/build.log" 2>&1 &&
         cmake --build "$B" -j"$(nproc)" >> "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; return 1; }

@@ -9,15 +9,14 @@
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${HEARTH_BUILD:?}
 if grep -qa __asan_init "$HEARTH"; then echo "sanitizer build: the fuzz targets have their own (covered by the normal run)"; exit 0; fi
 command -v node >/dev/null || { echo "FAIL: node not found (the seed corpora are written by tests/fuzz/seeds.mjs)"; exit 1; }
-B="$BUILD-fuzz"
 targets=(fuzz_gguf fuzz_model fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize fuzz_jinja fuzz_request fuzz_grammar)
 declare -A runs=([fuzz_gguf]=60000 [fuzz_model]=2000 [fuzz_safetensors]=300000 [fuzz_tokenizer_json]=100000
                  [fuzz_tokenize]=8000 [fuzz_jinja]=30000 [fuzz_request]=200000
                  [fuzz_grammar]=60000)
 sanitized_build || { echo "FAIL: building the fuzz targets"; exit 1; }
+B=$SAN_BUILD
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 node "$here/fuzz/seeds.mjs" "$tmp/corpus" > /dev/null || { echo "FAIL: seeds"; exit 1; }
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -6,4 +6,4 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 sanitized_build
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir "$HEARTH_BUILD-fuzz" -E 'test_sanitizers|_slow$|_qemu$' --output-on-failure
+ctest --test-dir "$SAN_BUILD" -E 'test_sanitizers|_slow$|_qemu$' --output-on-failure
