@@ -3,6 +3,9 @@
 # (the message is left in LAST_ERR); `sanitized_build` makes the clang ASan + UBSan build (below).
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
+# `cmd | matches PATTERN`: grep -q that reads all of its input. Under pipefail `cmd | grep -q` fails (or, after
+# `!`, passes) at random: grep exits at the first match and cmd's next write dies of SIGPIPE.
+matches() { grep "$@" > /dev/null; }
 one_error_line() {
     local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
     [[ $rc -eq 1 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == error:* ]] || { echo "  rc=$rc out=[$err]"; return 1; }

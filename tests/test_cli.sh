@@ -33,14 +33,14 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 check "golden writes a file of the reference's size" '[[ $(stat -c %s "$tmp/out.golden") -eq $(stat -c %s data/golden/llama.golden) ]]'
 
 "$HEARTH" quantize data/models/stories260K.gguf "$tmp/q8.gguf" Q8_0 2>/dev/null
-check "quantize writes a loadable file" '"$HEARTH" info -m "$tmp/q8.gguf" | grep -q "Q8_0"'
+check "quantize writes a loadable file" '"$HEARTH" info -m "$tmp/q8.gguf" | matches "Q8_0"'
 check "quantize: unknown type" 'one_error_line "$HEARTH" quantize data/models/llama.gguf "$tmp/x.gguf" Q9_9'
 check "quantize: bad input" 'one_error_line "$HEARTH" quantize data/README.md "$tmp/x.gguf" Q8_0'
 
 # --cache-type: every command that makes a generation context takes it; a bad value is one error line
 for cmd in run chat serve bench perplexity; do
     check "$cmd --cache-type bad value" 'one_error_line "$HEARTH" $cmd --cache-type q4_0 && [[ $LAST_ERR == *--cache-type*q4_0* ]]'
-    check "$cmd --help documents --cache-type" '"$HEARTH" $cmd --help | grep -q -- "--cache-type"'
+    check "$cmd --help documents --cache-type" '"$HEARTH" $cmd --help | matches -- "--cache-type"'
 done
 check "--cache-type without a value" 'one_error_line "$HEARTH" run --cache-type'
 check "q8_0 refused for heads of 8 (stories260K)" 'one_error_line "$HEARTH" run --cache-type q8_0 -n 4 && [[ $LAST_ERR == *"multiples of 32"* ]]'

@@ -17,7 +17,7 @@ s=$(printf '101 1481 102\n101 731 164 102\n' | "$HEARTH" embed -m $BERT --ids)
 check "inputs from stdin lines" '[[ "$s" == "$two" ]]'
 d=$("$HEARTH" embed -m data/models/qwen3.gguf --ids "768 303 723")
 check "a decoder embeds (mean of the last hidden state)" '[[ $(count "$d") -eq 128 ]]'
-check "embed --help says decoders mean-pool" '"$HEARTH" embed --help | grep -q "mean-pools the last hidden state"'
+check "embed --help says decoders mean-pool" '"$HEARTH" embed --help | matches "mean-pools the last hidden state"'
 
 check "run refuses an encoder" 'one_error_line "$HEARTH" run -m $BERT -p hi && [[ $LAST_ERR == *encoder* ]]'
 check "bad token id" 'one_error_line "$HEARTH" embed -m $BERT --ids "101 99999"'

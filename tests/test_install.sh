@@ -23,7 +23,7 @@ export PKG_CONFIG_PATH="$lib/pkgconfig"
 cc "$here/install/demo.c" $(pkg-config --cflags --libs hearth) -o "$tmp/demo" 2> "$tmp/cc.log" || cat "$tmp/cc.log"
 out=$(cd / && LD_LIBRARY_PATH="$lib" "$tmp/demo" "$here/data/models/stories260K.gguf" "Once upon a time" 12 2>&1)
 check "demo against the shared library" '[[ $out == ", there was a little girl named Lily"* ]] || { echo "  [$out]"; false; }'
-check "demo links the shared library" 'LD_LIBRARY_PATH="$lib" ldd "$tmp/demo" | grep -q "libhearth.so.0"'
+check "demo links the shared library" 'LD_LIBRARY_PATH="$lib" ldd "$tmp/demo" | matches "libhearth.so.0"'
 # the archive, with the shared system libraries hearth.pc names as private requirements
 cc "$here/install/demo.c" $(pkg-config --cflags hearth) "$lib/libhearth.a" \
     $(pkg-config --libs $(pkg-config --print-requires-private hearth | awk '{print $1}')) -lm -pthread \
@@ -36,7 +36,7 @@ check "libhearth.so exports hearth_* only" '[[ -z $bad ]] || { echo "  $bad" | h
 bad2=$(nm -g --defined-only "$lib/libhearth.a" 2>/dev/null | awk 'NF == 3 {print $3}' | grep -v '^hearth_')
 check "libhearth.a defines hearth_* only" '[[ -z $bad2 ]] || { echo "  $bad2" | head; false; }'
 check "no collision with llama.cpp's gguf_find_tensor / gguf_type_name" \
-    '! nm -g --defined-only "$lib/libhearth.a" "$lib/libhearth.so.0" 2>/dev/null | grep -qw "gguf_find_tensor\|gguf_type_name"'
+    '! nm -g --defined-only "$lib/libhearth.a" "$lib/libhearth.so.0" 2>/dev/null | matches -w "gguf_find_tensor\|gguf_type_name"'
 
 run=$(cd / && "$tmp/p/bin/hearth" run -p "Once upon a time" -n 12 --temp 0 2>/dev/null)
 check "the installed binary runs its embedded model from /" '[[ $run == ", there was a little girl named Lily"* ]] || { echo "  [$run]"; false; }'

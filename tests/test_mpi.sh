@@ -93,7 +93,7 @@ check "a rank that cannot load: one error naming it [$err]" '[[ $(grep -c "^erro
 # A killed rank (SIGKILL mid-generation): mpirun ends the job and names it; no hang.
 rank1_pid() {
     for p in $(pgrep -x hearth); do
-        tr '\0' '\n' 2>/dev/null </proc/$p/environ | grep -q "^OMPI_COMM_WORLD_RANK=1$" && grep -q "slow.gguf" /proc/$p/cmdline 2>/dev/null && { echo $p; return; }
+        tr '\0' '\n' 2>/dev/null </proc/$p/environ | matches "^OMPI_COMM_WORLD_RANK=1$" && grep -q "slow.gguf" /proc/$p/cmdline 2>/dev/null && { echo $p; return; }
     done
 }
 "$HEARTH" synth --shape tiny-llama --type F32 --layers 8 -o "$tmp/slow.gguf" 2>/dev/null

@@ -62,7 +62,7 @@ check "no text" 'one_error_line "$HEARTH" perplexity -m "$L"'
 check "text shorter than a chunk" 'one_error_line "$HEARTH" perplexity -m "$L" -f "$tmp/short.txt" -c 4096'
 check "bad -c" 'one_error_line "$HEARTH" perplexity -m "$L" -f "$tmp/short.txt" -c 2'
 check "unknown flag" 'one_error_line "$HEARTH" perplexity --bogus 1'
-check "help" '"$HEARTH" perplexity --help | grep -q -- "--kl-divergence"'
+check "help" '"$HEARTH" perplexity --help | matches -- "--kl-divergence"'
 
 [[ $fail -eq 0 ]] && echo "all perplexity checks passed"
 exit $fail

@@ -69,7 +69,7 @@ check "bad --bias-text (empty text)" 'one_error_line "$HEARTH" run -m "$M" --bia
 check "bad --logprobs" 'one_error_line "$HEARTH" run -m "$M" --logprobs x'
 check "empty --only-words-starting" 'one_error_line "$HEARTH" run -m "$M" --only-words-starting ""'
 check "missing value" 'one_error_line "$HEARTH" run -m "$M" --typical-p'
-check "help lists the flags" '"$HEARTH" run --help | grep -q -- "--only-words-starting"'
+check "help lists the flags" '"$HEARTH" run --help | matches -- "--only-words-starting"'
 
 # Grammars: --json-schema replies are JSON with the required keys and bounds (several seeds), --json-object an
 # object, --grammar-file text from the grammar and nothing after it; bad grammars and schemas: one error line.

@@ -39,7 +39,7 @@ TOOLS_URL=$URL
 start llama3 --parallel 2 -c 2048 -t 1 --api-key sekrit --chat-template "$here/server/llama3-tools.jinja"
 LLAMA3_URL=$URL
 EMB_URL=""
-if "$HEARTH" info -m data/models/bert.gguf 2>/dev/null | grep -q encoder; then
+if "$HEARTH" info -m data/models/bert.gguf 2>/dev/null | matches encoder; then
     start emb -m data/models/bert.gguf -t 1
     EMB_URL=$URL
 fi
@@ -61,7 +61,7 @@ GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_endpoints.mj
 start cors -t 1 --cors-origin https://app.example
 check "--cors-origin names the one origin allowed" '[[ $(curl -si "$URL/health" | tr -d "\r" | grep -i "^access-control-allow-origin:") == *"https://app.example" ]]'
 start nocors -t 1 --cors-origin none
-check "--cors-origin none: no CORS header" '! curl -si "$URL/health" | grep -qi "^access-control"'
+check "--cors-origin none: no CORS header" '! curl -si "$URL/health" | matches -i "^access-control"'
 
 check "gen server still running" 'kill -0 ${pids[0]}'
 check "health after the tests" '[[ $(curl -s "$GEN_URL/health") == *'"'"'"status":"ok"'"'"'* ]]'

@@ -28,7 +28,7 @@ check "quantize refuses a directory as output" 'one_error_line "$HEARTH" quantiz
 # an existing output is replaced whole, by rename (a reader holding the old file keeps it intact)
 echo old > "$tmp/out.gguf"
 "$HEARTH" quantize "$tmp/same.gguf" "$tmp/out.gguf" Q8_0 2>/dev/null
-check "quantize replaces an existing output" '"$HEARTH" info -m "$tmp/out.gguf" | grep -q Q8_0'
+check "quantize replaces an existing output" '"$HEARTH" info -m "$tmp/out.gguf" | matches Q8_0'
 check "no temp file left after a write" '[[ -z $(ls "$tmp" | grep -F .tmp-) ]]'
 
 # disk full: a 256 KiB tmpfs cannot hold the 1.1 MiB model
@@ -49,7 +49,7 @@ fi
 # through a symlink, the file it points to is replaced and the link stays a link
 echo old > "$tmp/target.gguf"; ln -s target.gguf "$tmp/link.gguf"
 "$HEARTH" quantize "$tmp/same.gguf" "$tmp/link.gguf" Q8_0 2>/dev/null
-check "a symlinked output replaces its target" '[[ -L "$tmp/link.gguf" ]] && "$HEARTH" info -m "$tmp/target.gguf" | grep -q Q8_0'
+check "a symlinked output replaces its target" '[[ -L "$tmp/link.gguf" ]] && "$HEARTH" info -m "$tmp/target.gguf" | matches Q8_0'
 
 # interrupted: the name never holds a half file, and the temp file is removed
 for sig in INT TERM; do
@@ -77,7 +77,7 @@ check "no tokenizer (GGUF): run names the file" 'one_error_line "$HEARTH" run -m
 # a vocabulary-only GGUF (as llama.cpp ships them) tokenizes and shows its info
 v=data/tokenizer/ggml-vocab-llama-bpe.gguf
 check "tokenize a vocab-only GGUF" '[[ $("$HEARTH" tokenize -m $v --no-bos "Hello world") == "9906 1917" ]]'
-check "info on a vocab-only GGUF" '"$HEARTH" info -m $v | grep -q "vocabulary only"'
+check "info on a vocab-only GGUF" '"$HEARTH" info -m $v | matches "vocabulary only"'
 check "run on a vocab-only GGUF: one line" 'one_error_line "$HEARTH" run -m $v -p hi && [[ $LAST_ERR == *"tokenizer only"* ]]'
 
 [[ $fail -eq 0 ]] && echo "all writer checks passed"
