@@ -26,7 +26,6 @@
  * Activation quantizers (Q8_0, Q8_1, Q8_K from_float) reproduce the scalar blocks exactly (roundf emulated
  * from truncation; nearest_int is the RNE of CVTPS2DQ). */
 #include <immintrin.h>
-#include <math.h>
 
 #include "quant_simd.h"
 

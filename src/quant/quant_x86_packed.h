@@ -610,12 +610,6 @@ HT_AI void i16_quant32(const float *v, float id, int16_t *q) {
     _mm256_storeu_si256((__m256i *)(q + 16), _mm256_permute4x64_epi64(_mm256_packs_epi32(i32[2], i32[3]), 0xd8));
 }
 
-/* 8 elements (F16 or BF16) to floats. */
-HT_AI __m256 elem8(const int T, const uint8_t *p) {
-    const __m128i h = ld128(p);
-    return T == HT_F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
 HT_AI void pack_i16_x8(const int T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
     const int nb = i16_np(n) / 32;
     memset(dst, 0, pk_i16_x8_bytes(n));
@@ -627,8 +621,8 @@ HT_AI void pack_i16_x8(const int T, const uint8_t *src, size_t rb, int nr, int64
             const uint8_t *w = src + (size_t)r * rb + (size_t)k0 * 2;
             float v[256] = {0}, id;
             int k = 0;
-            for (; k + 8 <= len; k += 8) _mm256_storeu_ps(v + k, elem8(T, w + (size_t)k * 2));
-            for (; k < len; k++) v[k] = f_scalar(T, w, k);
+            for (; k + FV_N <= len; k += FV_N) fv_storeu(v + k, fv_loadw(T, w, k));
+            if (k < len) fv_storeu(v + k, fv_loadw_first(T, w, k, len - k));
             d[r] = i16_grid(v, nv, &id);
             int16_t u[256];
             for (int j = 0; j < nv; j += 32) i16_quant32(v + j, id, u + j);
