@@ -228,13 +228,19 @@ static uint64_t rss_bytes(void) {
 
 typedef struct { const uint64_t *buf; size_t n; uint64_t sums[64]; } bw_job;
 
+/* Four vector sums in registers, one 64-byte line per step: a loop of uint64_t s[8] kept its sums on the stack
+ * (a store and a reload per 16 bytes) and read 14 GB/s where vector loads read 19-21 (Zen 3, 2026-11-27). */
+typedef uint64_t bw_vec __attribute__((vector_size(16)));
 static void bw_read(void *arg, int ith, int nth) {
     bw_job *j = arg;
     size_t per = j->n / (size_t)nth / 8 * 8, lo = per * (size_t)ith, hi = ith == nth - 1 ? j->n : lo + per;
-    uint64_t s[8] = { 0 };
-    for (size_t i = lo; i + 8 <= hi; i += 8)
-        for (int k = 0; k < 8; k++) s[k] += j->buf[i + k];
-    j->sums[ith & 63] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+    bw_vec s0 = { 0 }, s1 = { 0 }, s2 = { 0 }, s3 = { 0 };
+    for (size_t i = lo; i + 8 <= hi; i += 8) {
+        const bw_vec *v = (const bw_vec *)(j->buf + i);
+        s0 += v[0], s1 += v[1], s2 += v[2], s3 += v[3];
+    }
+    const bw_vec s = s0 + s1 + s2 + s3;
+    j->sums[ith & 63] = s[0] + s[1];
 }
 
 /* Best of a few multi-threaded streaming reads of a buffer >> LLC, in bytes/second; 0 on failure. The buffer is
