@@ -38,6 +38,7 @@ hdr="| file | pp512 t/s: ${engines[*]} | tg$ng t/s: ${engines[*]} |"
 for e in "${engines[@]:1}"; do hdr+=" hearth / $e pp, tg |"; done
 echo "$hdr"
 echo "|$(printf -- '---|%.0s' $(seq $((3 + ${#engines[@]} - 1))))"
+bw_lines=()
 for f in "${files[@]}"; do
     declare -A pp=() tg=()
     for ((r = 0; r < rounds; r++)); do
@@ -54,5 +55,20 @@ for f in "${files[@]}"; do
         line+=" $(awk -v a="${mp[hearth]}" -v b="${mp[$e]}" -v c="${mt[hearth]}" -v d="${mt[$e]}" 'BEGIN {printf "%.2f, %.2f", b ? a / b : 0, d ? c / d : 0}') |"
     done
     echo "$line"
+    # the machine's read bandwidth now (hearth bench's meter, best of its passes before and after a short
+    # decode) and the weight bytes a token reads: each engine's decode as a share of that limit
+    gbs="" mib=""
+    read -r gbs mib < <("${hearth[@]}" -m "$f" -t "$threads" -p 0 -n 16 -r 1 "${depth[@]}" 2>&1 |
+        sed -n 's/.*(\([0-9.]*\) GB\/s measured, \([0-9.]*\) MiB read per token.*/\1 \2/p') || true
+    if [[ -n $gbs ]]; then
+        share=" the machine read $gbs GB/s, a token reads $mib MiB of weights; decode at"
+        for e in "${engines[@]}"; do
+            share+=" $e $(awk -v t="${mt[$e]}" -v m="$mib" -v g="$gbs" 'BEGIN {printf "%.0f%%", 100 * t * m * 1048576 / (g * 1e9)}')"
+        done
+        bw_lines+=("$(basename "$f"):${share}")
+    fi
     unset pp tg mp mt
 done
+echo
+echo "Decode as a share of the read bandwidth measured in this run:"
+printf '%s\n' "${bw_lines[@]}"
