@@ -23,3 +23,10 @@ if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/bench_prompt_cache.c)
   target_link_libraries(bench_prompt_cache PRIVATE hearth_core)
   target_compile_definitions(bench_prompt_cache PRIVATE HEARTH_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 endif()
+
+# bench_ab: two builds' libhearth.so in one process, prefill and decode alternating (before/after on a noisy host).
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/bench_ab.c)
+  add_executable(bench_ab ${CMAKE_CURRENT_LIST_DIR}/bench_ab.c)
+  target_include_directories(bench_ab PRIVATE ${CMAKE_SOURCE_DIR}/include)
+  target_link_libraries(bench_ab PRIVATE ${CMAKE_DL_LIBS})
+endif()
