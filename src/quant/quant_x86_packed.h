@@ -239,7 +239,8 @@ HT_AI void q8_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * 272;
-        ht_prefetch(q, 272);
+        if (NC == 1) ht_prefetch_near(q, 272);
+        else ht_prefetch(q, 272);
         __m256i s[PK8_NC];
         HT_UNROLL
         for (int h = 0; h < 2; h++) {   /* half a block at a time: 4 vectors of |w| stay in the 16 registers */
@@ -654,7 +655,8 @@ HT_AI void i16x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8
     const uint8_t *p = g;
     for (int b = 0; b < nb; b++) {
         if (b % 8 == 0) dw = _mm256_loadu_ps((const float *)p), p += 32;
-        ht_prefetch(p, 512);
+        if (NC == 1) ht_prefetch_near(p, 512);
+        else ht_prefetch(p, 512);
         __m256i s[PK_I16_NC];
         HT_UNROLL
         for (int kp = 0; kp < 16; kp++) {
