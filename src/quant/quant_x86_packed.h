@@ -505,6 +505,7 @@ HT_AI void pack_rows(const int R, const size_t E, const uint8_t *src, size_t rb,
         for (int64_t k = 0; k < n; k++) memcpy(dst + (k * R + r) * E, src + (size_t)r * rb + k * E, E);
 }
 
+#if !HT_X86_AVX512   /* the AVX2 packs below: the AVX-512 sets install their x16 packs instead */
 /* ---- F32 x 32 in 256 bits (AVX2): element k of 32 rows side by side (128 bytes). One token runs four
  * chains of FMAs, one per vector of 8 rows (with 16-row groups its two chains were latency-bound: 27.5 GB/s
  * in L2, and 2-thread decode of the 1B F16 file 13.6-14.1 t/s where the 512-bit kernel read 20.1). Several
@@ -641,8 +642,9 @@ static void pk_i16_act_prep(const float *x, uint8_t *dst, int64_t n) {
     int16_t *q = (int16_t *)dst;
     float *d = (float *)(dst + (size_t)nb * 64);
     for (int b = 0; b < nb; b++) {
-        float v[32] = {0}, id;
-        memcpy(v, x + (int64_t)b * 32, (size_t)HT_MIN(32, n - (int64_t)b * 32) * sizeof(float));
+        const float *v = x + (int64_t)b * 32;
+        float t[32] = {0}, id;
+        if (n - (int64_t)b * 32 < 32) v = memcpy(t, v, (size_t)(n - (int64_t)b * 32) * sizeof(float));   /* the tail, zero-padded */
         d[b] = i16_grid(v, 32, &id);
         i16_quant32(v, id, q + b * 32);
     }
@@ -683,6 +685,8 @@ static const ht_pack pk_f16_i16 = {"F16i16x8", 8, PK_I16_NC, pk_i16_x8_bytes, pk
                                    pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX};
 static const ht_pack pk_bf16_i16 = {"BF16i16x8", 8, PK_I16_NC, pk_i16_x8_bytes, pk_bf16_i16_pack, pk_i16_act_bytes,
                                     pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX};
+
+#endif   /* !HT_X86_AVX512 */
 
 #if HT_X86_AVX512
 HT_AI void store16(float *y, int nr, __m512 v) {
