@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i <= n_ctx; i++) tok[i] = 1 + (hearth_token)((i * 7919) % 997);   /* every vocab has these */
     for (int i = 0; i < 2; i++) {
         open_side(&s[i], argv[optind], threads, n_ctx);
-        run(&s[i], tok, n_pp ? 64 : 0, n_pp ? 0 : 4);   /* touch the weights and scratch once */
+        run(&s[i], tok, n_pp < 64 ? n_pp : 64, n_pp ? 0 : 4);   /* touch the weights and scratch once */
     }
     printf("A: %s (%s)\nB: %s (%s)\n%s, %d threads, %d rounds A B B A of", s[0].lib, s[0].kernels(), s[1].lib,
            s[1].kernels(), argv[optind], threads, rounds);

@@ -76,9 +76,12 @@ static void mm_rows(const ht_tensor *W, const ht_traits *tr, int r0, int r1, con
         const size_t gb = pk->group_bytes(n);
         for (int t = 0; t < n_tok; t += pk->max_nc) {
             const int nc = HT_MIN(pk->max_nc, n_tok - t);
+            /* the first token tile brings the chunk's weights in; the next ones find them in L2 */
+            void (*const tile)(int, const uint8_t *, int, const uint8_t *, size_t, int, float *, size_t) =
+                t > 0 && pk->tile_cached ? pk->tile_cached : pk->tile;
             for (int g0 = r0; g0 < r1; g0 += R)
-                pk->tile(n, W->packed + (size_t)(g0 / R) * gb, HT_MIN(R, rows - g0), a + (size_t)t * as, as, nc,
-                         y + (size_t)t * ys + g0, ys);
+                tile(n, W->packed + (size_t)(g0 / R) * gb, HT_MIN(R, rows - g0), a + (size_t)t * as, as, nc,
+                     y + (size_t)t * ys + g0, ys);
         }
         return;
     }

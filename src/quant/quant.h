@@ -92,6 +92,9 @@ typedef struct ht_pack {
      * float adds. Else the pack rounds both itself: each weight and activation is within round_rel x the
      * largest magnitude of its row (of its activation row) of the value vec_dot would use. */
     float round_rel;
+    /* Optional: the same tile without software prefetches, for groups already in cache (matmul's token tiles
+     * after a chunk's first). NULL: tile. */
+    void (*tile_cached)(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys);
 } ht_pack;
 
 /* Products against a transposed matrix, for attention scores from a position-minor K cache (F32, F16):
