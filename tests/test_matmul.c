@@ -44,7 +44,8 @@ static void run(const ht_tensor *W, const float *x, int n_tok, float *y, int n_t
     pool_free(c.pool);
 }
 
-/* The packed layout of W: single tokens == batch == 3 threads bit for bit, and close to vec_dot's y_dot: within
+/* The packed layout of W: single tokens == batch == 3 threads bit for bit (NTOK is past every pack's max_nc, so
+ * the batch's later token tiles take the pack's tile_cached where it has one), and close to vec_dot's y_dot: within
  * rounding of float adds, or for a pack that rounds weights and activations itself (round_rel), within the
  * worst case of that rounding: sum over k of |dw_k| |x_k| + |w_k| |dx_k| + |dw_k dx_k|. */
 static int check_packed(const ht_tensor *W, const float *wf, const float *x, const float *y_dot, const char *set) {

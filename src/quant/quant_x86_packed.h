@@ -657,9 +657,8 @@ HT_AI void i16x8_tile_pf(const bool PF, const int NC, int n, const uint8_t *g, i
     const uint8_t *p = g;
     for (int b = 0; b < nb; b++) {
         if (b % 8 == 0) dw = _mm256_loadu_ps((const float *)p), p += 32;
-        if (!PF) {}
-        else if (NC == 1) ht_prefetch_near(p, 512);
-        else ht_prefetch(p, 512);
+        if (PF && NC == 1) ht_prefetch_near(p, 512);
+        else if (PF) ht_prefetch(p, 512);
         __m256i s[PK_I16_NC];
         HT_UNROLL
         for (int kp = 0; kp < 16; kp++) {
@@ -682,8 +681,8 @@ HT_AI void i16x8_tile_pf(const bool PF, const int NC, int n, const uint8_t *g, i
     for (int c = 0; c < NC; c++) store8(y + (size_t)c * ys, nr, _mm256_load_ps(accm[c]));
 }
 /* The tile for groups already in L2 (prefill's token tiles after a chunk's first) leaves the prefetches out:
- * pp512 of the 1B F16 file 1.055x (bench_ab, 8 of 8 rounds, Zen 3); with them out of every tile, 8-token
- * batches, which stream the weights from DRAM, ran 0.81x. */
+ * pp512 of the 1B F16 file 1.01-1.09x (bench_ab, Zen 3); with them out of every tile, 8-token batches, which
+ * stream the weights from DRAM, ran 0.81x. */
 HT_AI void i16x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     i16x8_tile_pf(true, NC, n, g, nr, a, as, y, ys);
 }
