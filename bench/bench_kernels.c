@@ -5,7 +5,8 @@
  * "matvec" times y = W x (a decode step) and reports weight GB/s; "tile4" times the 4-token product and
  * reports weight bytes x 4 tokens per second, i.e. GB/s of matvec-equivalent work. Both go through
  * vec_dot_tile 64 rows a call, as matmul.c hands its chunks over. Where a kernel set packs the type (ht_pack),
- * the packed layout is timed too: one token, and a full tile of max_nc tokens. Best of several runs,
+ * the packed layout is timed too: one token, and a full tile of max_nc tokens, whose GOP/s (2 per multiply-add)
+ * are set against the peak of the instruction it multiplies with (quant_mac_peak). Best of several runs,
  * timed in thread CPU time: the machine is shared, and wall time would count the time other jobs run.
  * Usage: bench_kernels [-r ROWS] [-n COLS] [-s set[,set...]] [TYPE...]   (e.g. bench_kernels Q4_0 Q4_K) */
 #include <stdio.h>
@@ -193,7 +194,11 @@ int main(int argc, char **argv) {
             const ht_pack *pk = ht_get_traits(types[t])->pack;
             if (!pk) continue;
             const result r = run_packed(pk, w, rb, rows, n, xf, y);
-            printf("  packed %-10s (%s): 1 token %6.2f, %d tokens %6.2f\n", pk->name, sets[s], r.matvec, pk->max_nc, r.tile);
+            const ht_mac_peak peak = quant_mac_peak(types[t], 0.1);
+            const double gops = 2 * r.tile * 1e9 / (double)rb * n / 1e9;   /* the full tile's multiply-adds, x 2 */
+            printf("  packed %-10s (%s): 1 token %6.2f, %d tokens %6.2f = %.1f GOP/s, %.0f%% of the %s peak (%.1f)\n",
+                   pk->name, sets[s], r.matvec, pk->max_nc, r.tile, gops, 100 * gops / (2 * peak.macs / 1e9), peak.insn,
+                   2 * peak.macs / 1e9);
         }
         free(w);
         free(a);

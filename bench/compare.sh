@@ -38,7 +38,7 @@ hdr="| file | pp512 t/s: ${engines[*]} | tg$ng t/s: ${engines[*]} |"
 for e in "${engines[@]:1}"; do hdr+=" hearth / $e pp, tg |"; done
 echo "$hdr"
 echo "|$(printf -- '---|%.0s' $(seq $((3 + ${#engines[@]} - 1))))"
-bw_lines=()
+bw_lines=() pk_lines=()
 for f in "${files[@]}"; do
     declare -A pp=() tg=()
     for ((r = 0; r < rounds; r++)); do
@@ -56,10 +56,20 @@ for f in "${files[@]}"; do
     done
     echo "$line"
     # the machine's read bandwidth now (hearth bench's meter, best of its passes before and after a short
-    # decode) and the weight bytes a token reads: each engine's decode as a share of that limit
-    gbs="" mib=""
-    read -r gbs mib < <("${hearth[@]}" -m "$f" -t "$threads" -p 0 -n 16 -r 1 "${depth[@]}" 2>&1 |
-        sed -n 's/.*(\([0-9.]*\) GB\/s measured, \([0-9.]*\) MiB read per token.*/\1 \2/p') || true
+    # decode) and the weight bytes a token reads: each engine's decode as a share of that limit; the work of a
+    # prompt token and the peak of hearth's multiply-add instruction: each engine's prefill as a share of it
+    out=$("${hearth[@]}" -m "$f" -t "$threads" -p 512 -n 16 -r 1 "${depth[@]}" 2>&1) || true
+    gbs="" mib="" gflop="" insn="" peak=""
+    read -r gbs mib < <(sed -n 's/.*(\([0-9.]*\) GB\/s measured, \([0-9.]*\) MiB read per token.*/\1 \2/p' <<< "$out") || true
+    read -r gflop < <(sed -n 's/.*pp512: \([0-9.]*\) GFLOP per token.*/\1/p' <<< "$out") || true
+    IFS='|' read -r insn peak < <(sed -n 's/.*% of the \(.*\) peak of .* (\([0-9.]*\) GOP\/s.*/\1|\2/p' <<< "$out") || true
+    if [[ -n $gflop && -n $peak ]]; then
+        share=" a prompt token is $gflop GFLOP, the $insn peak of $threads threads $peak GOP/s; prefill at"
+        for e in "${engines[@]}"; do
+            share+=" $e $(awk -v t="${mp[$e]}" -v f="$gflop" -v p="$peak" 'BEGIN {printf "%.0f%%", 100 * t * f / p}')"
+        done
+        pk_lines+=("$(basename "$f"):${share}")
+    fi
     if [[ -n $gbs ]]; then
         share=" the machine read $gbs GB/s, a token reads $mib MiB of weights; decode at"
         for e in "${engines[@]}"; do
@@ -72,3 +82,8 @@ done
 echo
 echo "Decode as a share of the read bandwidth measured in this run:"
 printf '%s\n' "${bw_lines[@]}"
+if [[ ${#pk_lines[@]} -gt 0 ]]; then
+    echo
+    echo "Prefill as a share of the multiply-add peak measured in this run (the instruction alone on registers):"
+    printf '%s\n' "${pk_lines[@]}"
+fi

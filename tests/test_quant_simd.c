@@ -11,6 +11,8 @@
  *    and on rows of several HT_TILE_CHUNKs (the scalar set checks ht_vec_dot_tile's fallback loop).
  * 5. Transposed products (dot_t, F32 and F16): within 1e-5 of sum |w_i a_i| of the scalar ones, and each
  *    output bit-identical whatever n (a prefix of the positions) and nc.
+ * 6. Multiply-add peaks (quant_mac_peak): every SIMD set names an instruction and measures a rate a CPU can
+ *    have (a loop the compiler dropped would read a rate past any), the scalar set none.
  * Self-contained (quant layer only), so tests/test_neon_qemu.sh also builds it for aarch64. */
 #include <math.h>
 #include <stdlib.h>
@@ -291,6 +293,23 @@ static int test_dot_t(const char *set) {
     return checked;
 }
 
+/* Rates in multiply-adds a second a thread: above 1e7 (qemu-user included), below 4e12 (64 a vector
+ * instruction, 4 a cycle, 6 GHz, with room): a loop that ran no instructions reads far past it. */
+static int test_peak(const char *set) {
+    static const uint32_t types[] = {HT_F32, HT_F16, HT_Q4_0, HT_Q6_K};
+    int checked = 0;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++, checked++) {
+        const ht_mac_peak p = quant_mac_peak(types[i], 0.01);
+        if (!strcmp(set, "scalar")) {
+            CHECK(p.macs == 0 && !p.insn, "scalar: a peak measured for %s (%g)", ht_get_traits(types[i])->name, p.macs);
+            continue;
+        }
+        CHECK(p.insn && p.macs > 1e7 && p.macs < 4e12, "%s: %s peak of %s: %g multiply-adds/s", set,
+              ht_get_traits(types[i])->name, p.insn ? p.insn : "(none)", p.macs);
+    }
+    return checked;
+}
+
 int main(void) {
     quant_init();
     const char *chosen = quant_backend();
@@ -307,8 +326,9 @@ int main(void) {
         }
         test_from_float(set);
         const int ne = test_dots(set, true), nt = test_dots(set, false), ntl = test_tiles(set), ndt = test_dot_t(set);
-        printf("%-11s from_float, %d exact + %d realistic dot products, %d tiles, %d transposed products checked\n", set,
-               ne, nt, ntl, ndt);
+        const int npk = test_peak(set);
+        printf("%-11s from_float, %d exact + %d realistic dot products, %d tiles, %d transposed products, %d peaks checked\n",
+               set, ne, nt, ntl, ndt, npk);
         n_sets++;
     }
     REQUIRE(quant_set_backend(chosen), "cannot restore %s", chosen);

@@ -37,6 +37,14 @@ check "unwritable path" 'one_error_line "$HEARTH" synth --shape tiny-llama --typ
 
 b=$("$HEARTH" bench -m "$tmp/tiny-llama-Q4_0.gguf" -p 16 -n 4 -r 2 -t 1 --no-bw 2>&1)
 check "bench prints pp and tg rows [$b]" '[[ $b == *" pp16 |"* && $b == *" tg4 |"* && $b == *"load: "* && $b == *"rss after load"* ]]'
+# prefill against the peak of the kernels' multiply-add instruction: a share in 0-100% (the instruction
+# alone on registers bounds every kernel built on it), and no such line for the scalar kernels
+if ! grep -q "| scalar " <<< "$b"; then
+    pk=$(sed -n 's/^prefill: \([0-9]*\)% of the .* peak of 1 thread (\([0-9]*\) GOP\/s.*/\1 \2/p' <<< "$b")
+    check "bench: prefill's share of the multiply-add peak [$pk]" '[[ -n $pk ]] && (( ${pk% *} <= 100 && ${pk#* } > 0 ))'
+fi
+bs=$("$HEARTH" bench -m "$tmp/tiny-llama-Q4_0.gguf" -p 16 -n 0 -r 1 -t 1 --no-bw --cpu scalar 2>&1)
+check "bench --cpu scalar: no peak measured [$bs]" '[[ $bs == *"prefill: "*"GFLOP/s"* && $bs != *"peak"* ]]'
 
 [[ $fail -eq 0 ]] && echo "all synth checks passed"
 exit $fail

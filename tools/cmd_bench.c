@@ -1,7 +1,8 @@
 /* cmd_bench.c — `hearth bench -m MODEL [-t T] [-p 512] [-n 128] [-r REPS]`: llama-bench's measurements and
  * table (pp = one batch of p tokens from an empty cache, tg = n tokens decoded one at a time from an empty
- * cache, t/s as mean ± sd over REPS after one warm-up), plus load time, resident memory and decode speed as a
- * share of the limit that the measured memory read bandwidth puts on it. */
+ * cache, t/s as mean ± sd over REPS after one warm-up), plus load time, resident memory, prefill GFLOP/s as a
+ * share of the multiply-add instruction's measured peak (quant_mac_peak), and decode speed as a share of the
+ * limit that the measured memory read bandwidth puts on it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 
 #define BW_BYTES (1ull << 30)     /* streamed buffer: far larger than any last-level cache */
 #define BW_PASSES 10
+#define PEAK_SECONDS 0.2   /* each thread's multiply-add peak loop */
 #define MIB (1024.0 * 1024.0)
 
 typedef struct {
@@ -60,8 +62,9 @@ static void bench_usage(void) {
            "                    [--cpu avx512vnni|avx512|avx2|neon|scalar]\n"
            "Prints llama-bench's table (pp: one batch of N_PROMPT tokens from an empty cache; tg: N_GEN tokens one at\n"
            "a time from an empty cache, or with -d DEPTH tokens already in it, as llama-bench -d; t/s as mean ± sd\n"
-           "over REPS runs after a warm-up), then load time, resident\n"
-           "memory, prefill GFLOP/s, and decode speed against the limit the measured read bandwidth sets (--no-bw skips it).\n"
+           "over REPS runs after a warm-up), then load time, resident memory, prefill GFLOP/s against the measured\n"
+           "peak of the instruction the kernels multiply with, and decode speed against the limit the measured read\n"
+           "bandwidth sets (--no-bw skips it).\n"
            "Defaults: -t all cores, -p 512, -n 128, -r 3, -c max(2048, p + n). --cache-type: the KV cache's type,\n"
            "f16 (default), f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32);\n"
            "the memory lines name it when it is not f16. --cpu runs a lower kernel set than the CPU's best (e.g.\n"
@@ -270,6 +273,39 @@ static double read_bandwidth(int threads) {
     return best;
 }
 
+/* The type of most of the layer matrices' elements: the one whose tiles prefill runs on. */
+static uint32_t main_type(const hearth_model *m) {
+    double elems[HT_NTYPES] = { 0 };
+    uint32_t best = HT_F32;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const ht_tensor *t = &m->tensors[i];
+        if (strncmp(t->name, "blk.", 4) || t->n_dims < 2 || t->type >= HT_NTYPES) continue;
+        elems[t->type] += (double)t->ne[0] * (double)t->ne[1] * (double)(t->n_dims > 2 ? t->ne[2] : 1);
+        if (elems[t->type] > elems[best]) best = t->type;
+    }
+    return best;
+}
+
+typedef struct { uint32_t type; ht_mac_peak p[64]; } peak_job;
+
+static void peak_share(void *arg, int ith, int nth) {
+    (void)nth;
+    peak_job *j = arg;
+    j->p[ith & 63] = quant_mac_peak(j->type, PEAK_SECONDS);
+}
+
+/* Every thread's multiply-add peak for the type's instruction, measured at once, summed: multiply-adds a second. */
+static ht_mac_peak mac_peak(uint32_t type, int threads) {
+    peak_job j = { .type = type };
+    ht_pool *pool = pool_new(HT_MIN(threads, 64));
+    ht_mac_peak sum = { NULL, 0 };
+    if (!pool) return sum;
+    pool_run(pool, peak_share, &j);
+    for (int i = 0; i < pool_size(pool); i++) sum.insn = j.p[i].insn, sum.macs += j.p[i].macs;
+    pool_free(pool);
+    return sum;
+}
+
 /* Weight bytes one decoded token reads: everything but the embedding rows not looked up (a tied output
  * head reads the whole token embedding). */
 static uint64_t bytes_per_token(const hearth_model *m, const hearth_model_info *in) {
@@ -453,10 +489,16 @@ int cmd_bench(int argc, char **argv) {
     INFO("cpu: the tests got %.0f%% of %d threads' wall time (less means other load on the machine)\n",
            100.0 * cpu_share, threads);
     print_rss("after bench", &in, l.c, false);
-    if (pp_n)
+    if (pp_n) {
+        const double flop = prefill_flops_per_token(l.m, a.depth, pp_n), gflops = pp.mean * flop / 1e9;
         INFO("prefill: %.2f t/s = %.1f GFLOP/s (pp%ld: %.2f GFLOP per token, every layer matrix and the attention)\n",
-             pp.mean, pp.mean * prefill_flops_per_token(l.m, a.depth, pp_n) / 1e9, pp_n,
-             prefill_flops_per_token(l.m, a.depth, pp_n) / 1e9);
+             pp.mean, gflops, pp_n, flop / 1e9);
+        const ht_mac_peak pk = mac_peak(main_type(l.m), threads);
+        if (pk.macs > 0)   /* a multiply-add is 2 operations, as in the GFLOP/s */
+            INFO("prefill: %.0f%% of the %s peak of %d thread%s (%.0f GOP/s: the instruction alone on registers, %s)\n",
+                 100.0 * gflops / (2 * pk.macs / 1e9), pk.insn, threads, threads == 1 ? "" : "s", 2 * pk.macs / 1e9,
+                 quant_backend());
+    }
     hearth_ctx_free(l.c);
     if (a.bandwidth && a.n_gen > 0) print_decode_limit(l.m, &in, tg, threads, bw0);
     hearth_model_free(l.m);

@@ -66,7 +66,7 @@ extern const ht_kernel_set quant_kernels_avx2;
 #ifdef HEARTH_QUANT_NEON
 extern const ht_kernel_set quant_kernels_neon;
 #endif
-static const ht_kernel_set scalar_set = {"scalar", NULL, NULL};
+static const ht_kernel_set scalar_set = {"scalar", NULL, NULL, NULL};
 
 static const ht_kernel_set *const kernel_sets[] = {
 #ifdef HEARTH_QUANT_AVX512VNNI
@@ -85,7 +85,7 @@ static const ht_kernel_set *const kernel_sets[] = {
 };
 #define N_KERNEL_SETS ((int)(sizeof kernel_sets / sizeof kernel_sets[0]))
 
-static const char *active_name = "scalar";
+static const ht_kernel_set *active_set = &scalar_set;
 
 static bool known_type(uint32_t type) { return type < HT_NTYPES && ref_table[type].name != NULL; }
 
@@ -107,7 +107,7 @@ static bool set_runs_here(const ht_kernel_set *ks) { return !ks->cpu_ok || ks->c
 static void install_set(const ht_kernel_set *ks) {
     memcpy(active_table, ref_table, sizeof active_table);
     if (ks->install) ks->install(active_table);
-    active_name = ks->name;
+    active_set = ks;
     ops_set_isa(ks->name);   /* norms, activations, softmax: the same vector width */
 }
 
@@ -124,7 +124,12 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 void quant_init(void) { pthread_once(&init_once, pick_best_set); }
 
-const char *quant_backend(void) { return active_name; }
+const char *quant_backend(void) { return active_set->name; }
+
+ht_mac_peak quant_mac_peak(uint32_t type, double seconds) {
+    const ht_kernel_set *ks = active_set;
+    return known_type(type) && ks->mac_peak ? ks->mac_peak(type, seconds) : (ht_mac_peak){ NULL, 0 };
+}
 
 bool quant_set_backend(const char *name) {
     quant_init();   /* so a later quant_init() cannot undo the choice */

@@ -151,6 +151,14 @@ bool quant_set_backend(const char *name);
 /* Name of the i-th built-in kernel set, best first ("scalar" last); NULL past the end. */
 const char *quant_backend_name(int i);
 
+/* The multiply-add peak of the active kernel set for a weight type's products: the instruction its tiles
+ * multiply with (VPDPBUSD, VPMADDUBSW, VPMADDWD, an FMA, SDOT, ...), issued back to back on registers with no
+ * memory access, by the calling thread for about `seconds`. macs: multiply-adds a second (0: not measured,
+ * as for the scalar set). No kernel on that instruction can pass it: a prefill's share of it says how close
+ * to the arithmetic's roofline it runs. */
+typedef struct { const char *insn; double macs; } ht_mac_peak;
+ht_mac_peak quant_mac_peak(uint32_t type, double seconds);
+
 /* How a SIMD kernel file plugs in. quant_avx2.c (say) defines
  *     const ht_kernel_set quant_kernels_avx2 = { "avx2", cpu_has_avx2, install_avx2 };
  * where install_avx2(t) overwrites entries of t (indexed by type id, already a copy of the scalar table):
@@ -162,6 +170,7 @@ typedef struct {
     const char *name;                       /* as quant_backend() reports it */
     bool (*cpu_ok)(void);                   /* can this CPU run the kernels? (NULL: always) */
     void (*install)(ht_traits t[HT_NTYPES]); /* NULL: nothing to override */
+    ht_mac_peak (*mac_peak)(uint32_t type, double seconds);   /* NULL: not measured */
 } ht_kernel_set;
 
 #endif

@@ -5,4 +5,4 @@
 #define HT_X86_AVX512 0
 #include "quant_x86_kernels.h"
 
-const ht_kernel_set quant_kernels_avx2 = {"avx2", ht_cpu_x86_avx2, x86_install};
+const ht_kernel_set quant_kernels_avx2 = {"avx2", ht_cpu_x86_avx2, x86_install, x86_mac_peak};

@@ -6,4 +6,4 @@
 #define HT_X86_AVX512 1
 #include "quant_x86_kernels.h"
 
-const ht_kernel_set quant_kernels_avx512vnni = {"avx512vnni", ht_cpu_x86_avx512vnni, x86_install};
+const ht_kernel_set quant_kernels_avx512vnni = {"avx512vnni", ht_cpu_x86_avx512vnni, x86_install, x86_mac_peak};

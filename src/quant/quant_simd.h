@@ -105,6 +105,7 @@ bool ht_cpu_arm_dotprod(void);     /* SDOT/UDOT (HWCAP_ASIMDDP) */
 
 /* quant_neon_dotprod.c: overrides the baseline NEON entries with SDOT kernels (aarch64 only). */
 void ht_neon_dotprod_install(ht_traits t[HT_NTYPES]);
+double ht_neon_sdot_rate(double seconds);   /* SDOT instructions a second (quant_peak.h) */
 
 /* The body of a vec_dot_tile (parameters as ht_vec_dot_tile_fn), given COLS(n, w, ws, nr, a, as, nc, y, ys),
  * which dispatches nc to kernel instances built for a compile-time column count: columns go in groups of

@@ -1148,3 +1148,43 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_Q8_1].from_float = q8_1_from_float;
     t[HT_Q8_K].from_float = q8_K_from_float;
 }
+
+/* ---- multiply-add peaks (ht_kernel_set.mac_peak): the instruction the type's prefill tile multiplies with,
+ * at the set's full width ---- */
+#include "quant_peak.h"
+
+#if HT_X86_AVX512
+#define PEAK_KEEP(v) __asm__ volatile("" : "+v"(v))
+#define PEAK_I(s) _mm512_set1_epi8((char)(s))
+#define PEAK_F(s) _mm512_set1_ps(0.5f * (float)(s))
+#define PEAK_FMA(v, k) _mm512_fmadd_ps(v, k, k)   /* v = v / 2 + 1/2 (k = 1/2): stays near 1, no denormals */
+PEAK_LOOP(peak_fma, __m512, PEAK_F, PEAK_FMA, PEAK_KEEP)
+#if HT_X86_VNNI
+#define PEAK_DPBUSD(v, k) _mm512_dpbusd_epi32(v, k, k)
+PEAK_LOOP(peak_int8, __m512i, PEAK_I, PEAK_DPBUSD, PEAK_KEEP)
+#define PEAK_INT8 "VPDPBUSD zmm"
+#else
+PEAK_LOOP(peak_int8, __m512i, PEAK_I, _mm512_maddubs_epi16, PEAK_KEEP)
+#define PEAK_INT8 "VPMADDUBSW zmm"
+#endif
+
+static ht_mac_peak x86_mac_peak(uint32_t type, double seconds) {
+    if (type == HT_F32 || type == HT_F16 || type == HT_BF16) return (ht_mac_peak){ "VFMADD231PS zmm", 16 * peak_fma(seconds) };
+    return (ht_mac_peak){ PEAK_INT8, 64 * peak_int8(seconds) };
+}
+#else
+#define PEAK_KEEP(v) __asm__ volatile("" : "+x"(v))
+#define PEAK_I(s) _mm256_set1_epi8((char)(s))
+#define PEAK_F(s) _mm256_set1_ps(0.5f * (float)(s))
+#define PEAK_FMA(v, k) _mm256_fmadd_ps(v, k, k)   /* v = v / 2 + 1/2 (k = 1/2): stays near 1, no denormals */
+PEAK_LOOP(peak_fma, __m256, PEAK_F, PEAK_FMA, PEAK_KEEP)
+PEAK_LOOP(peak_int8, __m256i, PEAK_I, _mm256_maddubs_epi16, PEAK_KEEP)
+PEAK_LOOP(peak_int16, __m256i, PEAK_I, _mm256_madd_epi16, PEAK_KEEP)
+
+/* F16 and BF16 tiles run on 14-bit integers here (pk_f16_i16): PMADDWD */
+static ht_mac_peak x86_mac_peak(uint32_t type, double seconds) {
+    if (type == HT_F32) return (ht_mac_peak){ "VFMADD231PS ymm", 8 * peak_fma(seconds) };
+    if (type == HT_F16 || type == HT_BF16) return (ht_mac_peak){ "VPMADDWD ymm", 16 * peak_int16(seconds) };
+    return (ht_mac_peak){ "VPMADDUBSW ymm", 32 * peak_int8(seconds) };
+}
+#endif
