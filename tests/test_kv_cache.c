@@ -4,7 +4,10 @@
  * a quarter of what the reference loses on the Q8_0-quantized weights (measured: llama 8.8e-6 vs 1.4e-4, gemma3
  * 7.2e-5 vs 5.4e-4), the argmax agrees at >= 97% of positions; it takes 34/32 bytes per cached value; a model
  * whose head size is not a multiple of 32 is refused. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/context.h"
 #include "golden_check.h"
@@ -135,6 +138,46 @@ static void test_memory(void) {
     hearth_model_free(m);
 }
 
+static long resident_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size, res;
+    const bool ok = f && fscanf(f, "%ld %ld", &size, &res) == 2;
+    if (f) fclose(f);
+    return ok ? res * sysconf(_SC_PAGESIZE) : -1;
+}
+
+/* A cache costs memory only where positions are stored, even after a large block was freed (glibc then
+ * serves blocks of up to that size from its heap and zeroes them by hand): a 16384-position context and
+ * 8 decoded tokens leave most of its KV cache untouched. */
+static void test_lazy(void) {
+    if (resident_bytes() < 0) { printf("no /proc/self/statm: the lazy cache is not checked\n"); return; }
+    hearth_model *m = tu_load_model("llama");
+    hearth_ctx_free(new_ctx(m, HEARTH_CACHE_F16, 16, 1));   /* the weights packed before the count */
+    /* glibc's mmap threshold rises to a freed mapped block's size (up to 32 MiB); the next block below it comes
+     * from the heap, which keeps it when freed: blocks carved from there are zeroed by hand */
+    for (size_t mib = 30; mib >= 20; mib -= 10) {
+        char *p = malloc(mib << 20);
+        REQUIRE(p, "malloc");
+        memset(p, 1, mib << 20);
+        free(p);
+    }
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = 16384;
+    cp.n_threads = 1;
+    hearth_ctx *c;
+    hearth_err err;
+    const long r0 = resident_bytes();
+    REQUIRE(!hearth_ctx_new(m, &cp, &c, &err), "ctx: %s", err.msg);
+    hearth_token t[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+    for (int i = 0; i < 8; i++) REQUIRE(!hearth_decode(c, &(hearth_batch){ .n = 1, .tokens = &t[i] }, &err), "decode: %s", err.msg);
+    const long grown = resident_bytes() - r0;
+    const size_t kv = ctx_kv_bytes(c, -1);
+    CHECK(grown >= 0 && (size_t)grown < kv / 4, "a context of %zu KV bytes made %ld bytes resident", kv, grown);
+    printf("llama at n_ctx 16384: KV cache %zu bytes, %ld resident after 8 tokens\n", kv, grown);
+    hearth_ctx_free(c);
+    hearth_model_free(m);
+}
+
 /* stories260K's heads are 8 wide: no whole Q8_0 block per head. */
 static void test_reject(void) {
     hearth_model *m = tu_load_model("stories260K");
@@ -161,6 +204,7 @@ int main(void) {
     test_accuracy("llama");
     test_accuracy("gemma3");   /* (qwen3's random logits are nearly flat: KL ~1e-14 whatever the cache) */
     test_memory();
+    test_lazy();
     test_reject();
     TEST_DONE();
 }
