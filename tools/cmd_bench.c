@@ -294,7 +294,8 @@ static void peak_share(void *arg, int ith, int nth) {
     j->p[ith & 63] = quant_mac_peak(j->type, PEAK_SECONDS);
 }
 
-/* Every thread's multiply-add peak for the type's instruction, measured at once, summed: multiply-adds a second. */
+/* Every thread's multiply-add peak for the type's instruction, measured at once, summed: multiply-adds a second
+ * (past 64 threads, 64 are measured and their sum scaled). */
 static ht_mac_peak mac_peak(uint32_t type, int threads) {
     peak_job j = { .type = type };
     ht_pool *pool = pool_new(HT_MIN(threads, 64));
@@ -302,6 +303,7 @@ static ht_mac_peak mac_peak(uint32_t type, int threads) {
     if (!pool) return sum;
     pool_run(pool, peak_share, &j);
     for (int i = 0; i < pool_size(pool); i++) sum.insn = j.p[i].insn, sum.macs += j.p[i].macs;
+    sum.macs *= (double)threads / pool_size(pool);
     pool_free(pool);
     return sum;
 }

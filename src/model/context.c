@@ -31,7 +31,7 @@ hearth_ctx_params hearth_ctx_default_params(void) {
  * keeps the mapping's length (0: from calloc), for ctx_buf_free. */
 #define CTX_MAP_MIN ((size_t)1 << 20)
 #define CTX_BUF_HDR 64
-static void *xcalloc(size_t n, size_t sz, bool *fail) {
+static void *ctx_buf_calloc(size_t n, size_t sz, bool *fail) {
     n = n ? n : 1, sz = sz ? sz : 1;
     if (n > (SIZE_MAX - CTX_BUF_HDR) / sz) { *fail = true; return NULL; }
     size_t bytes = n * sz + CTX_BUF_HDR;
@@ -104,46 +104,46 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->kv_type = p.cache_type == HEARTH_CACHE_F32 ? HT_F32 : p.cache_type == HEARTH_CACHE_Q8_0 ? HT_Q8_0 : HT_F16;
     bool fail = false;
     size_t B = (size_t)c->n_batch;
-    c->x = xcalloc(B * E, sizeof(float), &fail);
-    c->xb = xcalloc(B * wide, sizeof(float), &fail);
-    c->xb2 = xcalloc(B * wide, sizeof(float), &fail);
-    c->q = xcalloc(B * (QD + 2 * KD), sizeof(float), &fail);   /* room for fused QKV output */
-    c->k = xcalloc(B * KD, sizeof(float), &fail);
-    c->v = xcalloc(B * KVD, sizeof(float), &fail);
-    c->att = xcalloc(B * VD, sizeof(float), &fail);
-    c->hb = xcalloc(B * HT_MAX((size_t)hp->n_ff, QD + 2 * KD), sizeof(float), &fail);
-    c->hb2 = xcalloc(B * (size_t)hp->n_ff, sizeof(float), &fail);
+    c->x = ctx_buf_calloc(B * E, sizeof(float), &fail);
+    c->xb = ctx_buf_calloc(B * wide, sizeof(float), &fail);
+    c->xb2 = ctx_buf_calloc(B * wide, sizeof(float), &fail);
+    c->q = ctx_buf_calloc(B * (QD + 2 * KD), sizeof(float), &fail);   /* room for fused QKV output */
+    c->k = ctx_buf_calloc(B * KD, sizeof(float), &fail);
+    c->v = ctx_buf_calloc(B * KVD, sizeof(float), &fail);
+    c->att = ctx_buf_calloc(B * VD, sizeof(float), &fail);
+    c->hb = ctx_buf_calloc(B * HT_MAX((size_t)hp->n_ff, QD + 2 * KD), sizeof(float), &fail);
+    c->hb2 = ctx_buf_calloc(B * (size_t)hp->n_ff, sizeof(float), &fail);
     c->qact_row_cap = matmul_act_row_bytes((int64_t)wide);
-    c->qact = xcalloc(B, c->qact_row_cap, &fail);
+    c->qact = ctx_buf_calloc(B, c->qact_row_cap, &fail);
     c->att_stride = att_scratch_floats(c);
-    c->att_scores = xcalloc((size_t)c->n_threads * c->att_stride, sizeof(float), &fail);
-    c->rope_cos = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
-    c->rope_sin = xcalloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
-    c->rope_pos = xcalloc(B, sizeof(int32_t), &fail);
+    c->att_scores = ctx_buf_calloc((size_t)c->n_threads * c->att_stride, sizeof(float), &fail);
+    c->rope_cos = ctx_buf_calloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
+    c->rope_sin = ctx_buf_calloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
+    c->rope_pos = ctx_buf_calloc(B, sizeof(int32_t), &fail);
     if (hp->n_expert) {
         size_t S = B * (size_t)hp->n_expert_used, NE = (size_t)hp->n_expert, F = (size_t)hp->n_ff_exp, W = HT_MAX(E, F);
-        c->moe_logits = xcalloc(B * NE, sizeof(float), &fail);
-        c->moe_sel = xcalloc(S, sizeof(int), &fail);
-        c->moe_w = xcalloc(S, sizeof(float), &fail);
-        c->moe_row = xcalloc(S, sizeof(int), &fail);
-        c->moe_src = xcalloc(S, sizeof(int), &fail);
-        c->moe_cnt = xcalloc(NE, sizeof(int), &fail);
-        c->moe_first = xcalloc(NE, sizeof(int), &fail);
-        c->moe_active = xcalloc(NE, sizeof(int), &fail);
-        c->moe_g = xcalloc(S * F, sizeof(float), &fail);
-        c->moe_u = xcalloc(S * F, sizeof(float), &fail);
-        c->moe_y = xcalloc(S * E, sizeof(float), &fail);
+        c->moe_logits = ctx_buf_calloc(B * NE, sizeof(float), &fail);
+        c->moe_sel = ctx_buf_calloc(S, sizeof(int), &fail);
+        c->moe_w = ctx_buf_calloc(S, sizeof(float), &fail);
+        c->moe_row = ctx_buf_calloc(S, sizeof(int), &fail);
+        c->moe_src = ctx_buf_calloc(S, sizeof(int), &fail);
+        c->moe_cnt = ctx_buf_calloc(NE, sizeof(int), &fail);
+        c->moe_first = ctx_buf_calloc(NE, sizeof(int), &fail);
+        c->moe_active = ctx_buf_calloc(NE, sizeof(int), &fail);
+        c->moe_g = ctx_buf_calloc(S * F, sizeof(float), &fail);
+        c->moe_u = ctx_buf_calloc(S * F, sizeof(float), &fail);
+        c->moe_y = ctx_buf_calloc(S * E, sizeof(float), &fail);
         c->moe_qact_row = HT_MAX(matmul_act_row_bytes((int64_t)W), W * sizeof(float));
-        c->moe_qact = xcalloc(S, c->moe_qact_row, &fail);
+        c->moe_qact = ctx_buf_calloc(S, c->moe_qact_row, &fail);
     }
     c->max_rows = c->n_ctx * c->n_seq;
-    c->row_out = xcalloc((size_t)c->max_rows, sizeof(int), &fail);
-    c->b_pos = xcalloc((size_t)c->max_rows, sizeof(int32_t), &fail);
-    c->b_seq = xcalloc((size_t)c->max_rows, sizeof(int32_t), &fail);
-    c->b_want = xcalloc((size_t)c->max_rows, 1, &fail);
-    c->seq_next = xcalloc((size_t)c->n_seq, sizeof(int), &fail);
-    c->seq_len = xcalloc((size_t)c->n_seq, sizeof(int), &fail);
-    c->kv = xcalloc((size_t)hp->n_layer, sizeof *c->kv, &fail);
+    c->row_out = ctx_buf_calloc((size_t)c->max_rows, sizeof(int), &fail);
+    c->b_pos = ctx_buf_calloc((size_t)c->max_rows, sizeof(int32_t), &fail);
+    c->b_seq = ctx_buf_calloc((size_t)c->max_rows, sizeof(int32_t), &fail);
+    c->b_want = ctx_buf_calloc((size_t)c->max_rows, 1, &fail);
+    c->seq_next = ctx_buf_calloc((size_t)c->n_seq, sizeof(int), &fail);
+    c->seq_len = ctx_buf_calloc((size_t)c->n_seq, sizeof(int), &fail);
+    c->kv = ctx_buf_calloc((size_t)hp->n_layer, sizeof *c->kv, &fail);
     size_t krow = ht_row_size(c->kv_type, hp->head_dim), vrow = ht_row_size(c->kv_type, hp->head_dim_v);
     for (int il = 0; !fail && il < hp->n_layer; il++) {
         ht_kv_layer *L = &c->kv[il];
@@ -153,9 +153,9 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
             L->ring = true;
         }
         if (il < m->layer_lo || il >= m->layer_hi) continue;   /* another rank's layer (MPI) */
-        L->k = xcalloc((size_t)c->n_seq * L->cap * hp->n_head_kv, krow, &fail);
-        L->v = xcalloc((size_t)c->n_seq * L->cap * hp->n_head_kv, vrow, &fail);
-        L->span = xcalloc((size_t)c->n_seq, sizeof(int), &fail);
+        L->k = ctx_buf_calloc((size_t)c->n_seq * L->cap * hp->n_head_kv, krow, &fail);
+        L->v = ctx_buf_calloc((size_t)c->n_seq * L->cap * hp->n_head_kv, vrow, &fail);
+        L->span = ctx_buf_calloc((size_t)c->n_seq, sizeof(int), &fail);
     }
     if (!fail) c->pool = pool_new(c->n_threads);
     if (fail || !c->pool) { hearth_ctx_free(c); return herr(err, "out of memory allocating a context of %d tokens", p.n_ctx); }
