@@ -331,7 +331,11 @@ static void pk_q4_K_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, ui
 
 HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     const int nsb = n / 256;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    /* the 8 rows' scale bytes (broadcast) to lanes holding each row's scale in both int16 halves: one PMADDWD
+     * then adds a lane's pair of int16 sums and scales it (a PMADDWD by ones and a PMULLD before) */
+    const __m256i sc_dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                            4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
     __m256 acc[PK8_NC];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
@@ -344,7 +348,9 @@ HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
         HT_UNROLL
         for (int s = 0; s < 8; s++) {
             const int k = s / 2, sh = (s & 1) * 4;
-            const __m256i scale = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + s * 8)));
+            int64_t sc8;
+            memcpy(&sc8, sc + s * 8, 8);
+            const __m256i scale = _mm256_shuffle_epi8(_mm256_set1_epi64x(sc8), sc_dup);
             __m256i p[PK8_NC];
             HT_UNROLL
             for (int j = 0; j < 8; j++) {
@@ -357,7 +363,7 @@ HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
                 }
             }
             HT_UNROLL
-            for (int c = 0; c < NC; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(_mm256_madd_epi16(p[c], ones), scale));
+            for (int c = 0; c < NC; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p[c], scale));
         }
         const __m256 dw = _mm256_cvtph_ps(ld128(mn + 64)), dmw = _mm256_cvtph_ps(ld128(mn + 80));
         HT_UNROLL
