@@ -160,12 +160,13 @@ typedef struct { const char *insn; double macs; } ht_mac_peak;
 ht_mac_peak quant_mac_peak(uint32_t type, double seconds);
 
 /* How a SIMD kernel file plugs in. quant_avx2.c (say) defines
- *     const ht_kernel_set quant_kernels_avx2 = { "avx2", cpu_has_avx2, install_avx2 };
+ *     const ht_kernel_set quant_kernels_avx2 = { "avx2", cpu_has_avx2, install_avx2, mac_peak_avx2 };
  * where install_avx2(t) overwrites entries of t (indexed by type id, already a copy of the scalar table):
  * typically t[HT_Q4_0].vec_dot, t[HT_Q8_0].from_float, ... — any entry it does not touch stays scalar, and
  * it may first call a lower set's install (avx512 over avx2). The build defines HEARTH_QUANT_AVX2 (and
  * _AVX512, _AVX512VNNI, _NEON) for quant.c when it compiles the file with its target flags; quant.c then
- * lists the set. Overrides must give the same per-block integer sums and float formula as quant_ref.c. */
+ * lists the set. Overrides must give the same per-block integer sums and float formula as quant_ref.c.
+ * mac_peak (quant_mac_peak above) is measurement only: nothing on a compute path calls it. */
 typedef struct {
     const char *name;                       /* as quant_backend() reports it */
     bool (*cpu_ok)(void);                   /* can this CPU run the kernels? (NULL: always) */
