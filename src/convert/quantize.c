@@ -65,9 +65,10 @@ static bool ends_with(const char *s, const char *suf) {
 
 uint32_t quant_tensor_type(const char *name, int n_dims, int64_t ne0, uint32_t base, int mix, int n_layer,
                            bool has_output) {
-    /* vectors, norms, and tables llama.cpp never quantizes (the MoE router among them) */
+    /* vectors, norms, and tables llama.cpp never quantizes (the MoE router, a recurrent layer's conv kernel) */
     if (n_dims < 2 || strstr(name, "_norm.weight") || !ends_with(name, ".weight") || strstr(name, "position_embd") ||
-        strstr(name, "token_types") || strstr(name, "rope_freqs") || strstr(name, "ffn_gate_inp"))
+        strstr(name, "token_types") || strstr(name, "rope_freqs") || strstr(name, "ffn_gate_inp") ||
+        strstr(name, "ssm_conv1d"))
         return HT_F32;
     uint32_t t = base;
     bool head = !strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"));

@@ -15,6 +15,7 @@
 
 #include "model/matmul.h"
 #include "model/pack.h"
+#include "model/recurrent.h"
 #include "compute/ops.h"
 #include "dist/dist.h"
 
@@ -34,7 +35,7 @@ hearth_ctx_params hearth_ctx_default_params(void) {
  * every head resident (a 16384-position cache of 16 MiB: 4 MiB after 8 tokens instead of 64 KiB). */
 #define CTX_MAP_MIN ((size_t)1 << 16)
 #define CTX_BUF_HDR 64
-static void *ctx_buf_calloc(size_t n, size_t sz, bool *fail) {
+void *ctx_buf_calloc(size_t n, size_t sz, bool *fail) {
     n = n ? n : 1, sz = sz ? sz : 1;
     if (n > (SIZE_MAX - CTX_BUF_HDR) / sz) { *fail = true; return NULL; }
     size_t bytes = n * sz + CTX_BUF_HDR;
@@ -52,7 +53,7 @@ static void *ctx_buf_calloc(size_t n, size_t sz, bool *fail) {
     return p + CTX_BUF_HDR;
 }
 
-static void ctx_buf_free(void *q) {
+void ctx_buf_free(void *q) {
     if (!q) return;
     uint8_t *p = (uint8_t *)q - CTX_BUF_HDR;
     size_t bytes;
@@ -86,7 +87,9 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     const size_t E = (size_t)hp->n_embd;
     const size_t QD = (size_t)hp->n_head * hp->head_dim, KD = (size_t)hp->n_head_kv * hp->head_dim;
     const size_t VD = (size_t)hp->n_head * hp->head_dim_v, KVD = (size_t)hp->n_head_kv * hp->head_dim_v;
-    const size_t wide = HT_MAX(HT_MAX(E, QD + 2 * KD), HT_MAX(VD, (size_t)hp->n_ff));
+    const size_t QG = hp->attn_gate ? 2 * QD : QD;   /* gated attention: q rows carry the gates too */
+    const size_t wide = HT_MAX(HT_MAX(HT_MAX(E, QG + 2 * KD), HT_MAX(VD, (size_t)hp->n_ff)),
+                               (size_t)hp->ssm_v_heads * hp->ssm_state);
     size_t widest = wide;
     if (hp->n_expert)
         widest = HT_MAX(widest, (size_t)hp->n_expert_used * HT_MAX(HT_MAX(E, (size_t)hp->n_ff_exp), (size_t)hp->n_expert));
@@ -111,7 +114,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->x = ctx_buf_calloc(B * E, sizeof(float), &fail);
     c->xb = ctx_buf_calloc(B * wide, sizeof(float), &fail);
     c->xb2 = ctx_buf_calloc(B * wide, sizeof(float), &fail);
-    c->q = ctx_buf_calloc(B * (QD + 2 * KD), sizeof(float), &fail);   /* room for fused QKV output */
+    c->q = ctx_buf_calloc(B * (QG + 2 * KD), sizeof(float), &fail);   /* room for fused QKV output */
     c->k = ctx_buf_calloc(B * KD, sizeof(float), &fail);
     c->v = ctx_buf_calloc(B * KVD, sizeof(float), &fail);
     c->att = ctx_buf_calloc(B * VD, sizeof(float), &fail);
@@ -156,11 +159,12 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
             L->cap = hp->sliding_window + c->n_batch;   /* ring: a window plus one micro-batch of new rows */
             L->ring = true;
         }
-        if (il < m->layer_lo || il >= m->layer_hi) continue;   /* another rank's layer (MPI) */
+        if (il < m->layer_lo || il >= m->layer_hi || m->layers[il].recurrent) continue;   /* another rank's (MPI) */
         L->k = ctx_buf_calloc((size_t)c->n_seq * L->cap * hp->n_head_kv, krow, &fail);
         L->v = ctx_buf_calloc((size_t)c->n_seq * L->cap * hp->n_head_kv, vrow, &fail);
         L->span = ctx_buf_calloc((size_t)c->n_seq, sizeof(int), &fail);
     }
+    if (!fail && rec_ctx_new(c)) fail = true;
     if (!fail) c->pool = pool_new(c->n_threads);
     if (fail || !c->pool) { hearth_ctx_free(c); return herr(err, "out of memory allocating a context of %d tokens", p.n_ctx); }
     if (dist_ctx_open(c, err) || model_pack_weights(m, c->pool, err) || dist_ctx_ready(c, err)) {
@@ -182,6 +186,7 @@ void hearth_ctx_free(hearth_ctx *c) {
             ctx_buf_free(c->kv[il].span);
         }
     ctx_buf_free(c->kv);
+    rec_ctx_free(c);
     void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
                      c->rope_cos, c->rope_sin, c->rope_pos, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want,
                      c->seq_next, c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt,
@@ -208,6 +213,7 @@ static int ring_slack(const hearth_ctx *c) {
 void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
     if (seq < 0 || seq >= c->n_seq || pos < 0 || pos >= c->seq_len[seq]) return;
     if (pos > 0 && c->seq_len[seq] - pos > ring_slack(c)) pos = 0;   /* the window before pos is overwritten */
+    if (pos < rec_cut_floor(c, seq)) pos = 0;   /* a recurrent state before its current chunk is gone */
     c->seq_len[seq] = pos;
     if (pos == 0)   /* nothing left to keep: the next tokens start short rows again */
         for (int il = 0; il < c->m->hp.n_layer; il++) if (c->kv[il].span) c->kv[il].span[seq] = 0;
@@ -256,6 +262,7 @@ static void kv_widen(hearth_ctx *c, ht_kv_layer *L, int seq, int need) {
  * (F32 / F16 caches keep both transposed; they are gathered and scattered), or Q8_0 rows as stored. */
 static bool kv_portable(const hearth_ctx *c) {
     if (c->dist_id >= 0) return false;   /* the layers' caches are spread over the ranks */
+    if (c->rec) return false;            /* recurrent states are no per-position rows */
     for (int il = 0; il < c->m->hp.n_layer; il++) if (c->kv[il].ring) return false;
     return true;
 }

@@ -6,6 +6,10 @@
 
 #include "model/model.h"
 
+/* A zeroed buffer of n * sz bytes whose pages cost memory only once touched (blocks of 64 KiB or more are
+ * anonymous mappings); *fail set on overflow or out of memory. Freed with ctx_buf_free. */
+void *ctx_buf_calloc(size_t n, size_t sz, bool *fail);
+void ctx_buf_free(void *p);
 /* True if layer il uses a sliding window (its cache is then a ring of window + n_batch rows). */
 bool ctx_layer_is_swa(const hearth_model *m, int il);
 /* x[i] = token embedding row of ub->tokens[i] (n_embd floats each), dequantized, times hp.embd_scale. */

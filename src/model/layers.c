@@ -70,6 +70,24 @@ static void qk_rows(const void *arg, int r0, int r1) {
     }
 }
 
+/* Output-gated attention (Qwen3.5): each token's q rows hold per head [q | gate]; q is packed in place to
+ * [n_head][head_dim] and the gates copied to gate. */
+static void split_gate(int n, float *q, float *gate, int n_head, int hd) {
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < n_head; h++) {   /* a row's packed q never passes its unread part */
+            const float *src = q + ((size_t)i * n_head + h) * 2 * hd;
+            memcpy(gate + ((size_t)i * n_head + h) * hd, src + hd, (size_t)hd * sizeof(float));
+            memmove(q + ((size_t)i * n_head + h) * hd, src, (size_t)hd * sizeof(float));
+        }
+}
+
+typedef struct { float *x; const float *gate; } gate_job;
+
+static void gate_range(const void *arg, int lo, int hi) {
+    const gate_job *j = arg;
+    for (int i = lo; i < hi; i++) j->x[i] *= 1.0f / (1.0f + expf(-j->gate[i]));
+}
+
 void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in, float *out, float rope_base,
                      int window) {
     const hearth_model *m = c->m;
@@ -85,6 +103,7 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
         float *Y[3] = { q, k, v };
         matmul_multi(c, W, Y, 3, in, ub->n);
         for (int i = 0; i < 3; i++) matmul_add_bias(B[i], Y[i], ub->n, (int)W[i]->ne[1]);
+        if (hp->attn_gate) split_gate(ub->n, q, c->hb, hp->n_head, hp->head_dim);
     }
     if (rope_base > 0) ctx_rope_tables(c, ub, rope_base, ctx_layer_is_swa(m, il) ? hp->rope_scale_swa : hp->rope_scale);
     if (L->q_norm.data || L->k_norm.data || rope_base > 0) {
@@ -92,6 +111,10 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
         pool_share(c->pool, ub->n, qk_rows, &j);
     }
     ctx_attention(c, il, ub, q, k, v, c->att, hp->attn_scale, window);
+    if (hp->attn_gate) {
+        gate_job g = { c->att, c->hb };
+        pool_share(c->pool, ub->n * hp->n_head * hp->head_dim_v, gate_range, &g);
+    }
     matmul_bias(c, &L->wo, &L->bo, c->att, ub->n, out);
 }
 
@@ -185,6 +208,30 @@ static void moe_combine(void *arg, int ith, int nth) {
     }
 }
 
+/* out[t] += sigmoid(ffn_gate_inp_shexp . in[t]) * the shared expert's SwiGLU FFN of in[t] (Qwen3.5-MoE); its
+ * rows go through hb / hb2 and moe_y, its gates through moe_logits, all free once the routed experts are added. */
+typedef struct { float *out; const float *y, *g; int E; } shexp_job;
+
+static void shexp_rows(const void *arg, int r0, int r1) {
+    const shexp_job *j = arg;
+    for (int t = r0; t < r1; t++) {
+        const float g = 1.0f / (1.0f + expf(-j->g[t])), *y = j->y + (size_t)t * j->E;
+        float *o = j->out + (size_t)t * j->E;
+        for (int i = 0; i < j->E; i++) o[i] += g * y[i];
+    }
+}
+
+static void moe_shared_expert(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out) {
+    const int ff = (int)L->ffn_up_shexp.ne[1];
+    const ht_tensor *W[3] = { &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_gate_inp_shexp };
+    float *Y[3] = { c->hb, c->hb2, c->moe_logits };
+    matmul_multi(c, W, Y, 3, in, ub->n);
+    activate_par(c, c->hb, c->hb2, (size_t)ub->n * (size_t)ff, ACT_SILU);
+    matmul(c, &L->ffn_down_shexp, c->hb, ub->n, c->moe_y);
+    shexp_job j = { out, c->moe_y, c->moe_logits, c->m->hp.n_embd };
+    pool_share(c->pool, ub->n, shexp_rows, &j);
+}
+
 void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out) {
     const ht_hparams *hp = &c->m->hp;
     const int n = ub->n, NE = hp->n_expert, K = hp->n_expert_used;
@@ -209,4 +256,5 @@ void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const 
     moe_job j = { c, out, ub->n };
     if (n == 1) moe_combine(&j, 0, 1);   /* decode: a few thousand products, less than waking a thread */
     else pool_run(c->pool, moe_combine, &j);
+    if (L->ffn_gate_shexp.data) moe_shared_expert(c, ub, L, in, out);
 }

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_gemma3,
+static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_qwen35,
+                                         &ht_arch_qwen35moe, &ht_arch_gemma3,
                                          &ht_arch_gpt2, &ht_arch_bert };
 
 const ht_arch *ht_find_arch(const char *name) {

@@ -69,6 +69,13 @@ typedef struct {
     int n_token_types;
     int n_expert, n_expert_used, n_ff_exp;   /* mixture of experts (0 experts: dense FFN); expert FFN width */
     bool expert_norm_w;       /* the chosen experts' softmax weights renormalised to sum to 1 */
+    int n_ff_shexp;           /* a shared expert beside the routed ones (Qwen3.5-MoE): its FFN width, 0 = none */
+    bool attn_gate;           /* attn_q rows per head are [q | gate]: the output is gated by sigmoid(gate) */
+    /* Gated DeltaNet layers (Qwen3.5, Qwen3-Next): n_recurrent of the n_layer (ht_layer.recurrent) */
+    int n_recurrent;
+    int ssm_conv;             /* causal conv1d kernel width */
+    int ssm_state;            /* head size of q, k and v (the state of a v-head is ssm_state x ssm_state) */
+    int ssm_k_heads, ssm_v_heads;   /* q/k heads (ssm.group_count), v heads (ssm.time_step_rank) */
 } ht_hparams;
 
 /* Per-layer weights; each architecture binds the ones it uses. */
@@ -84,6 +91,11 @@ typedef struct {
     ht_tensor ffn_post_norm, ffn_post_norm_b;     /* gemma3 post-FFN norm; bert layer-output LayerNorm */
     ht_tensor ffn_gate_inp;                       /* MoE router [n_embd -> n_expert] */
     ht_tensor ffn_gate_exps, ffn_up_exps, ffn_down_exps;   /* MoE expert stacks, 3-D [.., .., n_expert] */
+    ht_tensor ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;   /* shared expert and its gate */
+    /* Gated DeltaNet (recurrent layers): in-projections attn_qkv (q, k, v before the conv) and attn_gate (z),
+     * ssm_conv1d [conv x channels], ssm_dt (bias), ssm_a (-exp(A_log)), ssm_beta, ssm_alpha, ssm_norm, ssm_out */
+    bool recurrent;
+    ht_tensor ssm_qkv, ssm_z, ssm_conv1d, ssm_dt, ssm_a, ssm_beta, ssm_alpha, ssm_norm, ssm_out;
 } ht_layer;
 
 typedef struct hearth_ctx hearth_ctx;
@@ -139,8 +151,8 @@ struct ht_arch {
 };
 
 /* Registered architectures (one file each under src/arch). */
-extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_gemma3, ht_arch_gpt2,
-    ht_arch_bert;
+extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe,
+    ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert;
 /* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
  * -> tied) and the pre-norm SwiGLU forward pass. */
 int llama_bind_common(hearth_model *m, hearth_err *err);
@@ -175,6 +187,8 @@ void model_apply_generation_eog(hearth_model *m);
 int model_own(hearth_model *m, void *p, hearth_err *err);
 
 /* ---- context ---- */
+typedef struct ht_rec ht_rec;   /* the recurrent layers' per-sequence states and scratch (model/recurrent.c) */
+
 typedef struct {
     int cap;                  /* cached positions per sequence (ring size for sliding-window layers) */
     bool ring;                /* positions stored at pos % cap */
@@ -190,7 +204,8 @@ struct hearth_ctx {
     ht_pool *pool;
     int n_ctx, n_seq, n_batch, n_threads;
     uint32_t kv_type;         /* HT_F32, HT_F16 or HT_Q8_0 */
-    ht_kv_layer *kv;
+    ht_kv_layer *kv;          /* recurrent layers have none (k, v NULL): their state is in rec */
+    ht_rec *rec;              /* recurrent layers' per-sequence states; NULL for a model without such layers */
     int *seq_len;             /* tokens cached per sequence */
 
     /* scratch, sized once at creation for n_batch tokens */
