@@ -38,6 +38,10 @@ int cmd_info(int argc, char **argv) {
     if (in.n_expert)
         printf("experts      %d, %d used per token, expert ffn %d; active %.2f M of %.2f M parameters (%.1f%%)\n", in.n_expert,
                in.n_expert_used, in.n_ff_exp, in.n_params_active / 1e6, in.n_params / 1e6, 100.0 * (double)in.n_params_active / (double)in.n_params);
+    if (hp->n_recurrent)
+        printf("recurrent    %d of %d layers Gated DeltaNet (conv %d, %d k-heads, %d v-heads of %d)%s\n", hp->n_recurrent,
+               hp->n_layer, hp->ssm_conv, hp->ssm_k_heads, hp->ssm_v_heads, hp->ssm_state,
+               hp->n_ff_shexp ? "; a shared expert" : "");
     if (hp->sliding_window) printf("sliding win  %d (every %d-th layer global, local base %g)\n", hp->sliding_window, hp->swa_period, hp->rope_base_swa);
     int count[HT_NTYPES] = { 0 };
     for (int i = 0; i < m->n_tensors; i++) if (m->tensors[i].type < HT_NTYPES) count[m->tensors[i].type]++;

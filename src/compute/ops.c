@@ -158,6 +158,50 @@ float op_dot(const float *a, const float *b, int n) {
     return s;
 }
 
+/* The recurrent layers' vector steps (model/recurrent.c): every lane does the same operations in the same order
+ * at every width, so the results do not depend on it. */
+OPS_INLINE void op_axpy_body(float *y, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+OPS_SIMD(op_axpy, (float *y, float a, const float *x, int n), (y, a, x, n))
+
+/* Products in 16 lanes (element i in lane i % 16), the lanes then added pairwise: 8, 4, 2, 1. */
+OPS_INLINE void op_dot_lanes_to_body(float *out, const float *a, const float *b, int n) {
+    ops_vf acc = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        ops_vf x, y;
+        memcpy(&x, a + i, sizeof x);
+        memcpy(&y, b + i, sizeof y);
+        acc += x * y;
+    }
+    float t[16];
+    memcpy(t, &acc, sizeof t);
+    for (; i < n; i++) t[i % 16] += a[i] * b[i];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) t[l] += t[l + w];
+    *out = t[0];
+}
+OPS_SIMD(op_dot_lanes_to, (float *out, const float *a, const float *b, int n), (out, a, b, n))
+float op_dot_lanes(const float *a, const float *b, int n) {
+    float s;
+    op_dot_lanes_to(&s, a, b, n);
+    return s;
+}
+
+OPS_INLINE void op_matvec2_t_body(float *a, float *b, const float *M, const float *x, const float *y, int rows, int n) {
+    for (int i = 0; i < n; i++) a[i] = b[i] = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *m = M + (size_t)r * n, xr = x[r], yr = y[r];
+        for (int i = 0; i < n; i++) {
+            a[i] += xr * m[i];
+            b[i] += yr * m[i];
+        }
+    }
+}
+OPS_SIMD(op_matvec2_t, (float *a, float *b, const float *M, const float *x, const float *y, int rows, int n),
+         (a, b, M, x, y, rows, n))
+
 /* The max over the 16 lanes; the sum through float lanes for 256 elements at a time, then double. */
 #define SM_LANES 16
 

@@ -24,6 +24,11 @@ void op_gelu_erf(float *x, int n);
 void op_add(float *y, const float *x, int n);                 /* y += x */
 void op_scale(float *y, float s, int n);
 float op_dot(const float *a, const float *b, int n);
+void op_axpy(float *y, float a, const float *x, int n);      /* y += a * x */
+/* a . b through 16 lanes (vectorized; its own rounding, the same at every vector width). */
+float op_dot_lanes(const float *a, const float *b, int n);
+/* a = M^T x, b = M^T y for M of rows x n (row r of M scaled by x[r], summed over r in order). */
+void op_matvec2_t(float *a, float *b, const float *M, const float *x, const float *y, int rows, int n);
 /* The vector width for the loops above, after a quant kernel set's name ("avx512vnni", "avx512", "avx2"; any
  * other: the build's baseline), so that `--cpu` covers them too; quant_init / quant_set_backend call it. */
 void ops_set_isa(const char *kernel_set);

@@ -33,27 +33,35 @@
 
 static const synth_shape SHAPES[] = {
     { "llama-3.2-1b", "Llama 3.2 1B", "1B", SYN_LLAMA, 2048, 16, 32, 8, 64, 8192, 128256, 128000, 131072,
-      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false },
+      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false, 0, 0, 0, 0, 0 },
     { "qwen3-0.6b", "Qwen3 0.6B", "0.6B", SYN_QWEN3, 1024, 28, 16, 8, 128, 3072, 151936, 151643, 40960,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
     { "gemma-3-1b", "Gemma 3 1b", "1B", SYN_GEMMA3, 1152, 26, 4, 1, 256, 6912, 262144, 262144, 32768,
-      1000000.0f, 10000.0f, 1e-6f, 512, 0, 0, 0, 0, 0, false },
+      1000000.0f, 10000.0f, 1e-6f, 512, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
     { "gpt2-124m", "GPT2", "124M", SYN_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 50256, 1024,
-      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false },
+      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
     { "qwen3-30b-a3b", "Qwen3 30B A3B", "30B-A3B", SYN_QWEN3MOE, 2048, 48, 32, 4, 128, 6144, 151936, 151643, 40960,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 128, 8, 768, true },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 128, 8, 768, true, 0, 0, 0, 0, 0 },
+    { "qwen3.5-4b", "Qwen3.5 4B", "4B", SYN_QWEN35, 2560, 32, 16, 4, 256, 9216, 248320, 248044, 262144,
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 64, 16, 32, 128, 0 },
+    { "qwen3.6-35b-a3b", "Qwen3.6 35B A3B", "35B-A3B", SYN_QWEN35, 2048, 40, 16, 2, 256, 512, 248320, 248044, 262144,
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 256, 8, 512, true, 64, 16, 32, 128, 512 },
     /* tiny shapes for tests: the same structure (tied output, GQA, q/k norms, sliding window, widths that
      * are not a multiple of 256 where the real model has them) with small dimensions */
     { "tiny-llama", "Tiny Llama", "1M", SYN_LLAMA, 256, 2, 4, 2, 64, 512, 2048, 1792, 2048,
-      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false },
+      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false, 0, 0, 0, 0, 0 },
     { "tiny-qwen3", "Tiny Qwen3", "1M", SYN_QWEN3, 256, 2, 4, 2, 128, 512, 1320, 1280, 4096,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
     { "tiny-gemma3", "Tiny Gemma 3", "2M", SYN_GEMMA3, 384, 7, 2, 1, 128, 768, 2048, 2048, 2048,
-      1000000.0f, 10000.0f, 1e-6f, 16, 0, 0, 0, 0, 0, false },
+      1000000.0f, 10000.0f, 1e-6f, 16, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
     { "tiny-gpt2", "Tiny GPT2", "1M", SYN_GPT2, 128, 2, 4, 4, 32, 512, 1025, 1024, 256,
-      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false },
+      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
     { "tiny-qwen3moe", "Tiny Qwen3 MoE", "8x1M", SYN_QWEN3MOE, 256, 2, 4, 2, 64, 768, 1320, 1280, 4096,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 256, true },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 256, true, 0, 0, 0, 0, 0 },
+    { "tiny-qwen35", "Tiny Qwen3.5", "1M", SYN_QWEN35, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 16, 2, 4, 32, 0 },
+    { "tiny-qwen35moe", "Tiny Qwen3.5 MoE", "8x1M", SYN_QWEN35, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256 },
 };
 #define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
 
@@ -75,7 +83,7 @@ int synth_parse_ftype(const char *s, bool pure, synth_ftype *out, hearth_err *er
 
 /* ---- tensor plan ---- */
 
-enum { INIT_WEIGHT, INIT_NORM, INIT_BIAS, INIT_ROPE_LLAMA3 };
+enum { INIT_WEIGHT, INIT_NORM, INIT_BIAS, INIT_ROPE_LLAMA3, INIT_DECAY };
 
 typedef struct {
     char name[64];
@@ -177,6 +185,54 @@ static void plan_llama_like(syn_plan *p) {
     if (s->untied) add_mat(p, s->n_embd, s->n_vocab, "output.weight", 0);
 }
 
+/* Qwen3.5: Gated DeltaNet layers (in-projections, conv kernel in F32, decay parameters, gated norm, out) and
+ * every 4th layer gated attention (attn_q rows per head [q | gate]); post_attention_norm before the FFN, which
+ * is SwiGLU or routed experts plus a gated shared expert. */
+static void plan_qwen35(syn_plan *p) {
+    const synth_shape *s = p->s;
+    const int64_t E = s->n_embd, QD = (int64_t)s->n_head * s->head_dim, KD = (int64_t)s->n_head_kv * s->head_dim;
+    const int64_t kd = (int64_t)s->ssm_k_heads * s->ssm_state, vd = (int64_t)s->ssm_v_heads * s->ssm_state;
+    add_mat(p, E, s->n_vocab, "token_embd.weight", 0);
+    for (int il = 0; il < s->n_layer; il++) {
+        add_vec(p, INIT_NORM, E, "blk.%d.attn_norm.weight", il);
+        if ((il + 1) % 4) {
+            add_mat(p, E, 2 * kd + vd, "blk.%d.attn_qkv.weight", il);
+            add_mat(p, E, vd, "blk.%d.attn_gate.weight", il);
+            add_mat(p, 4, 2 * kd + vd, "blk.%d.ssm_conv1d.weight", il);
+            add_vec(p, INIT_BIAS, s->ssm_v_heads, "blk.%d.ssm_dt.bias", il);
+            add_vec(p, INIT_DECAY, s->ssm_v_heads, "blk.%d.ssm_a", il);
+            add_mat(p, E, s->ssm_v_heads, "blk.%d.ssm_beta.weight", il);
+            add_mat(p, E, s->ssm_v_heads, "blk.%d.ssm_alpha.weight", il);
+            add_vec(p, INIT_NORM, s->ssm_state, "blk.%d.ssm_norm.weight", il);
+            add_mat(p, vd, E, "blk.%d.ssm_out.weight", il);
+        } else {
+            add_mat(p, E, 2 * QD, "blk.%d.attn_q.weight", il);
+            add_mat(p, E, KD, "blk.%d.attn_k.weight", il);
+            add_mat(p, E, KD, "blk.%d.attn_v.weight", il);
+            add_vec(p, INIT_NORM, s->head_dim, "blk.%d.attn_q_norm.weight", il);
+            add_vec(p, INIT_NORM, s->head_dim, "blk.%d.attn_k_norm.weight", il);
+            add_mat(p, QD, E, "blk.%d.attn_output.weight", il);
+        }
+        add_vec(p, INIT_NORM, E, "blk.%d.post_attention_norm.weight", il);
+        if (!s->n_expert) {
+            add_mat(p, E, s->n_ff, "blk.%d.ffn_gate.weight", il);
+            add_mat(p, E, s->n_ff, "blk.%d.ffn_up.weight", il);
+            add_mat(p, s->n_ff, E, "blk.%d.ffn_down.weight", il);
+            continue;
+        }
+        add_mat(p, E, s->n_expert, "blk.%d.ffn_gate_inp.weight", il);
+        add_stack(p, E, s->n_ff_exp, "blk.%d.ffn_gate_exps.weight", il);
+        add_stack(p, E, s->n_ff_exp, "blk.%d.ffn_up_exps.weight", il);
+        add_stack(p, s->n_ff_exp, E, "blk.%d.ffn_down_exps.weight", il);
+        add_vec(p, INIT_WEIGHT, E, "blk.%d.ffn_gate_inp_shexp.weight", il);
+        add_mat(p, E, s->n_ff_shexp, "blk.%d.ffn_gate_shexp.weight", il);
+        add_mat(p, E, s->n_ff_shexp, "blk.%d.ffn_up_shexp.weight", il);
+        add_mat(p, s->n_ff_shexp, E, "blk.%d.ffn_down_shexp.weight", il);
+    }
+    add_vec(p, INIT_NORM, E, "output_norm.weight", 0);
+    if (s->untied) add_mat(p, E, s->n_vocab, "output.weight", 0);
+}
+
 static void plan_gpt2(syn_plan *p) {
     const synth_shape *s = p->s;
     int64_t E = s->n_embd, F = s->n_ff, QKV = 3 * E;
@@ -205,6 +261,7 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
     p->s = s;
     p->ft = ft;
     if (s->family == SYN_GPT2) plan_gpt2(p);
+    else if (s->family == SYN_QWEN35) plan_qwen35(p);
     else plan_llama_like(p);
     if (p->oom) return herr(err, "out of memory");
     for (int i = 0; i < p->n; i++)
@@ -214,33 +271,33 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
 
 /* ---- metadata ---- */
 
-static const char *arch_name(synth_family f) {
-    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe" };
-    return names[f];
+static const char *arch_name(const synth_shape *s) {
+    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe", "qwen35" };
+    return s->family == SYN_QWEN35 && s->n_expert ? "qwen35moe" : names[s->family];
 }
 
 static void kv_u32(gguf_writer *w, const synth_shape *s, const char *suffix, uint32_t v) {
     char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch_name(s->family), suffix);
+    snprintf(key, sizeof key, "%s.%s", arch_name(s), suffix);
     gguf_w_u32(w, key, v);
 }
 
 static void kv_f32(gguf_writer *w, const synth_shape *s, const char *suffix, float v) {
     char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch_name(s->family), suffix);
+    snprintf(key, sizeof key, "%s.%s", arch_name(s), suffix);
     gguf_w_f32(w, key, v);
 }
 
 /* The hyperparameters as convert_hf_to_gguf.py writes them for the family. */
 static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftype *ft) {
-    gguf_w_str(w, "general.architecture", arch_name(s->family));
+    gguf_w_str(w, "general.architecture", arch_name(s));
     gguf_w_str(w, "general.type", "model");
     gguf_w_str(w, "general.name", s->label);
     gguf_w_str(w, "general.size_label", s->size_label);
     kv_u32(w, s, "block_count", (uint32_t)s->n_layer);
     kv_u32(w, s, "context_length", (uint32_t)s->n_ctx);
     kv_u32(w, s, "embedding_length", (uint32_t)s->n_embd);
-    kv_u32(w, s, "feed_forward_length", (uint32_t)s->n_ff);
+    if (s->family != SYN_QWEN35 || !s->n_expert) kv_u32(w, s, "feed_forward_length", (uint32_t)s->n_ff);
     kv_u32(w, s, "attention.head_count", (uint32_t)s->n_head);
     if (s->family == SYN_GPT2) {
         kv_f32(w, s, "attention.layer_norm_epsilon", s->norm_eps);
@@ -262,12 +319,26 @@ static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftyp
         kv_u32(w, s, "vocab_size", (uint32_t)s->n_vocab);
         kv_u32(w, s, "rope.dimension_count", (uint32_t)s->head_dim);
     }
+    if (s->family == SYN_QWEN35) {   /* as convert_hf_to_gguf.py writes Qwen3.5 (text): M-RoPE sections 11/11/10 */
+        char key[128];
+        const int32_t sections[4] = { s->n_rot * 11 / 64, s->n_rot * 11 / 64, s->n_rot / 2 - 2 * (s->n_rot * 11 / 64), 0 };
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", arch_name(s));
+        gguf_w_arr_i32(w, key, sections, 4);
+        kv_u32(w, s, "rope.dimension_count", (uint32_t)s->n_rot);
+        kv_u32(w, s, "ssm.conv_kernel", 4);
+        kv_u32(w, s, "ssm.state_size", (uint32_t)s->ssm_state);
+        kv_u32(w, s, "ssm.group_count", (uint32_t)s->ssm_k_heads);
+        kv_u32(w, s, "ssm.time_step_rank", (uint32_t)s->ssm_v_heads);
+        kv_u32(w, s, "ssm.inner_size", (uint32_t)(s->ssm_v_heads * s->ssm_state));
+        kv_u32(w, s, "full_attention_interval", 4);
+        if (s->n_ff_shexp) kv_u32(w, s, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp);
+    }
     gguf_w_u32(w, "general.file_type", ft->file_type);
     gguf_w_u32(w, "general.quantization_version", GGUF_QUANT_VERSION);
 }
 
 static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vocab *v) {
-    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2" };
+    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2", "qwen2" };
     gguf_w_str(w, "tokenizer.ggml.model", s->family == SYN_GEMMA3 ? "llama" : "gpt2");
     gguf_w_str(w, "tokenizer.ggml.pre", pre[s->family]);
     gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (uint64_t)v->n);
@@ -282,13 +353,13 @@ static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vo
         gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true);
         gguf_w_bool(w, "tokenizer.ggml.add_eos_token", false);
         gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", false);
-    } else if (s->family == SYN_QWEN3 || s->family == SYN_QWEN3MOE) {
+    } else if (s->family == SYN_QWEN3 || s->family == SYN_QWEN3MOE || s->family == SYN_QWEN35) {
         gguf_w_bool(w, "tokenizer.ggml.add_bos_token", false);
     }
 }
 
 static int build_vocab(const synth_shape *s, synth_vocab *v, hearth_err *err) {
-    static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2, SV_BPE_QWEN };
+    static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2, SV_BPE_QWEN, SV_BPE_QWEN };
     synth_vocab_layout l = { kinds[s->family], s->n_vocab, s->n_text };
     return synth_vocab_build(&l, v, err);
 }
@@ -438,6 +509,8 @@ static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, i
     uint64_t st = seed ^ name_hash(t->name);
     st = splitmix64(&st) ^ ((uint64_t)row * 0xd1b54a32d192ed03ull);
     if (t->init == INIT_ROPE_LLAMA3) fill_rope_llama3(x, t->ne[0], s);
+    else if (t->init == INIT_DECAY)   /* ssm_a = -exp(A_log), A_log spread over log 1 .. log 16 as initialized */
+        for (int64_t i = 0; i < t->ne[0]; i++) x[i] = -expf(logf(16.0f) * (float)i / (float)HT_MAX(t->ne[0] - 1, 1));
     else if (t->init == INIT_NORM) fill_noise(x, t->ne[0], st, 1.0f, WEIGHT_STD);
     else fill_noise(x, t->ne[0], st, 0.0f, WEIGHT_STD);
 }

@@ -7,7 +7,7 @@
 
 #include "common.h"
 
-typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2, SYN_QWEN3MOE } synth_family;
+typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2, SYN_QWEN3MOE, SYN_QWEN35 } synth_family;
 
 typedef struct {
     const char *name;          /* "llama-3.2-1b", or a tiny test shape "tiny-llama" */
@@ -24,6 +24,8 @@ typedef struct {
     int rope_llama3_orig_ctx;
     int n_expert, n_expert_used, n_ff_exp;   /* qwen3moe: expert stacks in place of the dense FFN */
     bool untied;               /* a separate output.weight (the others tie it to the embedding) */
+    /* qwen35 (qwen35moe with experts): Gated DeltaNet layers but every 4th; rope on n_rot dims of each head */
+    int n_rot, ssm_k_heads, ssm_v_heads, ssm_state, n_ff_shexp;
 } synth_shape;
 
 /* NULL if unknown. synth_shape_at(i) lists them (NULL past the end). */

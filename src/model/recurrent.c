@@ -28,7 +28,7 @@
 #define REC_MAX_STATE 512   /* ssm.state_size bound (Qwen3.5: 128): per-task rows on the stack */
 
 typedef struct {
-    float *S;     /* [n_seq][Hv][Sv][Sk]: the state before the current chunk; row r = value dim r */
+    float *S;     /* [n_seq][Hv][Sk][Sv]: the state before the current chunk, transposed (row c = key dim c) */
     float *raw;   /* [n_seq][CHUNK + K - 1][conv_dim]: conv inputs of positions cs - (K - 1) ... len - 1 */
     float *kr;    /* [n_seq][CHUNK][Hk][Sk]: the chunk's L2-normed keys */
     float *ur;    /* [n_seq][CHUNK][Hv][Sv]: the chunk's corrected values u */
@@ -146,7 +146,7 @@ static const float *conv_in(const conv_job *j, int s, int p) {
 
 /* x / sqrt(sum x^2 + eps), as the reference's L2 norm (an RMSNorm with eps / n, times 1 / sqrt(n)). */
 static void l2norm(float *x, int n, float eps, float scale) {
-    const float ss = op_dot(x, x, n);
+    const float ss = op_dot_lanes(x, x, n);
     const float k = scale / sqrtf(ss + eps);
     for (int i = 0; i < n; i++) x[i] *= k;
 }
@@ -200,10 +200,10 @@ static void delta_pair(const delta_job *j, int s, int h) {
     const ht_rec *r = j->c->rec;
     const int Sk = d->Sk, kh = h % d->Hk, p0 = j->c->seq_len[s];
     int cs = p0 / REC_CHUNK * REC_CHUNK;
-    float *S = j->L->S + (size_t)s * d->s_n + (size_t)h * Sk * Sk;
-    float *U = j->L->ur + (size_t)s * d->ur_n + (size_t)h * Sk;   /* row m at U + m * v_dim */
-    float *G = j->L->gr + (size_t)s * d->gr_n + h;                /* row m at G[m * Hv] */
-    if (p0 == 0) memset(S, 0, (size_t)Sk * Sk * sizeof(float));
+    float *ST = j->L->S + (size_t)s * d->s_n + (size_t)h * Sk * Sk;   /* S transposed: row c = key dim c */
+    float *U = j->L->ur + (size_t)s * d->ur_n + (size_t)h * Sk;        /* row m at U + m * v_dim */
+    float *G = j->L->gr + (size_t)s * d->gr_n + h;                     /* row m at G[m * Hv] */
+    if (p0 == 0) memset(ST, 0, (size_t)Sk * Sk * sizeof(float));
     float a[REC_MAX_STATE], b[REC_MAX_STATE], ck[REC_CHUNK], cq[REC_CHUNK];
     for (int e = r->first[s]; e < r->first[s + 1]; e++) {
         const int i = r->order[e], jr = j->ub->pos[i] - cs;
@@ -213,38 +213,31 @@ static void delta_pair(const delta_job *j, int s, int h) {
         const float Gj = (jr ? G[(size_t)(jr - 1) * d->Hv] : 0.0f) + r->alpha[(size_t)i * d->Hv + h];
         G[(size_t)jr * d->Hv] = Gj;
         const float eG = expf(Gj);
-        for (int rr = 0; rr < Sk; rr++) {
-            a[rr] = op_dot(S + (size_t)rr * Sk, k, Sk);
-            b[rr] = op_dot(S + (size_t)rr * Sk, q, Sk);
-        }
+        op_matvec2_t(a, b, ST, k, q, Sk, Sk);   /* a = S0 k, b = S0 q */
         for (int m = 0; m < jr; m++) {
             const float *km = chunk_key(j, s, cs, m, kh), w = expf(Gj - G[(size_t)m * d->Hv]);
-            ck[m] = w * op_dot(k, km, Sk);
-            cq[m] = w * op_dot(q, km, Sk);
+            ck[m] = w * op_dot_lanes(k, km, Sk);
+            cq[m] = w * op_dot_lanes(q, km, Sk);
         }
         float *u = U + (size_t)jr * d->v_dim, *o = r->o + (size_t)i * d->v_dim + (size_t)h * Sk;
-        for (int rr = 0; rr < Sk; rr++) u[rr] = v[rr] - eG * a[rr];
-        for (int m = 0; m < jr; m++) {
-            const float *um = U + (size_t)m * d->v_dim;
-            for (int rr = 0; rr < Sk; rr++) u[rr] -= ck[m] * um[rr];
-        }
-        for (int rr = 0; rr < Sk; rr++) u[rr] *= beta;
-        for (int rr = 0; rr < Sk; rr++) o[rr] = eG * b[rr];
-        for (int m = 0; m < jr; m++) {
-            const float *um = U + (size_t)m * d->v_dim;
-            for (int rr = 0; rr < Sk; rr++) o[rr] += cq[m] * um[rr];
-        }
-        const float qk = op_dot(q, k, Sk);
-        for (int rr = 0; rr < Sk; rr++) o[rr] += qk * u[rr];
+        memcpy(u, v, (size_t)Sk * sizeof(float));
+        op_axpy(u, -eG, a, Sk);
+        for (int m = 0; m < jr; m++) op_axpy(u, -ck[m], U + (size_t)m * d->v_dim, Sk);
+        op_scale(u, beta, Sk);
+        memset(o, 0, (size_t)Sk * sizeof(float));
+        op_axpy(o, eG, b, Sk);
+        for (int m = 0; m < jr; m++) op_axpy(o, cq[m], U + (size_t)m * d->v_dim, Sk);
+        op_axpy(o, op_dot_lanes(q, k, Sk), u, Sk);
         if (jr == REC_CHUNK - 1) {   /* the chunk is complete: S0 becomes the state after it */
-            for (int m = 0; m <= jr; m++) ck[m] = expf(Gj - G[(size_t)m * d->Hv]);
-            for (int rr = 0; rr < Sk; rr++) {
-                float *Sr = S + (size_t)rr * Sk;
-                for (int c2 = 0; c2 < Sk; c2++) Sr[c2] *= eG;
-                for (int m = 0; m <= jr; m++) {
-                    const float coef = ck[m] * U[(size_t)m * d->v_dim + rr], *km = chunk_key(j, s, cs, m, kh);
-                    for (int c2 = 0; c2 < Sk; c2++) Sr[c2] += coef * km[c2];
-                }
+            float W[REC_CHUNK][REC_MAX_STATE];   /* row m: e^{G_last - G_m} u_m */
+            for (int m = 0; m <= jr; m++) {
+                memset(W[m], 0, (size_t)Sk * sizeof(float));
+                op_axpy(W[m], expf(Gj - G[(size_t)m * d->Hv]), U + (size_t)m * d->v_dim, Sk);
+            }
+            op_scale(ST, eG, Sk * Sk);
+            for (int m = 0; m <= jr; m++) {
+                const float *km = chunk_key(j, s, cs, m, kh);
+                for (int c2 = 0; c2 < Sk; c2++) op_axpy(ST + (size_t)c2 * Sk, km[c2], W[m], Sk);
             }
             cs += REC_CHUNK;
         }
