@@ -125,10 +125,21 @@ HEARTH_API void hearth_seq_truncate(hearth_ctx *c, int seq, int pos);
  * takes hearth_kv_token_bytes(c). hearth_kv_read copies positions [pos0, pos0 + n) of seq (they must be cached)
  * into buf; hearth_kv_write appends them to seq, whose length must be pos0, and the sequence is then as if it
  * had decoded those tokens (bit for bit: same logits after). Both return -1 on bad arguments, or for a model
- * with sliding-window layers (their ring caches cannot be restored this way). */
+ * with sliding-window layers (their ring caches cannot be restored this way). For hybrid models see below. */
 HEARTH_API size_t hearth_kv_token_bytes(const hearth_ctx *c);
 HEARTH_API int hearth_kv_read(const hearth_ctx *c, int seq, int pos0, int n, void *buf);
 HEARTH_API int hearth_kv_write(hearth_ctx *c, int seq, int pos0, int n, const void *buf);
+/* A hybrid model's recurrent layers (Qwen3.5's Gated DeltaNet) keep a fixed-size state per sequence instead of
+ * per-position KV: hearth_kv_* move only the attention layers' KV, and the state is checkpointed at multiples of
+ * 64 positions. hearth_state_bytes is a checkpoint's size (0: the model has no recurrent layers, or it is split
+ * over MPI ranks). hearth_state_read copies seq's state after its first pos positions, where pos is its length
+ * rounded down to a multiple of 64 (the only one kept); hearth_state_write restores it to a sequence of length
+ * pos (a multiple of 64). After hearth_kv_write on such a model the sequence cannot be decoded until its state
+ * is written: KV blocks, then the state at their end, gives the sequence exactly as computed. -1 on bad
+ * arguments. */
+HEARTH_API size_t hearth_state_bytes(const hearth_ctx *c);
+HEARTH_API int hearth_state_read(const hearth_ctx *c, int seq, int pos, void *buf);
+HEARTH_API int hearth_state_write(hearth_ctx *c, int seq, int pos, const void *buf);
 
 /* Embedding of a token sequence: clears sequence 0, evaluates the n tokens on it and pools the final hidden
  * states as the model says: encoders by their pooling type (mean, CLS = first token, last token, or none);

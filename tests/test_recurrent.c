@@ -2,8 +2,9 @@
  * layers beside attention). Bit for bit: 1 thread == 2 threads; two sequences decoded in one interleaved batch
  * == each alone; a sequence cut back inside its current 64-position chunk and continued == never cut; a cut
  * before that chunk clears the sequence (hearth_seq_len says 0) and decoding again from the start gives the
- * same logits. The prompt-cache export refuses these models (their state is no per-position rows), and the
- * context reports the state's bytes. */
+ * same logits. The prompt cache's export: 128 positions of attention KV and the state checkpoint at 128 written
+ * into a fresh context continue exactly as the original (and not before the state is written); a checkpoint
+ * that is not kept (64 of 150) is refused. The context reports the state's bytes. */
 #include <string.h>
 
 #include "model/recurrent.h"
@@ -79,12 +80,30 @@ static void check_model(const char *name) {
     }
     CHECK(same, "%s: two sequences in one batch differ from each alone", name);
 
-    uint8_t probe[1];
-    CHECK(hearth_kv_read(c2, 0, 0, 0, probe) == -1, "%s: the KV export accepted a hybrid model", name);
+    /* the prompt cache's path: the attention KV of 128 positions and the state at 128, into a fresh context */
+    const size_t kvb = hearth_kv_token_bytes(c2) * 128, stb = hearth_state_bytes(c2);
+    CHECK(stb > 0, "%s: no checkpoint bytes", name);
+    uint8_t *kv = malloc(kvb), *st = malloc(stb);
+    REQUIRE(kv && st, "malloc");
+    CHECK(!hearth_kv_read(c2, 0, 0, 128, kv), "%s: kv_read", name);
+    CHECK(hearth_state_read(c2, 0, 64, st) == -1, "%s: a state read at 64 of 150 positions (not kept) succeeded", name);
+    CHECK(!hearth_state_read(c2, 0, 128, st), "%s: state_read at 128", name);
+    hearth_ctx *cr = new_ctx(m, 1, 2);
+    CHECK(!hearth_kv_write(cr, 0, 0, 128, kv), "%s: kv_write", name);
+    hearth_token one = a[128];
+    CHECK(hearth_decode(cr, &(hearth_batch){ .n = 1, .tokens = &one }, &err) == -1 && strstr(err.msg, "not restored"),
+          "%s: decoded a sequence whose state was not restored", name);
+    CHECK(!hearth_state_write(cr, 0, 128, st), "%s: state_write", name);
+    decode_all(cr, 0, a + 128, N - 128, got);
+    CHECK(!memcmp(ref + (size_t)128 * V, got, (size_t)(N - 128) * V * sizeof(float)), "%s: restored KV + state, continued, differs", name);
+    hearth_ctx_free(cr);
+    free(kv);
+    free(st);
     const size_t sb = rec_state_bytes(c2);
     CHECK(sb > 0, "%s: no recurrent state bytes", name);
-    printf("%-10s 1 == 2 threads, cut at 131 == uncut, cut at 100 clears, 2 sequences interleaved == alone; "
-           "state %zu bytes a sequence, KV %zu\n", name, sb, ctx_kv_bytes(c2, -1));
+    printf("%-10s 1 == 2 threads, cut at 131 == uncut, cut at 100 clears, 2 sequences interleaved == alone, KV + "
+           "checkpoint restored == uncut; state %zu bytes a sequence (checkpoint %zu), KV %zu\n", name, sb, stb,
+           ctx_kv_bytes(c2, -1));
     hearth_ctx_free(c1);
     hearth_ctx_free(c2);
     hearth_ctx_free(cb);

@@ -214,6 +214,7 @@ void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
     if (seq < 0 || seq >= c->n_seq || pos < 0 || pos >= c->seq_len[seq]) return;
     if (pos > 0 && c->seq_len[seq] - pos > ring_slack(c)) pos = 0;   /* the window before pos is overwritten */
     if (pos < rec_cut_floor(c, seq)) pos = 0;   /* a recurrent state before its current chunk is gone */
+    if (pos == 0) rec_set_pending(c, seq, false);
     c->seq_len[seq] = pos;
     if (pos == 0)   /* nothing left to keep: the next tokens start short rows again */
         for (int il = 0; il < c->m->hp.n_layer; il++) if (c->kv[il].span) c->kv[il].span[seq] = 0;
@@ -262,14 +263,13 @@ static void kv_widen(hearth_ctx *c, ht_kv_layer *L, int seq, int need) {
  * (F32 / F16 caches keep both transposed; they are gathered and scattered), or Q8_0 rows as stored. */
 static bool kv_portable(const hearth_ctx *c) {
     if (c->dist_id >= 0) return false;   /* the layers' caches are spread over the ranks */
-    if (c->rec) return false;            /* recurrent states are no per-position rows */
     for (int il = 0; il < c->m->hp.n_layer; il++) if (c->kv[il].ring) return false;
     return true;
 }
 
-size_t hearth_kv_token_bytes(const hearth_ctx *c) {
+size_t hearth_kv_token_bytes(const hearth_ctx *c) {   /* the attention layers' (recurrent ones keep no KV) */
     const ht_hparams *hp = &c->m->hp;
-    return (size_t)hp->n_layer * hp->n_head_kv *
+    return (size_t)(hp->n_layer - hp->n_recurrent) * hp->n_head_kv *
            (ht_row_size(c->kv_type, hp->head_dim) + ht_row_size(c->kv_type, hp->head_dim_v));
 }
 
@@ -304,6 +304,7 @@ static int kv_copy(hearth_ctx *c, int seq, int pos0, int n, uint8_t *buf, bool o
     if (!kv_portable(c) || seq < 0 || seq >= c->n_seq || pos0 < 0 || n < 0 || pos0 + n > c->n_ctx) return -1;
     for (int il = 0; il < c->m->hp.n_layer; il++) {
         ht_kv_layer *L = &c->kv[il];
+        if (c->m->layers[il].recurrent) continue;
         if (!out) kv_widen(c, L, seq, pos0 + n);
         buf = kv_copy_rows(c, L, true, seq, pos0, n, buf, out);
         buf = kv_copy_rows(c, L, false, seq, pos0, n, buf, out);
@@ -312,7 +313,7 @@ static int kv_copy(hearth_ctx *c, int seq, int pos0, int n, uint8_t *buf, bool o
 }
 
 int hearth_kv_read(const hearth_ctx *c, int seq, int pos0, int n, void *buf) {
-    if (seq < 0 || seq >= c->n_seq || pos0 + n > c->seq_len[seq]) return -1;
+    if (seq < 0 || seq >= c->n_seq || pos0 + n > c->seq_len[seq] || rec_pending(c, seq)) return -1;
     return kv_copy((hearth_ctx *)c, seq, pos0, n, buf, true);
 }
 
@@ -320,6 +321,7 @@ int hearth_kv_write(hearth_ctx *c, int seq, int pos0, int n, const void *buf) {
     if (seq < 0 || seq >= c->n_seq || pos0 != c->seq_len[seq]) return -1;
     if (kv_copy(c, seq, pos0, n, (uint8_t *)buf, false)) return -1;
     c->seq_len[seq] = pos0 + n;
+    rec_set_pending(c, seq, n > 0 || rec_pending(c, seq));   /* until hearth_state_write gives the state */
     return 0;
 }
 
@@ -748,6 +750,8 @@ int hearth_decode(hearth_ctx *c, const hearth_batch *b, hearth_err *err) {
         if (!hp->causal && c->seq_len[s] > 0)
             return herr(err, "sequence %d already holds %d tokens: an encoder evaluates whole sequences (clear it with hearth_seq_truncate)",
                         s, c->seq_len[s]);
+        if (rec_pending(c, s))
+            return herr(err, "batch row %d: sequence %d's recurrent state was not restored (hearth_state_write after hearth_kv_write)", i, s);
         int p = b->pos ? b->pos[i] : next[s];
         if (p != next[s]) return herr(err, "batch row %d: position %d, but sequence %d continues at %d", i, p, s, next[s]);
         if (p >= c->n_ctx) {

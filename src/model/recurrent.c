@@ -43,6 +43,7 @@ struct ht_rec {
     float *beta, *alpha;      /* [n][Hv] */
     float *conv;              /* [n][conv_dim]: conv + SiLU, then q, k L2-normed (q scaled) */
     float *o;                 /* [n][v_dim] */
+    bool *pending;            /* [n_seq]: KV written back (hearth_kv_write), the state not yet (hearth_state_write) */
     int *order;               /* the micro-batch's rows by sequence, positions ascending */
     int *first;               /* [n_seq + 1]: each sequence's run in order */
 };
@@ -89,6 +90,7 @@ int rec_ctx_new(hearth_ctx *c) {
     r->alpha = ctx_buf_calloc(B * d.Hv, sizeof(float), &fail);
     r->order = ctx_buf_calloc(B, sizeof(int), &fail);
     r->first = ctx_buf_calloc((size_t)c->n_seq + 1, sizeof(int), &fail);
+    r->pending = ctx_buf_calloc((size_t)c->n_seq, sizeof(bool), &fail);
     return fail ? -1 : 0;
 }
 
@@ -100,7 +102,7 @@ void rec_ctx_free(hearth_ctx *c) {
         void *bufs[] = { L->S, L->raw, L->kr, L->ur, L->gr };
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ctx_buf_free(bufs[i]);
     }
-    void *bufs[] = { r->layer, r->qkv, r->conv, r->z, r->o, r->beta, r->alpha, r->order, r->first };
+    void *bufs[] = { r->layer, r->qkv, r->conv, r->z, r->o, r->beta, r->alpha, r->order, r->first, r->pending };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ctx_buf_free(bufs[i]);
     ctx_buf_free(r);
     c->rec = NULL;
@@ -114,7 +116,49 @@ size_t rec_state_bytes(const hearth_ctx *c) {
 }
 
 int rec_cut_floor(const hearth_ctx *c, int seq) {
-    return c->rec ? c->seq_len[seq] / REC_CHUNK * REC_CHUNK : 0;
+    if (!c->rec) return 0;
+    return c->rec->pending[seq] ? c->seq_len[seq] + 1 : c->seq_len[seq] / REC_CHUNK * REC_CHUNK;
+}
+
+void rec_set_pending(hearth_ctx *c, int seq, bool pending) {
+    if (c->rec) c->rec->pending[seq] = pending;
+}
+
+bool rec_pending(const hearth_ctx *c, int seq) { return c->rec && c->rec->pending[seq]; }
+
+/* ---- checkpoints: the state at a chunk boundary, for prompt caches ----
+ * Per recurrent layer: S (transposed, as kept) and the conv inputs of the K - 1 positions before it. */
+size_t hearth_state_bytes(const hearth_ctx *c) {
+    const ht_hparams *hp = &c->m->hp;
+    if (!c->rec || c->dist_id >= 0) return 0;
+    const rec_dims d = dims(hp);
+    return (size_t)hp->n_recurrent * (d.s_n + (size_t)(d.K - 1) * d.conv_dim) * sizeof(float);
+}
+
+static int state_copy(hearth_ctx *c, int seq, int pos, uint8_t *buf, bool out) {
+    const ht_hparams *hp = &c->m->hp;
+    if (!hearth_state_bytes(c) || seq < 0 || seq >= c->n_seq || pos % REC_CHUNK) return -1;
+    if (out ? c->rec->pending[seq] || pos != c->seq_len[seq] / REC_CHUNK * REC_CHUNK : pos != c->seq_len[seq]) return -1;
+    const rec_dims d = dims(hp);
+    const size_t sb = d.s_n * sizeof(float), rb = (size_t)(d.K - 1) * d.conv_dim * sizeof(float);
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!c->m->layers[il].recurrent) continue;
+        rec_layer *L = &c->rec->layer[il];
+        uint8_t *S = (uint8_t *)(L->S + (size_t)seq * d.s_n), *raw = (uint8_t *)(L->raw + (size_t)seq * d.raw_n);
+        if (out) memcpy(buf, S, sb), memcpy(buf + sb, raw, rb);
+        else memcpy(S, buf, sb), memcpy(raw, buf + sb, rb);
+        buf += sb + rb;
+    }
+    if (!out) c->rec->pending[seq] = false;
+    return 0;
+}
+
+int hearth_state_read(const hearth_ctx *c, int seq, int pos, void *buf) {
+    return state_copy((hearth_ctx *)c, seq, pos, buf, true);
+}
+
+int hearth_state_write(hearth_ctx *c, int seq, int pos, const void *buf) {
+    return state_copy(c, seq, pos, (uint8_t *)buf, false);
 }
 
 /* ---- the micro-batch's rows by sequence ---- */
@@ -203,7 +247,7 @@ static void delta_pair(const delta_job *j, int s, int h) {
     float *ST = j->L->S + (size_t)s * d->s_n + (size_t)h * Sk * Sk;   /* S transposed: row c = key dim c */
     float *U = j->L->ur + (size_t)s * d->ur_n + (size_t)h * Sk;        /* row m at U + m * v_dim */
     float *G = j->L->gr + (size_t)s * d->gr_n + h;                     /* row m at G[m * Hv] */
-    if (p0 == 0) memset(ST, 0, (size_t)Sk * Sk * sizeof(float));
+    if (p0 == 0) memset(ST, 0, (size_t)Sk * Sk * sizeof(float));   /* (a restored state is never at 0) */
     float a[REC_MAX_STATE], b[REC_MAX_STATE], ck[REC_CHUNK], cq[REC_CHUNK];
     for (int e = r->first[s]; e < r->first[s + 1]; e++) {
         const int i = r->order[e], jr = j->ub->pos[i] - cs;

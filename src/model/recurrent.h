@@ -18,6 +18,10 @@ size_t rec_state_bytes(const hearth_ctx *c);
 /* The earliest position sequence seq can be cut back to and continue exactly: the start of its current
  * chunk (the state before it is gone). */
 int rec_cut_floor(const hearth_ctx *c, int seq);
+/* A sequence whose attention KV was written back (hearth_kv_write) but not yet its state (hearth_state_write):
+ * it cannot be decoded or cut back, only cleared or restored. */
+void rec_set_pending(hearth_ctx *c, int seq, bool pending);
+bool rec_pending(const hearth_ctx *c, int seq);
 /* out = the Gated DeltaNet of layer il over the micro-batch's normed input rows in ([n][n_embd]): in-projections,
  * causal conv1d + SiLU, L2-normed q and k, the gated delta rule per v-head through the sequence's state, gated
  * RMSNorm, ssm_out. Updates the sequences' states. */

@@ -7,7 +7,13 @@
  * entries are DIR/<key>.kv: a header (magic, version, key, block size, bytes per token, model identity), the
  * tokens, the KV bytes and a checksum over all of it, written to a temp file and renamed into place. One that
  * fails any check is reported in one line, removed and never used. Restored KV is the KV that was computed,
- * byte for byte, so cached, restored and uncached replies are identical. The engine thread alone calls it. */
+ * byte for byte, so cached, restored and uncached replies are identical. The engine thread alone calls it.
+ *
+ * A hybrid model (recurrent layers beside attention: Qwen3.5) needs the recurrent state where a restored
+ * prefix ends, and a state is the size of many blocks of KV: the entry of a prompt's last whole block also
+ * keeps the state checkpoint at its end (hearth_state_read), and a prefix restores up to the deepest block of
+ * its chain that has one. Checkpoints live in RAM only; blocks read back from disk without one restore
+ * nothing for such a model. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +32,13 @@ typedef struct pc_entry {
     uint64_t key;
     hearth_token toks[PC_BLOCK];
     uint8_t *kv;
+    uint8_t *state;            /* hybrid models: the recurrent state after this block, or NULL */
     struct pc_entry *next_hash, *prev_lru, *next_lru;
 } pc_entry;
 
 struct srv_cache {
     uint64_t identity;         /* the model and cache layout the entries belong to */
-    size_t token_bytes, budget, used;
+    size_t token_bytes, state_bytes, budget, used;
     char *dir;
     pc_entry **buckets;
     size_t n_buckets, n_entries;
@@ -75,10 +82,12 @@ srv_cache *pcache_new(const hearth_ctx *ctx, size_t budget, const char *dir, hea
     hearth_model_info in;
     hearth_model_get_info(m, &in);
     char id[512];
-    snprintf(id, sizeof id, "%s|%s|%llu|%llu|%d|%d|%d|%d|%zu", in.arch, in.name ? in.name : "", (unsigned long long)in.file_bytes,
-             (unsigned long long)in.n_params, in.n_layer, in.n_embd, in.n_head_kv, in.head_dim, hearth_kv_token_bytes(ctx));
+    snprintf(id, sizeof id, "%s|%s|%llu|%llu|%d|%d|%d|%d|%zu|%zu", in.arch, in.name ? in.name : "",
+             (unsigned long long)in.file_bytes, (unsigned long long)in.n_params, in.n_layer, in.n_embd, in.n_head_kv,
+             in.head_dim, hearth_kv_token_bytes(ctx), hearth_state_bytes(ctx));
     pc->identity = fnv(0xcbf29ce484222325ull, id, strlen(id));
     pc->token_bytes = hearth_kv_token_bytes(ctx);
+    pc->state_bytes = hearth_state_bytes(ctx);
     pc->budget = budget;
     pc->n_buckets = 1024;
     pc->buckets = calloc(pc->n_buckets, sizeof *pc->buckets);
@@ -94,7 +103,7 @@ srv_cache *pcache_new(const hearth_ctx *ctx, size_t budget, const char *dir, hea
 
 void pcache_free(srv_cache *pc) {
     if (!pc) return;
-    for (pc_entry *e = pc->lru_head, *n; e; e = n) { n = e->next_lru; free(e->kv); free(e); }
+    for (pc_entry *e = pc->lru_head, *n; e; e = n) { n = e->next_lru; free(e->kv); free(e->state); free(e); }
     free(pc->buckets);
     free(pc->dir);
     free(pc);
@@ -131,9 +140,10 @@ static void drop(srv_cache *pc, pc_entry *e) {
     while (*p != e) p = &(*p)->next_hash;
     *p = e->next_hash;
     lru_unlink(pc, e);
-    pc->used -= pc->token_bytes * PC_BLOCK;
+    pc->used -= pc->token_bytes * PC_BLOCK + (e->state ? pc->state_bytes : 0);
     pc->n_entries--;
     free(e->kv);
+    free(e->state);
     free(e);
 }
 
@@ -256,15 +266,35 @@ int pcache_restore(srv_cache *pc, hearth_ctx *ctx, int seq, const hearth_token *
         lru_front(pc, e);
         chain[k] = e;
     }
+    if (pc->state_bytes)   /* a hybrid model restores up to a block that ends at a state checkpoint */
+        while (k > 0 && !chain[k - 1]->state) k--;
     if (k * PC_BLOCK <= have) { if (have < PC_BLOCK * n_blocks) pc->misses++; return have; }
     int from = have / PC_BLOCK;   /* whole blocks the slot already holds stay */
     hearth_seq_truncate(ctx, seq, from * PC_BLOCK);
     if (hearth_seq_len(ctx, seq) != from * PC_BLOCK) from = 0, hearth_seq_truncate(ctx, seq, 0);
     for (int i = from; i < k; i++)
         if (hearth_kv_write(ctx, seq, i * PC_BLOCK, PC_BLOCK, chain[i]->kv)) { k = i; break; }
+    if (pc->state_bytes && (hearth_seq_len(ctx, seq) != k * PC_BLOCK ||
+                            hearth_state_write(ctx, seq, k * PC_BLOCK, chain[k - 1]->state))) {
+        hearth_seq_truncate(ctx, seq, 0);   /* (not reached: every block and its checkpoint are whole) */
+        return 0;
+    }
     pc->hits++;
     pc->restored_tokens += (long long)(k * PC_BLOCK - have > 0 ? k * PC_BLOCK - have : 0);
     return hearth_seq_len(ctx, seq);
+}
+
+/* The recurrent state at the end of block n_blocks - 1 (key), onto its entry, within the budget. */
+static void store_state(srv_cache *pc, const hearth_ctx *ctx, int seq, uint64_t key, const hearth_token *block, int n_blocks) {
+    pc_entry *e = find(pc, key, block);
+    if (!e || e->state || pc->state_bytes + pc->token_bytes * PC_BLOCK > pc->budget) return;
+    uint8_t *st = malloc(pc->state_bytes);
+    if (!st || hearth_state_read(ctx, seq, n_blocks * PC_BLOCK, st)) { free(st); return; }
+    lru_unlink(pc, e);   /* the entry itself stays while older ones make room */
+    while (pc->used + pc->state_bytes > pc->budget && pc->lru_tail) drop(pc, pc->lru_tail);
+    lru_front(pc, e);
+    e->state = st;
+    pc->used += pc->state_bytes;
 }
 
 void pcache_store(srv_cache *pc, const hearth_ctx *ctx, int seq, const hearth_token *toks, int n) {
@@ -281,4 +311,5 @@ void pcache_store(srv_cache *pc, const hearth_ctx *ctx, int seq, const hearth_to
         if (pc->dir) disk_write(pc, key, b, kv);
         if (!insert(pc, key, b, kv)) return;
     }
+    if (pc->state_bytes && n_blocks > 0 && n_blocks <= 4096) store_state(pc, ctx, seq, key, toks + (size_t)(n_blocks - 1) * PC_BLOCK, n_blocks);
 }

@@ -1,7 +1,9 @@
 // The shared, persistent prompt cache: a second slot starts from a prefix another (still busy) slot computed; a
 // restarted server with the same --prompt-cache directory starts warm; a corrupted entry is skipped with one
 // warning line and removed; cache_prompt:false bypasses it; every reply is the same text as the uncached one
-// (greedy), and /metrics counts the hits. Starts its own servers (HEARTH = the binary).
+// (greedy), and /metrics counts the hits. A hybrid model (the Qwen3.5 fixture: Gated DeltaNet layers whose state
+// is checkpointed at the end of a prompt's last block) restores from another slot's prompt with the same text as
+// uncached. Starts its own servers (HEARTH = the binary).
 // Usage: HEARTH=... node test_prompt_cache.mjs
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, openSync, writeSync, closeSync, rmSync } from 'node:fs';
@@ -15,9 +17,9 @@ const check = (name, ok, detail = '') => {
 const dir = mkdtempSync(join(tmpdir(), 'hearth-pc-'));
 const cacheDir = join(dir, 'cache');
 
-async function start() {
+async function start(args = ['--prompt-cache', cacheDir]) {
   const p = spawn(process.env.HEARTH, ['serve', '--host', '127.0.0.1', '--port', '0', '--parallel', '2', '-c', '2048', '-t', '1',
-    '--prompt-cache', cacheDir], { stdio: ['ignore', 'ignore', 'pipe'] });
+    ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   p.stderr.on('data', (d) => { log += d; });
   for (let i = 0; i < 200 && !/listening on (http:\/\/[0-9.:]+)/.test(log); i++) await new Promise((r) => setTimeout(r, 50));
@@ -73,6 +75,23 @@ const warnings = s.log().split('\n').filter((l) => /prompt cache: skipping/.test
 check('corrupt entries: one warning line each (at most), never used', warnings.length >= 1 && warnings.length <= 3 &&
   warnings.every((l) => /checksum mismatch/.test(l)), warnings.join(' | '));
 check('corrupt entries: the reply is still the same text', after.choices[0].text === ref.choices[0].text);
+await stop(s);
+
+// a hybrid model: slot 0 busy on one prompt, slot 1 starts from its prefix's checkpoint
+s = await start(['-m', 'data/models/qwen35.gguf']);
+const H = Array(12).fill('Once upon a time there was a little dog who liked to play in the park.').join(' ');
+const hcold = await complete(s, H + ' Then');
+const hbusy = fetch(s.url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+  body: JSON.stringify({ prompt: H + ' Then', max_tokens: 600, temperature: 0, ignore_eos: true }) }).then((r) => r.json());
+await new Promise((r) => setTimeout(r, 30));
+const hwarm = await complete(s, H + ' Suddenly');
+const href = await complete(s, H + ' Suddenly', { cache_prompt: false });
+check('hybrid: a prompt of several blocks', hcold.timings.prompt_n >= 192, JSON.stringify(hcold.timings));
+check('hybrid: the second slot starts from the first one\'s checkpoint', hwarm.timings.cache_n >= 128 &&
+  hwarm.timings.cache_n % 64 === 0, JSON.stringify(hwarm.timings));
+check('hybrid: restored and uncached replies are the same text', hwarm.choices[0].text === href.choices[0].text,
+  `'${hwarm.choices[0].text}' vs '${href.choices[0].text}'`);
+await hbusy;
 await stop(s);
 rmSync(dir, { recursive: true, force: true });
 console.log(failed ? `${failed} prompt-cache check(s) failed` : 'all prompt-cache checks passed');
