@@ -14,6 +14,7 @@
 #include "golden_check.h"
 #include "hearth.h"
 #include "convert/quantize.h"
+#include "st_write.h"
 #include "testutil.h"
 
 typedef struct { const char *gguf, *hf; } rename_t;
@@ -36,31 +37,6 @@ static const family QWEN3MOE = { "qwen3moe", "Qwen3MoeForCausalLM", "mlp.gate.we
                                  "gate_proj", "up_proj", "down_proj", false };
 static const family MIXTRAL = { "llama", "MixtralForCausalLM", "block_sparse_moe.gate.weight", "block_sparse_moe.experts",
                                 "w1", "w3", "w2", true };
-
-/* The safetensors file being built: a JSON header of entries and the data after it. */
-typedef struct {
-    char *hdr;
-    size_t hlen, hcap;
-    uint8_t *data;
-    size_t dlen;
-} st_out;
-
-/* rows 0: a vector of cols */
-static void st_add(st_out *o, const char *name, int64_t rows, int64_t cols, const float *x) {
-    size_t bytes = (size_t)(HT_MAX(rows, 1) * cols) * sizeof(float);
-    char entry[512], shape[64];
-    if (rows) snprintf(shape, sizeof shape, "%lld,%lld", (long long)rows, (long long)cols);
-    else snprintf(shape, sizeof shape, "%lld", (long long)cols);
-    int n = snprintf(entry, sizeof entry, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                     o->hlen > 1 ? "," : "", name, shape, o->dlen, o->dlen + bytes);
-    if (o->hlen + (size_t)n + 64 > o->hcap) o->hdr = realloc(o->hdr, o->hcap = (o->hcap + (size_t)n) * 2 + 4096);
-    memcpy(o->hdr + o->hlen, entry, (size_t)n + 1);
-    o->hlen += (size_t)n;
-    o->data = realloc(o->data, o->dlen + bytes);
-    REQUIRE(o->hdr && o->data, "out of memory");
-    memcpy(o->data + o->dlen, x, bytes);
-    o->dlen += bytes;
-}
 
 /* A GGUF tensor's rows [r0, r0 + rows) as an HF tensor (F32 fixtures: the data is the floats). With heads > 0,
  * rows in GGUF's interleaved rope order go back to HF's rotate-half order. */
@@ -130,11 +106,8 @@ static void write_hf(const family *f, const char *gguf_path, const char *dir, in
         fprintf(cf, ", \"num_local_experts\": %u}\n", NE);
     fclose(cf);
 
-    st_out o = { 0 };
-    o.hdr = malloc(o.hcap = 4096);
-    REQUIRE(o.hdr, "out of memory");
-    o.hdr[0] = '{';
-    o.hlen = 1;
+    st_out o;
+    st_begin(&o);
     for (size_t i = 0; i < sizeof GLOBALS / sizeof GLOBALS[0]; i++) {
         const gguf_tensor *t = need(g, GLOBALS[i].gguf);
         put(&o, t, GLOBALS[i].hf, 0, (int64_t)t->ne[1], 0);
@@ -162,16 +135,8 @@ static void write_hf(const family *f, const char *gguf_path, const char *dir, in
                 put(&o, t, name, (int64_t)e * (int64_t)t->ne[1], (int64_t)t->ne[1], 0);
             }
     }
-    o.hdr[o.hlen++] = '}';
-    while (o.hlen % 8) o.hdr[o.hlen++] = ' ';
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *sf = fopen(path, "wb");
-    REQUIRE(sf, "cannot write %s", path);
-    uint64_t hl = o.hlen;
-    REQUIRE(fwrite(&hl, 8, 1, sf) == 1 && fwrite(o.hdr, 1, o.hlen, sf) == o.hlen && fwrite(o.data, 1, o.dlen, sf) == o.dlen &&
-                !fclose(sf), "writing %s", path);
-    free(o.hdr);
-    free(o.data);
+    st_finish(&o, path);
     gguf_close(g);
 }
 

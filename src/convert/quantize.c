@@ -93,6 +93,10 @@ typedef struct {
     uint8_t *buf;
     int n_threads;
     int permute_heads;       /* > 0: rotate-half q/k rows -> GGUF's interleaved order, for this many heads */
+    /* HF's grouped V heads -> GGUF's tiled order (Qwen3.5 from an HF directory): rows from row_v0 on in blocks
+     * of row_blk (0: none), or a row's columns in blocks of col_blk (0: none); vk = v-heads per k-head */
+    int64_t row_v0, row_blk, col_blk;
+    int k_heads, vk;
     bool failed;
     int index, total;        /* for progress reports */
     quant_progress_fn progress;
@@ -100,7 +104,14 @@ typedef struct {
 } qjob;
 
 /* Source row index for output row r (the inverse of the HF->GGUF q/k permutation when asked). */
+/* The grouped v-head block that lands at tiled block t: t = j * k_heads + g holds v-head j of k-head g. */
+static int64_t grouped_block(const qjob *j, int64_t t) { return t % j->k_heads * j->vk + t / j->k_heads; }
+
 static int64_t source_row(const qjob *j, int64_t r) {
+    if (j->row_blk > 0 && r >= j->row_v0) {
+        const int64_t t = (r - j->row_v0) / j->row_blk;
+        return j->row_v0 + grouped_block(j, t) * j->row_blk + (r - j->row_v0) % j->row_blk;
+    }
     if (j->permute_heads <= 0) return r;
     int64_t hd = j->rows / j->permute_heads, h = r / hd, i = r % hd;
     return h * hd + (i % 2) * (hd / 2) + i / 2;
@@ -112,16 +123,20 @@ static void *quantize_rows(void *arg_) {
     int ith = (int)(intptr_t)arg[1];
     int64_t n = j->src->ne[0];
     const ht_traits *st = ht_get_traits(j->src->type), *dt = ht_get_traits_ref(j->dst_type);
-    float *f = malloc((size_t)n * sizeof(float));
-    if (!f) { j->failed = true; return NULL; }
+    float *f = malloc((size_t)n * sizeof(float)), *g = malloc((size_t)n * sizeof(float));
+    if (!f || !g) { free(f); free(g); j->failed = true; return NULL; }
     for (int64_t r = ith; r < j->rows; r += j->n_threads) {
         const uint8_t *s = ht_row(j->src, source_row(j, r));
         uint8_t *d = j->buf + (size_t)r * j->dst_row;
-        if (j->src->type == j->dst_type) { memcpy(d, s, j->dst_row); continue; }
+        if (j->src->type == j->dst_type && !j->col_blk) { memcpy(d, s, j->dst_row); continue; }
         st->to_float(s, f, n);
-        dt->from_float(f, d, n);
+        if (j->col_blk)
+            for (int64_t t = 0; t < n / j->col_blk; t++)
+                memcpy(g + t * j->col_blk, f + grouped_block(j, t) * j->col_blk, (size_t)j->col_blk * sizeof(float));
+        dt->from_float(j->col_blk ? g : f, d, n);
     }
     free(f);
+    free(g);
     return NULL;
 }
 
@@ -169,6 +184,20 @@ static bool skip_key(const gguf_str *k) {
     return false;
 }
 
+/* A DeltaNet tensor of a model read from an HF directory: where its v-heads are, for source_row / the columns. */
+static void retile_v_heads(const hearth_model *m, qjob *j) {
+    const ht_hparams *hp = &m->hp;
+    const int64_t S = hp->ssm_state, kd = (int64_t)hp->ssm_k_heads * S;
+    const char *n = j->src->name;
+    j->k_heads = hp->ssm_k_heads;
+    j->vk = hp->ssm_v_heads / hp->ssm_k_heads;
+    if (ends_with(n, "attn_qkv.weight") || ends_with(n, "ssm_conv1d.weight")) j->row_v0 = 2 * kd, j->row_blk = S;
+    else if (ends_with(n, "attn_gate.weight")) j->row_blk = S;
+    else if (ends_with(n, "ssm_beta.weight") || ends_with(n, "ssm_alpha.weight")) j->row_blk = 1;
+    else if (ends_with(n, "ssm_dt.bias") || ends_with(n, "ssm_a")) j->col_blk = 1;
+    else if (ends_with(n, "ssm_out.weight")) j->col_blk = S;
+}
+
 int model_quantize(const hearth_model *m, const char *out, const char *type_name, bool pure, int n_threads,
                    quant_progress_fn progress, void *user, hearth_err *err) {
     uint32_t base, ftype;
@@ -207,6 +236,7 @@ int model_quantize(const hearth_model *m, const char *out, const char *type_name
         j->user = user;
         if (m->qk_rotate_half && ends_with(t->name, "attn_q.weight")) j->permute_heads = m->hp.n_head;
         if (m->qk_rotate_half && ends_with(t->name, "attn_k.weight")) j->permute_heads = m->hp.n_head_kv;
+        if (m->hp.ssm_v_grouped && m->hp.ssm_v_heads > m->hp.ssm_k_heads) retile_v_heads(m, j);
         gguf_w_tensor_fill(w, t->name, j->dst_type, t->n_dims, t->ne, (uint64_t)j->rows * j->dst_row, fill_tensor, j);
     }
     for (int i = 0; i < nj; i++) jobs[i].total = nj;

@@ -21,7 +21,9 @@
 #include "io/hf_meta.h"
 #include "io/safetensors.h"
 
-enum { T_PLAIN = 0, T_TRANSPOSE = 1, T_PLUS_ONE = 2 };
+/* T_F32: an F32 copy (vectors the forward pass reads as floats); T_NEG_EXP: -exp(x) (Qwen3.5's A_log);
+ * T_SQUEEZE: a [n, 1, k] conv kernel as the matrix [n, k] */
+enum { T_PLAIN = 0, T_TRANSPOSE = 1, T_PLUS_ONE = 2, T_F32 = 3, T_NEG_EXP = 4, T_SQUEEZE = 5 };
 
 typedef struct { const char *hf, *gguf; int transform; } name_map;
 
@@ -64,6 +66,30 @@ static const name_map GEMMA3_LAYER[] = {
 static const name_map GEMMA3_GLOBAL[] = {
     { "model.embed_tokens.weight", "token_embd.weight", 0 },
     { "model.norm.weight", "output_norm.weight", T_PLUS_ONE }, { NULL, NULL, 0 } };
+
+/* Qwen3.5 / 3.6 (the text tower of Qwen3_5(Moe)ForConditionalGeneration): norms stored as w for (1 + w) but the
+ * DeltaNet's gated norm; V heads in HF's grouped order, which the layer reads as such (hp.ssm_v_grouped). */
+static const name_map QWEN35_LAYER[] = {
+    { "input_layernorm.weight", "attn_norm.weight", T_PLUS_ONE },
+    { "post_attention_layernorm.weight", "post_attention_norm.weight", T_PLUS_ONE },
+    { "self_attn.q_proj.weight", "attn_q.weight", 0 }, { "self_attn.k_proj.weight", "attn_k.weight", 0 },
+    { "self_attn.v_proj.weight", "attn_v.weight", 0 }, { "self_attn.o_proj.weight", "attn_output.weight", 0 },
+    { "self_attn.q_norm.weight", "attn_q_norm.weight", T_PLUS_ONE },
+    { "self_attn.k_norm.weight", "attn_k_norm.weight", T_PLUS_ONE },
+    { "linear_attn.in_proj_qkv.weight", "attn_qkv.weight", 0 }, { "linear_attn.in_proj_z.weight", "attn_gate.weight", 0 },
+    { "linear_attn.in_proj_b.weight", "ssm_beta.weight", 0 }, { "linear_attn.in_proj_a.weight", "ssm_alpha.weight", 0 },
+    { "linear_attn.conv1d.weight", "ssm_conv1d.weight", T_SQUEEZE }, { "linear_attn.dt_bias", "ssm_dt.bias", T_F32 },
+    { "linear_attn.A_log", "ssm_a", T_NEG_EXP }, { "linear_attn.norm.weight", "ssm_norm.weight", T_F32 },
+    { "linear_attn.out_proj.weight", "ssm_out.weight", 0 },
+    { "mlp.gate_proj.weight", "ffn_gate.weight", 0 }, { "mlp.up_proj.weight", "ffn_up.weight", 0 },
+    { "mlp.down_proj.weight", "ffn_down.weight", 0 }, { "mlp.gate.weight", "ffn_gate_inp.weight", 0 },
+    { "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", 0 },
+    { "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", 0 },
+    { "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", 0 },
+    { "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", 0 }, { NULL, NULL, 0 } };
+static const name_map QWEN35_GLOBAL[] = {
+    { "embed_tokens.weight", "token_embd.weight", 0 }, { "norm.weight", "output_norm.weight", T_PLUS_ONE },
+    { "lm_head.weight", "output.weight", 0 }, { NULL, NULL, 0 } };
 
 static const name_map GPT2_LAYER[] = {
     { "ln_1.weight", "attn_norm.weight", 0 }, { "ln_1.bias", "attn_norm.bias", 0 },
@@ -123,6 +149,10 @@ typedef struct {
     bool neox_from_hf;         /* rotate-half q/k: run NEOX rope */
 } family;
 
+/* the text tower's names; model.visual.* (the vision tower) matches none and is left unread */
+#define QWEN35_LAYERS "model.language_model.layers.%d.|model.layers.%d."
+#define QWEN35_PREFIXES "model.language_model.|model.|"
+
 static const family FAMILIES[] = {
     { "LlamaForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
     { "MistralForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
@@ -131,6 +161,10 @@ static const family FAMILIES[] = {
     { "Qwen3ForCausalLM", "qwen3", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
     { "Qwen3MoeForCausalLM", "qwen3moe", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
     { "Gemma3ForCausalLM", "gemma3", "model.layers.%d.", "", GEMMA3_LAYER, GEMMA3_GLOBAL, false },
+    { "Qwen3_5ForConditionalGeneration", "qwen35", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false },
+    { "Qwen3_5ForCausalLM", "qwen35", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false },
+    { "Qwen3_5MoeForConditionalGeneration", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false },
+    { "Qwen3_5MoeForCausalLM", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false },
     { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false },
     { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false },
     { "DistilBertForMaskedLM", "bert", "distilbert.transformer.layer.%d.|transformer.layer.%d.", "distilbert.|",
@@ -230,8 +264,53 @@ static int put_moe(gguf_writer *w, const cJSON *cfg, const char *a, hearth_err *
     return 0;
 }
 
+/* Qwen3.5's hybrid layout: the DeltaNet sizes, the layer pattern (layer_types) and partial rope. */
+static int put_qwen35(gguf_writer *w, const cJSON *cfg, const char *a, hearth_err *err) {
+    double hd = 0, dv = 0, nv = 0, fi = 4, prf = 0.25, theta = 10000000.0;
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    if (!cfg_num(cfg, "partial_rotary_factor", &prf) && cJSON_IsObject(rp)) cfg_num(rp, "partial_rotary_factor", &prf);
+    if (!cfg_num(cfg, "rope_theta", &theta) && cJSON_IsObject(rp)) cfg_num(rp, "rope_theta", &theta);
+    if (!cfg_num(cfg, "head_dim", &hd) || !cfg_num(cfg, "linear_value_head_dim", &dv) ||
+        !cfg_num(cfg, "linear_num_value_heads", &nv) || !(prf > 0 && prf <= 1) || dv * nv > 1e9)
+        return herr(err, "config.json: head_dim, linear_value_head_dim, linear_num_value_heads and a partial_rotary_factor "
+                         "in (0, 1] are needed");
+    if (put_u32(w, cfg, a, "ssm.conv_kernel", true, err, "linear_conv_kernel_dim") ||
+        put_u32(w, cfg, a, "ssm.state_size", true, err, "linear_key_head_dim") ||
+        put_u32(w, cfg, a, "ssm.group_count", true, err, "linear_num_key_heads") ||
+        put_u32(w, cfg, a, "ssm.time_step_rank", true, err, "linear_num_value_heads") ||
+        put_u32(w, cfg, a, "expert_shared_feed_forward_length", false, err, "shared_expert_intermediate_size"))
+        return -1;
+    char key[128];
+    snprintf(key, sizeof key, "%s.ssm.inner_size", a);
+    gguf_w_u32(w, key, (uint32_t)(dv * nv));
+    snprintf(key, sizeof key, "%s.rope.dimension_count", a);
+    gguf_w_u32(w, key, (uint32_t)(hd * prf));
+    snprintf(key, sizeof key, "%s.rope.freq_base", a);
+    gguf_w_f32(w, key, (float)theta);
+    cfg_num(cfg, "full_attention_interval", &fi);
+    snprintf(key, sizeof key, "%s.full_attention_interval", a);
+    gguf_w_u32(w, key, fi >= 1 && fi <= 65536 ? (uint32_t)fi : 4);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (cJSON_IsArray(lt)) {
+        int n = cJSON_GetArraySize(lt);
+        uint8_t *rec = malloc((size_t)(n ? n : 1));
+        if (!rec) return herr(err, "out of memory");
+        for (int i = 0; i < n; i++) {
+            const cJSON *e = cJSON_GetArrayItem(lt, i);
+            rec[i] = cJSON_IsString(e) && !strcmp(e->valuestring, "linear_attention");
+        }
+        snprintf(key, sizeof key, "%s.attention.recurrent_layers", a);
+        gguf_w_arr(w, key, GGUF_BOOL, rec, (uint64_t)n);
+        free(rec);
+    }
+    return 0;
+}
+
 static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, hearth_err *err) {
     const char *a = fam->arch;
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");   /* a multimodal model's text tower */
+    if (cJSON_IsObject(text)) cfg = text;
+    const bool qwen35 = !strncmp(a, "qwen35", 6);
     gguf_w_str(w, "general.architecture", a);
     gguf_w_str(w, "general.name", fam->hf_arch);
     if (!strcmp(fam->hf_arch, "GPT2LMHeadModel")) {
@@ -260,7 +339,7 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
         put_u32(w, cfg, a, "block_count", true, err, "num_hidden_layers") ||
         put_u32(w, cfg, a, "attention.head_count", true, err, "num_attention_heads") ||
         put_u32(w, cfg, a, "attention.head_count_kv", false, err, "num_key_value_heads") ||
-        put_u32(w, cfg, a, "feed_forward_length", true, err, "intermediate_size") ||
+        put_u32(w, cfg, a, "feed_forward_length", strcmp(a, "qwen35moe"), err, "intermediate_size") ||
         put_u32(w, cfg, a, "context_length", false, err, "max_position_embeddings") ||
         put_u32(w, cfg, a, "attention.key_length", false, err, "head_dim") ||
         put_u32(w, cfg, a, "attention.value_length", false, err, "head_dim"))
@@ -273,6 +352,7 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
     }
     if (put_moe(w, cfg, a, err)) return -1;
     put_f32(w, cfg, a, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1e-6);
+    if (qwen35) return put_qwen35(w, cfg, a, err);   /* (its rope_parameters carry M-RoPE sections: text positions) */
     put_f32(w, cfg, a, "rope.freq_base", "rope_theta", 10000.0);
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
     if (cJSON_IsObject(rs)) {
@@ -381,7 +461,9 @@ static bool map_name(const family *fam, const char *name, char *out, size_t cap,
 
 static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, int transform, hearth_err *err) {
     if (st->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", st->name, st->dtype);
-    if (st->n_dims < 1 || st->n_dims > 2) return herr(err, "tensor '%s': %d dimensions, expected 1 or 2", st->name, st->n_dims);
+    const bool squeeze = transform == T_SQUEEZE && st->n_dims == 3 && st->ne[1] == 1;
+    if ((st->n_dims < 1 || st->n_dims > 2) && !squeeze)
+        return herr(err, "tensor '%s': %d dimensions, expected 1 or 2", st->name, st->n_dims);
     ht_tensor *t = &m->tensors[m->n_tensors];
     char *name = strdup(gname);
     if (!name || model_own(m, name, err)) return herr(err, "out of memory");
@@ -389,6 +471,7 @@ static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, i
     t->type = (uint32_t)st->type;
     t->n_dims = st->n_dims;
     for (int d = 0; d < 4; d++) t->ne[d] = d < st->n_dims ? st->ne[d] : 1;
+    if (squeeze) t->n_dims = 2, t->ne[1] = st->ne[2], t->ne[2] = 1;
     t->data = st->data;
     t->nbytes = st->nbytes;
     if (transform || !st->aligned) {
@@ -408,6 +491,8 @@ static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, i
             t->ne[1] = cols;
         } else if (transform == T_PLUS_ONE) {
             for (int64_t i = 0; i < rows * cols; i++) f[i] += 1.0f;
+        } else if (transform == T_NEG_EXP) {
+            for (int64_t i = 0; i < rows * cols; i++) f[i] = -expf(f[i]);
         }
         if (model_own(m, f, err)) return -1;
         t->data = f;
@@ -544,6 +629,7 @@ int hf_load(hearth_model *m, const char *dir, hearth_err *err) {
     snprintf(m->name, sizeof m->name, "%s", fam->hf_arch);
     if (m->arch->load_hparams(m, err)) goto out;
     if (fam->neox_from_hf) { m->hp.rope_type = ROPE_NEOX; m->qk_rotate_half = true; }
+    m->hp.ssm_v_grouped = true;   /* HF's V-head order (GGUF converters retile it) */
     m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
     if (!m->layers) { herr(err, "out of memory"); goto out; }
     m->layer_hi = m->hp.n_layer;

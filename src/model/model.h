@@ -76,6 +76,7 @@ typedef struct {
     int ssm_conv;             /* causal conv1d kernel width */
     int ssm_state;            /* head size of q, k and v (the state of a v-head is ssm_state x ssm_state) */
     int ssm_k_heads, ssm_v_heads;   /* q/k heads (ssm.group_count), v heads (ssm.time_step_rank) */
+    bool ssm_v_grouped;       /* v-head h reads q/k head h / (v/k heads) (HF order), else h % k heads (GGUF) */
 } ht_hparams;
 
 /* Per-layer weights; each architecture binds the ones it uses. */

@@ -1,6 +1,6 @@
 /* recurrent.c — the Gated DeltaNet layer and its per-sequence state (Qwen3.5, Qwen3-Next).
  *
- * Per v-head h (q/k head h mod n_k_heads) the layer keeps a state matrix S (value dims x key dims) and runs the
+ * Per v-head h (q/k head h mod n_k_heads in GGUF files, h / (v-heads per k-head) in HF's order) the layer keeps a state matrix S (value dims x key dims) and runs the
  * gated delta rule over the sequence:  S_t = e^{g_t} S_{t-1} + b_t (v_t - e^{g_t} S_{t-1} k_t) k_t^T,  o_t = S_t q_t.
  *
  * It is evaluated in chunks of REC_CHUNK positions fixed by position (0-63, 64-127, ...). With S0 the state
@@ -242,7 +242,7 @@ static const float *chunk_key(const delta_job *j, int s, int cs, int m, int kh) 
 static void delta_pair(const delta_job *j, int s, int h) {
     const rec_dims *d = &j->d;
     const ht_rec *r = j->c->rec;
-    const int Sk = d->Sk, kh = h % d->Hk, p0 = j->c->seq_len[s];
+    const int Sk = d->Sk, kh = j->c->m->hp.ssm_v_grouped ? h / (d->Hv / d->Hk) : h % d->Hk, p0 = j->c->seq_len[s];
     int cs = p0 / REC_CHUNK * REC_CHUNK;
     float *ST = j->L->S + (size_t)s * d->s_n + (size_t)h * Sk * Sk;   /* S transposed: row c = key dim c */
     float *U = j->L->ur + (size_t)s * d->ur_n + (size_t)h * Sk;        /* row m at U + m * v_dim */

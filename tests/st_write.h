@@ -1,0 +1,68 @@
+/* st_write.h — a safetensors file built in memory by the tests that write Hugging Face directories from the
+ * GGUF fixtures: a JSON header of F32 entries and the data after it. */
+#ifndef HEARTH_ST_WRITE_H
+#define HEARTH_ST_WRITE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+typedef struct {
+    char *hdr;
+    size_t hlen, hcap;
+    uint8_t *data;
+    size_t dlen;
+} st_out;
+
+static inline void st_begin(st_out *o) {
+    memset(o, 0, sizeof *o);
+    o->hdr = malloc(o->hcap = 4096);
+    REQUIRE(o->hdr, "out of memory");
+    o->hdr[0] = '{';
+    o->hlen = 1;
+}
+
+/* An F32 tensor of the given HF shape (outermost first), n_dims 1 to 3. */
+static inline void st_add_shape(st_out *o, const char *name, int n_dims, const int64_t *shape, const float *x) {
+    size_t n = 1;
+    char entry[512], dims[96] = "";
+    for (int d = 0; d < n_dims; d++) {
+        n *= (size_t)shape[d];
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", d ? "," : "", (long long)shape[d]);
+    }
+    const size_t bytes = n * sizeof(float);
+    int len = snprintf(entry, sizeof entry, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                       o->hlen > 1 ? "," : "", name, dims, o->dlen, o->dlen + bytes);
+    if (o->hlen + (size_t)len + 64 > o->hcap) o->hdr = realloc(o->hdr, o->hcap = (o->hcap + (size_t)len) * 2 + 4096);
+    REQUIRE(o->hdr, "out of memory");
+    memcpy(o->hdr + o->hlen, entry, (size_t)len + 1);
+    o->hlen += (size_t)len;
+    o->data = realloc(o->data, o->dlen + bytes);
+    REQUIRE(o->data, "out of memory");
+    memcpy(o->data + o->dlen, x, bytes);
+    o->dlen += bytes;
+}
+
+/* rows 0: a vector of cols */
+static inline void st_add(st_out *o, const char *name, int64_t rows, int64_t cols, const float *x) {
+    const int64_t shape[2] = { rows, cols };
+    if (rows) st_add_shape(o, name, 2, shape, x);
+    else st_add_shape(o, name, 1, shape + 1, x);
+}
+
+/* Closes the header and writes the file; frees the buffers. */
+static inline void st_finish(st_out *o, const char *path) {
+    o->hdr[o->hlen++] = '}';
+    while (o->hlen % 8) o->hdr[o->hlen++] = ' ';
+    FILE *sf = fopen(path, "wb");
+    REQUIRE(sf, "cannot write %s", path);
+    uint64_t hl = o->hlen;
+    REQUIRE(fwrite(&hl, 8, 1, sf) == 1 && fwrite(o->hdr, 1, o->hlen, sf) == o->hlen && fwrite(o->data, 1, o->dlen, sf) == o->dlen &&
+                !fclose(sf), "writing %s", path);
+    free(o->hdr);
+    free(o->data);
+}
+
+#endif
