@@ -143,6 +143,15 @@ static void add_cors(const conn *c, struct MHD_Response *r) {
     if (strcmp(o, "*") && strcmp(o, "none")) MHD_add_response_header(r, "Vary", "Origin");
 }
 
+/* Every answer says how long the connection may then stay idle: a client that reads it (Node's undici does)
+ * drops a pooled connection before the server closes it, rather than sending a request into the close. */
+static void add_headers(const conn *c, struct MHD_Response *r) {
+    add_cors(c, r);
+    char ka[32];
+    snprintf(ka, sizeof ka, "timeout=%u", c->s->idle_s);
+    MHD_add_response_header(r, "Keep-Alive", ka);
+}
+
 static enum MHD_Result reply_typed(conn *c, struct MHD_Connection *mc, int status, char *body, const char *type) {
     if (!body) { status = 500; body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}"); }
     if (!body) return MHD_NO;
@@ -150,7 +159,7 @@ static enum MHD_Result reply_typed(conn *c, struct MHD_Connection *mc, int statu
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(body); return MHD_NO; }
     MHD_add_response_header(r, "Content-Type", type);
-    add_cors(c, r);
+    add_headers(c, r);
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (c->bad_framing) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");   /* nothing after it is read */
     enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
@@ -167,7 +176,7 @@ static enum MHD_Result reply(conn *c, struct MHD_Connection *mc, int status, cha
 static enum MHD_Result reply_preflight(conn *c, struct MHD_Connection *mc) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    add_cors(c, r);
+    add_headers(c, r);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
     MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
@@ -359,7 +368,7 @@ static enum MHD_Result reply_stream(conn *c, struct MHD_Connection *mc) {
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", c->req.ollama ? "application/x-ndjson" : "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
-    add_cors(c, r);
+    add_headers(c, r);
     c->status = 200;
     enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -440,6 +449,7 @@ static enum MHD_Result reply_page(conn *c, struct MHD_Connection *mc) {
     MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
     MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    add_headers(c, r);
     c->status = 200;
     enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
     MHD_destroy_response(r);

@@ -40,8 +40,8 @@ static char *sse_error(int status, const char *msg) {
 }
 
 static bool wants_progress(const srv_stream *st, const srv_task *t) {
-    return st->req->progress && !st->req->ollama && !st->req->anthropic && st->progress_sent < t->n_prompt &&
-           t->n_done != st->progress_sent;   /* until the event that says the whole prompt is in */
+    return st->req->progress && !st->req->ollama && !st->req->anthropic && t->t_start > 0 &&   /* in a slot */
+           st->progress_sent < t->n_prompt && t->n_done != st->progress_sent;   /* until the whole prompt is in */
 }
 
 static bool ping_due(const srv_stream *st, double now) { return st->ping_ms > 0 && !st->req->ollama && now >= st->next_ping; }
