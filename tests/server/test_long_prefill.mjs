@@ -5,6 +5,7 @@
 // stream through @anthropic-ai/sdk, an Ollama stream through the ollama client — plus a long embeddings input:
 // every one completes although its first byte of text comes several idle timeouts after the request. The raw
 // stream shows keep-alive comments and progress events in order, ending at the prompt length, before the text.
+// The chat page (headless chromium) shows the progress as a bar that fills, then gives way to the reply.
 // Then a client leaving during the prompt is noticed (logged as 499, the prompt cut short, at most one more
 // batch decoded), and the deadlines: a head trickled a byte at a time, a body trickled likewise, and an idle
 // keep-alive connection are closed on time.
@@ -14,6 +15,8 @@ import net from 'node:net';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
+import puppeteer from 'puppeteer-core';
+import { existsSync } from 'node:fs';
 
 let failed = 0;
 const check = (name, ok, detail = '') => {
@@ -133,6 +136,37 @@ check('ollama client stream: completes', ok(ol) && ol.value.last?.done === true 
   ol.value.text.length > 0, why(ol));
 check('embeddings of a long input', ok(emb) && emb.value.data[0].embedding.length > 0 &&
   emb.value.usage.prompt_tokens > 1000, why(emb));
+
+// ---- the chat page's progress bar ----
+const exe = process.env.CHROMIUM || '/usr/bin/chromium';
+if (!existsSync(exe)) console.log(`SKIP: the chat page's progress bar (no browser at ${exe})`);
+else {
+  const browser = await puppeteer.launch({ executablePath: exe, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
+  try {
+    const page = await browser.newPage();
+    await page.goto(url + '/', { waitUntil: 'load' });
+    await page.$eval('#max_tokens', (e) => { e.value = '4'; e.dispatchEvent(new Event('change')); });
+    await page.$eval('#prompt', (e, v) => { e.value = v; }, prompt('Eta'));
+    await page.evaluate(() => {   // every state of the bar, as the page draws it
+      window.seen = [];
+      new MutationObserver(() => {
+        const p = document.querySelector('.assistant .progress progress');
+        if (p && p.value !== window.seen.at(-1)?.value) window.seen.push({ value: p.value, max: p.max });
+      }).observe(document.getElementById('log'), { subtree: true, childList: true, attributes: true, characterData: true });
+    });
+    await page.click('#send');
+    await page.waitForFunction(() => document.querySelector('.assistant .stats')?.textContent.length > 0, { timeout: 60000 });
+    const seen = await page.evaluate(() => window.seen);
+    const gone = await page.$('.assistant .progress') === null;
+    const stats = await page.$eval('.assistant .stats', (e) => e.textContent);
+    check(`chat page: a progress bar that fills (${seen.map((e) => e.value).join(' ')} of ${seen[0]?.max}), gone once the reply came`,
+      seen.length >= 2 && seen.every((e, i) => i === 0 || e.value > seen[i - 1].value) && seen[0].max > 1000 && gone &&
+      /first token \d+ ms/.test(stats), JSON.stringify(seen) + ' ' + stats);
+  } finally {
+    await browser.close();
+  }
+}
 
 // ---- a client leaving during the prompt ----
 const metric = async (name) => Number((await (await fetch(url + '/metrics')).text()).match(new RegExp(`^${name} (\\S+)`, 'm'))?.[1]);
