@@ -35,7 +35,7 @@
 
 /* A connection's deadline, kept from libmicrohttpd's "connection started" to its "closed" notice. */
 typedef struct peer {
-    struct peer *prev, *next;   /* server.peers, in the order their deadlines were set (oldest first) */
+    struct peer *prev, *next;   /* server.first .. last: by when they began to wait for a request (oldest first) */
     int fd;
     double deadline;            /* ms (srv_now_ms) by which the request head (and body) must be in; 0: none */
     double t_head;              /* the body phase: when the head was complete (0 before) */
@@ -563,8 +563,11 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
         if (c->task->kind == TASK_GENERATE)
             snprintf(extra, sizeof extra, " prompt=%d cached=%d completion=%d%s", c->task->n_prompt, c->task->n_cached,
                      c->task->n_gen, c->task->done ? "" : " (cancelled)");
-        if (c->task->kind == TASK_GENERATE && !c->task->done && c->task->n_done < c->task->n_prompt)
-            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " in the prompt at %d", c->task->n_done);
+        size_t k = strlen(extra);
+        if (c->task->kind == TASK_GENERATE && !c->task->done && !c->task->t_start)
+            snprintf(extra + k, sizeof extra - k, " while queued");
+        else if (c->task->kind == TASK_GENERATE && !c->task->done && c->task->n_done < c->task->n_prompt)
+            snprintf(extra + k, sizeof extra - k, " in the prompt at %d", c->task->n_done);
         pthread_mutex_unlock(&c->task->mu);
         task_release(c->task);
     }
@@ -581,7 +584,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(s->start_msg, sizeof s->start_msg, fmt, ap);
     for (char *q = s->start_msg; *q; q++) if (*q == '\n') *q = ' ';
 }
-
 
 static struct MHD_Daemon *start_daemon(server *s, hearth_err *err) {
     struct rlimit rl;
