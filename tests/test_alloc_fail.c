@@ -190,7 +190,7 @@ static srv_api g_api;
 
 /* What differs from one request to the next. */
 static const char *const VOLATILE[] = { "id", "created", "timings", "created_at", "total_duration", "load_duration",
-                                        "prompt_eval_count", "prompt_eval_duration", "eval_duration" };
+                                        "prompt_eval_count", "prompt_eval_duration", "eval_duration", "time_ms" };
 
 /* Drops those keys at any depth (stream events nest them). */
 static void drop_volatile(cJSON *o, const char *const *keys, size_t n) {
@@ -270,9 +270,9 @@ static int server_request(int flavor, bool stream, hearth_err *err, uint64_t *h)
     char *translated = NULL;
     const char *body = BODY[flavor];
     char sbody[1024];
-    if (stream) {   /* the same request, streamed (OpenAI's with the usage chunk too) */
+    if (stream) {   /* the same request, streamed (OpenAI's with the usage chunk and prompt progress too) */
         const char *rest = flavor == 2 ? strstr(body, "\"options\"") : body + 1;
-        snprintf(sbody, sizeof sbody, "{%s%s", flavor == 0 ? "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        snprintf(sbody, sizeof sbody, "{%s%s", flavor == 0 ? "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"return_progress\":true,"
                  : flavor == 2 ? "\"model\":\"m\",\"stream\":true," : "\"stream\":true,", rest);
         body = sbody;
     }

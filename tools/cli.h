@@ -45,5 +45,10 @@ char *cli_read_file(const char *path, size_t *len);
  * object); at most one. *g stays NULL when none is asked for. Returns 0, or 1 after printing the error. */
 typedef struct { const char *gbnf_file, *schema_file; bool json_object; } cli_grammar_opts;
 int cli_grammar(hearth_model *m, const cli_grammar_opts *o, hearth_grammar **g);
+/* Decodes toks[0..n) into sequence 0 after what it holds (`cached` prompt tokens before them), 512 tokens a
+ * call. On a terminal, once the prompt has taken more than a second, a progress line on stderr ("prompt 1024 /
+ * 1830 tokens, 56%, 3 cached"), erased when done. Returns the row of the last token's logits in the last
+ * decode, or -1 with err set (what was decoded stays in the cache). */
+int cli_prefill(hearth_ctx *ctx, const hearth_token *toks, int n, int cached, hearth_err *err);
 
 #endif

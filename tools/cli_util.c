@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -115,4 +116,36 @@ void cli_unlink_temps_on_signal(void) {
     signal(SIGINT, unlink_temps);
     signal(SIGTERM, unlink_temps);
     signal(SIGHUP, unlink_temps);
+}
+
+static double mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+#define CLI_PREFILL_CHUNK 512   /* the context's default batch: the same work as one call, cut where it cuts */
+
+int cli_prefill(hearth_ctx *ctx, const hearth_token *toks, int n, int cached, hearth_err *err) {
+    bool tty = isatty(STDERR_FILENO);
+    int shown = 0;   /* width of the progress line on screen */
+    double t0 = mono_ms();
+    int row = -1;
+    for (int done = 0; done < n;) {
+        hearth_batch b = { .n = HT_MIN(CLI_PREFILL_CHUNK, n - done), .tokens = toks + done };
+        if (hearth_decode(ctx, &b, err)) { row = -1; break; }
+        done += b.n;
+        row = b.n - 1;
+        if (tty && done < n && mono_ms() - t0 > 1000) {
+            char line[96];
+            int k = snprintf(line, sizeof line, "prompt %d / %d tokens, %d%%", cached + done, cached + n,
+                             (int)(100.0 * (cached + done) / (cached + n)));
+            if (cached) k += snprintf(line + k, sizeof line - (size_t)k, ", %d cached", cached);
+            fprintf(stderr, "\r%s", line);
+            fflush(stderr);
+            shown = k;
+        }
+    }
+    if (shown) fprintf(stderr, "\r%*s\r", shown, "");   /* erased: the reply starts where the line was */
+    return row;
 }

@@ -164,16 +164,16 @@ static int prefill(chat_state *s, const hearth_token *toks, int n) {
     hearth_seq_truncate(s->ctx, 0, k);
     s->n_cache = imin(k, hearth_seq_len(s->ctx, 0));
     hearth_err err;
-    hearth_batch b = { .n = n - s->n_cache, .tokens = toks + s->n_cache };
-    if (hearth_decode(s->ctx, &b, &err)) {
+    int n_new = n - s->n_cache, row = cli_prefill(s->ctx, toks + s->n_cache, n_new, s->n_cache, &err);
+    if (row < 0) {
         cli_fail("%s", err.msg);
         hearth_seq_truncate(s->ctx, 0, s->n_cache);   /* forget a partly decoded prompt */
         return -1;
     }
-    memcpy(s->cache + s->n_cache, toks + s->n_cache, (size_t)b.n * sizeof *toks);
+    memcpy(s->cache + s->n_cache, toks + s->n_cache, (size_t)n_new * sizeof *toks);
     s->n_cache = n;
-    s->last_row = b.n - 1;
-    return b.n;
+    s->last_row = row;
+    return n_new;
 }
 
 typedef struct { char *p; size_t n, cap; } text_buf;

@@ -1,5 +1,6 @@
-/* cmd_run.c — `hearth run`: prefill the prompt in one batch, then sample and stream tokens, with the sampler
- * chain's flags (bias, word constraint, penalties, least-likely) and optional per-token log-probabilities. */
+/* cmd_run.c — `hearth run`: prefill the prompt (512 tokens a call, a progress line on a terminal when it takes over
+ * a second), then sample and stream tokens, with the sampler chain's flags (bias, word constraint, penalties,
+ * least-likely) and optional per-token log-probabilities. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -367,6 +368,7 @@ typedef struct {
     hearth_words_constraint wc;
     hearth_grammar *grammar;
     int n_cached;             /* prompt tokens restored from --prompt-cache */
+    int last_row;             /* the prompt's last token's logits row in its last decode */
     lp_buf lp;
 } run_state;
 
@@ -406,8 +408,8 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
         from = pcache_restore(pc, r->ctx, 0, r->toks, n, 0);
         r->n_cached = from;
     }
-    hearth_batch b = { .n = n - from, .tokens = r->toks + from };
-    int rc = hearth_decode(r->ctx, &b, &err);
+    r->last_row = cli_prefill(r->ctx, r->toks + from, n - from, from, &err);   /* a progress line on a terminal */
+    int rc = r->last_row < 0;
     if (!rc) pcache_store(pc, r->ctx, 0, r->toks, n);
     pcache_free(pc);
     if (rc) return cli_fail("%s", err.msg);
@@ -498,7 +500,7 @@ static int run_model(run_state *r, const run_opts *o) {
     double prefill_ms = 0;
     if (prefill_prompt(r, o, &prefill_ms) || setup_sampling(r, o)) return 1;
     double t1 = now_ms();
-    int n_prompt = r->n, n_gen = generate(r, o, n_prompt - 1 - r->n_cached)   /* the last prompt row of the batch decoded */;
+    int n_prompt = r->n, n_gen = generate(r, o, r->last_row);
     if (n_gen < 0) return 1;
     double t2 = now_ms();
     fflush(stdout);   /* the text (ending in a newline) before the stats, on a terminal showing both */

@@ -19,8 +19,10 @@ static void serve_usage(void) {
     printf("usage: hearth serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"
            "                    [--api-key KEY] [--chat-template FILE] [--alias NAME] [--cache-type T]\n"
            "                    [--cache-ram MIB] [--prompt-cache DIR] [--cors-origin ORIGIN]\n"
+           "                    [--timeout-idle S] [--timeout-headers S]\n"
            "An OpenAI-compatible HTTP server: GET /health, GET /v1/models, POST /v1/chat/completions,\n"
-           "POST /v1/completions, POST /v1/embeddings (streaming with \"stream\": true).\n"
+           "POST /v1/completions, POST /v1/embeddings (streaming with \"stream\": true; \"return_progress\": true\n"
+           "adds prompt_progress chunks {total, cache, processed, time_ms} before the first token).\n"
            "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
            "  --port P             TCP port (default 8080; 0 picks a free one, printed at start)\n"
            "  --parallel N         requests generated at the same time, batched together (default 4)\n"
@@ -36,18 +38,26 @@ static void serve_usage(void) {
            "  --prompt-cache DIR   also keep the prompt cache in DIR, so a restarted server starts warm\n"
            "  --cors-origin O      which web pages may call the server from a browser: * (default: any; the API\n"
            "                       key guards it), one origin such as https://app.example, or none\n"
+           "  --timeout-idle S     close a connection that sends nothing for S seconds between requests or in the\n"
+           "                       middle of one (default 10); a request being answered is never idle, however\n"
+           "                       long its prompt takes (SSE streams get a \": keepalive\" comment meanwhile)\n"
+           "  --timeout-headers S  a request's headers must all arrive within S seconds of the connection opening\n"
+           "                       or of the previous answer, and its body within S more plus 1 s per 500 bytes\n"
+           "                       (default 20); near the connection limit the connection waiting longest for its\n"
+           "                       request is closed to make room\n"
            "Stops on Ctrl-C or SIGTERM. One line per request on stderr.\n");
 }
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--host", "--port", "--parallel", "-np", "-c", "-t", "--api-key",
-                                        "--chat-template", "--alias", "--cache-type", "--cache-ram", "--prompt-cache", "--cors-origin" };
+                                        "--chat-template", "--alias", "--cache-type", "--cache-ram", "--prompt-cache", "--cors-origin",
+                                        "--timeout-idle", "--timeout-headers" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
 
 static int parse_opts(int argc, char **argv, server_params *p, const char **model, const char **tmpl) {
-    long port = 8080, parallel = 4, n_ctx = 0, threads = 0, cache_ram = 1024;
+    long port = 8080, parallel = 4, n_ctx = 0, threads = 0, cache_ram = 1024, idle = 10, head = 20;
     for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -67,11 +77,14 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
         else if (!strcmp(a, "--cache-ram")) ok = cli_int(a, v, 0, 1L << 30, &cache_ram);
         else if (!strcmp(a, "--prompt-cache")) p->prompt_cache = v;
         else if (!strcmp(a, "--cors-origin")) p->cors_origin = v;
+        else if (!strcmp(a, "--timeout-idle")) ok = cli_int(a, v, 1, 86400, &idle);
+        else if (!strcmp(a, "--timeout-headers")) ok = cli_int(a, v, 1, 86400, &head);
         else { cli_fail("unknown option '%s' for serve (see hearth serve --help)", a); return 1; }
         if (!ok) return 1;
     }
     p->port = (int)port; p->parallel = (int)parallel; p->n_ctx = (int)n_ctx; p->n_threads = (int)threads;
     p->cache_ram = (size_t)cache_ram << 20;
+    p->timeout_idle = (int)idle; p->timeout_headers = (int)head;
     return -1;
 }
 

@@ -1,7 +1,9 @@
 /* server.c — the HTTP side of `hearth serve` on libmicrohttpd, one thread per connection: routing, API key,
  * body size limit, handing requests to the engine (srv_engine.c) and streaming its tokens back as
  * server-sent events. A connection thread waiting for tokens checks every 50 ms whether its client hung up;
- * if so the request is cancelled and the engine frees the slot at its next step. One log line per request. */
+ * if so the request is cancelled and the engine frees the slot at its next step. One log line per request.
+ * Time limits: a connection that sends nothing for the idle timeout is closed, a request head (and body) must
+ * arrive by a deadline, and a request being answered is never timed out, however long its prompt takes. */
 #define _GNU_SOURCE
 #include "server/server.h"
 
@@ -24,11 +26,32 @@
 #include "server/srv_internal.h"
 
 #define WAIT_SLICE_MS 50
+/* Idle and slow clients: a connection is a thread with a small stack, so thousands of idle or slow ones
+ * leave room for real clients (the open-file limit is raised to match); see "deadlines" below. */
+#define SRV_IDLE_TIMEOUT_S 10     /* --timeout-idle */
+#define SRV_HEAD_TIMEOUT_S 20     /* --timeout-headers */
+#define SRV_MAX_CONNECTIONS 4000
+#define SRV_THREAD_STACK (512 * 1024)
+
+/* A connection's deadline, kept from libmicrohttpd's "connection started" to its "closed" notice. */
+typedef struct peer {
+    struct peer *prev, *next;   /* server.first .. last: by when they began to wait for a request (oldest first) */
+    int fd;
+    double deadline;            /* ms (srv_now_ms) by which the request head (and body) must be in; 0: none */
+    double t_head;              /* the body phase: when the head was complete (0 before) */
+    bool shut;                  /* closed by the server: shutdown(2) done, libmicrohttpd reaps it */
+} peer;
 
 typedef struct {
     srv_api api;
     const server_params *p;
     size_t max_body;
+    unsigned idle_s;            /* libmicrohttpd's per-connection idle timeout while not answering */
+    double head_ms;             /* --timeout-headers, in ms */
+    pthread_mutex_t peers_mu;
+    peer *first, *last;
+    int n_live;                 /* peers not shut */
+    long long n_late;           /* closed for missing their deadline or to make room */
     atomic_int *stop;
     atomic_bool running;    /* past startup: libmicrohttpd's own messages (a client gone, ...) are dropped */
     pthread_mutex_t stats_mu;
@@ -53,6 +76,9 @@ typedef struct {
     api_req req;
     srv_task *task;
     srv_stream st;            /* a streamed reply's formatted bytes and progress */
+    struct MHD_Connection *mc;
+    struct peer *peer;        /* its deadline, or NULL */
+    size_t n_up;              /* body bytes received (kept or not) */
 } conn;
 
 /* ---- routing ---- */
@@ -72,7 +98,7 @@ static int route_of(const char *url) {
     return R_UNKNOWN;
 }
 
-const int SRV_STATUS_CODES[SRV_N_STATUS] = { 200, 204, 400, 401, 404, 405, 413, 499, 500, 503, 0, 0 };
+const int SRV_STATUS_CODES[SRV_N_STATUS] = { 200, 204, 400, 401, 404, 405, 408, 413, 499, 500, 503, 0 };
 
 static void route_names(const char **names) {
     for (size_t i = sizeof ROUTES / sizeof ROUTES[0]; i-- > 0;) names[ROUTES[i].route] = ROUTES[i].path;
@@ -98,6 +124,7 @@ static conn *conn_new(server *s, struct MHD_Connection *mc, const char *url, con
     snprintf(c->url, sizeof c->url, "%s", url);
     for (char *q = c->url; *q; q++) if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';   /* one clean log line */
     c->route = route_of(url);
+    c->mc = mc;
     c->t0 = srv_now_ms();
     framing f = { 0, false };
     MHD_get_connection_values(mc, MHD_HEADER_KIND, count_framing, &f);
@@ -116,6 +143,15 @@ static void add_cors(const conn *c, struct MHD_Response *r) {
     if (strcmp(o, "*") && strcmp(o, "none")) MHD_add_response_header(r, "Vary", "Origin");
 }
 
+/* Every answer says how long the connection may then stay idle: a client that reads it (Node's undici does)
+ * drops a pooled connection before the server closes it, rather than sending a request into the close. */
+static void add_headers(const conn *c, struct MHD_Response *r) {
+    add_cors(c, r);
+    char ka[32];
+    snprintf(ka, sizeof ka, "timeout=%u", c->s->idle_s);
+    MHD_add_response_header(r, "Keep-Alive", ka);
+}
+
 static enum MHD_Result reply_typed(conn *c, struct MHD_Connection *mc, int status, char *body, const char *type) {
     if (!body) { status = 500; body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}"); }
     if (!body) return MHD_NO;
@@ -123,7 +159,7 @@ static enum MHD_Result reply_typed(conn *c, struct MHD_Connection *mc, int statu
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(body); return MHD_NO; }
     MHD_add_response_header(r, "Content-Type", type);
-    add_cors(c, r);
+    add_headers(c, r);
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (c->bad_framing) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");   /* nothing after it is read */
     enum MHD_Result rc = MHD_queue_response(mc, (unsigned)status, r);
@@ -140,7 +176,7 @@ static enum MHD_Result reply(conn *c, struct MHD_Connection *mc, int status, cha
 static enum MHD_Result reply_preflight(conn *c, struct MHD_Connection *mc) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    add_cors(c, r);
+    add_headers(c, r);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
     MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
@@ -154,6 +190,109 @@ static enum MHD_Result reply_error(conn *c, struct MHD_Connection *mc, int statu
     return reply(c, mc, status, IS_OLLAMA(c->route) ? ollama_error_body(msg)
                               : IS_ANTHROPIC(c->route) ? anthropic_error_body(status, msg) : api_error_body(status, msg));
 }
+
+/* ---- deadlines ----
+ * libmicrohttpd's timeout is idle time (no byte for idle_s), so a client sending a header byte a second would
+ * never be closed. Each connection also gets a deadline for its request head (head_ms from its start or from
+ * the end of its previous answer), then for its body (head_ms more, plus a second for every SRV_MIN_BODY_RATE
+ * bytes received), and none while it is answered: then libmicrohttpd's timeout is off too, since a long prompt
+ * sends nothing until its first token. The main thread sweeps the deadlines (server_run); a late connection is
+ * shut down, which its own thread sees as the client leaving. When the connection table is nearly full, the
+ * connection waiting longest for its request is closed to make room, so slow clients cannot lock others out. */
+#define SRV_MIN_BODY_RATE 500   /* bytes a second a request body must keep up, past its grace */
+#define SRV_SPARE 64            /* connections left free for the ones just accepted */
+
+static peer *peer_of(struct MHD_Connection *mc) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void peer_unlink(server *s, peer *p) {
+    if (p->prev) p->prev->next = p->next; else s->first = p->next;
+    if (p->next) p->next->prev = p->prev; else s->last = p->prev;
+    p->prev = p->next = NULL;
+}
+
+static void peer_append(server *s, peer *p) {
+    p->prev = s->last;
+    p->next = NULL;
+    if (s->last) s->last->next = p; else s->first = p;
+    s->last = p;
+}
+
+static void peer_shut(server *s, peer *p) {   /* peers_mu held; p's socket is open until its "closed" notice */
+    if (p->shut) return;
+    shutdown(p->fd, SHUT_RDWR);
+    p->shut = true;
+    s->n_live--;
+    s->n_late++;
+}
+
+/* A new request head is awaited (a new connection, or one whose answer ended): its deadline, as the newest. */
+static void peer_await_head(server *s, peer *p) {
+    pthread_mutex_lock(&s->peers_mu);
+    peer_unlink(s, p);
+    peer_append(s, p);
+    p->deadline = srv_now_ms() + s->head_ms;
+    p->t_head = 0;
+    pthread_mutex_unlock(&s->peers_mu);
+}
+
+/* The head is in and n body bytes so far: the body's deadline. */
+static void peer_body(server *s, peer *p, size_t n) {
+    pthread_mutex_lock(&s->peers_mu);
+    if (!p->t_head) p->t_head = srv_now_ms();
+    p->deadline = p->t_head + s->head_ms + 1e3 * (double)n / SRV_MIN_BODY_RATE;
+    pthread_mutex_unlock(&s->peers_mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context, enum MHD_ConnectionNotificationCode code) {
+    server *s = cls;
+    peer *p = *socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (!p) return;
+        pthread_mutex_lock(&s->peers_mu);
+        peer_unlink(s, p);
+        if (!p->shut) s->n_live--;
+        pthread_mutex_unlock(&s->peers_mu);
+        free(p);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci || !(p = calloc(1, sizeof *p))) return;   /* then only the idle timeout applies to it */
+    p->fd = ci->connect_fd;
+    p->deadline = srv_now_ms() + s->head_ms;
+    pthread_mutex_lock(&s->peers_mu);
+    peer_append(s, p);
+    if (++s->n_live > SRV_MAX_CONNECTIONS - SRV_SPARE)   /* make room: the oldest still waiting for its request */
+        for (peer *q = s->first; q; q = q->next)
+            if (q->deadline && !q->shut && q != p) { peer_shut(s, q); break; }
+    pthread_mutex_unlock(&s->peers_mu);
+    *socket_context = p;
+}
+
+/* Closes the connections past their deadline (the main thread, every 100 ms). */
+static void sweep_late(server *s) {
+    double now = srv_now_ms();
+    pthread_mutex_lock(&s->peers_mu);
+    for (peer *p = s->first; p; p = p->next)
+        if (p->deadline && now > p->deadline) peer_shut(s, p);
+    pthread_mutex_unlock(&s->peers_mu);
+}
+
+/* The request is in: no deadline until its answer has been sent. */
+static void peer_received(server *s, peer *p) {
+    pthread_mutex_lock(&s->peers_mu);
+    p->deadline = 0;
+    pthread_mutex_unlock(&s->peers_mu);
+}
+
+/* While the engine works on a request, its connection cannot be idle: no timeout until answered(). */
+static void computing(conn *c) { MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u); }
+
+/* The answer is computed and only has to be sent: a client that stops reading it is idle again. */
+static void answered(conn *c) { MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, c->s->idle_s); }
 
 /* ---- client presence ---- */
 static bool hung_up(const conn *c) {
@@ -186,7 +325,7 @@ static bool wait_task(conn *c, bool (*ready)(const conn *, const srv_task *)) {
 }
 
 static bool never(const conn *c, const srv_task *t) { (void)c; (void)t; return false; }
-static bool has_text(const conn *c, const srv_task *t) { return t->stable > c->st.sent; }
+static bool has_news(const conn *c, const srv_task *t) { return stream_news(&c->st, t); }
 
 /* ---- streaming (the bytes: srv_stream.c) ---- */
 /* Produces the next bytes of the stream into c->st.out; -1 if the client left. */
@@ -195,9 +334,10 @@ static int stream_produce(conn *c) {
     if (stream_begin(&c->st, c->task)) return 0;
     srv_task *t = c->task;
     pthread_mutex_lock(&t->mu);
-    bool ok = wait_task(c, stream_tools_pending(&c->req) ? never : has_text);
+    bool ok = wait_task(c, has_news);
     if (ok) stream_collect(&c->st, t);
     pthread_mutex_unlock(&t->mu);
+    if (c->st.finished) answered(c);
     return ok ? 0 : -1;
 }
 
@@ -221,11 +361,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static enum MHD_Result reply_stream(conn *c, struct MHD_Connection *mc) {
     c->st.api = &c->s->api;
     c->st.req = &c->req;
+    c->st.progress_sent = -1;
+    c->st.ping_ms = HT_MIN(5000.0, c->s->idle_s * 500.0);   /* twice per idle timeout, at least every 5 s */
+    c->st.next_ping = srv_now_ms() + c->st.ping_ms;
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, c, NULL);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", c->req.ollama ? "application/x-ndjson" : "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
-    add_cors(c, r);
+    add_headers(c, r);
     c->status = 200;
     enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -262,12 +405,14 @@ static enum MHD_Result run_task(conn *c, struct MHD_Connection *mc) {
     if (c->req.anthropic) api_random_id(c->req.id, "msg_");
     if (c->route == R_AN_COUNT) return reply(c, mc, 200, anthropic_count(c->task));   /* counted, not run */
     if (engine_submit(c->s->api.eng, c->task)) return reply_error(c, mc, 503, "the server is busy (request queue full)");
+    computing(c);
     if (c->req.stream && c->req.kind != API_EMBED) return reply_stream(c, mc);
     srv_task *t = c->task;
     pthread_mutex_lock(&t->mu);
     bool ok = wait_task(c, never);
     pthread_mutex_unlock(&t->mu);
     if (!ok) { c->status = 499; return MHD_NO; }
+    answered(c);
     if (t->status) return reply_error(c, mc, t->status, t->err);
     return reply(c, mc, 200, c->req.ollama ? ollama_response(&c->s->api, &c->req, t)
                              : c->req.anthropic ? anthropic_response(&c->s->api, &c->req, t) : api_response(&c->s->api, &c->req, t));
@@ -304,6 +449,7 @@ static enum MHD_Result reply_page(conn *c, struct MHD_Connection *mc) {
     MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
     MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    add_headers(c, r);
     c->status = 200;
     enum MHD_Result rc = MHD_queue_response(mc, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -315,6 +461,9 @@ static enum MHD_Result reply_metrics(conn *c, struct MHD_Connection *mc) {
     pthread_mutex_lock(&s->stats_mu);
     srv_stats st = s->stats;
     pthread_mutex_unlock(&s->stats_mu);
+    pthread_mutex_lock(&s->peers_mu);
+    st.closed_late = s->n_late;
+    pthread_mutex_unlock(&s->peers_mu);
     char *body = api_metrics(&s->api, &st);
     if (!body) return reply_error(c, mc, 500, "out of memory");
     return reply_typed(c, mc, 200, body, "text/plain; version=0.0.4; charset=utf-8");
@@ -369,27 +518,38 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         pthread_mutex_unlock(&s->stats_mu);
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->max_body) c->too_big = true;   /* read and dropped, then a 413 */
+        if ((c->peer = peer_of(mc))) peer_body(s, c->peer, 0);
         return MHD_YES;
     }
     if (*upload_size) {
+        c->n_up += *upload_size;
         body_add(c, upload, *upload_size);
         *upload_size = 0;
+        if (c->peer) peer_body(s, c->peer, c->n_up);
         return MHD_YES;
     }
+    if (c->peer) peer_received(s, c->peer);
     return dispatch(c, mc);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)mc;
     server *s = cls;
     conn *c = *con_cls;
     if (!c) return;
     *con_cls = NULL;
+    MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, s->idle_s);   /* idle until the next request */
+    if (c->peer) peer_await_head(s, c->peer);
     pthread_mutex_lock(&s->stats_mu);
     s->stats.in_flight--;
     s->stats.requests++;
     pthread_mutex_unlock(&s->stats_mu);
-    int status = c->status ? c->status : 500;
+    bool late = false;
+    if (c->peer) {
+        pthread_mutex_lock(&s->peers_mu);
+        late = c->peer->shut;
+        pthread_mutex_unlock(&s->peers_mu);
+    }
+    int status = c->status ? c->status : late ? 408 : 500;   /* 408: its head or body came too slowly */
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499;   /* client went away */
     int si = SRV_N_STATUS;
     for (int i = 0; i < SRV_N_STATUS; i++) if (SRV_STATUS_CODES[i] == status) si = i;
@@ -403,6 +563,11 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
         if (c->task->kind == TASK_GENERATE)
             snprintf(extra, sizeof extra, " prompt=%d cached=%d completion=%d%s", c->task->n_prompt, c->task->n_cached,
                      c->task->n_gen, c->task->done ? "" : " (cancelled)");
+        size_t k = strlen(extra);
+        if (c->task->kind == TASK_GENERATE && !c->task->done && !c->task->t_start)
+            snprintf(extra + k, sizeof extra - k, " while queued");
+        else if (c->task->kind == TASK_GENERATE && !c->task->done && c->task->n_done < c->task->n_prompt)
+            snprintf(extra + k, sizeof extra - k, " in the prompt at %d", c->task->n_done);
         pthread_mutex_unlock(&c->task->mu);
         task_release(c->task);
     }
@@ -419,14 +584,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(s->start_msg, sizeof s->start_msg, fmt, ap);
     for (char *q = s->start_msg; *q; q++) if (*q == '\n') *q = ' ';
 }
-
-/* Idle and slow clients: a connection that sends nothing for SRV_IDLE_TIMEOUT_S (between requests, or in
- * the middle of its headers) is closed; a connection is a thread with a small stack, so thousands of idle
- * or slowloris connections leave room for real clients (the open-file limit is raised to match). A request
- * that is being answered is not idle: generation runs inside the connection's callbacks. */
-#define SRV_IDLE_TIMEOUT_S 10
-#define SRV_MAX_CONNECTIONS 4000
-#define SRV_THREAD_STACK (512 * 1024)
 
 static struct MHD_Daemon *start_daemon(server *s, hearth_err *err) {
     struct rlimit rl;
@@ -446,7 +603,8 @@ static struct MHD_Daemon *start_daemon(server *s, hearth_err *err) {
                                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                                             MHD_OPTION_SOCK_ADDR, sa,
                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_IDLE_TIMEOUT_S,
+                                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                                            MHD_OPTION_CONNECTION_TIMEOUT, s->idle_s,
                                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_CONNECTIONS,
                                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)SRV_THREAD_STACK,
                                             MHD_OPTION_END);
@@ -456,7 +614,9 @@ static struct MHD_Daemon *start_daemon(server *s, hearth_err *err) {
 
 int server_run(hearth_model *m, const server_params *p, atomic_int *stop, hearth_err *err) {
     server s = { .p = p, .stop = stop, .max_body = p->max_body ? p->max_body : (size_t)8 << 20,
-                 .stats_mu = PTHREAD_MUTEX_INITIALIZER };
+                 .idle_s = (unsigned)(p->timeout_idle > 0 ? p->timeout_idle : SRV_IDLE_TIMEOUT_S),
+                 .head_ms = 1e3 * (p->timeout_headers > 0 ? p->timeout_headers : SRV_HEAD_TIMEOUT_S),
+                 .stats_mu = PTHREAD_MUTEX_INITIALIZER, .peers_mu = PTHREAD_MUTEX_INITIALIZER };
     hearth_model_info info;
     hearth_model_get_info(m, &info);
     route_names(s.stats.route_names);
@@ -475,7 +635,10 @@ int server_run(hearth_model *m, const server_params *p, atomic_int *stop, hearth
         fprintf(stderr, "listening on http://%s:%u (%d slots of %d tokens%s)\n", p->host ? p->host : "127.0.0.1",
                 di ? di->port : (unsigned)p->port, p->parallel > 0 ? p->parallel : 1, engine_n_ctx(s.api.eng),
                 chat_fmt_has_template(s.api.fmt) ? "" : ", no chat template: plain prompts");
-    while (!atomic_load(stop)) usleep(100 * 1000);
+    while (!atomic_load(stop)) {
+        usleep(100 * 1000);
+        sweep_late(&s);
+    }
     MHD_stop_daemon(d);
     engine_free(s.api.eng);
     chat_fmt_free(s.api.fmt);

@@ -23,6 +23,8 @@ typedef struct {
     size_t cache_ram;           /* bytes of shared prompt cache (KV prefixes for every slot); 0 = none */
     const char *prompt_cache;   /* directory keeping the prompt cache across restarts, or NULL */
     const char *cors_origin;    /* Access-Control-Allow-Origin: NULL = "*", "none" = no CORS headers */
+    int timeout_idle;           /* seconds a connection may send nothing (between requests, or mid-head); 0 = 10 */
+    int timeout_headers;        /* seconds for a whole request head (and the grace of its body); 0 = 20 */
 } server_params;
 
 /* Serves until *stop becomes nonzero (e.g. set by a SIGINT handler: a lock-free atomic is safe to store to

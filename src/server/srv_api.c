@@ -169,7 +169,8 @@ static int add_stop(srv_task *t, const cJSON *s, hearth_err *err) {
 static int parse_limits(const cJSON *o, srv_task *t, api_req *r, hearth_err *err) {
     long long max_tokens = -1, n = 1;
     if (get_int(o, "max_tokens", 1, 1e9, &max_tokens, err) || get_int(o, "max_completion_tokens", 1, 1e9, &max_tokens, err) ||
-        get_int(o, "n", -1e9, 1e9, &n, err) || get_bool(o, "stream", &r->stream, err))
+        get_int(o, "n", -1e9, 1e9, &n, err) || get_bool(o, "stream", &r->stream, err) ||
+        get_bool(o, "return_progress", &r->progress, err))
         return -1;
     if (n != 1) return herr(err, "'n' must be 1 (only one choice per request is supported)");
     t->max_tokens = (int)max_tokens;
@@ -668,6 +669,16 @@ char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t) {
     return sse(o);
 }
 
+char *api_chunk_progress(const srv_api *a, const api_req *r, const srv_task *t) {
+    cJSON *o = response_head(a, r, r->kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(o, "choices");
+    cJSON *p = cJSON_AddObjectToObject(o, "prompt_progress");
+    cJSON_AddNumberToObject(p, "total", t->n_prompt);
+    cJSON_AddNumberToObject(p, "cache", t->n_cached);
+    cJSON_AddNumberToObject(p, "processed", t->n_done);
+    cJSON_AddNumberToObject(p, "time_ms", t->t_start ? srv_now_ms() - t->t_start : 0);
+    return sse(o);
+}
 
 /* The end of a streamed chat reply with tools: its text as one delta, each call as a delta.tool_calls chunk,
  * then the finish chunk ("tool_calls" when there are calls). malloc'd SSE events, concatenated. */
@@ -860,6 +871,9 @@ char *api_metrics(const srv_api *a, const srv_stats *st) {
                                           SRV_STATUS_CODES[k], st->by_route[r][k]);
             else fprintf(f, "hearth_http_requests_total{route=\"%s\",status=\"other\"} %lld\n", st->route_names[r], st->by_route[r][k]);
         }
+    fprintf(f, "# HELP hearth_connections_closed_late_total connections closed for a request head or body not in by its "
+               "deadline, or to make room at the connection limit\n# TYPE hearth_connections_closed_late_total counter\n"
+               "hearth_connections_closed_late_total %lld\n", st->closed_late);
     srv_latency l;
     engine_latency(a->eng, &l);
     static const struct { const char *name, *help; } H[] = {

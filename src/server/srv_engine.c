@@ -279,7 +279,9 @@ static void slot_start(srv_engine *e, slot *s, srv_task *t) {
     memset(&s->dt, 0, sizeof s->dt);
     e->n_busy++;
     pthread_mutex_lock(&t->mu);
-    t->n_cached = s->n_cache;
+    t->n_cached = t->n_done = s->n_cache;
+    t->t_start = srv_now_ms();
+    pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
     s->smp = hearth_sampler_new(&t->sp, e->n_vocab);
     if (!s->smp) { slot_end(e, s, NULL, 500, "out of memory"); return; }
@@ -450,6 +452,12 @@ static void step(srv_engine *e) {
         memcpy(s->cache + s->n_cache, src, (size_t)s->n_feed * sizeof *src);
         s->n_cache += s->n_feed;
         if (s->row >= 0) j.s[j.n++] = s;
+        if (!s->generating) {   /* prompt progress, told before the first token's text */
+            pthread_mutex_lock(&s->task->mu);
+            s->task->n_done = s->n_cache;
+            pthread_cond_broadcast(&s->task->cv);
+            pthread_mutex_unlock(&s->task->mu);
+        }
     }
     atomic_fetch_add(&e->n_steps, 1);
     atomic_fetch_add(&e->n_generated, j.n);

@@ -51,6 +51,8 @@ typedef struct srv_task {
     srv_tok *toks; int n_toks, cap_toks;   /* kept only when n_probs >= 0 */
     int n_gen;                      /* tokens generated */
     int n_cached;                   /* prompt tokens reused from the slot's cache */
+    int n_done;                     /* prompt tokens in the slot's KV so far (reused + evaluated) */
+    double t_start;                 /* ms: the prompt started in a slot (0: still queued) */
     float *emb; int dim;            /* embeddings: n_inputs rows of dim floats */
     bool done, cancelled;
     const char *finish;             /* "stop" or "length" */
@@ -121,6 +123,7 @@ typedef struct {
     bool anthropic;                    /* answer in Anthropic's shapes (srv_anthropic.c) */
     bool ollama_generate;              /* ... of /api/generate ("response"), even when templated as a chat */
     bool stream, include_usage, b64;   /* b64: embeddings as base64 float32 */
+    bool progress;                     /* return_progress: prompt progress chunks before the first token */
     srv_tools tools;                   /* tools / tool_choice of a chat request */
     int n_probs;
     char id[40];
@@ -155,6 +158,8 @@ char *api_error_body(int status, const char *msg);
 char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
                       const char *finish, bool first);
 char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t);
+/* llama-server's prompt progress chunk: no choices, "prompt_progress": {total, cache, processed, time_ms}. */
+char *api_chunk_progress(const srv_api *a, const api_req *r, const srv_task *t);
 /* The close of a streamed chat reply with tools: text, delta.tool_calls chunks, the finish chunk. malloc'd. */
 char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t);
 /* /tokenize ({content, add_special = false, parse_special = true, with_pieces = false} -> {tokens}) and
@@ -172,6 +177,7 @@ typedef struct {
     long long requests; int in_flight;
     long long by_route[SRV_N_ROUTES][SRV_N_STATUS + 1];      /* answered requests by route and status */
     const char *route_names[SRV_N_ROUTES];
+    long long closed_late;                                   /* connections closed for a late request head or body */
 } srv_stats;
 /* Latency histograms of finished generation requests (cumulative bucket counts as Prometheus keeps them). */
 typedef struct { long long ttft[SRV_N_BUCKETS + 1], tpot[SRV_N_BUCKETS + 1]; double ttft_sum, tpot_sum; long long n_ttft, n_tpot; } srv_latency;
@@ -234,11 +240,16 @@ typedef struct {
     bool lost;        /* memory ran out for a part of the stream: what came before it is sent, then the connection
                        * ends without the stream's end (an error, not a shorter reply) */
     bool text_open;   /* Anthropic: text block 0 was started */
+    int progress_sent;                           /* return_progress: the prompt tokens last reported */
+    double ping_ms, next_ping;   /* SSE streams: a comment line when nothing was sent for ping_ms (0: never) */
 } srv_stream;
 bool stream_tools_pending(const api_req *r);
 /* The opening events (OpenAI chat's role chunk, Anthropic's message_start): true if this call added them. */
 bool stream_begin(srv_stream *st, srv_task *t);
-/* Formats what t produced since the last call, and its end once t is done (t->mu held). */
+/* Whether stream_collect has something to send now: text, prompt progress, or a keep-alive comment (t->mu held). */
+bool stream_news(const srv_stream *st, const srv_task *t);
+/* Formats what t produced since the last call (or a keep-alive comment when due), and its end once t is done
+ * (t->mu held). */
 void stream_collect(srv_stream *st, srv_task *t);
 
 #endif

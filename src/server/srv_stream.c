@@ -1,6 +1,9 @@
 /* srv_stream.c — a streamed reply's bytes: what a task produced since the last call, formatted as OpenAI's SSE
- * chunks, Anthropic's events or Ollama's NDJSON lines. Apart from the HTTP layer (server.c, which waits for
- * the task and hands the bytes to libmicrohttpd) so that the allocation-failure sweep drives the same code. */
+ * chunks, Anthropic's events or Ollama's NDJSON lines; before the first token, prompt progress chunks for a
+ * client that asked (return_progress) and, on SSE streams, a comment line (": keepalive") whenever nothing was
+ * sent for a while, so that proxies and clients with idle timeouts of their own see a live stream. Apart from
+ * the HTTP layer (server.c, which waits for the task and hands the bytes to libmicrohttpd) so that the
+ * allocation-failure sweep drives the same code. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,17 @@ static char *sse_error(int status, const char *msg) {
     return s;
 }
 
+static bool wants_progress(const srv_stream *st, const srv_task *t) {
+    return st->req->progress && !st->req->ollama && !st->req->anthropic && t->t_start > 0 &&   /* in a slot */
+           st->progress_sent < t->n_prompt && t->n_done != st->progress_sent;   /* until the whole prompt is in */
+}
+
+static bool ping_due(const srv_stream *st, double now) { return st->ping_ms > 0 && !st->req->ollama && now >= st->next_ping; }
+
+bool stream_news(const srv_stream *st, const srv_task *t) {
+    return (!stream_tools_pending(st->req) && t->stable > st->sent) || wants_progress(st, t) || ping_due(st, srv_now_ms());
+}
+
 bool stream_begin(srv_stream *st, srv_task *t) {
     if (st->started) return false;
     st->started = true;
@@ -63,7 +77,8 @@ static void collect_anthropic(srv_stream *st, srv_task *t) {
     st->finished = true;
 }
 
-void stream_collect(srv_stream *st, srv_task *t) {
+/* What t produced since the last call, in the stream's dialect, and its end once t is done. */
+static void collect(srv_stream *st, srv_task *t) {
     const srv_api *a = st->api;
     const api_req *r = st->req;
     if (r->anthropic) { collect_anthropic(st, t); return; }
@@ -100,4 +115,16 @@ void stream_collect(srv_stream *st, srv_task *t) {
     }
     out_add(st, strdup("data: [DONE]\n\n"));
     st->finished = true;
+}
+
+void stream_collect(srv_stream *st, srv_task *t) {
+    double now = srv_now_ms();
+    size_t before = st->out_n;
+    if (wants_progress(st, t)) {
+        out_add(st, api_chunk_progress(st->api, st->req, t));
+        st->progress_sent = t->n_done;
+    }
+    collect(st, t);
+    if (st->out_n == before && !st->finished && ping_due(st, now)) out_add(st, strdup(": keepalive\n\n"));
+    if (st->out_n != before) st->next_ping = now + st->ping_ms;
 }
