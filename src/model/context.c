@@ -373,11 +373,15 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
     if (c->rope_n == ub->n && c->rope_key[0] == base && c->rope_key[1] == scale &&
         !memcmp(c->rope_pos, ub->pos, (size_t)ub->n * sizeof *ub->pos))
         return;
-    const float *ff = c->m->rope_freqs.data;
+    const hearth_model *m = c->m;
+    const float *ff = m->rope_freqs_long.data && c->n_ctx > hp->n_ctx_orig ? m->rope_freqs_long.data : m->rope_freqs.data;
     int h = hp->n_rot / 2;
-    for (int i = 0; i < ub->n; i++)
-        op_rope_table(c->rope_cos + (size_t)i * h, c->rope_sin + (size_t)i * h, ub->pos[i], hp->n_rot, base,
-                      scale, ff);
+    for (int i = 0; i < ub->n; i++) {
+        float *cs = c->rope_cos + (size_t)i * h, *sn = c->rope_sin + (size_t)i * h;
+        op_rope_table(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff);
+        if (hp->rope_attn_factor != 1.0f)
+            for (int k = 0; k < h; k++) cs[k] *= hp->rope_attn_factor, sn[k] *= hp->rope_attn_factor;
+    }
     memcpy(c->rope_pos, ub->pos, (size_t)ub->n * sizeof *ub->pos);
     c->rope_n = ub->n;
     c->rope_key[0] = base;

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 
 static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_qwen35,
-                                         &ht_arch_qwen35moe, &ht_arch_gemma3,
-                                         &ht_arch_gpt2, &ht_arch_bert };
+                                         &ht_arch_qwen35moe, &ht_arch_gemma3, &ht_arch_gpt2, &ht_arch_bert,
+                                         &ht_arch_smollm3, &ht_arch_phi3 };
 
 const ht_arch *ht_find_arch(const char *name) {
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
@@ -170,6 +170,7 @@ int model_common_hparams(hearth_model *m, hearth_err *err) {
         if (gguf_get_str(m->gguf, key, &st) && st.n == 6 && !memcmp(st.p, "linear", 6)) hp->rope_scale = f;
     }
     hp->rope_scale_swa = hp->rope_scale;
+    hp->rope_attn_factor = 1.0f;
     if (model_meta_int(m, "rope.dimension_count", 0, hp->head_dim, hp->head_dim, &hp->n_rot, err) ||
         model_meta_int(m, "attention.sliding_window", 0, 1 << 30, 0, &hp->sliding_window, err))
         return -1;

@@ -43,6 +43,15 @@ static inline ht_tensor ht_expert(const ht_tensor *t, int e) {
     return v;
 }
 
+/* Rows [r0, r0 + n) of a 2-D matrix as a matrix of its own (a fused tensor's parts: Phi-3's [gate | up]). */
+static inline ht_tensor ht_rows(const ht_tensor *t, int64_t r0, int64_t n) {
+    ht_tensor v = *t;
+    v.ne[1] = n;
+    v.nbytes = (size_t)n * t->row_bytes;
+    v.data = (const uint8_t *)t->data + (size_t)r0 * t->row_bytes;
+    return v;
+}
+
 /* Row r of a matrix or of a stack read as ne[1] * ne[2] rows, in the file's layout. */
 static inline const uint8_t *ht_row(const ht_tensor *t, int64_t r) {
     if (t->slabs) return (const uint8_t *)t->slabs[r / t->ne[1]] + (size_t)(r % t->ne[1]) * t->row_bytes;
@@ -58,6 +67,8 @@ typedef struct {
     float norm_eps;
     float rope_base, rope_base_swa, rope_scale;   /* rope_scale: linear position scaling factor (1 = none) */
     float rope_scale_swa;     /* rope_scale of sliding-window layers (Gemma 3: 1) */
+    float rope_attn_factor;   /* multiplies rope's cos and sin (LongRoPE's attention factor; 1 = none) */
+    int n_ctx_orig;           /* LongRoPE: contexts past it take rope_freqs_long */
     int rope_type, n_rot;
     int sliding_window;       /* 0 = none */
     int swa_period;           /* layer il is global when (il + 1) % swa_period == 0; 0 = all global */
@@ -111,7 +122,7 @@ struct hearth_model {
     ht_tensor *tensors;       /* every tensor by (GGUF) name */
     int n_tensors;
     ht_tensor tok_embd, pos_embd, type_embd, tok_embd_norm, tok_embd_norm_b, output_norm, output_norm_b, output,
-              output_b, rope_freqs;
+              output_b, rope_freqs, rope_freqs_long;
     ht_layer *layers;
     void **owned;             /* buffers the model owns (converted tensors, HF metadata image, ...) */
     int n_owned;
@@ -153,7 +164,7 @@ struct ht_arch {
 
 /* Registered architectures (one file each under src/arch). */
 extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe,
-    ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert;
+    ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3;
 /* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
  * -> tied) and the pre-norm SwiGLU forward pass. */
 int llama_bind_common(hearth_model *m, hearth_err *err);
