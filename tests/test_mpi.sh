@@ -17,8 +17,8 @@ tmp=$(mktemp -d); trap 'pkill -9 -f "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpi() { local np=$1; shift; timeout 120 mpirun --oversubscribe -np "$np" "$HEARTH" "$@"; }
 
-# The fixtures' goldens (2 layers: -np 2), all outputs of every case, batched and token by token.
-for m in llama gemma3 qwen3 gemma3-Q8_0 mixtral; do
+# The fixtures' goldens (2+ layers: -np 2), all outputs of every case, batched and token by token.
+for m in llama gemma3 qwen3 gemma3-Q8_0 mixtral qwen35moe; do   # (qwen35moe: recurrent layers on both ranks)
     for mode in "" --token-by-token; do
         "$HEARTH" golden -m data/models/$m.gguf -i data/golden/$m.golden -o "$tmp/one.golden" -t 1 $mode 2>/dev/null
         err=$(mpi 2 golden -m data/models/$m.gguf -i data/golden/$m.golden -o "$tmp/two.golden" -t 1 $mode 2>&1)
