@@ -149,6 +149,24 @@ HEARTH_API int hearth_embed(hearth_ctx *c, const hearth_token *tokens, int n, fl
 /* Rows hearth_embed writes for n tokens: 1, or n when the model's pooling is none. */
 HEARTH_API int hearth_embed_rows(const hearth_ctx *c, int n);
 
+/* ---- LoRA adapters ---- */
+/* An adapter in llama.cpp's GGUF form (general.type "adapter", adapter.type "lora", adapter.lora.alpha, pairs
+ * NAME.lora_a / NAME.lora_b for the model's weights NAME), checked against m: its architecture and every pair's
+ * shapes must fit, else -1 with one line naming the tensor. It reads its file in place and must be freed after
+ * the contexts that use it. */
+typedef struct hearth_lora hearth_lora;
+#define HEARTH_MAX_LORA 16
+HEARTH_API int hearth_lora_load(hearth_model *m, const char *path, hearth_lora **out, hearth_err *err);
+HEARTH_API void hearth_lora_free(hearth_lora *a);
+HEARTH_API int hearth_lora_count(const hearth_lora *a);   /* adapted weights */
+HEARTH_API int hearth_lora_rank(const hearth_lora *a);    /* the largest rank among them */
+HEARTH_API float hearth_lora_alpha(const hearth_lora *a);
+/* The adapters applied from the next decode on, to every sequence of c (n = 0: none): each adapted weight W
+ * gives W x + sum of scale * alpha / rank * B (A x), computed beside the unchanged base weights (a quantized
+ * base stays quantized). At most HEARTH_MAX_LORA; -1 with err on a bad adapter or scale. */
+HEARTH_API int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scales, int n, hearth_err *err);
+/* An identity of the adapters and scales set on c (0: none), for caches of computed KV to key on. */
+HEARTH_API uint64_t hearth_ctx_lora_id(const hearth_ctx *c);
 /* ---- sampling ---- */
 /* The sampler chain. hearth_sample runs these stages, in this order, over the n_vocab logits of one row:
  *   1. logit bias   logit += bias[id]          (hearth_sampler_set_bias, hearth_sampler_bias_text)

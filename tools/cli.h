@@ -32,6 +32,21 @@ bool cli_int(const char *flag, const char *val, long lo, long hi, long *out);
 bool cli_float(const char *flag, const char *val, double *out);
 /* Parses a --cache-type value (f32, f16 or q8_0); on failure prints the one-line error and returns false. */
 bool cli_cache_type(const char *flag, const char *val, hearth_cache_type *out);
+/* LoRA adapters as llama.cpp spells them: --lora FILE[,FILE...] (scale 1) and --lora-scaled FILE:SCALE[,...],
+ * both repeatable. cli_lora_arg collects a flag's value (false after printing the error); cli_lora_load loads
+ * them for m (once), cli_lora_set sets them on ctx, cli_lora_apply does both (each 1 after printing the error,
+ * naming the file); cli_lora_free frees them, after the contexts that use them. */
+typedef struct {
+    int n;
+    char *path[HEARTH_MAX_LORA];
+    float scale[HEARTH_MAX_LORA];
+    hearth_lora *a[HEARTH_MAX_LORA];
+} cli_lora;
+bool cli_lora_arg(const char *flag, const char *val, cli_lora *l);
+int cli_lora_load(hearth_model *m, cli_lora *l);
+int cli_lora_set(hearth_ctx *ctx, const cli_lora *l);
+int cli_lora_apply(hearth_model *m, hearth_ctx *ctx, cli_lora *l);
+void cli_lora_free(cli_lora *l);
 /* Prints "error: MSG" as one line to stderr and returns 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Loads a model (or exits 1 with one line). */

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,6 +66,50 @@ bool cli_cache_type(const char *flag, const char *val, hearth_cache_type *out) {
         if (!strcmp(val, CACHE_TYPES[i].name)) { *out = CACHE_TYPES[i].type; return true; }
     cli_fail("bad value for %s: '%s' (expected f32, f16 or q8_0)", flag, val ? val : "");
     return false;
+}
+
+bool cli_lora_arg(const char *flag, const char *val, cli_lora *l) {
+    const bool scaled = !strcmp(flag, "--lora-scaled");
+    char *buf = strdup(val ? val : "");
+    if (!buf) { cli_fail("out of memory"); return false; }
+    bool ok = *buf != 0;
+    for (char *save = NULL, *item = strtok_r(buf, ",", &save); ok && item; item = strtok_r(NULL, ",", &save)) {
+        float scale = 1.0f;
+        char *colon = scaled ? strrchr(item, ':') : NULL;
+        if (scaled) {
+            char *end;
+            ok = colon && colon[1] && (scale = strtof(colon + 1, &end), *end == 0) && isfinite(scale);
+            if (!ok) break;
+            *colon = 0;
+        }
+        if (!*item) { ok = false; break; }
+        if (l->n == HEARTH_MAX_LORA) { free(buf); cli_fail("%s: at most %d adapters", flag, HEARTH_MAX_LORA); return false; }
+        if (!(l->path[l->n] = strdup(item))) { ok = false; break; }
+        l->scale[l->n++] = scale;
+    }
+    free(buf);
+    if (!ok) cli_fail("bad value for %s: '%s' (expected %s)", flag, val ? val : "", scaled ? "FILE:SCALE[,FILE:SCALE...]" : "FILE[,FILE...]");
+    return ok;
+}
+
+int cli_lora_load(hearth_model *m, cli_lora *l) {
+    hearth_err err;
+    for (int i = 0; i < l->n; i++)
+        if (!l->a[i] && hearth_lora_load(m, l->path[i], &l->a[i], &err)) return cli_fail("%s", err.msg);
+    return 0;
+}
+
+int cli_lora_set(hearth_ctx *ctx, const cli_lora *l) {
+    hearth_err err;
+    if (l->n && hearth_ctx_set_lora(ctx, l->a, l->scale, l->n, &err)) return cli_fail("%s", err.msg);
+    return 0;
+}
+
+int cli_lora_apply(hearth_model *m, hearth_ctx *ctx, cli_lora *l) { return cli_lora_load(m, l) || cli_lora_set(ctx, l); }
+
+void cli_lora_free(cli_lora *l) {
+    for (int i = 0; i < l->n; i++) { hearth_lora_free(l->a[i]); free(l->path[i]); }
+    l->n = 0;
 }
 
 hearth_model *cli_load_model(const char *path) {

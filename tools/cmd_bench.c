@@ -28,6 +28,7 @@ typedef struct {
     int fmt;                  /* OUT_MD, OUT_CSV, OUT_JSON */
     bool bandwidth;
     hearth_cache_type cache_type;
+    cli_lora lora;            /* --lora / --lora-scaled: paths and scales (loaded with each model) */
 } bench_args;
 
 typedef struct { double mean, sd; } stat2;
@@ -58,6 +59,7 @@ static double now_ms(void) {
 
 static void bench_usage(void) {
     printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-d DEPTH] [-c CTX] [--cache-type T] [--no-bw]\n"
+           "                    [--lora FILE[,FILE]] [--lora-scaled FILE:SCALE[,...]]\n"
            "                    [-o md|csv|json]  (-p and -n take lists too: -p 128,512)\n"
            "                    [--cpu avx512vnni|avx512|avx2|neon|scalar]\n"
            "Prints llama-bench's table (pp: one batch of N_PROMPT tokens from an empty cache; tg: N_GEN tokens one at\n"
@@ -92,6 +94,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(f, "-c")) ok = cli_int(f, v, 1, 1 << 22, &a->n_ctx);
         else if (!strcmp(f, "-d") || !strcmp(f, "--depth")) ok = cli_int(f, v, 0, 1 << 20, &a->depth);
         else if (!strcmp(f, "--cache-type")) ok = cli_cache_type(f, v, &a->cache_type);
+        else if (!strcmp(f, "--lora") || !strcmp(f, "--lora-scaled")) ok = cli_lora_arg(f, v, &a->lora);
         else if (!strcmp(f, "--cpu")) {
             if (!quant_set_backend(v)) { cli_fail("kernel set '%s' is not built in or this CPU cannot run it", v); return -1; }
         }
@@ -371,9 +374,17 @@ static void print_rss(const char *when, const hearth_model_info *in, const heart
 
 /* ---- the command ---- */
 
-typedef struct { hearth_model *m; hearth_ctx *c; double ms; } loaded;
+typedef struct { hearth_model *m; hearth_ctx *c; double ms; hearth_lora *a[HEARTH_MAX_LORA]; } loaded;
+
+static void unload(loaded *l) {
+    hearth_ctx_free(l->c);
+    for (int i = 0; i < HEARTH_MAX_LORA; i++) hearth_lora_free(l->a[i]);
+    hearth_model_free(l->m);
+    memset(l, 0, sizeof *l);
+}
 
 static int load(const bench_args *a, loaded *l, hearth_err *err) {
+    memset(l, 0, sizeof *l);
     double t0 = now_ms();
     if (cli_model_load(a->path, &l->m, err)) return -1;
     hearth_model_info in;
@@ -385,13 +396,13 @@ static int load(const bench_args *a, loaded *l, hearth_err *err) {
     cp.n_batch = (int)HT_MAX(1, a->n_prompt);
     cp.cache_type = a->cache_type;
     if (hearth_ctx_new(l->m, &cp, &l->c, err)) { hearth_model_free(l->m); return -1; }
+    for (int i = 0; i < a->lora.n; i++) {
+        hearth_err e2;
+        if (hearth_lora_load(l->m, a->lora.path[i], &l->a[i], &e2)) { herr(err, "%s", e2.msg); unload(l); return -1; }
+    }
+    if (hearth_ctx_set_lora(l->c, l->a, a->lora.scale, a->lora.n, err)) { unload(l); return -1; }
     l->ms = now_ms() - t0;
     return 0;
-}
-
-static void unload(loaded *l) {
-    hearth_ctx_free(l->c);
-    hearth_model_free(l->m);
 }
 
 static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in, hearth_err *err, stat2 *tg, stat2 *pp,
@@ -502,7 +513,9 @@ int cmd_bench(int argc, char **argv) {
                  quant_backend());
     }
     hearth_ctx_free(l.c);
+    l.c = NULL;
     if (a.bandwidth && a.n_gen > 0) print_decode_limit(l.m, &in, tg, threads, bw0);
-    hearth_model_free(l.m);
+    unload(&l);
+    cli_lora_free(&a.lora);
     return 0;
 }

@@ -20,6 +20,7 @@ typedef struct {
     bool no_shift, ignore_eos;
     cli_grammar_opts grammar;
     hearth_cache_type cache_type;
+    cli_lora lora;
 } chat_opts;
 
 typedef struct {
@@ -49,7 +50,7 @@ static double now_ms(void) {
 static void chat_usage(void) {
     printf("usage: hearth chat [-m MODEL] [--system TEXT] [--chat-template FILE] [-n N] [-c CTX] [-t THREADS]\n"
            "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
-           "                   [--no-shift] [--ignore-eos] [--cache-type T]\n"
+           "                   [--no-shift] [--ignore-eos] [--cache-type T] [--lora F[,F]] [--lora-scaled F:S[,F:S]]\n"
            "                   [--grammar-file F.gbnf | --json-schema F.json | --json]\n"
            "Reads one message per line from stdin and streams each reply to stdout; after each reply a stats line\n"
            "goes to stderr. Commands: /system TEXT (set or, with no text, clear the system prompt), /reset (forget\n"
@@ -68,7 +69,7 @@ static void chat_usage(void) {
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--system", "--chat-template", "-n", "--temp", "--top-k", "--top-p",
                                         "--min-p", "--repeat-penalty", "--seed", "-t", "-c", "--cache-type",
-                                        "--grammar-file", "--json-schema" };
+                                        "--grammar-file", "--json-schema", "--lora", "--lora-scaled" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
@@ -100,6 +101,7 @@ static int parse_opts(int argc, char **argv, chat_opts *o) {
         else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &o->cache_type);
         else if (!strcmp(a, "--grammar-file")) o->grammar.gbnf_file = v;
         else if (!strcmp(a, "--json-schema")) o->grammar.schema_file = v;
+        else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) ok = cli_lora_arg(a, v, &o->lora);
         else { cli_fail("unknown option '%s' for chat (see hearth chat --help)", a); return 1; }
         if (!ok) return 1;
         i++;
@@ -330,6 +332,7 @@ static int chat_setup(chat_state *s, chat_opts *o) {
     cp.n_threads = (int)o->threads;
     cp.cache_type = o->cache_type;
     if (hearth_ctx_new(s->m, &cp, &s->ctx, &err)) return cli_fail("%s", err.msg);
+    if (cli_lora_apply(s->m, s->ctx, &o->lora)) return 1;
     s->n_ctx = hearth_ctx_n_ctx(s->ctx);
     hearth_sampler_params sp = hearth_sampler_default_params();
     sp.temperature = (float)o->temp; sp.top_k = (int)o->top_k; sp.top_p = (float)o->top_p; sp.min_p = (float)o->min_p;
@@ -370,6 +373,7 @@ int cmd_chat(int argc, char **argv) {
     hearth_grammar_free(s.grammar);
     chat_fmt_free(s.fmt);
     hearth_ctx_free(s.ctx);
+    cli_lora_free(&o.lora);
     hearth_model_free(s.m);
     return rc;
 }

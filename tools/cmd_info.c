@@ -6,14 +6,22 @@
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
+    cli_lora lora = { 0 };
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { printf("usage: hearth info -m MODEL\n"); return 0; }
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: hearth info -m MODEL [--lora FILE[,FILE]] [--lora-scaled FILE:SCALE[,...]]\n");
+            return 0;
+        }
         if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
-        else return cli_fail("unknown option '%s' for info (usage: hearth info -m MODEL)", argv[i]);
+        else if ((!strcmp(argv[i], "--lora") || !strcmp(argv[i], "--lora-scaled")) && i + 1 < argc) {
+            if (!cli_lora_arg(argv[i], argv[i + 1], &lora)) return 1;
+            i++;
+        }
+        else return cli_fail("unknown option '%s' for info (usage: hearth info -m MODEL [--lora FILE])", argv[i]);
     }
     if (!path) path = cli_default_model();
     hearth_model *m = cli_load_model(path);
-    if (!m) return 1;
+    if (!m || cli_lora_load(m, &lora)) { cli_lora_free(&lora); hearth_model_free(m); return 1; }
     hearth_model_info in;
     hearth_model_get_info(m, &in);
     const ht_hparams *hp = &m->hp;
@@ -49,6 +57,10 @@ int cmd_info(int argc, char **argv) {
     for (int t = 0; t < HT_NTYPES; t++) if (count[t]) printf(" %s×%d", ht_get_traits((uint32_t)t)->name, count[t]);
     printf("\nparameters   %.2f M\nweights      %.2f MiB\nfile         %.2f MiB\n", in.n_params / 1e6,
            in.weight_bytes / 1048576.0, in.file_bytes / 1048576.0);
+    for (int i = 0; i < lora.n; i++)
+        printf("lora         %s: %d weights, rank %d, alpha %g, scale %g\n", lora.path[i], hearth_lora_count(lora.a[i]),
+               hearth_lora_rank(lora.a[i]), hearth_lora_alpha(lora.a[i]), lora.scale[i]);
+    cli_lora_free(&lora);
     hearth_model_free(m);
     return 0;
 }

@@ -25,6 +25,7 @@ typedef struct {
     const char *model, *text, *kl_base, *save;
     long n_ctx, n_batch, threads;
     hearth_cache_type cache_type;
+    cli_lora lora;
 } ppl_opts;
 
 /* Running sum of a quantity, for its mean and the uncertainty of the mean. */
@@ -49,7 +50,7 @@ typedef struct {
 typedef struct { stat_acc nll_base, kld; long same_top; } kl_acc;
 
 static void ppl_usage(void) {
-    printf("usage: hearth perplexity [-m MODEL] -f TEXT [-c N_CTX] [-b BATCH] [-t THREADS] [--cache-type T]\n"
+    printf("usage: hearth perplexity [-m MODEL] -f TEXT [-c N_CTX] [-b BATCH] [-t THREADS] [--cache-type T] [--lora F]\n"
            "                         [--save-logits OUT.logits] [--kl-divergence BASE.logits]\n"
            "Perplexity by llama.cpp's method: the text is tokenized with BOS and cut into chunks of N_CTX tokens\n"
            "(the rest is unused); each chunk is evaluated alone with its first token replaced by BOS, and positions\n"
@@ -58,6 +59,7 @@ static void ppl_usage(void) {
            "  -b BATCH                  tokens per decode call (micro-batch)\n"
            "  --cache-type T            KV cache type: f16 (default), f32, or q8_0 (about half of f16's memory;\n"
            "                            needs head sizes that are multiples of 32)\n"
+           "  --lora FILE[,FILE]        apply LoRA adapters at scale 1; --lora-scaled FILE:SCALE[,...] at SCALE\n"
            "  --save-logits OUT         write the scored positions' log-probabilities: header \"HLPB\", u32 version 1,\n"
            "                            u32 n_vocab, n_ctx, n_chunks; i32 tokens[n_chunks*n_ctx]; then f32\n"
            "                            log-softmax rows [n_chunks][n_ctx-1-n_ctx/2][n_vocab] (little-endian)\n"
@@ -81,6 +83,7 @@ static int parse_opts(int argc, char **argv, ppl_opts *o) {
         else if (!strcmp(a, "--kl-divergence")) o->kl_base = v;
         else if (!strcmp(a, "--save-logits")) o->save = v;
         else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &o->cache_type);
+        else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) ok = cli_lora_arg(a, v, &o->lora);
         else return cli_fail("unknown option '%s' for perplexity (see hearth perplexity --help)", a);
         if (!ok) return 1;
     }
@@ -268,7 +271,7 @@ static hearth_token chunk_bos(hearth_model *m) {
     return bos >= 0 && n >= 1 && t[0] == bos ? bos : -1;
 }
 
-static int setup(ppl_run *r, const ppl_opts *o) {
+static int setup(ppl_run *r, ppl_opts *o) {
     hearth_model_info info;
     if (!(r->m = cli_load_model(o->model ? o->model : cli_default_model()))) return 1;
     hearth_model_get_info(r->m, &info);
@@ -282,6 +285,7 @@ static int setup(ppl_run *r, const ppl_opts *o) {
     cp.n_ctx = r->n_ctx; cp.n_batch = r->n_batch; cp.n_threads = (int)o->threads; cp.cache_type = o->cache_type;
     hearth_err err;
     if (hearth_ctx_new(r->m, &cp, &r->ctx, &err)) return cli_fail("%s", err.msg);
+    if (cli_lora_apply(r->m, r->ctx, &o->lora)) return 1;
     if (hearth_ctx_n_ctx(r->ctx) < r->n_ctx) return cli_fail("the model allows a context of %d, not -c %d", hearth_ctx_n_ctx(r->ctx), r->n_ctx);
     if (o->save) {
         if (!(r->save = fopen(o->save, "wb"))) return cli_fail("cannot create %s: %s", o->save, strerror(errno));
@@ -337,7 +341,7 @@ out:
 int cmd_perplexity(int argc, char **argv) {
     ppl_opts o;
     int rc = parse_opts(argc, argv, &o);
-    if (rc >= 0) return rc;
+    if (rc >= 0) { cli_lora_free(&o.lora); return rc; }
     ppl_run r = { 0 };
     rc = setup(&r, &o) || run_chunks(&r, &o) ? 1 : 0;
     if (r.save && fclose(r.save) && !rc) rc = cli_fail("cannot write %s", o.save);
@@ -345,6 +349,7 @@ int cmd_perplexity(int argc, char **argv) {
     lpb_close(&r.base);
     free(r.tokens);
     hearth_ctx_free(r.ctx);
+    cli_lora_free(&o.lora);
     hearth_model_free(r.m);
     return rc;
 }

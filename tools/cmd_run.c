@@ -25,6 +25,7 @@ typedef struct {
     id_bias *logit_bias;
     text_bias *bias_text;
     int n_logit_bias, n_bias_text;
+    cli_lora lora;            /* --lora / --lora-scaled */
 } run_opts;
 
 /* Token texts for --bias-text and --only-words-starting: NUL-terminated, control and end-of-text tokens "". */
@@ -49,6 +50,8 @@ static void run_usage(void) {
            "                               needs head sizes that are multiples of 32)\n"
            "  --prompt-cache DIR           start from the longest prefix of the prompt kept in DIR, and keep this\n"
            "                               prompt there (the store hearth serve --prompt-cache uses)\n"
+           "  --lora FILE[,FILE]           apply LoRA adapters (GGUF, llama.cpp's format) at scale 1 (repeatable)\n"
+           "  --lora-scaled FILE:S[,...]   apply LoRA adapters at scale S (repeatable)\n"
            "Sampling (applied in this order; see hearth.h):\n"
            "  --logit-bias ID+V | ID-V     add V to token ID's logit (repeatable; a later one for the same ID\n"
            "                               replaces an earlier one); ID-inf bans the token\n"
@@ -110,7 +113,7 @@ static bool parse_bias_text(const char *v, text_bias *out) {
     return true;
 }
 
-static void opts_free(run_opts *o) { free(o->logit_bias); free(o->bias_text); free(o->prompt_buf); }
+static void opts_free(run_opts *o) { free(o->logit_bias); free(o->bias_text); free(o->prompt_buf); cli_lora_free(&o->lora); }
 
 /* Flags without a value; returns false if a is not one. */
 static bool parse_switch(run_opts *o, const char *a) {
@@ -125,7 +128,7 @@ static const char *const VALUED_FLAGS[] = {
     "-m", "-p", "-f", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--repeat-penalty",
     "--frequency-penalty", "--presence-penalty", "--repeat-last-n", "--seed", "-t", "-c", "--logprobs",
     "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", "--grammar-file", "--json-schema",
-    "--prompt-cache", NULL,
+    "--prompt-cache", "--lora", "--lora-scaled", NULL,
 };
 
 static bool takes_value(const char *a) {
@@ -165,6 +168,7 @@ static bool parse_valued(run_opts *o, const char *a, const char *v) {
     else if (!strcmp(a, "--cache-type")) return cli_cache_type(a, v, &o->cache_type);
     else if (!strcmp(a, "--grammar-file")) o->grammar.gbnf_file = v;
     else if (!strcmp(a, "--prompt-cache")) o->prompt_cache = v;
+    else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) return cli_lora_arg(a, v, &o->lora);
     else if (!strcmp(a, "--json-schema")) o->grammar.schema_file = v;
     else if (!*v) { cli_fail("bad value for --only-words-starting: '' (expected letters, e.g. BW)"); return false; }
     else o->only_words = v;
@@ -385,6 +389,7 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
         fprintf(stderr, "warning: -c %ld is beyond the %d tokens the model was trained on; expect nonsense past them\n",
                 o->n_ctx, mi.n_ctx_train);
     if (hearth_ctx_new(r->m, &cp, &r->ctx, &err)) return cli_fail("%s", err.msg);
+    if (cli_lora_set(r->ctx, &o->lora)) return 1;
     r->cap = hearth_ctx_n_ctx(r->ctx);
     if (!(r->toks = malloc((size_t)r->cap * sizeof *r->toks))) return cli_fail("out of memory");
     int n = hearth_tokenize(r->m, o->prompt, strlen(o->prompt), true, false, r->toks, r->cap, &err);
@@ -399,7 +404,7 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
     double t0 = now_ms();
     int from = 0;
     srv_cache *pc = NULL;
-    if (o->prompt_cache) {   /* the prefix from the store, then the rest */
+    if (o->prompt_cache) {   /* the prefix from the store (keyed on the adapters too), then the rest */
         err.msg[0] = 0;
         if (!(pc = pcache_new(r->ctx, (size_t)1 << 40, o->prompt_cache, &err)) && err.msg[0]) return cli_fail("%s", err.msg);
         if (!pc)
@@ -517,7 +522,7 @@ int cmd_run(int argc, char **argv) {
     if (rc < 0) {
         run_state r = { 0 };
         r.m = cli_load_model(o.model_path ? o.model_path : cli_default_model());
-        rc = r.m ? run_model(&r, &o) : 1;
+        rc = !r.m || cli_lora_load(r.m, &o.lora) ? 1 : run_model(&r, &o);
         run_free(&r);
     }
     opts_free(&o);

@@ -45,18 +45,19 @@ static void serve_usage(void) {
            "                       or of the previous answer, and its body within S more plus 1 s per 500 bytes\n"
            "                       (default 20); near the connection limit the connection waiting longest for its\n"
            "                       request is closed to make room\n"
+           "  --lora FILE[,FILE]   apply LoRA adapters to every request (scale 1); --lora-scaled FILE:SCALE[,...]\n"
            "Stops on Ctrl-C or SIGTERM. One line per request on stderr.\n");
 }
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--host", "--port", "--parallel", "-np", "-c", "-t", "--api-key",
                                         "--chat-template", "--alias", "--cache-type", "--cache-ram", "--prompt-cache", "--cors-origin",
-                                        "--timeout-idle", "--timeout-headers" };
+                                        "--timeout-idle", "--timeout-headers", "--lora", "--lora-scaled" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
 
-static int parse_opts(int argc, char **argv, server_params *p, const char **model, const char **tmpl) {
+static int parse_opts(int argc, char **argv, server_params *p, const char **model, const char **tmpl, cli_lora *lora) {
     long port = 8080, parallel = 4, n_ctx = 0, threads = 0, cache_ram = 1024, idle = 10, head = 20;
     for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -79,6 +80,7 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
         else if (!strcmp(a, "--cors-origin")) p->cors_origin = v;
         else if (!strcmp(a, "--timeout-idle")) ok = cli_int(a, v, 1, 86400, &idle);
         else if (!strcmp(a, "--timeout-headers")) ok = cli_int(a, v, 1, 86400, &head);
+        else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) ok = cli_lora_arg(a, v, lora);
         else { cli_fail("unknown option '%s' for serve (see hearth serve --help)", a); return 1; }
         if (!ok) return 1;
     }
@@ -91,8 +93,9 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
 int cmd_serve(int argc, char **argv) {
     server_params p = { .host = "127.0.0.1", .cache_type = hearth_ctx_default_params().cache_type };
     const char *model = NULL, *tmpl_path = NULL;
-    int rc = parse_opts(argc, argv, &p, &model, &tmpl_path);
-    if (rc >= 0) return rc;
+    cli_lora lora = { 0 };
+    int rc = parse_opts(argc, argv, &p, &model, &tmpl_path, &lora);
+    if (rc >= 0) { cli_lora_free(&lora); return rc; }
     if (!model) model = cli_default_model();
     if (!p.model_id && model == cli_default_model()) p.model_id = "stories260K";
     if (!p.model_id) { const char *sl = strrchr(model, '/'); p.model_id = sl ? sl + 1 : model; }
@@ -100,7 +103,8 @@ int cmd_serve(int argc, char **argv) {
     if (tmpl_path && !(tmpl = cli_read_file(tmpl_path, NULL))) return 1;
     p.chat_template = tmpl;
     hearth_model *m = cli_load_model(model);
-    if (!m) { free(tmpl); return 1; }
+    if (!m || cli_lora_load(m, &lora)) { free(tmpl); cli_lora_free(&lora); hearth_model_free(m); return 1; }
+    p.lora = lora.a, p.lora_scale = lora.scale, p.n_lora = lora.n;
     struct sigaction sa = { .sa_handler = on_stop };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
@@ -108,6 +112,7 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     hearth_err err;
     rc = server_run(m, &p, &g_stop, &err) ? cli_fail("%s", err.msg) : 0;
+    cli_lora_free(&lora);
     hearth_model_free(m);
     free(tmpl);
     return rc;

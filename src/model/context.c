@@ -15,6 +15,7 @@
 
 #include "model/matmul.h"
 #include "model/pack.h"
+#include "model/lora.h"
 #include "model/recurrent.h"
 #include "compute/ops.h"
 #include "dist/dist.h"
@@ -187,6 +188,7 @@ void hearth_ctx_free(hearth_ctx *c) {
         }
     ctx_buf_free(c->kv);
     rec_ctx_free(c);
+    lora_ctx_free(c);
     void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
                      c->rope_cos, c->rope_sin, c->rope_pos, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want,
                      c->seq_next, c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt,

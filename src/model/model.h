@@ -218,6 +218,7 @@ struct hearth_ctx {
     uint32_t kv_type;         /* HT_F32, HT_F16 or HT_Q8_0 */
     ht_kv_layer *kv;          /* recurrent layers have none (k, v NULL): their state is in rec */
     ht_rec *rec;              /* recurrent layers' per-sequence states; NULL for a model without such layers */
+    struct ht_lora_set *lora; /* the LoRA adapters applied (model/lora.c), or NULL */
     int *seq_len;             /* tokens cached per sequence */
 
     /* scratch, sized once at creation for n_batch tokens */

@@ -25,6 +25,9 @@ typedef struct {
     const char *cors_origin;    /* Access-Control-Allow-Origin: NULL = "*", "none" = no CORS headers */
     int timeout_idle;           /* seconds a connection may send nothing (between requests, or mid-head); 0 = 10 */
     int timeout_headers;        /* seconds for a whole request head (and the grace of its body); 0 = 20 */
+    hearth_lora *const *lora;   /* LoRA adapters applied to every request, with their scales (n_lora of them) */
+    const float *lora_scale;
+    int n_lora;
 } server_params;
 
 /* Serves until *stop becomes nonzero (e.g. set by a SIGINT handler: a lock-free atomic is safe to store to

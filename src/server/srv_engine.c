@@ -34,6 +34,9 @@ struct srv_engine {
     hearth_ctx *ectx;            /* embeddings (made on first use for a decoder) */
     int n_ctx, e_n_ctx, n_slots, n_batch, n_vocab, n_threads;
     hearth_cache_type cache_type;
+    hearth_lora *const *lora;   /* the server's adapters (server_params), for the embeddings context too */
+    const float *lora_scale;
+    int n_lora;
     bool encoder;
     slot *slots;
     slot **picked;               /* this step's slots with logits */
@@ -296,7 +299,7 @@ static int embed_ctx(srv_engine *e, hearth_err *err) {
     cp.n_ctx = e->n_ctx;
     cp.n_threads = e->n_threads;
     cp.cache_type = e->cache_type;
-    return hearth_ctx_new(e->m, &cp, &e->ectx, err);
+    return hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, e->lora, e->lora_scale, e->n_lora, err);
 }
 
 static void l2_normalize(float *v, int n) {
@@ -534,13 +537,15 @@ static int engine_contexts(srv_engine *e, const server_params *p, hearth_err *er
     cp.cache_type = p->cache_type;
     if (e->encoder) {
         cp.n_batch = 1 << 22;            /* an encoder sees a whole input at once */
-        if (hearth_ctx_new(e->m, &cp, &e->ectx, err)) return -1;
+        if (hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, p->lora, p->lora_scale, p->n_lora, err))
+            return -1;
         e->n_ctx = e->e_n_ctx = hearth_ctx_n_ctx(e->ectx);
         e->n_slots = 0;
         return 0;
     }
     cp.n_seq = e->n_slots;
-    if (hearth_ctx_new(e->m, &cp, &e->ctx, err)) return -1;
+    if (hearth_ctx_new(e->m, &cp, &e->ctx, err) || hearth_ctx_set_lora(e->ctx, p->lora, p->lora_scale, p->n_lora, err))
+        return -1;
     e->n_ctx = e->e_n_ctx = hearth_ctx_n_ctx(e->ctx);
     e->n_batch = 512;
     return 0;
@@ -558,6 +563,7 @@ int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth
     e->n_vocab = info.n_vocab;
     e->n_threads = p->n_threads;
     e->cache_type = p->cache_type;
+    e->lora = p->lora, e->lora_scale = p->lora_scale, e->n_lora = p->n_lora;
     e->n_slots = p->parallel > 0 ? p->parallel : 1;
     e->n_batch = 512;
     pthread_mutex_init(&e->mu, NULL);

@@ -1,0 +1,211 @@
+/* lora.c — LoRA adapters in llama.cpp's GGUF form (general.type "adapter", adapter.type "lora",
+ * adapter.lora.alpha; for each adapted weight NAME the pair NAME.lora_a [n_in -> rank] and NAME.lora_b
+ * [rank -> n_out], any tensor type hearth multiplies), checked against the base model when loaded.
+ *
+ * Applied without merging: after a weight's product, A x (n_tok x rank) and B (A x) (n_tok x n_out) run through
+ * the same matmul as every weight, and y += s * alpha / rank * B (A x). Each output is a fixed sequence of
+ * operations on its row, so results stay the same whatever the batch or thread count. An adapter's entries are
+ * found by the base weight's data pointer (unique per matrix, kept when the weights are packed). */
+#include "model/lora.h"
+
+#include "model/matmul.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const void *base;         /* the adapted weight's data in the base model */
+    ht_tensor a, b;
+} lora_entry;
+
+struct hearth_lora {
+    const hearth_model *m;
+    gguf_file *g;
+    float alpha;
+    int n, max_rank;
+    int64_t max_out;
+    lora_entry *e;
+};
+
+/* The context's active adapters and their scratch (n_batch rows of the widest rank and output). */
+typedef struct ht_lora_set {
+    int n;
+    hearth_lora *a[HEARTH_MAX_LORA];
+    float scale[HEARTH_MAX_LORA];
+    float *t, *u;
+} ht_lora_set;
+
+static ht_tensor view(const gguf_tensor *gt) {
+    ht_tensor t = { .name = gt->name, .type = gt->type, .n_dims = (int)gt->n_dims, .data = gt->data, .nbytes = gt->nbytes };
+    for (int d = 0; d < 4; d++) t.ne[d] = gt->ne[d];
+    t.row_bytes = ht_row_size(gt->type, gt->ne[0]);
+    return t;
+}
+
+static const ht_tensor *base_tensor(const hearth_model *m, const char *name, size_t n) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strlen(m->tensors[i].name) == n && !memcmp(m->tensors[i].name, name, n)) return &m->tensors[i];
+    return NULL;
+}
+
+static bool meta_is(const gguf_file *g, const char *key, const char *want) {
+    gguf_str s;
+    return gguf_get_str(g, key, &s) && s.n == strlen(want) && !memcmp(s.p, want, s.n);
+}
+
+int hearth_lora_load(hearth_model *m, const char *path, hearth_lora **out, hearth_err *err) {
+    *out = NULL;
+    if (!m->arch) return herr(err, "%s: a tokenizer-only model takes no adapter", path);
+    hearth_lora *a = calloc(1, sizeof *a);
+    if (!a) return herr(err, "out of memory");
+    a->m = m;
+    hearth_err e2;
+    if (gguf_open(path, &a->g, &e2)) { free(a); return herr(err, "%s: %s", path, e2.msg); }
+    gguf_file *g = a->g;
+    gguf_str arch;
+    if (!meta_is(g, "general.type", "adapter") || !meta_is(g, "adapter.type", "lora")) {
+        hearth_lora_free(a);
+        return herr(err, "%s: not a LoRA adapter (general.type 'adapter', adapter.type 'lora' expected)", path);
+    }
+    if (!gguf_get_str(g, "general.architecture", &arch) || arch.n != strlen(m->arch->name) || memcmp(arch.p, m->arch->name, arch.n)) {
+        herr(err, "%s: an adapter for architecture '%.*s', the model is '%s'", path, (int)(arch.p ? HT_MIN(arch.n, 64) : 0),
+             arch.p ? arch.p : "", m->arch->name);
+        hearth_lora_free(a);   /* (after the message: arch points into its file) */
+        return -1;
+    }
+    if (!gguf_get_f32(g, "adapter.lora.alpha", &a->alpha)) a->alpha = 0;   /* 0: alpha = rank, as llama.cpp */
+    a->e = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *a->e);
+    if (!a->e) { hearth_lora_free(a); return herr(err, "out of memory"); }
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *ta = &g->tensors[i];
+        const size_t nl = strlen(ta->name);
+        if (nl < 7 || strcmp(ta->name + nl - 7, ".lora_b") == 0) continue;
+        if (strcmp(ta->name + nl - 7, ".lora_a")) {
+            herr(err, "%s: tensor '%s' is not a LoRA pair's", path, ta->name);
+            hearth_lora_free(a);
+            return -1;
+        }
+        char bname[512];
+        snprintf(bname, sizeof bname, "%.*s.lora_b", (int)(nl - 7), ta->name);
+        const gguf_tensor *tb = gguf_find_tensor(g, bname);
+        const ht_tensor *W = base_tensor(m, ta->name, nl - 7);
+        const char *why = !tb ? "its lora_b is missing" : !W ? "the model has no such weight"
+                        : W->n_dims != 2 ? "only matrices can be adapted (not expert stacks or vectors)"
+                        : ta->n_dims != 2 || tb->n_dims != 2 || ta->ne[0] != W->ne[0] || tb->ne[1] != W->ne[1] ||
+                                  ta->ne[1] != tb->ne[0] || ta->ne[1] < 1 ? "its shapes do not fit the weight"
+                        : !ht_get_traits(ta->type) || !ht_get_traits(tb->type) ? "its type is not supported" : NULL;
+        if (why) {
+            herr(err, "%s: %.*s: %s", path, (int)(nl - 7), ta->name, why);
+            hearth_lora_free(a);
+            return -1;
+        }
+        lora_entry *en = &a->e[a->n++];
+        en->base = W->data;
+        en->a = view(ta);
+        en->b = view(tb);
+        a->max_rank = (int)HT_MAX(a->max_rank, ta->ne[1]);
+        a->max_out = HT_MAX(a->max_out, tb->ne[1]);
+    }
+    if (!a->n) { hearth_lora_free(a); return herr(err, "%s: the adapter adapts no weight", path); }
+    *out = a;
+    return 0;
+}
+
+void hearth_lora_free(hearth_lora *a) {
+    if (!a) return;
+    if (a->g) gguf_close(a->g);
+    free(a->e);
+    free(a);
+}
+
+int hearth_lora_count(const hearth_lora *a) { return a ? a->n : 0; }
+int hearth_lora_rank(const hearth_lora *a) { return a ? a->max_rank : 0; }
+float hearth_lora_alpha(const hearth_lora *a) { return a ? a->alpha : 0; }
+
+void lora_ctx_free(hearth_ctx *c) {
+    ht_lora_set *s = c->lora;
+    if (!s) return;
+    ctx_buf_free(s->t);
+    ctx_buf_free(s->u);
+    free(s);
+    c->lora = NULL;
+}
+
+int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scales, int n, hearth_err *err) {
+    if (n < 0 || n > HEARTH_MAX_LORA) return herr(err, "%d adapters: at most %d at once", n, HEARTH_MAX_LORA);
+    if (c->dist_id >= 0 && n > 0) return herr(err, "LoRA adapters are not supported with the model split over MPI ranks");
+    int rank = 0;
+    int64_t out = 0;
+    for (int i = 0; i < n; i++) {
+        if (!a[i] || a[i]->m != c->m) return herr(err, "adapter %d was loaded for another model", i);
+        if (!isfinite(scales[i])) return herr(err, "adapter %d: scale %g", i, scales[i]);
+        rank = HT_MAX(rank, a[i]->max_rank);
+        out = HT_MAX(out, a[i]->max_out);
+    }
+    lora_ctx_free(c);
+    if (!n) return 0;
+    bool fail = false;
+    ht_lora_set *s = calloc(1, sizeof *s);
+    if (!s) return herr(err, "out of memory");
+    s->t = ctx_buf_calloc((size_t)c->n_batch * (size_t)rank, sizeof(float), &fail);
+    s->u = ctx_buf_calloc((size_t)c->n_batch * (size_t)out, sizeof(float), &fail);
+    c->lora = s;
+    if (fail) { lora_ctx_free(c); return herr(err, "out of memory for the adapters' scratch"); }
+    s->n = n;
+    for (int i = 0; i < n; i++) s->a[i] = a[i], s->scale[i] = scales[i];
+    return 0;
+}
+
+typedef struct { float *y; const float *u; float k; int cols; } axpy_job;
+
+static void axpy_rows(const void *arg, int r0, int r1) {
+    const axpy_job *j = arg;
+    for (int r = r0; r < r1; r++) {
+        float *y = j->y + (size_t)r * j->cols;
+        const float *u = j->u + (size_t)r * j->cols;
+        for (int i = 0; i < j->cols; i++) y[i] += j->k * u[i];
+    }
+}
+
+void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) {
+    ht_lora_set *s = c->lora;
+    if (!s) return;
+    for (int k = 0; k < s->n; k++) {
+        const hearth_lora *a = s->a[k];
+        if (s->scale[k] == 0) continue;
+        for (int i = 0; i < a->n; i++) {
+            const lora_entry *e = &a->e[i];
+            if (e->base != W->data) continue;
+            const int rank = (int)e->a.ne[1];
+            matmul(c, &e->a, x, n_tok, s->t);
+            matmul(c, &e->b, s->t, n_tok, s->u);
+            axpy_job j = { y, s->u, s->scale[k] * (a->alpha > 0 ? a->alpha : (float)rank) / (float)rank, (int)W->ne[1] };
+            pool_share(c->pool, n_tok, axpy_rows, &j);
+            break;
+        }
+    }
+}
+
+uint64_t hearth_ctx_lora_id(const hearth_ctx *c) {
+    const ht_lora_set *s = c->lora;
+    if (!s) return 0;
+    uint64_t h = 0xcbf29ce484222325ull;
+    const uint8_t *p;
+    for (int k = 0; k < s->n; k++) {
+        const hearth_lora *a = s->a[k];
+        const float v[2] = { s->scale[k], a->alpha };
+        p = (const uint8_t *)v;
+        for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+        for (int i = 0; i < a->n; i++) {   /* the pairs' first bytes and shapes */
+            const ht_tensor *t[2] = { &a->e[i].a, &a->e[i].b };
+            for (int j = 0; j < 2; j++) {
+                p = t[j]->data;
+                for (size_t b = 0; b < HT_MIN(t[j]->nbytes, (size_t)256); b++) h = (h ^ p[b]) * 0x100000001b3ull;
+                h = (h ^ (uint64_t)t[j]->ne[0] ^ ((uint64_t)t[j]->ne[1] << 32)) * 0x100000001b3ull;
+            }
+        }
+    }
+    return h;
+}

@@ -1,0 +1,137 @@
+/* test_lora.c — LoRA adapters against the reference's goldens (llama.cpp with the adapters applied at the given
+ * scales; F32 rule): one adapter, the same at scale 0.5, two together (an F32 rank-8 and an F16 rank-4), and
+ * qwen3's. Batched == token by token and 1 == 2 threads, bit for bit; scale 0, or no adapters again, gives the
+ * base model's logits exactly; `hearth golden --lora-scaled FILE:SCALE,...` writes the same logits as the API. An adapter for another architecture, or whose shapes do not fit, is refused in
+ * one line naming the tensor. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "golden_check.h"
+#include "hearth.h"
+#include "testutil.h"
+
+typedef struct { const char *golden, *base, *lora[2]; float scale[2]; } lora_case;
+
+static const lora_case CASES[] = {
+    { "llama+lora-a", "llama", { "llama-lora-a", NULL }, { 1.0f, 0 } },
+    { "llama+lora-a-0.5", "llama", { "llama-lora-a", NULL }, { 0.5f, 0 } },
+    { "llama+lora-a+b", "llama", { "llama-lora-a", "llama-lora-b" }, { 1.0f, 0.7f } },
+    { "qwen3+lora", "qwen3", { "qwen3-lora", NULL }, { 1.0f, 0 } },
+};
+
+/* Every case of ref evaluated on ctx (batched, or token by token) into out. */
+static void eval(hearth_ctx *ctx, const golden_file *ref, bool by_token, golden_file *out) {
+    hearth_err err;
+    out->n_cases = ref->n_cases;
+    out->cases = calloc(ref->n_cases, sizeof *out->cases);
+    REQUIRE(out->cases, "out of memory");
+    for (uint32_t i = 0; i < ref->n_cases; i++)
+        REQUIRE(!golden_eval(ctx, &ref->cases[i], by_token, &out->cases[i], &err), "eval: %s", err.msg);
+}
+
+static bool same(const golden_file *a, const golden_file *b) {
+    for (uint32_t c = 0; c < a->n_cases; c++)
+        if (gc_rel_diff(&a->cases[c], &b->cases[c]) != 0) return false;
+    return true;
+}
+
+static hearth_ctx *new_ctx(hearth_model *m, int threads) {
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = 128;
+    cp.n_threads = threads;
+    cp.cache_type = HEARTH_CACHE_F32;
+    hearth_ctx *c;
+    hearth_err err;
+    REQUIRE(!hearth_ctx_new(m, &cp, &c, &err), "ctx: %s", err.msg);
+    return c;
+}
+
+static void check_case(const lora_case *k) {
+    char path[256];
+    hearth_err err;
+    snprintf(path, sizeof path, "data/models/%s.gguf", k->base);
+    hearth_model *m;
+    REQUIRE(!hearth_model_load(path, &m, &err), "%s: %s", path, err.msg);
+    hearth_lora *a[2] = { NULL, NULL };
+    int n = 0;
+    for (; n < 2 && k->lora[n]; n++) {
+        snprintf(path, sizeof path, "data/models/%s.gguf", k->lora[n]);
+        REQUIRE(!hearth_lora_load(m, path, &a[n], &err), "%s: %s", path, err.msg);
+    }
+    golden_file ref, base_ref, ours = { 0 }, tok = { 0 }, two = { 0 }, off = { 0 }, zero = { 0 }, plain = { 0 };
+    snprintf(path, sizeof path, "data/golden/%s.golden", k->golden);
+    REQUIRE(!golden_read(path, &ref, &err), "%s", err.msg);
+    snprintf(path, sizeof path, "data/golden/%s.golden", k->base);
+    REQUIRE(!golden_read(path, &base_ref, &err), "%s", err.msg);
+
+    hearth_ctx *c1 = new_ctx(m, 1), *c2 = new_ctx(m, 2);
+    eval(c1, &ref, false, &plain);   /* before any adapter */
+    REQUIRE(!hearth_ctx_set_lora(c1, a, k->scale, n, &err) && !hearth_ctx_set_lora(c2, a, k->scale, n, &err), "%s", err.msg);
+    eval(c1, &ref, false, &ours);
+    eval(c1, &ref, true, &tok);
+    eval(c2, &ref, false, &two);
+    int agree = 0, total = 0;
+    const double worst = gc_worst_rel(&ours, &ref, &agree, &total);
+    const double moved = gc_worst_rel(&plain, &ref, &agree, &total);   /* how far the adapter moves the logits */
+    agree = total = 0;
+    gc_worst_rel(&ours, &ref, &agree, &total);
+    printf("%-18s vs reference %.2e (the base alone %.2e), argmax %d/%d\n", k->golden, worst, moved, agree, total);
+    CHECK(worst <= 5e-3 && agree >= 0.99 * total, "%s: rel diff %.3g, argmax %d/%d", k->golden, worst, agree, total);
+    CHECK(moved > 20 * worst, "%s: the adapters barely change the logits (%.3g vs %.3g)", k->golden, moved, worst);
+    CHECK(same(&ours, &tok), "%s: token by token differs from batched", k->golden);
+    CHECK(same(&ours, &two), "%s: 2 threads differ from 1", k->golden);
+    const float zeros[2] = { 0, 0 };
+    REQUIRE(!hearth_ctx_set_lora(c1, a, zeros, n, &err), "%s", err.msg);
+    eval(c1, &ref, false, &zero);
+    REQUIRE(!hearth_ctx_set_lora(c1, NULL, NULL, 0, &err), "%s", err.msg);
+    eval(c1, &ref, false, &off);
+    CHECK(same(&zero, &plain) && same(&off, &plain), "%s: scale 0 / no adapters do not give the base logits", k->golden);
+    /* the CLI: hearth golden --lora-scaled FILE:SCALE,... writes the same logits */
+    const char *hearth = getenv("HEARTH");
+    if (hearth) {
+        char cmd[1024], out[] = "/tmp/hearth-lora-XXXXXX";
+        int fd = mkstemp(out);
+        REQUIRE(fd >= 0, "mkstemp");
+        close(fd);
+        int len = snprintf(cmd, sizeof cmd, "'%s' golden -m data/models/%s.gguf -i data/golden/%s.golden -o %s --lora-scaled ",
+                           hearth, k->base, k->golden, out);
+        for (int i = 0; i < n; i++)
+            len += snprintf(cmd + len, sizeof cmd - (size_t)len, "%sdata/models/%s.gguf:%g", i ? "," : "", k->lora[i], k->scale[i]);
+        golden_file cli;
+        CHECK(system(cmd) == 0 && !golden_read(out, &cli, &err), "%s: %s", cmd, err.msg);
+        CHECK(same(&cli, &ours), "%s: hearth golden --lora-scaled differs from the API's logits", k->golden);
+        golden_free(&cli);
+        unlink(out);
+    }
+    golden_file *all[] = { &ref, &base_ref, &ours, &tok, &two, &off, &zero, &plain };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) golden_free(all[i]);
+    hearth_ctx_free(c1);
+    hearth_ctx_free(c2);
+    for (int i = 0; i < n; i++) hearth_lora_free(a[i]);
+    hearth_model_free(m);
+}
+
+static void check_refusals(void) {
+    hearth_err err;
+    hearth_model *llama, *qwen3, *llama3;
+    REQUIRE(!hearth_model_load("data/models/llama.gguf", &llama, &err) && !hearth_model_load("data/models/qwen3.gguf", &qwen3, &err) &&
+                !hearth_model_load("data/models/llama3.gguf", &llama3, &err), "%s", err.msg);
+    hearth_lora *a = NULL;
+    CHECK(hearth_lora_load(llama, "data/models/qwen3-lora.gguf", &a, &err) && !a && strstr(err.msg, "architecture 'qwen3'") &&
+              !strchr(err.msg, '\n'), "qwen3's adapter on llama: '%s'", err.msg);
+    CHECK(hearth_lora_load(llama3, "data/models/llama-lora-a.gguf", &a, &err) && !a && strstr(err.msg, "shapes do not fit") &&
+              strstr(err.msg, "blk.0.") && !strchr(err.msg, '\n'), "llama's adapter on llama3: '%s'", err.msg);
+    CHECK(hearth_lora_load(llama, "data/models/llama.gguf", &a, &err) && !a && strstr(err.msg, "not a LoRA adapter"),
+          "a model as an adapter: '%s'", err.msg);
+    printf("refused: %s\n", err.msg);
+    hearth_model_free(llama);
+    hearth_model_free(qwen3);
+    hearth_model_free(llama3);
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) check_case(&CASES[i]);
+    check_refusals();
+    TEST_DONE();
+}
