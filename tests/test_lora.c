@@ -1,14 +1,21 @@
 /* test_lora.c — LoRA adapters against the reference's goldens (llama.cpp with the adapters applied at the given
  * scales; F32 rule): one adapter, the same at scale 0.5, two together (an F32 rank-8 and an F16 rank-4), and
  * qwen3's. Batched == token by token and 1 == 2 threads, bit for bit; scale 0, or no adapters again, gives the
- * base model's logits exactly; `hearth golden --lora-scaled FILE:SCALE,...` writes the same logits as the API. An adapter for another architecture, or whose shapes do not fit, is refused in
+ * base model's logits exactly; `hearth golden --lora-scaled FILE:SCALE,...` writes the same logits as the API.
+ * A PEFT directory written here from a GGUF adapter (HF names, lora_B's q/k rows in Llama's rotate-half order,
+ * which the GGUF converter permutes) gives that adapter's logits bit for bit. An adapter for another architecture, or whose shapes do not fit, is refused in
  * one line naming the tensor. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "golden_check.h"
 #include "hearth.h"
+#include "io/gguf.h"
+#include "quant/quant.h"
+#include "st_write.h"
 #include "testutil.h"
 
 typedef struct { const char *golden, *base, *lora[2]; float scale[2]; } lora_case;
@@ -112,6 +119,97 @@ static void check_case(const lora_case *k) {
     hearth_model_free(m);
 }
 
+/* GGUF weight names -> HF module names (Llama and Qwen3 layers). */
+static const struct { const char *gguf, *hf; } MODULES[] = {
+    { "attn_q", "self_attn.q_proj" }, { "attn_k", "self_attn.k_proj" }, { "attn_v", "self_attn.v_proj" },
+    { "attn_output", "self_attn.o_proj" }, { "ffn_gate", "mlp.gate_proj" }, { "ffn_up", "mlp.up_proj" },
+    { "ffn_down", "mlp.down_proj" } };
+
+/* dir/adapter_config.json + adapter_model.safetensors from the GGUF adapter; heads[0/1] > 0: lora_B rows of q / k
+ * back to rotate-half order. */
+static void write_peft(const char *gguf_path, const char *dir, const int heads[2]) {
+    hearth_err err;
+    gguf_file *g;
+    REQUIRE(!gguf_open(gguf_path, &g, &err), "%s", err.msg);
+    float alpha = 0;
+    REQUIRE(gguf_get_f32(g, "adapter.lora.alpha", &alpha), "no alpha");
+    st_out o;
+    st_begin(&o);
+    int rank = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        int il;
+        char mod[32], ab;
+        REQUIRE(sscanf(t->name, "blk.%d.%31[a-z_].weight.lora_%c", &il, mod, &ab) == 3 && t->type == HT_F32, "%s", t->name);
+        const char *hf = NULL;
+        int qk = -1;
+        for (size_t k = 0; k < sizeof MODULES / sizeof MODULES[0]; k++)
+            if (!strcmp(mod, MODULES[k].gguf)) hf = MODULES[k].hf, qk = k < 2 ? (int)k : -1;
+        REQUIRE(hf, "%s", t->name);
+        const int64_t cols = t->ne[0], rows = t->ne[1];
+        float *x = malloc((size_t)(rows * cols) * sizeof(float));
+        REQUIRE(x, "out of memory");
+        const float *src = t->data;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t dst = r;
+            if (ab == 'b' && qk >= 0 && heads[qk] > 0) {   /* GGUF row r came from HF row dst */
+                const int64_t hd = rows / heads[qk], h = r / hd, k = r % hd;
+                dst = h * hd + (k % 2) * (hd / 2) + k / 2;
+            }
+            memcpy(x + dst * cols, src + r * cols, (size_t)cols * sizeof(float));
+        }
+        if (ab == 'a') rank = (int)rows;
+        char name[256];
+        snprintf(name, sizeof name, "base_model.model.model.layers.%d.%s.lora_%c.weight", il, hf, ab == 'a' ? 'A' : 'B');
+        st_add(&o, name, rows, cols, x);
+        free(x);
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    st_finish(&o, path);
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f, "%s", path);
+    fprintf(f, "{\"peft_type\": \"LORA\", \"r\": %d, \"lora_alpha\": %g, \"target_modules\": [\"q_proj\", \"k_proj\"],"
+               " \"use_rslora\": false, \"rank_pattern\": {}, \"alpha_pattern\": {}}\n", rank, (double)alpha);
+    fclose(f);
+    gguf_close(g);
+}
+
+static void check_peft(const char *base, const char *lora, const int heads[2]) {
+    char path[256], dir[] = "/tmp/hearth-peft-XXXXXX";
+    hearth_err err;
+    REQUIRE(mkdtemp(dir), "mkdtemp");
+    snprintf(path, sizeof path, "data/models/%s.gguf", lora);
+    write_peft(path, dir, heads);
+    snprintf(path, sizeof path, "data/models/%s.gguf", base);
+    hearth_model *m;
+    REQUIRE(!hearth_model_load(path, &m, &err), "%s", err.msg);
+    hearth_lora *a, *p;
+    snprintf(path, sizeof path, "data/models/%s.gguf", lora);
+    REQUIRE(!hearth_lora_load(m, path, &a, &err), "%s", err.msg);
+    REQUIRE(!hearth_lora_load(m, dir, &p, &err), "%s: %s", dir, err.msg);
+    golden_file ref, x = { 0 }, y = { 0 };
+    snprintf(path, sizeof path, "data/golden/%s.golden", base);
+    REQUIRE(!golden_read(path, &ref, &err), "%s", err.msg);
+    hearth_ctx *c = new_ctx(m, 2);
+    const float one = 1;
+    REQUIRE(!hearth_ctx_set_lora(c, &a, &one, 1, &err), "%s", err.msg);
+    eval(c, &ref, false, &x);
+    REQUIRE(!hearth_ctx_set_lora(c, &p, &one, 1, &err), "%s", err.msg);
+    eval(c, &ref, false, &y);
+    CHECK(same(&x, &y), "%s: the PEFT directory's logits differ from the GGUF adapter's", lora);
+    printf("%s as a PEFT directory: %d weights, the GGUF adapter's logits %s\n", lora, hearth_lora_count(p),
+           same(&x, &y) ? "exactly" : "NOT");
+    golden_free(&ref), golden_free(&x), golden_free(&y);
+    hearth_ctx_free(c);
+    hearth_lora_free(a);
+    hearth_lora_free(p);
+    hearth_model_free(m);
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    if (system(path)) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 static void check_refusals(void) {
     hearth_err err;
     hearth_model *llama, *qwen3, *llama3;
@@ -132,6 +230,9 @@ static void check_refusals(void) {
 
 int main(void) {
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) check_case(&CASES[i]);
+    const int llama_heads[2] = { 4, 2 }, none[2] = { 0, 0 };   /* llama.gguf: 4 q heads, 2 kv heads */
+    check_peft("llama", "llama-lora-a", llama_heads);
+    check_peft("qwen3", "qwen3-lora", none);   /* NEOX in GGUF too: no permutation */
     check_refusals();
     TEST_DONE();
 }

@@ -459,6 +459,16 @@ static bool map_name(const family *fam, const char *name, char *out, size_t cap,
     }
 }
 
+bool hf_gguf_name(const char *arch, const char *hf_name, char *out, size_t cap, bool *rotate_half) {
+    for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++) {
+        if (strcmp(FAMILIES[i].arch, arch)) continue;
+        int transform, expert;
+        *rotate_half = FAMILIES[i].neox_from_hf;
+        return map_name(&FAMILIES[i], hf_name, out, cap, &transform, &expert) && transform == T_PLAIN && expert < 0;
+    }
+    return false;
+}
+
 static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, int transform, hearth_err *err) {
     if (st->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", st->name, st->dtype);
     const bool squeeze = transform == T_SQUEEZE && st->n_dims == 3 && st->ne[1] == 1;

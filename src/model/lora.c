@@ -8,7 +8,12 @@
  * found by the base weight's data pointer (unique per matrix, kept when the weights are packed). */
 #include "model/lora.h"
 
+#include "model/hf.h"
 #include "model/matmul.h"
+#include "io/safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +27,10 @@ typedef struct {
 
 struct hearth_lora {
     const hearth_model *m;
-    gguf_file *g;
+    gguf_file *g;             /* a GGUF adapter's file, or */
+    st_set *st;               /* a PEFT directory's safetensors */
+    void **owned;             /* F32 copies (permuted rows, unaligned data) */
+    int n_owned;
     float alpha;
     int n, max_rank;
     int64_t max_out;
@@ -55,12 +63,20 @@ static bool meta_is(const gguf_file *g, const char *key, const char *want) {
     return gguf_get_str(g, key, &s) && s.n == strlen(want) && !memcmp(s.p, want, s.n);
 }
 
+static int load_peft(hearth_lora *a, const char *dir, hearth_err *err);
+
 int hearth_lora_load(hearth_model *m, const char *path, hearth_lora **out, hearth_err *err) {
     *out = NULL;
     if (!m->arch) return herr(err, "%s: a tokenizer-only model takes no adapter", path);
     hearth_lora *a = calloc(1, sizeof *a);
     if (!a) return herr(err, "out of memory");
     a->m = m;
+    struct stat sb;
+    if (!stat(path, &sb) && S_ISDIR(sb.st_mode)) {
+        if (load_peft(a, path, err)) { hearth_lora_free(a); return -1; }
+        *out = a;
+        return 0;
+    }
     hearth_err e2;
     if (gguf_open(path, &a->g, &e2)) { free(a); return herr(err, "%s: %s", path, e2.msg); }
     gguf_file *g = a->g;
@@ -116,8 +132,101 @@ int hearth_lora_load(hearth_model *m, const char *path, hearth_lora **out, heart
 void hearth_lora_free(hearth_lora *a) {
     if (!a) return;
     if (a->g) gguf_close(a->g);
+    if (a->st) st_close(a->st);
+    for (int i = 0; i < a->n_owned; i++) free(a->owned[i]);
+    free(a->owned);
     free(a->e);
     free(a);
+}
+
+/* ---- PEFT directories: adapter_config.json + adapter_model.safetensors ----
+ * base_model.model.<the HF weight's name minus .weight>.lora_A.weight [r, in] and .lora_B.weight [out, r] are
+ * lora_a and lora_b as they are; where the family's HF q/k rows are in rotate-half order and the base is a
+ * GGUF (whose converter permuted them), lora_B's q/k rows are permuted the same way. */
+static const float *owned_f32(hearth_lora *a, const st_tensor *t, int permute_heads, hearth_err *err) {
+    const int64_t cols = t->ne[0], rows = t->ne[1];
+    float *f = malloc((size_t)(rows * cols) * sizeof(float)), *g = permute_heads ? malloc((size_t)(rows * cols) * sizeof(float)) : NULL;
+    void **o = realloc(a->owned, (size_t)(a->n_owned + 1) * sizeof *o);
+    if (o) a->owned = o;
+    if (!f || (permute_heads && !g) || !o) { free(f); free(g); herr(err, "out of memory"); return NULL; }
+    if (st_read_f32(t, 0, (uint64_t)(rows * cols), f, err)) { free(f); free(g); return NULL; }
+    if (permute_heads) {   /* GGUF row r of a head holds HF row (r % 2) * hd / 2 + r / 2 of it */
+        const int64_t hd = rows / permute_heads;
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t h = r / hd, i = r % hd;
+            memcpy(g + r * cols, f + (h * hd + (i % 2) * (hd / 2) + i / 2) * cols, (size_t)cols * sizeof(float));
+        }
+        free(f);
+        f = g;
+    }
+    a->owned[a->n_owned++] = f;
+    return f;
+}
+
+static int load_peft(hearth_lora *a, const char *dir, hearth_err *err) {
+    const hearth_model *m = a->m;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    cJSON *cfg = st_read_json(path, err);
+    if (!cfg) return -1;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(cfg, "peft_type"), *r = cJSON_GetObjectItemCaseSensitive(cfg, "r"),
+                *alpha = cJSON_GetObjectItemCaseSensitive(cfg, "lora_alpha"), *rs = cJSON_GetObjectItemCaseSensitive(cfg, "use_rslora"),
+                *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rank_pattern"), *ap = cJSON_GetObjectItemCaseSensitive(cfg, "alpha_pattern");
+    const char *why = cJSON_IsString(type) && strcmp(type->valuestring, "LORA") ? "not a LORA adapter (peft_type)"
+                    : !cJSON_IsNumber(r) || r->valuedouble < 1 || r->valuedouble > 65536 ? "no valid r"
+                    : !cJSON_IsNumber(alpha) || !isfinite(alpha->valuedouble) ? "no valid lora_alpha"
+                    : (cJSON_IsObject(rp) && rp->child) || (cJSON_IsObject(ap) && ap->child) ? "rank_pattern / alpha_pattern are not supported"
+                    : NULL;
+    const double rank = cJSON_IsNumber(r) ? r->valuedouble : 1;
+    a->alpha = cJSON_IsNumber(alpha) ? (float)(cJSON_IsTrue(rs) ? alpha->valuedouble * sqrt(rank) : alpha->valuedouble) : 0;
+    cJSON_Delete(cfg);
+    if (why) return herr(err, "%s: %s", path, why);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    if (st_open_file(path, &a->st, err)) return -1;
+    a->e = calloc(a->st->n_tensors + 1, sizeof *a->e);
+    if (!a->e) return herr(err, "out of memory");
+    for (uint64_t i = 0; i < a->st->n_tensors; i++) {
+        const st_tensor *ta = &a->st->tensors[i];
+        const char *at = strstr(ta->name, ".lora_A.");
+        if (!at) {
+            if (strstr(ta->name, ".lora_B.")) continue;
+            return herr(err, "%s: tensor '%s' is not a LoRA pair's", path, ta->name);
+        }
+        char hf[512], bname[512], gname[256];
+        const char *nm = strncmp(ta->name, "base_model.model.", 17) ? ta->name : ta->name + 17;
+        const int stem = (int)(at - nm);
+        snprintf(hf, sizeof hf, "%.*s.weight", stem, nm);
+        snprintf(bname, sizeof bname, "%.*s.lora_B.%s", (int)(at - ta->name), ta->name, at + 8);
+        const st_tensor *tb = st_find(a->st, bname);
+        bool rotate_half = false;
+        const ht_tensor *W = NULL;
+        if (hf_gguf_name(m->arch->name, hf, gname, sizeof gname, &rotate_half)) W = base_tensor(m, gname, strlen(gname));
+        const char *bad = !tb ? "its lora_B is missing" : !W ? "the model has no such weight"
+                        : W->n_dims != 2 ? "only matrices can be adapted"
+                        : ta->n_dims != 2 || tb->n_dims != 2 || ta->ne[0] != W->ne[0] || tb->ne[1] != W->ne[1] ||
+                                  ta->ne[1] != tb->ne[0] ? "its shapes do not fit the weight"
+                        : ta->type == ST_UNSUPPORTED || tb->type == ST_UNSUPPORTED ? "its dtype is not supported" : NULL;
+        if (bad) return herr(err, "%s: %s: %s", path, hf, bad);
+        const bool q = strstr(gname, "attn_q.weight") != NULL, k = strstr(gname, "attn_k.weight") != NULL;
+        const int heads = rotate_half && !m->qk_rotate_half && (q || k) ? (q ? m->hp.n_head : m->hp.n_head_kv) : 0;
+        lora_entry *en = &a->e[a->n++];
+        en->base = W->data;
+        const st_tensor *pair[2] = { ta, tb };
+        ht_tensor *dst[2] = { &en->a, &en->b };
+        for (int j = 0; j < 2; j++) {
+            const st_tensor *t = pair[j];
+            const bool copy = !t->aligned || (j == 1 && heads);
+            const void *data = copy ? owned_f32(a, t, j == 1 ? heads : 0, err) : t->data;
+            if (!data) return -1;
+            *dst[j] = (ht_tensor){ .name = t->name, .type = copy ? (uint32_t)HT_F32 : (uint32_t)t->type, .n_dims = 2,
+                                   .ne = { t->ne[0], t->ne[1], 1, 1 }, .data = data };
+            dst[j]->row_bytes = ht_row_size(dst[j]->type, dst[j]->ne[0]);
+            dst[j]->nbytes = dst[j]->row_bytes * (size_t)dst[j]->ne[1];
+        }
+        a->max_rank = (int)HT_MAX(a->max_rank, ta->ne[1]);
+        a->max_out = HT_MAX(a->max_out, tb->ne[1]);
+    }
+    return a->n ? 0 : herr(err, "%s: the adapter adapts no weight", path);
 }
 
 int hearth_lora_count(const hearth_lora *a) { return a ? a->n : 0; }
