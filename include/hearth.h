@@ -165,7 +165,13 @@ HEARTH_API float hearth_lora_alpha(const hearth_lora *a);
  * gives W x + sum of scale * alpha / rank * B (A x), computed beside the unchanged base weights (a quantized
  * base stays quantized). At most HEARTH_MAX_LORA; -1 with err on a bad adapter or scale. */
 HEARTH_API int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scales, int n, hearth_err *err);
-/* An identity of the adapters and scales set on c (0: none), for caches of computed KV to key on. */
+/* Sequence seq's own scales of the adapters set on c (n of them, in hearth_ctx_set_lora's order; 0 = not
+ * applied): sequences with different adapters share a batch, and each row gets exactly the logits it would get
+ * alone. -1 with err when c has no adapters. */
+HEARTH_API int hearth_seq_set_lora(hearth_ctx *c, int seq, const float *scales, hearth_err *err);
+/* An identity of the adapters and scales applied to seq (0: none), for caches of computed KV to key on;
+ * hearth_ctx_lora_id is sequence 0's. */
+HEARTH_API uint64_t hearth_seq_lora_id(const hearth_ctx *c, int seq);
 HEARTH_API uint64_t hearth_ctx_lora_id(const hearth_ctx *c);
 /* ---- sampling ---- */
 /* The sampler chain. hearth_sample runs these stages, in this order, over the n_vocab logits of one row:

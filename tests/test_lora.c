@@ -210,6 +210,50 @@ static void check_peft(const char *base, const char *lora, const int heads[2]) {
     if (system(path)) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* Two sequences with different adapters in one interleaved batch: each row as it is alone. */
+static void check_mixed(void) {
+    hearth_err err;
+    hearth_model *m;
+    REQUIRE(!hearth_model_load("data/models/llama.gguf", &m, &err), "%s", err.msg);
+    hearth_lora *a[2];
+    REQUIRE(!hearth_lora_load(m, "data/models/llama-lora-a.gguf", &a[0], &err) &&
+                !hearth_lora_load(m, "data/models/llama-lora-b.gguf", &a[1], &err), "%s", err.msg);
+    hearth_model_info mi;
+    hearth_model_get_info(m, &mi);
+    const int N = 40, V = mi.n_vocab;
+    const float s0[2] = { 1.0f, 0 }, s1[2] = { 0, 0.7f };
+    hearth_token t[2 * 40];
+    int32_t seq[2 * 40];
+    int8_t want[2 * 40];
+    for (int i = 0; i < 2 * N; i++) t[i] = (hearth_token)((i / 2 * 31 + (i % 2) * 7 + 1) % V), seq[i] = i % 2, want[i] = 1;
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = 64, cp.n_seq = 2, cp.n_threads = 2;
+    hearth_ctx *mix, *alone;
+    REQUIRE(!hearth_ctx_new(m, &cp, &mix, &err) && !hearth_ctx_new(m, &cp, &alone, &err), "%s", err.msg);
+    REQUIRE(!hearth_ctx_set_lora(mix, a, s0, 2, &err) && !hearth_seq_set_lora(mix, 1, s1, &err), "%s", err.msg);
+    REQUIRE(!hearth_decode(mix, &(hearth_batch){ .n = 2 * N, .tokens = t, .seq = seq, .want_logits = want }, &err), "%s", err.msg);
+    CHECK(hearth_seq_lora_id(mix, 0) != hearth_seq_lora_id(mix, 1) && hearth_seq_lora_id(mix, 0) != 0,
+          "the sequences' adapter identities should differ");
+    bool ok = true;
+    for (int q = 0; q < 2; q++) {   /* sequence q alone, with only its own adapter set on the context */
+        hearth_lora *one = a[q];
+        const float sc = q ? 0.7f : 1.0f;
+        hearth_token tq[40];
+        for (int i = 0; i < N; i++) tq[i] = t[2 * i + q];
+        hearth_seq_truncate(alone, 0, 0);
+        REQUIRE(!hearth_ctx_set_lora(alone, &one, &sc, 1, &err), "%s", err.msg);
+        REQUIRE(!hearth_decode(alone, &(hearth_batch){ .n = N, .tokens = tq, .want_logits = want }, &err), "%s", err.msg);
+        for (int i = 0; i < N; i++) ok &= !memcmp(hearth_logits(mix, 2 * i + q), hearth_logits(alone, i), (size_t)V * sizeof(float));
+    }
+    CHECK(ok, "two sequences with different adapters in one batch differ from each alone");
+    printf("two sequences, lora-a and lora-b at 0.7, interleaved in one batch: each row as alone %s\n", ok ? "exactly" : "NOT");
+    hearth_ctx_free(mix);
+    hearth_ctx_free(alone);
+    hearth_lora_free(a[0]);
+    hearth_lora_free(a[1]);
+    hearth_model_free(m);
+}
+
 static void check_refusals(void) {
     hearth_err err;
     hearth_model *llama, *qwen3, *llama3;
@@ -233,6 +277,7 @@ int main(void) {
     const int llama_heads[2] = { 4, 2 }, none[2] = { 0, 0 };   /* llama.gguf: 4 q heads, 2 kv heads */
     check_peft("llama", "llama-lora-a", llama_heads);
     check_peft("qwen3", "qwen3-lora", none);   /* NEOX in GGUF too: no permutation */
+    check_mixed();
     check_refusals();
     TEST_DONE();
 }

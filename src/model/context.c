@@ -128,6 +128,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->rope_cos = ctx_buf_calloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
     c->rope_sin = ctx_buf_calloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
     c->rope_pos = ctx_buf_calloc(B, sizeof(int32_t), &fail);
+    c->head_seq = ctx_buf_calloc(B, sizeof(int32_t), &fail);
     if (hp->n_expert) {
         size_t S = B * (size_t)hp->n_expert_used, NE = (size_t)hp->n_expert, F = (size_t)hp->n_ff_exp, W = HT_MAX(E, F);
         c->moe_logits = ctx_buf_calloc(B * NE, sizeof(float), &fail);
@@ -190,7 +191,7 @@ void hearth_ctx_free(hearth_ctx *c) {
     rec_ctx_free(c);
     lora_ctx_free(c);
     void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
-                     c->rope_cos, c->rope_sin, c->rope_pos, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want,
+                     c->rope_cos, c->rope_sin, c->rope_pos, c->head_seq, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want,
                      c->seq_next, c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt,
                      c->moe_first, c->moe_active, c->moe_g, c->moe_u, c->moe_y, c->moe_qact };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ctx_buf_free(bufs[i]);
@@ -706,7 +707,11 @@ void ctx_output_head(hearth_ctx *c, const ht_ubatch *ub, const float *hidden, co
     if (!m->hp.logits || !head) return;
     gather_wanted(ub, head, c->xb2, E);
     const ht_tensor *W = m->output.data ? &m->output : &m->tok_embd;
+    for (int i = 0, k = 0; i < ub->n; i++)   /* the gathered rows' sequences, for adapters of the head */
+        if (ub->want[i]) c->head_seq[k++] = ub->seq[i];
+    c->row_seq = c->head_seq;
     matmul_bias(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
+    c->row_seq = ub->seq;
 }
 
 void ctx_output(hearth_ctx *c, const ht_ubatch *ub, const float *x) { ctx_output_head(c, ub, x, x); }
@@ -782,6 +787,7 @@ int hearth_decode(hearth_ctx *c, const hearth_batch *b, hearth_err *err) {
         for (int i0 = 0; i0 < b->n; i0 += c->n_batch) {
             ht_ubatch ub = { .n = HT_MIN(c->n_batch, b->n - i0), .tokens = b->tokens + i0, .pos = pos + i0,
                              .seq = seq + i0, .want = want + i0, .row0 = i0 };
+            c->row_seq = ub.seq;
             c->m->arch->embed(c, &ub);
             ctx_layers(c, &ub);
             c->m->arch->head(c, &ub);

@@ -37,12 +37,13 @@ struct hearth_lora {
     lora_entry *e;
 };
 
-/* The context's active adapters and their scratch (n_batch rows of the widest rank and output). */
+/* The context's adapters: a registry of up to HEARTH_MAX_LORA, each sequence's scale of each (0: not applied),
+ * and the scratch (n_batch rows of the widest rank and output, and a factor per row). */
 typedef struct ht_lora_set {
-    int n;
+    int n, n_seq;
     hearth_lora *a[HEARTH_MAX_LORA];
-    float scale[HEARTH_MAX_LORA];
-    float *t, *u;
+    float *scale;             /* [n_seq][n] */
+    float *t, *u, *f;
 } ht_lora_set;
 
 static ht_tensor view(const gguf_tensor *gt) {
@@ -238,6 +239,8 @@ void lora_ctx_free(hearth_ctx *c) {
     if (!s) return;
     ctx_buf_free(s->t);
     ctx_buf_free(s->u);
+    ctx_buf_free(s->f);
+    free(s->scale);
     free(s);
     c->lora = NULL;
 }
@@ -258,54 +261,75 @@ int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scale
     bool fail = false;
     ht_lora_set *s = calloc(1, sizeof *s);
     if (!s) return herr(err, "out of memory");
+    c->lora = s;
     s->t = ctx_buf_calloc((size_t)c->n_batch * (size_t)rank, sizeof(float), &fail);
     s->u = ctx_buf_calloc((size_t)c->n_batch * (size_t)out, sizeof(float), &fail);
-    c->lora = s;
-    if (fail) { lora_ctx_free(c); return herr(err, "out of memory for the adapters' scratch"); }
-    s->n = n;
-    for (int i = 0; i < n; i++) s->a[i] = a[i], s->scale[i] = scales[i];
+    s->f = ctx_buf_calloc((size_t)c->n_batch, sizeof(float), &fail);
+    s->scale = malloc((size_t)c->n_seq * (size_t)n * sizeof(float));
+    if (fail || !s->scale) { lora_ctx_free(c); return herr(err, "out of memory for the adapters' scratch"); }
+    s->n = n, s->n_seq = c->n_seq;
+    for (int i = 0; i < n; i++) s->a[i] = a[i];
+    for (int q = 0; q < c->n_seq; q++) memcpy(s->scale + (size_t)q * n, scales, (size_t)n * sizeof(float));
     return 0;
 }
 
-typedef struct { float *y; const float *u; float k; int cols; } axpy_job;
+int hearth_seq_set_lora(hearth_ctx *c, int seq, const float *scales, hearth_err *err) {
+    ht_lora_set *s = c->lora;
+    if (!s) return herr(err, "the context has no adapters (hearth_ctx_set_lora)");
+    if (seq < 0 || seq >= s->n_seq) return herr(err, "sequence %d out of range", seq);
+    for (int i = 0; i < s->n; i++)
+        if (!isfinite(scales[i])) return herr(err, "adapter %d: scale %g", i, scales[i]);
+    memcpy(s->scale + (size_t)seq * s->n, scales, (size_t)s->n * sizeof(float));
+    return 0;
+}
+
+typedef struct { float *y; const float *u, *f; int cols; } axpy_job;
 
 static void axpy_rows(const void *arg, int r0, int r1) {
     const axpy_job *j = arg;
     for (int r = r0; r < r1; r++) {
+        if (j->f[r] == 0) continue;   /* a row whose sequence does not use this adapter: untouched */
         float *y = j->y + (size_t)r * j->cols;
         const float *u = j->u + (size_t)r * j->cols;
-        for (int i = 0; i < j->cols; i++) y[i] += j->k * u[i];
+        for (int i = 0; i < j->cols; i++) y[i] += j->f[r] * u[i];
     }
 }
 
 void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) {
     ht_lora_set *s = c->lora;
     if (!s) return;
-    for (int k = 0; k < s->n; k++) {
+    for (int k = 0; k < s->n; k++) {   /* in the registry's order, whatever the other rows use */
         const hearth_lora *a = s->a[k];
-        if (s->scale[k] == 0) continue;
-        for (int i = 0; i < a->n; i++) {
-            const lora_entry *e = &a->e[i];
-            if (e->base != W->data) continue;
-            const int rank = (int)e->a.ne[1];
-            matmul(c, &e->a, x, n_tok, s->t);
-            matmul(c, &e->b, s->t, n_tok, s->u);
-            axpy_job j = { y, s->u, s->scale[k] * (a->alpha > 0 ? a->alpha : (float)rank) / (float)rank, (int)W->ne[1] };
-            pool_share(c->pool, n_tok, axpy_rows, &j);
-            break;
+        const lora_entry *e = NULL;
+        for (int i = 0; i < a->n && !e; i++) if (a->e[i].base == W->data) e = &a->e[i];
+        if (!e) continue;
+        const int rank = (int)e->a.ne[1];
+        const float alpha = a->alpha > 0 ? a->alpha : (float)rank;
+        bool any = false;
+        for (int r = 0; r < n_tok; r++) {
+            const int q = c->row_seq ? c->row_seq[r] : 0;
+            any |= (s->f[r] = s->scale[(size_t)q * s->n + k] * alpha / (float)rank) != 0;
         }
+        if (!any) continue;
+        matmul(c, &e->a, x, n_tok, s->t);
+        matmul(c, &e->b, s->t, n_tok, s->u);
+        axpy_job j = { y, s->u, s->f, (int)W->ne[1] };
+        pool_share(c->pool, n_tok, axpy_rows, &j);
     }
 }
 
-uint64_t hearth_ctx_lora_id(const hearth_ctx *c) {
+uint64_t hearth_seq_lora_id(const hearth_ctx *c, int seq) {
     const ht_lora_set *s = c->lora;
-    if (!s) return 0;
+    if (!s || seq < 0 || seq >= s->n_seq) return 0;
     uint64_t h = 0xcbf29ce484222325ull;
-    const uint8_t *p;
+    bool any = false;
     for (int k = 0; k < s->n; k++) {
+        const float sc = s->scale[(size_t)seq * s->n + k];
+        if (sc == 0) continue;
+        any = true;
         const hearth_lora *a = s->a[k];
-        const float v[2] = { s->scale[k], a->alpha };
-        p = (const uint8_t *)v;
+        const float v[2] = { sc, a->alpha };
+        const uint8_t *p = (const uint8_t *)v;
         for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 0x100000001b3ull;
         for (int i = 0; i < a->n; i++) {   /* the pairs' first bytes and shapes */
             const ht_tensor *t[2] = { &a->e[i].a, &a->e[i].b };
@@ -316,5 +340,7 @@ uint64_t hearth_ctx_lora_id(const hearth_ctx *c) {
             }
         }
     }
-    return h;
+    return any ? h : 0;
 }
+
+uint64_t hearth_ctx_lora_id(const hearth_ctx *c) { return hearth_seq_lora_id(c, 0); }

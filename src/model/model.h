@@ -219,6 +219,8 @@ struct hearth_ctx {
     ht_kv_layer *kv;          /* recurrent layers have none (k, v NULL): their state is in rec */
     ht_rec *rec;              /* recurrent layers' per-sequence states; NULL for a model without such layers */
     struct ht_lora_set *lora; /* the LoRA adapters applied (model/lora.c), or NULL */
+    const int32_t *row_seq;   /* the sequence of each row of the product being computed (NULL: sequence 0) */
+    int32_t *head_seq;        /* [n_batch]: the output head's rows' sequences (the wanted rows, gathered) */
     int *seq_len;             /* tokens cached per sequence */
 
     /* scratch, sized once at creation for n_batch tokens */
