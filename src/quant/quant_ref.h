@@ -15,6 +15,7 @@ extern const int8_t ht_kvalues_iq4nl[16];
  * even parity (the eighth sign is implied). kvalues_mxfp4: the 16 E2M1 values, doubled (scale e then
  * stands for 2^(e - 128)). */
 extern const uint8_t ht_ksigns_iq2xs[128];
+extern const uint64_t ht_ksigns64[128];   /* the same 8 signs as bytes: 0xFF negative, 0x00 positive */
 extern const uint64_t ht_iq2xxs_grid[256];
 extern const uint64_t ht_iq2xs_grid[512];
 extern const uint64_t ht_iq2s_grid[1024];

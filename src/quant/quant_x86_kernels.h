@@ -579,10 +579,11 @@ HT_AI __m256i sign_pm1(uint32_t bits) { return _mm256_or_si256(bits32(bits, (cha
 /* int16 scale lo for elements 0..15, hi for 16..31. */
 HT_AI __m256i sc_lohi(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16((short)hi), _mm_set1_epi16((short)lo)); }
 
-/* Four 8-bit sign indices (ksigns_iq2xs: 7 bits -> 8) of a 28-bit field, as 32 sign bits. */
-HT_AI uint32_t ksigns4(uint32_t w) {
-    return (uint32_t)ht_ksigns_iq2xs[w & 127] | (uint32_t)ht_ksigns_iq2xs[w >> 7 & 127] << 8 |
-           (uint32_t)ht_ksigns_iq2xs[w >> 14 & 127] << 16 | (uint32_t)ht_ksigns_iq2xs[w >> 21 & 127] << 24;
+/* Four 7-bit sign indices (ksigns64: 7 bits -> 8 sign bytes) -> the ±1 vector of 32 elements. */
+HT_AI __m256i ksigns_pm1(unsigned i0, unsigned i1, unsigned i2, unsigned i3) {
+    const __m256i m = _mm256_set_epi64x((long long)ht_ksigns64[i3], (long long)ht_ksigns64[i2], (long long)ht_ksigns64[i1],
+                                        (long long)ht_ksigns64[i0]);
+    return _mm256_or_si256(m, _mm256_set1_epi8(1));
 }
 
 HT_AI __m256i grid64x4(const uint64_t *g, unsigned i0, unsigned i1, unsigned i2, unsigned i3) {
@@ -610,7 +611,7 @@ HT_AI void iq_chunk(const int T, const uint8_t *wb, int ib, __m256i *q, __m256i 
         uint32_t w[2];
         memcpy(w, ((const block_iq2_xxs *)wb)->qs + 4 * ib, sizeof w);
         *q = grid64x4(ht_iq2xxs_grid, w[0] & 255, w[0] >> 8 & 255, w[0] >> 16 & 255, w[0] >> 24);
-        *sg = sign_pm1(ksigns4(w[1]));
+        *sg = ksigns_pm1(w[1] & 127, w[1] >> 7 & 127, w[1] >> 14 & 127, w[1] >> 21 & 127);
         *sc = _mm256_set1_epi16((short)(2 * (w[1] >> 28) + 1));
         break;
     }
@@ -619,8 +620,7 @@ HT_AI void iq_chunk(const int T, const uint8_t *wb, int ib, __m256i *q, __m256i 
         uint16_t w[4];
         memcpy(w, b->qs + 4 * ib, sizeof w);
         *q = grid64x4(ht_iq2xs_grid, w[0] & 511, w[1] & 511, w[2] & 511, w[3] & 511);
-        *sg = sign_pm1((uint32_t)ht_ksigns_iq2xs[w[0] >> 9] | (uint32_t)ht_ksigns_iq2xs[w[1] >> 9] << 8 |
-                       (uint32_t)ht_ksigns_iq2xs[w[2] >> 9] << 16 | (uint32_t)ht_ksigns_iq2xs[w[3] >> 9] << 24);
+        *sg = ksigns_pm1(w[0] >> 9, w[1] >> 9, w[2] >> 9, w[3] >> 9);
         *sc = sc_lohi(2 * (b->scales[ib] & 15) + 1, 2 * (b->scales[ib] >> 4) + 1);
         break;
     }
@@ -641,7 +641,7 @@ HT_AI void iq_chunk(const int T, const uint8_t *wb, int ib, __m256i *q, __m256i 
         uint32_t w;
         memcpy(&w, b->qs + QK_K / 4 + 4 * ib, 4);
         *q = grid32x8(ht_iq3xxs_grid, b->qs + 8 * ib, -1);
-        *sg = sign_pm1(ksigns4(w));
+        *sg = ksigns_pm1(w & 127, w >> 7 & 127, w >> 14 & 127, w >> 21 & 127);
         *sc = _mm256_set1_epi16((short)(2 * (w >> 28) + 1));
         break;
     }
