@@ -79,6 +79,8 @@ typedef struct { uint32_t type; double typical, hard; } type_case;
  * near the block maximum, and its scale is a power of two, not fitted (measured 0.12 / 0.33 worst). TQ1_0 and
  * TQ2_0 are ternary, made for weights trained ternary: scale = the block's largest magnitude, so most Gaussian
  * values round to 0 (measured 0.80 / 0.98); on ternary data they are exact (test_ternary). */
+/* IQ3_S / IQ2_S: grids of odd magnitudes (no zero level), so mostly-zero blocks come back as ±scale: sparse
+ * 0.38 / 0.68, outliers 0.30 / 0.66, the others 0.13-0.17 / 0.24-0.27 (3 and 2 bits, as the K-quants). */
 #define TQ_TYPICAL 0.85
 #define TQ_HARD 1.0
 #define NO_Q (-1.0)
@@ -90,8 +92,9 @@ static const type_case all_types[] = {
     {HT_Q6_K, 0.03, 0.045},   {HT_IQ4_NL, 0.12, 0.16},  {HT_IQ4_XS, 0.12, 0.16},
     {HT_MXFP4, 0.16, 0.45},   {HT_TQ1_0, TQ_TYPICAL, TQ_HARD}, {HT_TQ2_0, TQ_TYPICAL, TQ_HARD},
     /* no quantizer (an importance matrix or a grid search): dot products on random blocks, real files only */
-    {HT_IQ2_XXS, NO_Q, NO_Q}, {HT_IQ2_XS, NO_Q, NO_Q}, {HT_IQ2_S, NO_Q, NO_Q}, {HT_IQ3_XXS, NO_Q, NO_Q},
-    {HT_IQ3_S, NO_Q, NO_Q},   {HT_IQ1_S, NO_Q, NO_Q},  {HT_IQ1_M, NO_Q, NO_Q},
+    {HT_IQ3_S, 0.2, 0.5},     {HT_IQ2_S, 0.35, 0.85},
+    {HT_IQ2_XXS, NO_Q, NO_Q}, {HT_IQ2_XS, NO_Q, NO_Q}, {HT_IQ3_XXS, NO_Q, NO_Q}, {HT_IQ1_S, NO_Q, NO_Q},
+    {HT_IQ1_M, NO_Q, NO_Q},
 };
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
@@ -315,7 +318,8 @@ static void test_byte_exact(const gguf_file *f32) {
     /* Every file below was made by llama-quantize --pure without an importance matrix, which runs the
      * reference quantizers (and for IQ4_NL the 7-step search) that from_float reproduces. */
     static const uint32_t types[] = {HT_F16, HT_BF16, HT_Q8_0, HT_Q4_0, HT_Q4_1, HT_Q5_0, HT_Q5_1, HT_Q2_K,
-                                     HT_Q3_K, HT_Q4_K, HT_Q5_K, HT_Q6_K, HT_IQ4_NL, HT_IQ4_XS, HT_MXFP4, HT_TQ2_0};
+                                     HT_Q3_K, HT_Q4_K, HT_Q5_K, HT_Q6_K, HT_IQ4_NL, HT_IQ4_XS, HT_MXFP4, HT_TQ2_0,
+                                     HT_IQ3_S};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const ht_traits *tr = ht_get_traits_ref(types[t]);
         char name[64];
@@ -337,10 +341,33 @@ static void test_byte_exact(const gguf_file *f32) {
  * uniform quantizer with as many levels (Max 1960, as above: IQ3 ~3 bits 0.193, IQ2 ~2 bits 0.345) with room,
  * and for IQ1 (1.6-1.75 bits) 0.55. Measured on this weight: IQ3_S 0.166, IQ3_XXS 0.183, IQ2_S 0.251, IQ2_XS
  * 0.302, IQ2_XXS 0.346, IQ1_M 0.456, IQ1_S 0.488; a misread grid, sign or scale gives errors of order 1. */
+/* llama-IQ2_S.gguf was made with an importance matrix, so IQ2_S's quantizer is checked against ggml's own
+ * output without one: llama.cpp's quantize_iq2_s(..., quant_weights = NULL) (ggml-quants.c at llama.cpp
+ * de3ff815ea7d), run over llama.gguf's 2-D F32 tensors in file order, wrote 461824 bytes whose FNV-1a 64 hash
+ * is below. Re-quantizing the same tensors must give the same bytes. */
+static void test_iq2_s_exact(const gguf_file *f32) {
+    const ht_traits *tr = ht_get_traits_ref(HT_IQ2_S);
+    uint64_t h = 0xcbf29ce484222325ull, bytes = 0;
+    for (uint64_t i = 0; i < f32->n_tensors; i++) {
+        const gguf_tensor *t = &f32->tensors[i];
+        if (t->type != HT_F32 || t->n_dims != 2) continue;
+        const size_t nb = ht_row_size(HT_IQ2_S, (int64_t)t->nelem);
+        uint8_t *buf = malloc(nb);
+        REQUIRE(buf, "out of memory");
+        tr->from_float(t->data, buf, (int64_t)t->nelem);
+        for (size_t k = 0; k < nb; k++) h = (h ^ buf[k]) * 0x100000001b3ull;
+        bytes += nb;
+        free(buf);
+    }
+    printf("byte-exact IQ2_S  %llu bytes, FNV-1a %016llx (ggml's, no importance matrix: 94af93d492cb595f)\n",
+           (unsigned long long)bytes, (unsigned long long)h);
+    CHECK(bytes == 461824 && h == 0x94af93d492cb595full, "IQ2_S: re-quantized llama.gguf differs from ggml's blocks");
+}
+
 static double bound_for(uint32_t type) {
     switch (type) {
-    case HT_IQ3_S: case HT_IQ3_XXS: return 0.22;
-    case HT_IQ2_S: case HT_IQ2_XS: case HT_IQ2_XXS: return 0.4;
+    case HT_IQ3_XXS: return 0.22;
+    case HT_IQ2_XS: case HT_IQ2_XXS: return 0.4;
     case HT_IQ1_M: case HT_IQ1_S: return 0.55;
     default: break;
     }
@@ -454,6 +481,7 @@ int main(void) {
     gguf_file *f32 = open_model("llama");
     if (f32) {
         test_byte_exact(f32);
+        test_iq2_s_exact(f32);
         test_real_files(f32);
         gguf_close(f32);
     }

@@ -98,6 +98,9 @@ void ht_ref_iq4_xs_from_float(const float *src, void *dst, int64_t n);
 void ht_ref_tq1_0_from_float(const float *src, void *dst, int64_t n);
 void ht_ref_tq2_0_from_float(const float *src, void *dst, int64_t n);
 void ht_ref_mxfp4_from_float(const float *src, void *dst, int64_t n);
+/* quant_iq_search.c: ggml's grid searches without an importance matrix. */
+void ht_ref_iq3_s_from_float(const float *src, void *dst, int64_t n);
+void ht_ref_iq2_s_from_float(const float *src, void *dst, int64_t n);
 
 /* vec_dot: weights of the first type × activations of the second. */
 float ht_ref_vec_dot_f32_f32(int n, const void *w, const void *a);
