@@ -80,7 +80,8 @@ typedef struct { uint32_t type; double typical, hard; } type_case;
  * TQ2_0 are ternary, made for weights trained ternary: scale = the block's largest magnitude, so most Gaussian
  * values round to 0 (measured 0.80 / 0.98); on ternary data they are exact (test_ternary). */
 /* IQ3_S / IQ2_S: grids of odd magnitudes (no zero level), so mostly-zero blocks come back as ±scale: sparse
- * 0.38 / 0.68, outliers 0.30 / 0.66, the others 0.13-0.17 / 0.24-0.27 (3 and 2 bits, as the K-quants). */
+ * 0.38 / 0.68, outliers 0.30 / 0.66, the others 0.13-0.17 / 0.24-0.27 (3 and 2 bits, as the K-quants).
+ * IQ3_XXS (256 grid points for 4 values, one sign by parity) is coarser than 3 uniform bits: 0.22 on Gaussians. */
 #define TQ_TYPICAL 0.85
 #define TQ_HARD 1.0
 #define NO_Q (-1.0)
@@ -92,9 +93,8 @@ static const type_case all_types[] = {
     {HT_Q6_K, 0.03, 0.045},   {HT_IQ4_NL, 0.12, 0.16},  {HT_IQ4_XS, 0.12, 0.16},
     {HT_MXFP4, 0.16, 0.45},   {HT_TQ1_0, TQ_TYPICAL, TQ_HARD}, {HT_TQ2_0, TQ_TYPICAL, TQ_HARD},
     /* no quantizer (an importance matrix or a grid search): dot products on random blocks, real files only */
-    {HT_IQ3_S, 0.2, 0.5},     {HT_IQ2_S, 0.35, 0.85},
-    {HT_IQ2_XXS, NO_Q, NO_Q}, {HT_IQ2_XS, NO_Q, NO_Q}, {HT_IQ3_XXS, NO_Q, NO_Q}, {HT_IQ1_S, NO_Q, NO_Q},
-    {HT_IQ1_M, NO_Q, NO_Q},
+    {HT_IQ3_S, 0.2, 0.5},     {HT_IQ3_XXS, 0.25, 0.5},  {HT_IQ2_S, 0.35, 0.85},
+    {HT_IQ2_XXS, NO_Q, NO_Q}, {HT_IQ2_XS, NO_Q, NO_Q}, {HT_IQ1_S, NO_Q, NO_Q},  {HT_IQ1_M, NO_Q, NO_Q},
 };
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
@@ -341,17 +341,18 @@ static void test_byte_exact(const gguf_file *f32) {
  * uniform quantizer with as many levels (Max 1960, as above: IQ3 ~3 bits 0.193, IQ2 ~2 bits 0.345) with room,
  * and for IQ1 (1.6-1.75 bits) 0.55. Measured on this weight: IQ3_S 0.166, IQ3_XXS 0.183, IQ2_S 0.251, IQ2_XS
  * 0.302, IQ2_XXS 0.346, IQ1_M 0.456, IQ1_S 0.488; a misread grid, sign or scale gives errors of order 1. */
-/* llama-IQ2_S.gguf was made with an importance matrix, so IQ2_S's quantizer is checked against ggml's own
- * output without one: llama.cpp's quantize_iq2_s(..., quant_weights = NULL) (ggml-quants.c at llama.cpp
- * de3ff815ea7d), run over llama.gguf's 2-D F32 tensors in file order, wrote 461824 bytes whose FNV-1a 64 hash
- * is below. Re-quantizing the same tensors must give the same bytes. */
-static void test_iq2_s_exact(const gguf_file *f32) {
-    const ht_traits *tr = ht_get_traits_ref(HT_IQ2_S);
+/* llama-IQ2_S.gguf and llama-IQ3_XXS.gguf were made with an importance matrix, so these two quantizers are
+ * checked against ggml's own output without one: llama.cpp's quantize_iq2_s / quantize_iq3_xxs with
+ * quant_weights = NULL (ggml-quants.c at llama.cpp de3ff815ea7d), run by hand over llama.gguf's 2-D F32
+ * tensors in file order, wrote the bytes whose count and FNV-1a 64 hash are below. Re-quantizing the same
+ * tensors must give the same bytes. */
+static void test_ggml_hash(const gguf_file *f32, uint32_t type, uint64_t want_bytes, uint64_t want_hash) {
+    const ht_traits *tr = ht_get_traits_ref(type);
     uint64_t h = 0xcbf29ce484222325ull, bytes = 0;
     for (uint64_t i = 0; i < f32->n_tensors; i++) {
         const gguf_tensor *t = &f32->tensors[i];
         if (t->type != HT_F32 || t->n_dims != 2) continue;
-        const size_t nb = ht_row_size(HT_IQ2_S, (int64_t)t->nelem);
+        const size_t nb = ht_row_size(type, (int64_t)t->nelem);
         uint8_t *buf = malloc(nb);
         REQUIRE(buf, "out of memory");
         tr->from_float(t->data, buf, (int64_t)t->nelem);
@@ -359,14 +360,13 @@ static void test_iq2_s_exact(const gguf_file *f32) {
         bytes += nb;
         free(buf);
     }
-    printf("byte-exact IQ2_S  %llu bytes, FNV-1a %016llx (ggml's, no importance matrix: 94af93d492cb595f)\n",
-           (unsigned long long)bytes, (unsigned long long)h);
-    CHECK(bytes == 461824 && h == 0x94af93d492cb595full, "IQ2_S: re-quantized llama.gguf differs from ggml's blocks");
+    printf("byte-exact %-7s %llu bytes, FNV-1a %016llx (ggml's without importance matrix: %016llx)\n", tr->name,
+           (unsigned long long)bytes, (unsigned long long)h, (unsigned long long)want_hash);
+    CHECK(bytes == want_bytes && h == want_hash, "%s: re-quantized llama.gguf differs from ggml's blocks", tr->name);
 }
 
 static double bound_for(uint32_t type) {
     switch (type) {
-    case HT_IQ3_XXS: return 0.22;
     case HT_IQ2_XS: case HT_IQ2_XXS: return 0.4;
     case HT_IQ1_M: case HT_IQ1_S: return 0.55;
     default: break;
@@ -481,7 +481,8 @@ int main(void) {
     gguf_file *f32 = open_model("llama");
     if (f32) {
         test_byte_exact(f32);
-        test_iq2_s_exact(f32);
+        test_ggml_hash(f32, HT_IQ2_S, 461824, 0x94af93d492cb595full);
+        test_ggml_hash(f32, HT_IQ3_XXS, 551936, 0x68e8b39a49face86ull);
         test_real_files(f32);
         gguf_close(f32);
     }

@@ -12,7 +12,7 @@
 #include <pthread.h>
 
 /* name, block, bytes per block, is_quant, to_float, from_float (NULL: no quantizer yet; IQ2_XXS, IQ2_XS,
- * IQ3_XXS, IQ1_S and IQ1_M need an importance matrix), vec_dot_type, vec_dot, vec_dot_tile and pack
+ * IQ1_S and IQ1_M need an importance matrix), vec_dot_type, vec_dot, vec_dot_tile and pack
  * (none in the scalar table: ht_vec_dot_tile loops vec_dot; SIMD sets install theirs), dot_t (F32, F16) */
 #define HT_TRAITS_TABLE {                                                                                            \
     [HT_F32]    = {"F32", 1, 4, false, ht_ref_f32_to_float, ht_ref_f32_from_float, HT_F32,                            \
@@ -55,8 +55,8 @@
                    HT_Q8_K, ht_ref_vec_dot_iq2_xs_q8_K, NULL, NULL, NULL},                                           \
     [HT_IQ2_S] = {"IQ2_S", QK_K, sizeof(block_iq2_s), true, ht_ref_iq2_s_to_float,                                   \
                    ht_ref_iq2_s_from_float, HT_Q8_K, ht_ref_vec_dot_iq2_s_q8_K, NULL, NULL, NULL},                   \
-    [HT_IQ3_XXS] = {"IQ3_XXS", QK_K, sizeof(block_iq3_xxs), true, ht_ref_iq3_xxs_to_float, NULL,                     \
-                   HT_Q8_K, ht_ref_vec_dot_iq3_xxs_q8_K, NULL, NULL, NULL},                                          \
+    [HT_IQ3_XXS] = {"IQ3_XXS", QK_K, sizeof(block_iq3_xxs), true, ht_ref_iq3_xxs_to_float,                           \
+                   ht_ref_iq3_xxs_from_float, HT_Q8_K, ht_ref_vec_dot_iq3_xxs_q8_K, NULL, NULL, NULL},               \
     [HT_IQ3_S] = {"IQ3_S", QK_K, sizeof(block_iq3_s), true, ht_ref_iq3_s_to_float,                                   \
                    ht_ref_iq3_s_from_float, HT_Q8_K, ht_ref_vec_dot_iq3_s_q8_K, NULL, NULL, NULL},                   \
     [HT_IQ1_S] = {"IQ1_S", QK_K, sizeof(block_iq1_s), true, ht_ref_iq1_s_to_float, NULL,                             \

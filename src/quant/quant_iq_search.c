@@ -1,9 +1,10 @@
-/* quant_iq_search.c — the reference quantizers of IQ3_S and IQ2_S: ggml's grid searches without an importance
- * matrix (quantize_row_iq3_s_ref, quantize_row_iq2_s_ref), reproduced so that hearth writes llama.cpp's blocks.
+/* quant_iq_search.c — the reference quantizers of IQ3_S, IQ3_XXS and IQ2_S: ggml's grid searches without an
+ * importance matrix (quantize_row_iq3_s_ref, quantize_row_iq3_xxs_ref, quantize_iq2_s with no weights),
+ * reproduced so that hearth writes llama.cpp's blocks.
  *
- * Both formats store groups (4 values for IQ3_S, 8 for IQ2_S) as an index into a grid of allowed level
- * vectors (quant_grids.c) plus a sign bit per value. Per sub-block (32 / 16 values) the search tries 19
- * scales around max/(2 kMaxQ - 1): each value is rounded to a level l (the magnitude 2l + 1), and a group
+ * The formats store groups (4 values for IQ3, 8 for IQ2_S) as an index into a grid of allowed level vectors
+ * (quant_grids.c) plus a sign bit per value (IQ3_XXS: 7 of 8, the eighth by even parity). Per sub-block (32 /
+ * 16 values) the search tries 19 (IQ3_XXS: 31) scales around max/(2 kMaxQ - 1): each value is rounded to a level l (the magnitude 2l + 1), and a group
  * whose levels are not a grid point is replaced by the grid point among its precomputed neighbours that is
  * nearest in the weighted (sqrt(weight)) distance; the scale with the best weighted fit wins, off-grid groups
  * are re-rounded with it, and the sub-block scales become 4-bit multiples of the super-block's fp16 d.
@@ -41,6 +42,7 @@ static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? 
 /* The neighbour lists' total size, counts included: what the grids give (fixed data). Were it short, build()
  * would leave ok false and the quantizers write zero blocks, which test_quant's round trips catch. */
 #define IQ3S_NEIGH 28317
+#define IQ3XXS_NEIGH 22825
 #define IQ2S_NEIGH 50253
 
 typedef struct {
@@ -52,9 +54,10 @@ typedef struct {
     bool ok;
 } iq_search;
 
-static int32_t map3[IQ3S_MAP], map2[IQ2S_MAP];
-static uint16_t neigh3[IQ3S_NEIGH], neigh2[IQ2S_NEIGH];
+static int32_t map3[IQ3S_MAP], map3xxs[IQ3S_MAP], map2[IQ2S_MAP];
+static uint16_t neigh3[IQ3S_NEIGH], neigh3xxs[IQ3XXS_NEIGH], neigh2[IQ2S_NEIGH];
 static iq_search search3 = { 4, 3, 512, IQ3S_MAP, 3, map3, neigh3, IQ3S_NEIGH, {{0}}, false };
+static iq_search search3xxs = { 4, 3, 256, IQ3S_MAP, 2, map3xxs, neigh3xxs, IQ3XXS_NEIGH, {{0}}, false };
 static iq_search search2 = { 8, 2, 1024, IQ2S_MAP, 1, map2, neigh2, IQ2S_NEIGH, {{0}}, false };
 
 static int pack_levels(const iq_search *s, const int8_t *l) {
@@ -63,12 +66,18 @@ static int pack_levels(const iq_search *s, const int8_t *l) {
     return u;
 }
 
-/* Grid point j's levels from the format's grid: IQ3_S bytes are 2l + 1, IQ2_S's 8, 25, 43 stand for l = 0, 1, 2. */
+/* Grid point j's levels from the format's grid: IQ3_S bytes are 2l + 1, IQ3_XXS's 4, 12, ..., 52, 62 stand
+ * for l = 0 .. 7, IQ2_S's 8, 25, 43 for l = 0, 1, 2. */
 static void grid_levels(iq_search *s) {
     for (int j = 0; j < s->n_grid; j++)
         for (int i = 0; i < s->dims; i++) {
-            const int b = s->dims == 4 ? (int)(ht_iq3s_grid[j] >> 8 * i & 0xFF) : (int)(ht_iq2s_grid[j] >> 8 * i & 0xFF);
-            s->levels[j][i] = (int8_t)(s->dims == 4 ? (b - 1) / 2 : (b - 8) / 17);
+            if (s->dims == 8) {
+                s->levels[j][i] = (int8_t)(((int)(ht_iq2s_grid[j] >> 8 * i & 0xFF) - 8) / 17);
+            } else if (s->n_grid == 512) {
+                s->levels[j][i] = (int8_t)(((int)(ht_iq3s_grid[j] >> 8 * i & 0xFF) - 1) / 2);
+            } else {
+                s->levels[j][i] = (int8_t)(((int)(ht_iq3xxs_grid[j] >> 8 * i & 0xFF) - 4) / 8);
+            }
         }
 }
 
@@ -118,8 +127,9 @@ static void build(iq_search *s) {
     s->ok = true;
 }
 
-static pthread_once_t once3 = PTHREAD_ONCE_INIT, once2 = PTHREAD_ONCE_INIT;
+static pthread_once_t once3 = PTHREAD_ONCE_INIT, once3xxs = PTHREAD_ONCE_INIT, once2 = PTHREAD_ONCE_INIT;
 static void build3(void) { build(&search3); }
+static void build3xxs(void) { build(&search3xxs); }
 static void build2(void) { build(&search2); }
 
 /* ggml's iq{2,3}_find_best_neighbour: among u's neighbours the grid point nearest scale * (2l + 1) to xval in
@@ -151,9 +161,10 @@ typedef struct {
     const iq_search *s;
     int bs;          /* sub-block size: 32 (IQ3_S) or 16 (IQ2_S) */
     int kmaxq;       /* levels 0 .. kmaxq - 1 */
-    float step;      /* the 19 scale trials' spacing in units of 1/max: 0.2 (IQ3_S), 0.1 (IQ2_S) */
-    bool on_grid0;   /* is_on_grid's initial value (ggml: false for IQ3_S, true for IQ2_S) */
-    bool skip_on_grid;   /* the re-rounding leaves groups already on the grid alone (IQ2_S) */
+    int trials;      /* scale trials -trials .. trials: 9, IQ3_XXS 15 */
+    float step;      /* their spacing in units of 1/max: 0.2 (IQ3), 0.1 (IQ2_S) */
+    bool on_grid0;   /* is_on_grid's initial value (ggml: false for IQ3_S, true for the others) */
+    bool skip_on_grid;   /* the re-rounding leaves groups already on the grid alone (not IQ3_S) */
 } iq_params;
 
 /* Levels L (bs of them) and the scale of one sub-block of magnitudes xval with weights weight; 0 if all zero. */
@@ -167,7 +178,7 @@ static float search_subblock(const iq_params *p, const float *xval, const float 
     float best = 0;
     float scale = max / (2 * p->kmaxq - 1);
     for (int k = 0; k < ng; k++) on[k] = p->on_grid0;
-    for (int is = -9; is <= 9; ++is) {
+    for (int is = -p->trials; is <= p->trials; ++is) {
         float id = (2 * p->kmaxq - 1 + is * p->step) / max;
         float this_scale = 1 / id;
         for (int k = 0; k < ng; k++) {
@@ -239,7 +250,7 @@ static void split_signs(const float *xb, int n, float *xval, uint8_t *signs) {
 void ht_ref_iq3_s_from_float(const float *x, void *vy, int64_t n) {
     pthread_once(&once3, build3);
     block_iq3_s *y = vy;
-    const iq_params p = { &search3, 32, 8, 0.2f, false, false };
+    const iq_params p = { &search3, 32, 8, 9, 0.2f, false, false };
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
         memset(&y[ibl], 0, sizeof y[ibl]);
         if (!search3.ok) continue;   /* cannot happen: the tables' sizes are fixed by the grid (test_quant) */
@@ -284,12 +295,95 @@ void ht_ref_iq3_s_from_float(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* ---- IQ3_XXS ---- */
+
+/* Magnitudes and 7-bit sign indices of 32 values, ggml's way: a group of 8 with an odd number of negatives
+ * flips the sign of its value of least weight * x^2 (which keeps that value negative in xval). */
+static void split_signs_even(const float *xb, const float *weight, float *xval, uint8_t *signs) {
+    for (int k = 0; k < 4; k++) {
+        int nflip = 0;
+        uint8_t sg = 0;
+        for (int i = 0; i < 8; i++) {
+            if (xb[8 * k + i] >= 0) {
+                xval[8 * k + i] = xb[8 * k + i];
+            } else {
+                xval[8 * k + i] = -xb[8 * k + i];
+                ++nflip;
+                sg |= (uint8_t)(1 << i);
+            }
+        }
+        if (nflip % 2) {
+            int imin = 0;
+            float min = weight[8 * k] * xb[8 * k] * xb[8 * k];
+            for (int i = 1; i < 8; i++) {
+                float ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+                if (ax < min) {
+                    min = ax;
+                    imin = i;
+                }
+            }
+            xval[8 * k + imin] = -xval[8 * k + imin];
+            sg ^= (uint8_t)(1 << imin);
+        }
+        signs[k] = sg & 127;
+    }
+}
+
+void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) {
+    pthread_once(&once3xxs, build3xxs);
+    block_iq3_xxs *y = vy;
+    const iq_params p = { &search3xxs, 32, 8, 15, 0.2f, true, true };
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
+        memset(&y[ibl], 0, sizeof y[ibl]);
+        if (!search3xxs.ok) continue;
+        const float *xbl = x + QK_K * ibl;
+        float scales[QK_K / 32], max_scale = 0;
+        uint32_t sas[QK_K / 32] = {0};   /* scales and signs */
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const float *xb = xbl + 32 * ib;
+            float weight[32], xval[32];
+            int8_t L[32];
+            uint8_t signs[4];
+            for (int i = 0; i < 32; i++) weight[i] = xb[i] * xb[i];
+            split_signs_even(xb, weight, xval, signs);
+            float max = xval[0];
+            for (int i = 1; i < 32; i++) max = fmaxf(max, xval[i]);
+            memset(L, 0, sizeof L);
+            if (max < 1e-8f) {   /* ggml's GROUP_MAX_EPS_IQ3_XXS */
+                scales[ib] = 0;
+                continue;
+            }
+            float scale = search_subblock(&p, xval, weight, max, L);
+            if (scale < 0) {
+                scale = -scale;
+                for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(~signs[k] & 127);
+            }
+            for (int k = 0; k < 8; k++) y[ibl].qs[8 * ib + k] = (uint8_t)search3xxs.map[pack_levels(&search3xxs, L + 4 * k)];
+            sas[ib] = (uint32_t)signs[0] | (uint32_t)signs[1] << 7 | (uint32_t)signs[2] << 14 | (uint32_t)signs[3] << 21;
+            scales[ib] = scale;
+            max_scale = fmaxf(max_scale, scale);
+        }
+        if (!max_scale) {
+            memset(&y[ibl], 0, sizeof y[ibl]);
+            continue;
+        }
+        float d = max_scale / 31;
+        y[ibl].d = f32_to_fp16(d * 1.0125f);
+        float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            int l = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            sas[ib] |= (uint32_t)l << 28;
+        }
+        memcpy(y[ibl].qs + QK_K / 4, sas, sizeof sas);
+    }
+}
+
 /* ---- IQ2_S ---- */
 
 void ht_ref_iq2_s_from_float(const float *x, void *vy, int64_t n) {
     pthread_once(&once2, build2);
     block_iq2_s *y = vy;
-    const iq_params p = { &search2, 16, 3, 0.1f, true, true };
+    const iq_params p = { &search2, 16, 3, 9, 0.1f, true, true };
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
         memset(&y[ibl], 0, sizeof y[ibl]);
         if (!search2.ok) continue;

@@ -101,6 +101,7 @@ void ht_ref_mxfp4_from_float(const float *src, void *dst, int64_t n);
 /* quant_iq_search.c: ggml's grid searches without an importance matrix. */
 void ht_ref_iq3_s_from_float(const float *src, void *dst, int64_t n);
 void ht_ref_iq2_s_from_float(const float *src, void *dst, int64_t n);
+void ht_ref_iq3_xxs_from_float(const float *src, void *dst, int64_t n);
 
 /* vec_dot: weights of the first type × activations of the second. */
 float ht_ref_vec_dot_f32_f32(int n, const void *w, const void *a);
