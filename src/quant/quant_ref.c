@@ -16,7 +16,10 @@
  *   Q4_1, Q5_1 (x Q8_1):                sum += (d_w * d_a) * (float)isum + m_w * s_a
  *   Q2_K, Q4_K, Q5_K (x Q8_K):          sum += (d_w * d_a) * (float)isum - (dmin_w * d_a) * (float)msum
  *   Q3_K, Q6_K, IQ4_XS (x Q8_K):        sum += (d_w * d_a) * (float)isum
- * where isum for Q3_K/Q6_K/IQ4_XS uses the signed sub-block scales (s - 32, int8, ls - 32). The blocks
+ *   MXFP4 (x Q8_0):                     sum += (d_w * d_a) * (float)isum, d_w = 2^(e - 128)
+ *   IQ1/IQ2/IQ3, TQ1_0, TQ2_0 (x Q8_K): sum += (d_w * d_a) * (float)isum, the result ht_iq_post(type) * sum
+ * where isum for Q3_K/Q6_K/IQ4_XS uses the signed sub-block scales (s - 32, int8, ls - 32), for the i-quants
+ * the odd scales 2s + 1 (see their unpack functions below; IQ1_M's d comes from its scale words). The blocks
  * are accumulated in one float, first to last. F32/F16/BF16 weights take F32 activations: each weight
  * is converted to float and sum += w * a, element by element. A SIMD kernel reproduces the per-block
  * integer sums exactly and the per-block float formula; only its accumulation order may differ.

@@ -11,13 +11,14 @@
  * of 4 consecutive products: VPDPBUSD, or PMADDUBSW + PMADDWD on AVX2 (PMADDUBSW adds two u8*s8 products
  * into int16 and saturates, so unsigned operands stay <= 128; signed weights go through the sign trick
  * |w| * sign(a, w), which needs activations in [-127, 127] — every activation quantizer guarantees it).
- *  - 32-element blocks (Q4_0 ... IQ4_NL x Q8_0 / Q8_1): groups of 8 blocks; the 8 lane vectors are reduced
+ *  - 32-element blocks (Q4_0 ... IQ4_NL, MXFP4 x Q8_0 / Q8_1): groups of 8 blocks; the 8 lane vectors are reduced
  *    by a transposing add tree to one vector holding the 8 block sums isum_b, then per lane
  *    acc += (d_w * d_a) * (float)isum_b [+ m_w * s_a] — quant_ref.c's per-block float formula — so the
  *    float accumulation runs in 8 lanes; leftover blocks (n/32 % 8) are added one by one after the lanes.
- *    The VNNI set instead scales every int32 lane on its own, two blocks a 512-bit vector (tile32z).
- *  - 256-element super-blocks (K-quants, IQ4_XS x Q8_K): the sub-block scale multiplies the int16 pair sums
- *    (PMADDWD / VPDPWSSD), offsets of unsigned weights (Q3_K's 4, Q6_K's 32) and the min terms come from the
+ *    The VNNI set instead scales every int32 lane on its own, two blocks a 512-bit vector (tile32z), but
+ *    for MXFP4, whose 17-byte blocks stay on tile32.
+ *  - 256-element super-blocks (K-quants, IQ4_XS, the low-bit i-quants, TQ2_0 x Q8_K): the sub-block scale
+ *    multiplies the int16 pair sums (PMADDWD / VPDPWSSD), offsets of unsigned weights (Q3_K's 4, Q6_K's 32) and the min terms come from the
  *    activation's bsums, and the float formula is evaluated in scalar, super-block after super-block, in
  *    quant_ref.c's order: these dot products are bit-identical to the scalar ones.
  * Float weights (F32/F16/BF16 x F32): one FMA accumulator per output, reduced in a fixed order.
