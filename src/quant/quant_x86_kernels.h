@@ -15,8 +15,7 @@
  *    by a transposing add tree to one vector holding the 8 block sums isum_b, then per lane
  *    acc += (d_w * d_a) * (float)isum_b [+ m_w * s_a] — quant_ref.c's per-block float formula — so the
  *    float accumulation runs in 8 lanes; leftover blocks (n/32 % 8) are added one by one after the lanes.
- *    The VNNI set instead scales every int32 lane on its own, two blocks a 512-bit vector (tile32z), but
- *    for MXFP4, whose 17-byte blocks stay on tile32.
+ *    The VNNI set instead scales every int32 lane on its own, two blocks a 512-bit vector (tile32z).
  *  - 256-element super-blocks (K-quants, IQ4_XS, the low-bit i-quants, TQ2_0 x Q8_K): the sub-block scale
  *    multiplies the int16 pair sums (PMADDWD / VPDPWSSD), offsets of unsigned weights (Q3_K's 4, Q6_K's 32) and the min terms come from the
  *    activation's bsums, and the float formula is evaluated in scalar, super-block after super-block, in
@@ -1071,8 +1070,8 @@ static void q8_K_from_float(const float *x, void *vy, int64_t n) {
 /* Two blocks a vector: one VPDPBUSD leaves 8 int32 lanes per block (4 products a lane), and instead of
  * reducing them to a block sum (tile32's add tree), every lane is converted and scaled on its own:
  * acc += float(lane) * (d_w * d_a), plus m_w * s_a in the first lane of each block for Q4_1 / Q5_1. The
- * unsigned operand of VPDPBUSD is the weights as stored (IQ4_NL's table values + 128), an offset (Q4_0 8,
- * Q5_0 16, IQ4_NL 128) coming off the lanes as off * (sum of the lane's 4 activations); for Q8_0's signed
+ * unsigned operand of VPDPBUSD is the weights as stored (IQ4_NL's, MXFP4's table values + 128), an offset
+ * (Q4_0 8, Q5_0 16, IQ4_NL and MXFP4 128) coming off the lanes as off * (sum of the lane's 4 activations); for Q8_0's signed
  * weights it is the activations + 128, one VPDPBUSD of the weights per pair taking 128 * (sum of the lane's weights) off
  * again (measured: the cheaper of the two ways for each). Integer lanes exact either way. What depends on
  * the activations alone (their bytes side by side, offset terms, the scales as lane vectors) is prepared
@@ -1083,13 +1082,14 @@ static void q8_K_from_float(const float *x, void *vy, int64_t n) {
 
 typedef struct { __m512i a, no; __m512 da, sa; } zact;   /* one column's block pair, prepared */
 
-HT_AI int z_off(const int T) { return T == HT_Q4_0 ? 8 : T == HT_Q5_0 ? 16 : T == HT_IQ4_NL ? 128 : 0; }
+HT_AI int z_off(const int T) { return T == HT_Q4_0 ? 8 : T == HT_Q5_0 ? 16 : T == HT_IQ4_NL || T == HT_MXFP4 ? 128 : 0; }
 
 HT_AI size_t z_qs(const int T) {   /* offset of the weight bytes in a block */
     switch (T) {
     case HT_Q4_1: return offsetof(block_q4_1, qs);
     case HT_Q5_0: return offsetof(block_q5_0, qs);
     case HT_Q5_1: return offsetof(block_q5_1, qs);
+    case HT_MXFP4: return offsetof(block_mxfp4, qs);
     default: return 2;   /* Q4_0, Q8_0, IQ4_NL: after d */
     }
 }
@@ -1104,6 +1104,14 @@ HT_AI __m512 z_halves2(const uint8_t *p0, const uint8_t *p1) {
                                                    _mm_set1_epi16((short)ldh(p1)), 1));
 }
 
+/* The weight scales of blocks wb and wb + WS as 8 + 8 float lanes (halves, or MXFP4's E8M0 bytes). */
+HT_AI __m512 z_wscales2(const int T, const uint8_t *wb) {
+    const size_t WS = w_size(T);
+    if (T == HT_MXFP4)
+        return _mm512_insertf32x8(_mm512_set1_ps(ht_e8m0_half(wb[0])), _mm256_set1_ps(ht_e8m0_half(wb[WS])), 1);
+    return z_halves2(wb, wb + WS);
+}
+
 /* The 64 weights of blocks wb and wb + WS in element order: signed bytes for Q8_0, else unsigned (Q4_0,
  * Q5_0 and IQ4_NL still offset by 8, 16, 128). */
 HT_AI bool z_signed(const int T) { return T == HT_Q8_0; }
@@ -1114,8 +1122,9 @@ HT_AI __m512i z_decode(const int T, const uint8_t *wb) {
     const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(ld128(wb + q))),
                                          _mm256_broadcastsi128_si256(ld128(wb + WS + q)), 1);
     __m512i u = _mm512_and_si512(_mm512_srlv_epi64(x, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
-    if (T == HT_IQ4_NL)   /* the table's values + 128 */
-        return _mm512_shuffle_epi8(_mm512_xor_si512(_mm512_broadcast_i32x4(ld128(ht_kvalues_iq4nl)), _mm512_set1_epi8((char)0x80)), u);
+    if (T == HT_IQ4_NL || T == HT_MXFP4)   /* the table's values + 128 */
+        return _mm512_shuffle_epi8(_mm512_xor_si512(_mm512_broadcast_i32x4(ld128(T == HT_MXFP4 ? ht_kvalues_mxfp4 : ht_kvalues_iq4nl)),
+                                                    _mm512_set1_epi8((char)0x80)), u);
     if (T == HT_Q5_0 || T == HT_Q5_1) {
         const size_t h = T == HT_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
         uint32_t h0, h1;
@@ -1197,7 +1206,7 @@ HT_AI void tile32z(const int T, const int NC, int n, const uint8_t *w, size_t ws
                         }
                         p += 4;
                     } else {
-                        const __m512 dw = z_halves2(wb, wb + WS);
+                        const __m512 dw = z_wscales2(T, wb);
                         const __m512 mw = uses_q8_1(T) ? z_halves2(wb + offsetof(block_q4_1, m), wb + WS + offsetof(block_q4_1, m)) : dw;
                         z_pair(T, NC, wb, dw, mw, &z[0][p], Z_SEG(NC), acc);
                         p++;
@@ -1266,7 +1275,7 @@ HT_X86_KERNELS(iq3_s, HT_IQ3_S, tileK, 4)
 HT_X86_KERNELS(iq1_s, HT_IQ1_S, tileK, 4)
 HT_X86_KERNELS(iq1_m, HT_IQ1_M, tileK, 4)
 HT_X86_KERNELS(tq2_0, HT_TQ2_0, tileK, 4)
-HT_X86_KERNELS(mxfp4, HT_MXFP4, tile32, 4)   /* 17-byte blocks: the 8-block groups of tile32 on every x86 set */
+HT_X86_KERNELS(mxfp4, HT_MXFP4, TILE32, 4)
 HT_X86_KERNELS(f32, HT_F32, tileF, F_MAXC)
 HT_X86_KERNELS(f16, HT_F16, tileF, F_MAXC)
 HT_X86_KERNELS(bf16, HT_BF16, tileF, F_MAXC)
