@@ -104,7 +104,7 @@ static void quantize_weights(uint32_t type, const float *x, uint8_t *q, int64_t 
     }
     for (int64_t b = 0; b < n / tr->blck; b++) {
         uint8_t *blk = q + (size_t)b * tr->type_size;
-        for (size_t i = 0; i < tr->type_size; i++) blk[i] = (uint8_t)(gauss() * 1000);
+        for (size_t i = 0; i < tr->type_size; i++) blk[i] = (uint8_t)(int)(gauss() * 1000);   /* int first: defined wrap */
         const ht_half d = f32_to_fp16((float)(0.5 + fabs(gauss())) * 0.01f);
         uint8_t *sc = blk + offsetof(block_iq1_m, scales);
         if (type == HT_IQ1_M)
