@@ -173,7 +173,7 @@ static float search_subblock(const iq_params *p, const float *xval, const float 
     const int ng = p->bs / s->dims;
     float waux[32];
     int8_t Laux[32];
-    bool on[8], on_aux[8];
+    bool on[8], on_aux[8] = {false};
     for (int i = 0; i < p->bs; i++) waux[i] = sqrtf(weight[i]);
     float best = 0;
     float scale = max / (2 * p->kmaxq - 1);
