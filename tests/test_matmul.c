@@ -30,7 +30,7 @@ static double gauss(void) {
 
 static const uint32_t types[] = {HT_F32, HT_F16, HT_BF16, HT_Q4_0, HT_Q4_1, HT_Q5_0, HT_Q5_1, HT_Q8_0,
                                  HT_IQ4_NL, HT_Q2_K, HT_Q3_K, HT_Q4_K, HT_Q5_K, HT_Q6_K, HT_IQ4_XS, HT_MXFP4,
-                                 HT_IQ2_XXS, HT_IQ2_XS, HT_IQ2_S, HT_IQ3_XXS, HT_IQ3_S, HT_IQ1_S, HT_IQ1_M, HT_TQ2_0};
+                                 HT_IQ2_XXS, HT_IQ2_XS, HT_IQ2_S, HT_IQ3_XXS, HT_IQ3_S, HT_IQ1_S, HT_IQ1_M, HT_TQ1_0, HT_TQ2_0};
 static const uint32_t float_types[] = {HT_F32, HT_F16, HT_BF16};   /* rows of any length */
 
 /* y = W x with a context of n_threads (only the pool and the activation scratch are used). */

@@ -372,7 +372,8 @@ HT_AI void kb_iq4_xs(const int NC, const uint8_t *wb, const block_q8_K *const *a
 
 /* ---- the low-bit i-quants and TQ2_0: one 32-element chunk at a time, decoded to signed bytes (lo: elements
  * 0..15, hi: 16..31) with an integer scale per 16 (quant_ref.c's unpack in registers): grid entries gathered by
- * index, signs applied as (x ^ m) - m with m = 0xFF where negative; IQ1's 8 * grid ± 1; TQ2_0's value - 1. */
+ * index, signs applied as (x ^ m) - m with m = 0xFF where negative; IQ1's 8 * grid ± 1; TQ1_0's and TQ2_0's
+ * value - 1. */
 typedef struct { int8x16_t lo, hi; int sl, sh; } iqc;
 
 HT_AI int8x16_t grid2(const uint64_t *g, unsigned i0, unsigned i1) {
@@ -474,6 +475,38 @@ HT_AI iqc iq_chunk(const int T, const uint8_t *wb, int ib) {
         const int s = w >> 6 * (ib % 2);
         c.sl = 2 * (s & 7) + 1;
         c.sh = 2 * (s >> 3 & 7) + 1;
+        break;
+    }
+    case HT_TQ1_0: {   /* trit k of a byte: ((byte * 3^k mod 256) * 3) >> 8, minus 1 (quant_ref.c's trit) */
+        const block_tq1_0 *b = (const block_tq1_0 *)wb;
+        static const uint8_t p3[5] = {1, 3, 9, 27, 81};
+        static const uint8_t mqh[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
+        static const uint8_t iqh[16] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+        uint8x16_t x0, x1, m0, m1;
+        if (ib < 5) {   /* trit ib of qs[0..31] */
+            x0 = vld1q_u8(b->qs);
+            x1 = vld1q_u8(b->qs + 16);
+            m0 = m1 = vdupq_n_u8(p3[ib]);
+        } else if (ib < 7) {   /* trits 2 (ib - 5), + 1 of qs[32..47] */
+            x0 = x1 = vld1q_u8(b->qs + 32);
+            m0 = vdupq_n_u8(p3[2 * (ib - 5)]);
+            m1 = vdupq_n_u8(p3[2 * (ib - 5) + 1]);
+        } else {   /* trit 4 of qs[32..47], then trit k of qh[j] for element 240 + 4k + j */
+            uint8_t h[16] = {0};
+            memcpy(h, b->qh, 4);
+            x0 = vld1q_u8(b->qs + 32);
+            x1 = vqtbl1q_u8(vld1q_u8(h), vld1q_u8(iqh));
+            m0 = vdupq_n_u8(81);
+            m1 = vld1q_u8(mqh);
+        }
+        const uint8x16_t q0 = vmulq_u8(x0, m0), q1 = vmulq_u8(x1, m1), three = vdupq_n_u8(3);
+        const uint8x16_t t0 = vcombine_u8(vshrn_n_u16(vmull_u8(vget_low_u8(q0), vget_low_u8(three)), 8),
+                                          vshrn_n_u16(vmull_high_u8(q0, three), 8));
+        const uint8x16_t t1 = vcombine_u8(vshrn_n_u16(vmull_u8(vget_low_u8(q1), vget_low_u8(three)), 8),
+                                          vshrn_n_u16(vmull_high_u8(q1, three), 8));
+        c.lo = vsubq_s8(vreinterpretq_s8_u8(t0), vdupq_n_s8(1));
+        c.hi = vsubq_s8(vreinterpretq_s8_u8(t1), vdupq_n_s8(1));
+        c.sl = c.sh = 1;
         break;
     }
     default: {   /* TQ2_0: chunk ib = bits 2 (ib % 4) of the 32 bytes of half ib / 4, minus 1 */
@@ -690,6 +723,7 @@ HT_NEON_KERNELS(iq3_xxs, HT_IQ3_XXS, tileK)
 HT_NEON_KERNELS(iq3_s, HT_IQ3_S, tileK)
 HT_NEON_KERNELS(iq1_s, HT_IQ1_S, tileK)
 HT_NEON_KERNELS(iq1_m, HT_IQ1_M, tileK)
+HT_NEON_KERNELS(tq1_0, HT_TQ1_0, tileK)
 HT_NEON_KERNELS(tq2_0, HT_TQ2_0, tileK)
 HT_NEON_KERNELS(mxfp4, HT_MXFP4, tile32)
 HT_NEON_KERNELS(f32, HT_F32, tileF)
@@ -723,6 +757,7 @@ static void neon_install(ht_traits t[HT_NTYPES], bool all) {
     set_dot(&t[HT_IQ3_S], vec_dot_iq3_s, tile_iq3_s);
     set_dot(&t[HT_IQ1_S], vec_dot_iq1_s, tile_iq1_s);
     set_dot(&t[HT_IQ1_M], vec_dot_iq1_m, tile_iq1_m);
+    set_dot(&t[HT_TQ1_0], vec_dot_tq1_0, tile_tq1_0);
     set_dot(&t[HT_TQ2_0], vec_dot_tq2_0, tile_tq2_0);
     set_dot(&t[HT_MXFP4], vec_dot_mxfp4, tile_mxfp4);
     if (!all) return;

@@ -570,7 +570,8 @@ HT_AI void kb_iq4_xs(const int NC, const uint8_t *wb, const block_q8_K *const *a
  * 16..31 in the high), quant_ref.c's unpack in registers: the grid types give unsigned magnitudes (grid
  * entries gathered by index, <= 62) and a ±1 sign vector that goes onto the activations (PSIGNB), so the
  * products run on dot_us_sc (PMADDUBSW, then PMADDWD / VPDPWSSD by the scales); IQ1's values 8 * grid ± 1 (|q| <= 9) are signed
- * and take dot_ss_sc; TQ2_0's are stored + 1 (0..2) and the offset comes off through the bsums. Every
+ * and take dot_ss_sc; TQ1_0's and TQ2_0's are stored + 1 (0..2: TQ1_0's trits taken out of base-3 bytes by
+ * multiplying) and the offset comes off through the bsums. Every
  * integer sum is exact, so isum equals the scalar one. */
 
 /* Bit j of bits -> byte j = -1 when set, +1 when clear. */
@@ -678,6 +679,32 @@ HT_AI void iq_chunk(const int T, const uint8_t *wb, int ib, __m256i *q, __m256i 
         *sc = sc_lohi(2 * (s & 7) + 1, 2 * (s >> 3 & 7) + 1);
         break;
     }
+    case HT_TQ1_0: {
+        const block_tq1_0 *b = (const block_tq1_0 *)wb;
+        __m256i x, m;   /* the bytes holding each element's trit, and the power of 3 that brings it to the top */
+        if (ib < 5) {   /* trit ib of qs[0..31] */
+            x = ld256(b->qs);
+            m = _mm256_set1_epi8((char)(ib == 0 ? 1 : ib == 1 ? 3 : ib == 2 ? 9 : ib == 3 ? 27 : 81));
+        } else if (ib < 7) {   /* trits 2 (ib - 5), + 1 of qs[32..47] */
+            x = _mm256_broadcastsi128_si256(ld128(b->qs + 32));
+            m = ib == 5 ? _mm256_set_m128i(_mm_set1_epi8(3), _mm_set1_epi8(1)) : _mm256_set_m128i(_mm_set1_epi8(27), _mm_set1_epi8(9));
+        } else {   /* trit 4 of qs[32..47], then trit k of qh[j] for element 240 + 4k + j */
+            uint32_t h;
+            memcpy(&h, b->qh, 4);
+            const __m128i hx = _mm_shuffle_epi8(_mm_set1_epi32((int)h), _mm_setr_epi8(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+            x = _mm256_set_m128i(hx, ld128(b->qs + 32));
+            m = _mm256_set_m128i(_mm_setr_epi8(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27), _mm_set1_epi8(81));
+        }
+        /* trit = ((byte * 3^k mod 256) * 3) >> 8, in the even and the odd bytes' 16-bit lanes */
+        const __m256i lo = _mm256_set1_epi16(0xFF);
+        const __m256i qe = _mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(x, lo), _mm256_and_si256(m, lo)), lo);
+        const __m256i qo = _mm256_and_si256(_mm256_mullo_epi16(_mm256_srli_epi16(x, 8), _mm256_srli_epi16(m, 8)), lo);
+        const __m256i three = _mm256_set1_epi16(3);
+        *q = _mm256_or_si256(_mm256_srli_epi16(_mm256_mullo_epi16(qe, three), 8),
+                             _mm256_slli_epi16(_mm256_srli_epi16(_mm256_mullo_epi16(qo, three), 8), 8));
+        *sc = _mm256_set1_epi16(1);
+        break;
+    }
     default: {   /* TQ2_0: 2-bit values + 1, chunk ib = bits 2 (ib % 4) of the 32 bytes of half ib / 4 */
         const __m256i x = ld256(((const block_tq2_0 *)wb)->qs + 32 * (ib / 4));
         *q = _mm256_and_si256(_mm256_srli_epi16(x, 2 * (ib % 4)), _mm256_set1_epi8(3));
@@ -688,7 +715,8 @@ HT_AI void iq_chunk(const int T, const uint8_t *wb, int ib, __m256i *q, __m256i 
 }
 
 HT_AI bool iq_signed(const int T) { return T == HT_IQ1_S || T == HT_IQ1_M; }
-HT_AI bool iq_grid(const int T) { return !iq_signed(T) && T != HT_TQ2_0; }
+HT_AI bool iq_ternary(const int T) { return T == HT_TQ1_0 || T == HT_TQ2_0; }   /* stored + 1 */
+HT_AI bool iq_grid(const int T) { return !iq_signed(T) && !iq_ternary(T); }
 
 HT_AI void kb_iq(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum, int32_t *msum) {
     __m256i acc[4];
@@ -708,7 +736,7 @@ HT_AI void kb_iq(const int T, const int NC, const uint8_t *wb, const block_q8_K 
     }
     HT_UNROLL
     for (int c = 0; c < NC; c++) {
-        if (T == HT_TQ2_0) {   /* the + 1 of the stored values: minus the sum of the activations */
+        if (iq_ternary(T)) {   /* the + 1 of the stored values: minus the sum of the activations */
             int32_t asum;
             hsum2_i32(acc[c], bsums_madd(a[c], _mm256_set1_epi16(1)), &isum[c], &asum);
             isum[c] -= asum;
@@ -1274,6 +1302,7 @@ HT_X86_KERNELS(iq3_xxs, HT_IQ3_XXS, tileK, 4)
 HT_X86_KERNELS(iq3_s, HT_IQ3_S, tileK, 4)
 HT_X86_KERNELS(iq1_s, HT_IQ1_S, tileK, 4)
 HT_X86_KERNELS(iq1_m, HT_IQ1_M, tileK, 4)
+HT_X86_KERNELS(tq1_0, HT_TQ1_0, tileK, 4)
 HT_X86_KERNELS(tq2_0, HT_TQ2_0, tileK, 4)
 HT_X86_KERNELS(mxfp4, HT_MXFP4, TILE32, 4)
 HT_X86_KERNELS(f32, HT_F32, tileF, F_MAXC)
@@ -1307,6 +1336,7 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     set_dot(&t[HT_IQ3_S], vec_dot_iq3_s, tile_iq3_s);
     set_dot(&t[HT_IQ1_S], vec_dot_iq1_s, tile_iq1_s);
     set_dot(&t[HT_IQ1_M], vec_dot_iq1_m, tile_iq1_m);
+    set_dot(&t[HT_TQ1_0], vec_dot_tq1_0, tile_tq1_0);
     set_dot(&t[HT_TQ2_0], vec_dot_tq2_0, tile_tq2_0);
     set_dot(&t[HT_MXFP4], vec_dot_mxfp4, tile_mxfp4);
     set_dot(&t[HT_F32], vec_dot_f32, tile_f32);
