@@ -42,7 +42,8 @@ int quant_parse_type(const char *name, bool pure, uint32_t *base, int *mix, uint
 }
 
 const char *quant_type_list(void) {
-    return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS Q4_K_M Q5_K_M TQ1_0 TQ2_0 MXFP4 IQ3_S IQ3_XXS IQ2_S";
+    return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS Q4_K_M Q5_K_M TQ1_0 TQ2_0 MXFP4 "
+           "IQ3_S IQ3_XXS IQ2_S";
 }
 
 /* llama.cpp's use_more_bits: the first and last eighth of layers, and every third in between. */

@@ -50,7 +50,10 @@ typedef struct { ht_half d; uint16_t qs[QK_K / 8]; } block_iq2_xxs;
 typedef struct { ht_half d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; } block_iq2_xs;
 typedef struct { ht_half d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; } block_iq2_s;
 typedef struct { ht_half d; uint8_t qs[3 * QK_K / 8]; } block_iq3_xxs;
-typedef struct { ht_half d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t signs[QK_K / 8]; uint8_t scales[QK_K / 64]; } block_iq3_s;
+typedef struct {
+    ht_half d;
+    uint8_t qs[QK_K / 4], qh[QK_K / 32], signs[QK_K / 8], scales[QK_K / 64];
+} block_iq3_s;
 typedef struct { ht_half d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; } block_iq1_s;
 /* IQ1_M has no d field: its fp16 scale is spread over the top nibbles of the four 16-bit words of scales. */
 typedef struct { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; } block_iq1_m;

@@ -4,9 +4,9 @@
  *
  * The formats store groups (4 values for IQ3, 8 for IQ2_S) as an index into a grid of allowed level vectors
  * (quant_grids.c) plus a sign bit per value (IQ3_XXS: 7 of 8, the eighth by even parity). Per sub-block (32 /
- * 16 values) the search tries 19 (IQ3_XXS: 31) scales around max/(2 kMaxQ - 1): each value is rounded to a level l (the magnitude 2l + 1), and a group
- * whose levels are not a grid point is replaced by the grid point among its precomputed neighbours that is
- * nearest in the weighted (sqrt(weight)) distance; the scale with the best weighted fit wins, off-grid groups
+ * 16 values) the search tries 19 (IQ3_XXS: 31) scales around max/(2 kMaxQ - 1): each value is rounded to a
+ * level l (the magnitude 2l + 1), and a group whose levels are not a grid point is replaced by the grid point
+ * among its precomputed neighbours that is nearest in the weighted (sqrt(weight)) distance; the scale with the best weighted fit wins, off-grid groups
  * are re-rounded with it, and the sub-block scales become 4-bit multiples of the super-block's fp16 d.
  *
  * The search tables (ggml's iq2xs_init_impl / iq3xs_init_impl) are built once, on first use, into static
@@ -358,7 +358,8 @@ void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) {
                 scale = -scale;
                 for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(~signs[k] & 127);
             }
-            for (int k = 0; k < 8; k++) y[ibl].qs[8 * ib + k] = (uint8_t)search3xxs.map[pack_levels(&search3xxs, L + 4 * k)];
+            for (int k = 0; k < 8; k++)
+                y[ibl].qs[8 * ib + k] = (uint8_t)search3xxs.map[pack_levels(&search3xxs, L + 4 * k)];
             sas[ib] = (uint32_t)signs[0] | (uint32_t)signs[1] << 7 | (uint32_t)signs[2] << 14 | (uint32_t)signs[3] << 21;
             scales[ib] = scale;
             max_scale = fmaxf(max_scale, scale);

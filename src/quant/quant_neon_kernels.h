@@ -8,8 +8,8 @@
  * [-127, 127]).
  *  - 32-element blocks: groups of 4; a pairwise-add tree (ADDP) turns the 4 blocks' lane vectors into their
  *    4 exact sums, then per lane acc += (d_w * d_a) * (float)isum [+ m_w * s_a]; leftover blocks after.
- *  - K-quants, IQ4_XS, the low-bit i-quants, TQ2_0: per sub-block lane sums times the integer sub-block scale (MLA), offsets and min terms
- *    from Q8_K's bsums, then quant_ref.c's float formula in scalar, super-block by super-block: bit-identical
+ *  - K-quants, IQ4_XS, the low-bit i-quants, TQ1_0, TQ2_0: per sub-block lane sums times the integer
+ *    sub-block scale (MLA), offsets and min terms from Q8_K's bsums, then quant_ref.c's float formula in scalar, super-block by super-block: bit-identical
  *    to the scalar kernels.
  *  - F32 / F16 / BF16: 4 FMA accumulators of 4 lanes; activation quantizers bit-identical to the scalar ones
  *    (FCVTAS is roundf, FCVTNS is nearest_int).

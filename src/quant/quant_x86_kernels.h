@@ -17,8 +17,8 @@
  *    float accumulation runs in 8 lanes; leftover blocks (n/32 % 8) are added one by one after the lanes.
  *    The VNNI set instead scales every int32 lane on its own, two blocks a 512-bit vector (tile32z).
  *  - 256-element super-blocks (K-quants, IQ4_XS, the low-bit i-quants, TQ2_0 x Q8_K): the sub-block scale
- *    multiplies the int16 pair sums (PMADDWD / VPDPWSSD), offsets of unsigned weights (Q3_K's 4, Q6_K's 32) and the min terms come from the
- *    activation's bsums, and the float formula is evaluated in scalar, super-block after super-block, in
+ *    multiplies the int16 pair sums (PMADDWD / VPDPWSSD), offsets of unsigned weights (Q3_K's 4, Q6_K's 32,
+ *    TQ's 1) and the min terms come from the activation's bsums, and the float formula is evaluated in scalar, super-block after super-block, in
  *    quant_ref.c's order: these dot products are bit-identical to the scalar ones.
  * Float weights (F32/F16/BF16 x F32): one FMA accumulator per output, reduced in a fixed order.
  * The dev box is a 2-core AMD EPYC with full-width AVX-512 (Zen 5 class: 2 zmm FMAs a cycle); the notes at
@@ -569,10 +569,10 @@ HT_AI void kb_iq4_xs(const int NC, const uint8_t *wb, const block_q8_K *const *a
  * A chunk is decoded to a byte vector and an int16 scale vector (scale of elements 0..15 in the low 128 bits,
  * 16..31 in the high), quant_ref.c's unpack in registers: the grid types give unsigned magnitudes (grid
  * entries gathered by index, <= 62) and a ±1 sign vector that goes onto the activations (PSIGNB), so the
- * products run on dot_us_sc (PMADDUBSW, then PMADDWD / VPDPWSSD by the scales); IQ1's values 8 * grid ± 1 (|q| <= 9) are signed
- * and take dot_ss_sc; TQ1_0's and TQ2_0's are stored + 1 (0..2: TQ1_0's trits taken out of base-3 bytes by
- * multiplying) and the offset comes off through the bsums. Every
- * integer sum is exact, so isum equals the scalar one. */
+ * products run on dot_us_sc (PMADDUBSW, then PMADDWD / VPDPWSSD by the scales); IQ1's values 8 * grid ± 1
+ * (|q| <= 9) are signed and take dot_ss_sc; TQ1_0's and TQ2_0's are stored + 1 (0..2: TQ1_0's trits taken
+ * out of base-3 bytes by multiplying) and the offset comes off through the bsums. Every integer sum is exact,
+ * so isum equals the scalar one. */
 
 /* Bit j of bits -> byte j = -1 when set, +1 when clear. */
 HT_AI __m256i sign_pm1(uint32_t bits) { return _mm256_or_si256(bits32(bits, (char)0xFF), _mm256_set1_epi8(1)); }
