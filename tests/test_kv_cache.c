@@ -257,6 +257,8 @@ int main(void) {
     test_exact("gemma3", HEARTH_CACHE_F16, true);
     test_exact("qwen3moe-Q8_0", HEARTH_CACHE_F16, false);   /* experts: their rows regrouped by every batch */
     test_exact("mixtral-Q4_K_M", HEARTH_CACHE_F16, false);
+    test_exact("deepseek2", HEARTH_CACHE_F16, false);   /* latent attention: its own cache rows and kernel */
+    test_exact("deepseek2-v3", HEARTH_CACHE_F16, false);   /* + sigmoid routing over expert groups */
     test_accuracy("llama");
     test_accuracy("gemma3");   /* (qwen3's random logits are nearly flat: KL ~1e-14 whatever the cache) */
     test_memory();

@@ -288,7 +288,7 @@ static uint8_t *kv_copy_rows(const hearth_ctx *c, const ht_kv_layer *L, bool is_
     const int n_kv = hp->n_head_kv, hd = is_k ? hp->head_dim : hp->head_dim_v, ne = n_kv * hd;
     uint8_t *X = is_k ? L->k : L->v;
     if (c->kv_type == HT_Q8_0 || c->m->hp.kv_lora_rank) {   /* rows as stored (latent rows: model/mla.c) */
-        const size_t row = ht_row_size(HT_Q8_0, hd) * n_kv;
+        const size_t row = ht_row_size(c->kv_type, hd) * n_kv;
         uint8_t *x = X + ((size_t)seq * L->cap + pos0) * row;
         if (out) memcpy(buf, x, (size_t)n * row);
         else memcpy(x, buf, (size_t)n * row);
