@@ -71,7 +71,7 @@ static int deepseek2_hparams(hearth_model *m, hearth_err *err) {
     /* the cache row is [latent | rope key], V the latent: n_head_kv 1, key_length and value_length say so */
     if (hp->n_head_kv != 1 || hp->head_dim != hp->kv_lora_rank + hp->n_rot || hp->head_dim_v != hp->kv_lora_rank ||
         hp->head_dim_mla <= hp->n_rot || hp->head_dim_mla > hp->head_dim || hp->head_dim_v_mla > hp->head_dim ||
-        hp->q_lora_rank > hp->n_head * hp->head_dim)
+        hp->q_lora_rank > hp->n_head * hp->head_dim || hp->head_dim_mla - hp->n_rot > hp->n_head * hp->kv_lora_rank)
         return herr(err, "%s: inconsistent latent attention sizes (kv heads %d, key %d, value %d, rope %d, kv rank %d, "
                          "per-head q %d, v %d)", m->arch->name, hp->n_head_kv, hp->head_dim, hp->head_dim_v, hp->n_rot,
                     hp->kv_lora_rank, hp->head_dim_mla, hp->head_dim_v_mla);
