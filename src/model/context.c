@@ -99,7 +99,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     if (p.n_threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); p.n_threads = nc > 0 ? (int)HT_MIN(nc, 64) : 1; }
     if (p.cache_type != HEARTH_CACHE_F32 && p.cache_type != HEARTH_CACHE_F16 && p.cache_type != HEARTH_CACHE_Q8_0)
         return herr(err, "unsupported KV cache type %d (f32, f16 or q8_0)", (int)p.cache_type);
-    if (p.cache_type == HEARTH_CACHE_Q8_0 && (hp->head_dim % QK8_0 || hp->head_dim_v % QK8_0))
+    if (p.cache_type == HEARTH_CACHE_Q8_0 && (hp->head_dim % QK8_0 || (!hp->kv_lora_rank && hp->head_dim_v % QK8_0)))
         return herr(err, "a Q8_0 KV cache needs head sizes that are multiples of %d (this model's K %d, V %d): use f16 or f32",
                     QK8_0, hp->head_dim, hp->head_dim_v);
 
