@@ -437,7 +437,7 @@ static size_t att_scratch_floats(const hearth_ctx *c) {
                        ? PV_ROWS * hp->head_dim_v * sizeof(float) + heads * ht_row_size(HT_Q8_0, hp->head_dim)
                        : HT_MAX(HT_TILE_MAX * n * ht_row_size(c->kv_type, 1),
                                 ATT_QB * heads * hp->head_dim * sizeof(float));
-    extra = HT_MAX(extra, mla_scratch_bytes(hp));
+    extra = HT_MAX(extra, mla_scratch_bytes(hp, c->n_ctx));
     return ((size_t)att_score_tokens(c) * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
 }
 

@@ -14,7 +14,7 @@
  * the micro-batch or the thread that runs it: batched and token-by-token results are identical.
  * Scratch (sized once by hearth_ctx_new): q the raw q, then the heads' outputs; k the new cache rows, then one
  * head's o_h; hb the [q_lat | q_r] rows; hb2 one head's gathered rows; att the latent outputs; the attention
- * scratch of each thread its score rows and dequantized cache rows. */
+ * scratch of each thread its score rows (MLA_HEADS of n_ctx) and dequantized cache rows. */
 #include "model/mla.h"
 
 #include "model/layers.h"
@@ -23,14 +23,13 @@
 
 #include <stdatomic.h>
 
-#define MLA_ROWS 16   /* cache rows dequantized at a time (to float) for every head of a task */
+#define MLA_ROWS 16    /* cache rows dequantized at a time (to float) for every head of a task */
+#define MLA_HEADS 32   /* heads per task at most: every head reads the same rows, so a task's heads share each pass */
 
-size_t mla_scratch_bytes(const ht_hparams *hp) {
-    return hp->kv_lora_rank ? (size_t)MLA_ROWS * (size_t)hp->head_dim * sizeof(float) : 0;
+size_t mla_scratch_bytes(const ht_hparams *hp, int n_ctx) {
+    if (!hp->kv_lora_rank) return 0;
+    return ((size_t)MLA_HEADS * (size_t)n_ctx + (size_t)MLA_ROWS * (size_t)hp->head_dim) * sizeof(float);
 }
-
-/* The heads one attention task takes: every one of them reads the same cache rows. */
-static int mla_task_heads(const ht_hparams *hp) { return HT_MIN(hp->n_head, HT_TILE_MAX); }
 
 /* Per token: the latent part of its kv row RMS-normed, the rope key and every head's rope part of q rotated. */
 typedef struct { hearth_ctx *c; const ht_layer *L; float *q, *kv; } mla_rope_job;
@@ -78,7 +77,8 @@ typedef struct {
     const float *q;          /* [n][n_head][head_dim]: [q_lat | rope(q_r)] */
     float *out;              /* [n][n_head][kv_lora_rank] */
     float scale;
-    int n_chunks;            /* tasks per token: the heads in chunks of mla_task_heads */
+    int heads;               /* heads per task (<= MLA_HEADS) */
+    int n_chunks;            /* tasks per token: the heads in chunks of `heads` */
     atomic_int next_task;
 } mla_att_job;
 
@@ -120,8 +120,8 @@ static void mla_token(mla_att_job *j, int t, int h0, int nh, float *sc, float *b
 static void mla_attention_job(void *arg, int ith, int nth) {
     mla_att_job *j = arg;
     hearth_ctx *c = j->c;
-    const int G = mla_task_heads(&c->m->hp), total = j->ub->n * j->n_chunks;
-    float *sc = c->att_scores + (size_t)ith * c->att_stride, *buf = sc + (size_t)G * c->n_ctx;
+    const int G = j->heads, total = j->ub->n * j->n_chunks;
+    float *sc = c->att_scores + (size_t)ith * c->att_stride, *buf = sc + (size_t)MLA_HEADS * c->n_ctx;
     (void)nth;
     for (int task; (task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed)) < total;) {
         const int t = task / j->n_chunks, h0 = task % j->n_chunks * G;
@@ -156,8 +156,10 @@ void layer_mla_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float
         for (int i = 0; i < n; i++)
             memcpy(c->hb + ((size_t)i * H + h) * D + R, c->q + ((size_t)i * H + h) * dq + nope, (size_t)hp->n_rot * sizeof(float));
     }
+    int heads = HT_MIN(H, MLA_HEADS);   /* split further only to give every thread work */
+    while (heads > 1 && (long)n * ((H + heads - 1) / heads) < c->n_threads) heads = (heads + 1) / 2;
     mla_att_job j = { .c = c, .ub = ub, .L = &c->kv[il], .q = c->hb, .out = c->att, .scale = hp->attn_scale,
-                      .n_chunks = (H + mla_task_heads(hp) - 1) / mla_task_heads(hp) };
+                      .heads = heads, .n_chunks = (H + heads - 1) / heads };
     atomic_init(&j.next_task, 0);
     pool_run(c->pool, mla_attention_job, &j);
     /* o_h = W_UV o_lat, the heads side by side in q, then the output projection */
