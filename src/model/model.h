@@ -229,6 +229,8 @@ typedef struct {
     void *v;                  /* F32 / F16: [n_seq][n_head_kv][head_dim_v][span[seq]] at the start of each
                                * sequence's room for cap positions; Q8_0: as K, rows of head_dim_v */
     int *span;                /* F32 / F16 per sequence: positions a V^T row holds now (<= cap) */
+                              /* latent attention (model/mla.c): k holds [n_seq][cap] rows of head_dim values in
+                               * the cache type (latent | rope key), v and span are NULL */
 } ht_kv_layer;
 
 struct hearth_ctx {
