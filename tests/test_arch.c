@@ -1,7 +1,8 @@
 /* test_arch.c — architecture behaviour the goldens do not show: Gemma 3's sliding-window layers keep a
  * ring cache whose size does not grow with the context, and truncation that the ring cannot honour
  * clears the sequence; GPT-2 refuses to pass its learned positions; encoders see whole sequences;
- * hearth_embed pools as the model says. */
+ * hearth_embed pools as the model says; latent attention (DeepSeek-V2/V3) caches only the normed latent and
+ * the rope key, and its sequences stay apart through mixed batches and truncation. */
 #include <math.h>
 #include <string.h>
 
@@ -75,6 +76,106 @@ static void test_swa_truncate(void) {
     CHECK(hearth_seq_len(c, 0) == 0, "truncating past the ring kept %d positions (the window before them is gone)",
           hearth_seq_len(c, 0));
     free(first);
+    hearth_ctx_free(c);
+    hearth_model_free(m);
+}
+
+/* The cache of a latent-attention model holds per token and layer [RMSNorm(latent) | rope key], nothing else:
+ * kv_lora_rank + n_rot values (80 here, not the 2 x 4 heads x 48 / 32 of the uncompressed keys and values),
+ * and layer 0's row for the first token is exactly that, computed here from the weights in double. */
+static void test_mla_cache(const char *name) {
+    hearth_model *m = tu_load_model(name);
+    const ht_hparams *hp = &m->hp;
+    const int R = hp->kv_lora_rank, D = R + hp->n_rot, E = hp->n_embd;
+    REQUIRE(R > 0 && hp->head_dim == D, "%s: kv_lora_rank %d, cache row %d", name, R, hp->head_dim);
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = 64, cp.n_threads = 2, cp.cache_type = HEARTH_CACHE_F32;
+    hearth_ctx *c;
+    hearth_err err;
+    REQUIRE(!hearth_ctx_new(m, &cp, &c, &err), "ctx: %s", err.msg);
+    CHECK(hearth_kv_token_bytes(c) == (size_t)hp->n_layer * D * sizeof(float), "%s: %zu bytes a token, expected %d layers x %d floats",
+          name, hearth_kv_token_bytes(c), hp->n_layer, D);
+    CHECK(ctx_kv_bytes(c, -1) == (size_t)64 * hearth_kv_token_bytes(c), "%s: whole cache %zu bytes", name, ctx_kv_bytes(c, -1));
+    hearth_token t = 7;
+    hearth_batch b = { .n = 1, .tokens = &t };
+    REQUIRE(!hearth_decode(c, &b, &err), "decode: %s", err.msg);
+    float *row = malloc(hearth_kv_token_bytes(c));
+    REQUIRE(row && !hearth_kv_read(c, 0, 0, 1, row), "%s: kv read", name);
+    const ht_layer *L = &m->layers[0];
+    const float *x = (const float *)m->tok_embd.data + (size_t)t * E, *an = L->attn_norm.data, *kn = L->kv_a_norm.data;
+    REQUIRE(m->tok_embd.type == HT_F32 && L->wkv_a.type == HT_F32, "%s: F32 weights expected", name);
+    double ss = 0, kv[1024], ks = 0, worst = 0;
+    for (int i = 0; i < E; i++) ss += (double)x[i] * x[i];
+    const double r = 1 / sqrt(ss / E + hp->norm_eps);
+    for (int o = 0; o < D; o++) {
+        const float *w = (const float *)L->wkv_a.data + (size_t)o * E;
+        kv[o] = 0;
+        for (int i = 0; i < E; i++) kv[o] += (double)w[i] * x[i] * r * an[i];
+    }
+    for (int i = 0; i < R; i++) ks += kv[i] * kv[i];
+    for (int i = 0; i < D; i++) {   /* position 0: the rope key is not rotated */
+        const double want = i < R ? kv[i] / sqrt(ks / R + hp->norm_eps) * kn[i] : kv[i];
+        worst = fmax(worst, fabs(row[i] - want) / (fabs(want) + 1e-3));
+    }
+    CHECK(worst < 1e-4, "%s: layer 0's cached row differs from [norm(latent) | rope key] by %.3g", name, worst);
+    printf("%s: latent cache %zu bytes a token (F32), layer 0 row = [norm(latent) | key] within %.1e\n", name,
+           hearth_kv_token_bytes(c), worst);
+    free(row);
+    hearth_ctx_free(c);
+    cp.cache_type = HEARTH_CACHE_Q8_0;   /* 80-value rows are not whole Q8_0 blocks */
+    c = NULL;
+    CHECK(hearth_ctx_new(m, &cp, &c, &err) != 0 && !c && strstr(err.msg, "multiples of 32") && !strchr(err.msg, '\n'),
+          "%s: a Q8_0 cache of 80-value rows: '%s'", name, err.msg);
+    hearth_model_free(m);
+}
+
+/* Two sequences decoded in one interleaved batch give each one's logits alone, bit for bit; after truncating
+ * either (part way, or to nothing) and decoding the rest again, too. */
+static void test_mla_sequences(const char *name) {
+    hearth_model *m = tu_load_model(name);
+    hearth_model_info info;
+    hearth_model_get_info(m, &info);
+    const size_t V = (size_t)info.n_vocab;
+    enum { NA = 40, NB = 30, CUT = 25 };
+    hearth_token t[NA + NB], rows[NA + NB];
+    int32_t seq[NA + NB];
+    int8_t want[NA + NB] = { 0 };
+    fill_tokens(t, NA + NB, info.n_vocab);
+    hearth_err err;
+    float *alone = malloc(2 * V * sizeof(float));
+    hearth_ctx *c = new_ctx(m, 128, 512);
+    for (int s = 0; s < 2; s++) {
+        hearth_batch b = { .n = s ? NB : NA, .tokens = s ? t + NA : t };
+        hearth_seq_truncate(c, 0, 0);
+        REQUIRE(!hearth_decode(c, &b, &err), "decode: %s", err.msg);
+        memcpy(alone + s * V, hearth_logits(c, b.n - 1), V * sizeof(float));
+    }
+    hearth_ctx_free(c);
+    hearth_ctx_params cp = hearth_ctx_default_params();
+    cp.n_ctx = 128, cp.n_seq = 2, cp.n_threads = 2;
+    REQUIRE(!hearth_ctx_new(m, &cp, &c, &err), "ctx: %s", err.msg);
+    int n = 0, last[2] = { 0 };
+    for (int i = 0; i < NA || i < NB; i++)   /* A0 B0 A1 B1 ... */
+        for (int s = 0; s < 2; s++)
+            if (i < (s ? NB : NA)) rows[n] = t[s * NA + i], seq[n] = s, last[s] = n++;
+    want[last[0]] = want[last[1]] = 1;
+    hearth_batch mixed = { .n = n, .tokens = rows, .seq = seq, .want_logits = want };
+    REQUIRE(!hearth_decode(c, &mixed, &err), "decode: %s", err.msg);
+    for (int s = 0; s < 2; s++)
+        CHECK(!memcmp(hearth_logits(c, last[s]), alone + s * V, V * sizeof(float)), "%s: sequence %d in a mixed batch differs", name, s);
+    hearth_seq_truncate(c, 0, CUT);
+    hearth_seq_truncate(c, 1, 0);
+    CHECK(hearth_seq_len(c, 0) == CUT && hearth_seq_len(c, 1) == 0, "%s: truncation kept %d / %d", name, hearth_seq_len(c, 0),
+          hearth_seq_len(c, 1));
+    int32_t s0[NA - CUT], s1[NB];
+    for (int i = 0; i < NA - CUT; i++) s0[i] = 0;
+    for (int i = 0; i < NB; i++) s1[i] = 1;
+    hearth_batch ra = { .n = NA - CUT, .tokens = t + CUT, .seq = s0 }, rb = { .n = NB, .tokens = t + NA, .seq = s1 };
+    REQUIRE(!hearth_decode(c, &ra, &err), "decode: %s", err.msg);
+    CHECK(!memcmp(hearth_logits(c, NA - CUT - 1), alone, V * sizeof(float)), "%s: truncated to %d and re-decoded: differs", name, CUT);
+    REQUIRE(!hearth_decode(c, &rb, &err), "decode: %s", err.msg);
+    CHECK(!memcmp(hearth_logits(c, NB - 1), alone + V, V * sizeof(float)), "%s: cleared and re-decoded: differs", name);
+    free(alone);
     hearth_ctx_free(c);
     hearth_model_free(m);
 }
@@ -161,5 +262,9 @@ int main(void) {
     test_gpt2_positions();
     test_encoder();
     test_decoder_embed();
+    test_mla_cache("deepseek2");
+    test_mla_cache("deepseek2-v3");
+    test_mla_sequences("deepseek2");
+    test_mla_sequences("deepseek2-v3");
     TEST_DONE();
 }

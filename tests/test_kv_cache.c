@@ -120,6 +120,46 @@ static void test_accuracy(const char *name) {
     hearth_model_free(m);
 }
 
+/* Latent attention over a Q8_0 cache (deepseek2-r48: the deepseek2 fixture cut to a latent of 48, so a cache row
+ * of 48 + 16 values is two whole blocks; the reference has no golden for it): 68 bytes a token and layer, 17/32 of
+ * F16's; next to the F32 cache's logits a mean KL of at most 2e-4 (measured 5.7e-5; MoE routing amplifies what
+ * the rows lose), argmax >= 97%, and above 0. */
+static void test_mla_q8(void) {
+    hearth_model *m = tu_load_model("deepseek2-r48");
+    const ht_hparams *hp = &m->hp;
+    REQUIRE(hp->kv_lora_rank == 48 && hp->head_dim == 64, "deepseek2-r48: latent %d, row %d", hp->kv_lora_rank, hp->head_dim);
+    hearth_ctx *q8 = new_ctx(m, HEARTH_CACHE_Q8_0, 16, 1), *f16 = new_ctx(m, HEARTH_CACHE_F16, 16, 1);
+    CHECK(hearth_kv_token_bytes(q8) == (size_t)hp->n_layer * 2 * sizeof(block_q8_0) &&
+              ctx_kv_bytes(q8, -1) * 32 == ctx_kv_bytes(f16, -1) * 17,
+          "deepseek2-r48: q8_0 cache %zu bytes a token, %zu in all (f16 %zu)", hearth_kv_token_bytes(q8), ctx_kv_bytes(q8, -1),
+          ctx_kv_bytes(f16, -1));
+    hearth_ctx_free(q8);
+    hearth_ctx_free(f16);
+    const int V = hp->n_vocab;
+    hearth_token t[N_TOK];
+    uint32_t s = 77;
+    for (int i = 0; i < N_TOK; i++) { s = s * 1664525u + 1013904223u; t[i] = (hearth_token)((s >> 8) % (uint32_t)V); }
+    float *a = malloc((size_t)N_TOK * V * sizeof(float)), *b = malloc((size_t)N_TOK * V * sizeof(float));
+    REQUIRE(a && b, "out of memory");
+    eval(m, HEARTH_CACHE_F32, 512, 2, false, t, N_TOK, V, a);
+    eval(m, HEARTH_CACHE_Q8_0, 512, 2, false, t, N_TOK, V, b);
+    double kl = 0;
+    int agree = 0;
+    for (int i = 0; i < N_TOK; i++) {
+        const float *x = a + (size_t)i * V, *y = b + (size_t)i * V;
+        kl += gc_kl_row(x, y, V) / N_TOK;
+        int ax = 0, ay = 0;
+        for (int k = 1; k < V; k++) ax = x[k] > x[ax] ? k : ax, ay = y[k] > y[ay] ? k : ay;
+        agree += ax == ay;
+    }
+    printf("deepseek2-r48 q8_0 latent cache vs f32: mean KL %.2e, argmax %d/%d\n", kl, agree, N_TOK);
+    CHECK(kl > 0 && kl <= 2e-4, "deepseek2-r48: q8_0 latent cache mean KL %.3g (bar 2e-4, and above 0)", kl);
+    CHECK(agree >= 0.97 * N_TOK, "deepseek2-r48: q8_0 latent cache argmax agrees at %d/%d", agree, N_TOK);
+    free(a);
+    free(b);
+    hearth_model_free(m);
+}
+
 /* 34 bytes per 32 cached values (K and V), about 53% of F16. */
 static void test_memory(void) {
     hearth_model *m = tu_load_model("gemma3");
@@ -257,9 +297,13 @@ int main(void) {
     test_exact("gemma3", HEARTH_CACHE_F16, true);
     test_exact("qwen3moe-Q8_0", HEARTH_CACHE_F16, false);   /* experts: their rows regrouped by every batch */
     test_exact("mixtral-Q4_K_M", HEARTH_CACHE_F16, false);
+    test_exact("deepseek2", HEARTH_CACHE_F16, false);   /* latent attention: its own cache rows and kernel */
+    test_exact("deepseek2-v3", HEARTH_CACHE_F16, false);   /* + sigmoid routing over expert groups */
+    test_exact("deepseek2-r48", HEARTH_CACHE_Q8_0, false);   /* latent rows of whole Q8_0 blocks */
     test_accuracy("llama");
     test_accuracy("gemma3");   /* (qwen3's random logits are nearly flat: KL ~1e-14 whatever the cache) */
     test_memory();
+    test_mla_q8();
     test_lazy();
     test_reject();
     TEST_DONE();

@@ -1,6 +1,6 @@
 /* test_kv_restore.c — hearth_kv_read / hearth_kv_write (the server's prompt cache stores prefixes with them): a
  * prefix read from one sequence and written into another continues bit for bit like the sequence that computed
- * it, for F16, F32 and Q8_0 caches; bad arguments and sliding-window models are refused. */
+ * it, for F16, F32 and Q8_0 caches and the latent rows of DeepSeek's attention; bad arguments and sliding-window models are refused. */
 #include <string.h>
 
 #include "hearth.h"
@@ -45,6 +45,8 @@ int main(void) {
     restore("llama-Q4_0", HEARTH_CACHE_F32);
     restore("qwen3-Q8_0", HEARTH_CACHE_Q8_0);
     restore("qwen3moe-Q8_0", HEARTH_CACHE_F16);
+    restore("deepseek2", HEARTH_CACHE_F16);   /* latent attention: one row per token and layer */
+    restore("deepseek2-v3", HEARTH_CACHE_F32);
     hearth_model *g = tu_load_model("gemma3");   /* sliding-window layers: rings cannot be restored */
     hearth_ctx_params p = hearth_ctx_default_params();
     p.n_ctx = 4096, p.n_threads = 1;

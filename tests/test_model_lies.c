@@ -8,7 +8,10 @@
  *  - NaN in the token-type array and in the eos id list (float-to-int conversions);
  *  - NaN weights: decoding says the model produced NaN, instead of handing NaNs to a sampler;
  *  - expert counts that lie: a dense file that claims experts (refused naming the missing router), counts
- *    past the limit, one expert, more experts used per token than there are. */
+ *    past the limit, one expert, more experts used per token than there are;
+ *  - latent attention (deepseek2.gguf) whose sizes disagree: a cache row that is not latent + rope key, a
+ *    per-head q wider than the row, no latent rank at all (a file from before the split attn_k_b / attn_v_b),
+ *    expert groups that do not divide the experts, a gating function hearth does not know. */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -16,7 +19,7 @@
 #include "model/model.h"
 #include "testutil.h"
 
-static const char *SRC = "data/models/llama.gguf";
+static const char *SRC = "data/models/llama.gguf";   /* the file the lies rewrite (deepseek2.gguf at the end) */
 static char g_dir[64];
 
 typedef struct {
@@ -181,6 +184,19 @@ int main(void) {
     CHECK(last_logits(m, got, &err) == -1 && strstr(err.msg, "NaN"), "NaN weights: decode said '%s'", err.msg);
     hearth_model_free(m);
     unlink(path);
+
+    /* latent attention's sizes: rows, q and groups that do not fit together */
+    SRC = "data/models/deepseek2.gguf";
+    const uint32_t k96 = 96, mla81 = 81, groups3 = 3, gating3 = 3;
+    expect_refused(&(lie){.kv_key = "deepseek2.attention.key_length", .kv_type = GGUF_U32, .kv_val = &k96}, "mla-row",
+                   "inconsistent latent attention");
+    expect_refused(&(lie){.kv_key = "deepseek2.attention.key_length_mla", .kv_type = GGUF_U32, .kv_val = &mla81}, "mla-q-wide",
+                   "inconsistent latent attention");
+    expect_refused(&(lie){.kv_key = "deepseek2.attention.kv_lora_rank", .kv_type = 0xff}, "mla-no-rank", "attn_kv_b");
+    expect_refused(&(lie){.kv_key = "deepseek2.expert_group_count", .kv_type = GGUF_U32, .kv_val = &groups3}, "groups-3",
+                   "expert groups");
+    expect_refused(&(lie){.kv_key = "deepseek2.expert_gating_func", .kv_type = GGUF_U32, .kv_val = &gating3}, "gating-3",
+                   "expert_gating_func 3");
 
     free(nn); free(tt); free(h); free(junk); free(want); free(got);
     hearth_model_free(ref);

@@ -97,6 +97,19 @@ void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, flo
     }
 }
 
+void op_rope_table_yarn(float *cosv, float *sinv, int pos, int n_rot, float base, float factor, const float *ff,
+                        float ext, const float corr[2]) {
+    for (int i = 0; i < n_rot / 2; i++) {
+        double extrap = (double)pos * pow((double)base, -2.0 * i / n_rot);
+        if (ff) extrap /= ff[i];
+        const double y = (i - corr[0]) / fmax(0.001, (double)corr[1] - corr[0]);
+        const double mix = (1.0 - fmin(1.0, fmax(0.0, y))) * ext;
+        const double theta = extrap / factor * (1.0 - mix) + extrap * mix;
+        cosv[i] = (float)cos(theta);
+        sinv[i] = (float)sin(theta);
+    }
+}
+
 void op_rope(float *x, int n_heads, int head_dim, int n_rot, const float *cosv, const float *sinv, int neox) {
     int half = n_rot / 2;
     for (int h = 0; h < n_heads; h++) {

@@ -12,6 +12,10 @@ void op_layernorm(float *out, const float *x, const float *w, const float *b, in
 /* cos/sin table for one position: n_rot/2 entries, theta_i = pos / scale * base^(-2i/n_rot) / ff[i]. */
 void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, float scale, const float *freq_factors);
 /* Rotates the first n_rot dims of each of n_heads heads (head_dim apart): NORM = adjacent pairs, NEOX = halves. */
+/* YaRN's table (ggml's rope_yarn): pair i's angle pos * base^(-2i/n_rot) / ff[i] is divided by factor past
+ * corr[1], kept below corr[0], and blended linearly between, the ramp weighted by ext (0: all divided). */
+void op_rope_table_yarn(float *cosv, float *sinv, int pos, int n_rot, float base, float factor, const float *freq_factors,
+                        float ext, const float corr[2]);
 void op_rope(float *x, int n_heads, int head_dim, int n_rot, const float *cosv, const float *sinv, int neox);
 /* x = softmax(scale * x): exp in float (ops.c), the sums in double over 16 fixed lanes; the result
  * depends on the row's values and length only. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "model/matmul.h"
+#include "model/mla.h"
 #include "model/pack.h"
 #include "model/lora.h"
 #include "model/recurrent.h"
@@ -99,7 +100,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     if (p.n_threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); p.n_threads = nc > 0 ? (int)HT_MIN(nc, 64) : 1; }
     if (p.cache_type != HEARTH_CACHE_F32 && p.cache_type != HEARTH_CACHE_F16 && p.cache_type != HEARTH_CACHE_Q8_0)
         return herr(err, "unsupported KV cache type %d (f32, f16 or q8_0)", (int)p.cache_type);
-    if (p.cache_type == HEARTH_CACHE_Q8_0 && (hp->head_dim % QK8_0 || hp->head_dim_v % QK8_0))
+    if (p.cache_type == HEARTH_CACHE_Q8_0 && (hp->head_dim % QK8_0 || (!hp->kv_lora_rank && hp->head_dim_v % QK8_0)))
         return herr(err, "a Q8_0 KV cache needs head sizes that are multiples of %d (this model's K %d, V %d): use f16 or f32",
                     QK8_0, hp->head_dim, hp->head_dim_v);
 
@@ -163,6 +164,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
         }
         if (il < m->layer_lo || il >= m->layer_hi || m->layers[il].recurrent) continue;   /* another rank's (MPI) */
         L->k = ctx_buf_calloc((size_t)c->n_seq * L->cap * hp->n_head_kv, krow, &fail);
+        if (hp->kv_lora_rank) continue;   /* latent attention: V is part of the K row (model/mla.c) */
         L->v = ctx_buf_calloc((size_t)c->n_seq * L->cap * hp->n_head_kv, vrow, &fail);
         L->span = ctx_buf_calloc((size_t)c->n_seq, sizeof(int), &fail);
     }
@@ -270,10 +272,15 @@ static bool kv_portable(const hearth_ctx *c) {
     return true;
 }
 
-size_t hearth_kv_token_bytes(const hearth_ctx *c) {   /* the attention layers' (recurrent ones keep no KV) */
+/* Bytes an attention layer caches per token: K and V rows, or the latent row alone (latent attention). */
+static size_t kv_layer_token_bytes(const hearth_ctx *c) {
     const ht_hparams *hp = &c->m->hp;
-    return (size_t)(hp->n_layer - hp->n_recurrent) * hp->n_head_kv *
-           (ht_row_size(c->kv_type, hp->head_dim) + ht_row_size(c->kv_type, hp->head_dim_v));
+    return (size_t)hp->n_head_kv *
+           (ht_row_size(c->kv_type, hp->head_dim) + (hp->kv_lora_rank ? 0 : ht_row_size(c->kv_type, hp->head_dim_v)));
+}
+
+size_t hearth_kv_token_bytes(const hearth_ctx *c) {   /* the attention layers' (recurrent ones keep no KV) */
+    return (size_t)(c->m->hp.n_layer - c->m->hp.n_recurrent) * kv_layer_token_bytes(c);
 }
 
 /* Positions pos0.. pos0 + n - 1 of one cache (K or V) of sequence seq to buf (out) or back: rows as stored
@@ -283,8 +290,8 @@ static uint8_t *kv_copy_rows(const hearth_ctx *c, const ht_kv_layer *L, bool is_
     const ht_hparams *hp = &c->m->hp;
     const int n_kv = hp->n_head_kv, hd = is_k ? hp->head_dim : hp->head_dim_v, ne = n_kv * hd;
     uint8_t *X = is_k ? L->k : L->v;
-    if (c->kv_type == HT_Q8_0) {
-        const size_t row = ht_row_size(HT_Q8_0, hd) * n_kv;
+    if (c->kv_type == HT_Q8_0 || c->m->hp.kv_lora_rank) {   /* rows as stored (latent rows: model/mla.c) */
+        const size_t row = ht_row_size(c->kv_type, hd) * n_kv;
         uint8_t *x = X + ((size_t)seq * L->cap + pos0) * row;
         if (out) memcpy(buf, x, (size_t)n * row);
         else memcpy(x, buf, (size_t)n * row);
@@ -310,7 +317,7 @@ static int kv_copy(hearth_ctx *c, int seq, int pos0, int n, uint8_t *buf, bool o
         if (c->m->layers[il].recurrent) continue;
         if (!out) kv_widen(c, L, seq, pos0 + n);
         buf = kv_copy_rows(c, L, true, seq, pos0, n, buf, out);
-        buf = kv_copy_rows(c, L, false, seq, pos0, n, buf, out);
+        if (L->v) buf = kv_copy_rows(c, L, false, seq, pos0, n, buf, out);
     }
     return 0;
 }
@@ -334,11 +341,8 @@ size_t ctx_kv_bytes(const hearth_ctx *c, int il) {
         for (int i = 0; i < c->m->hp.n_layer; i++) sum += ctx_kv_bytes(c, i);
         return sum;
     }
-    const ht_hparams *hp = &c->m->hp;
     if (!c->kv[il].k) return 0;   /* another rank's layer */
-    size_t row = (size_t)hp->n_head_kv *
-                 (ht_row_size(c->kv_type, hp->head_dim) + ht_row_size(c->kv_type, hp->head_dim_v));
-    return (size_t)c->n_seq * (size_t)c->kv[il].cap * row;
+    return (size_t)c->n_seq * (size_t)c->kv[il].cap * kv_layer_token_bytes(c);
 }
 
 const float *hearth_logits(const hearth_ctx *c, int i) {
@@ -381,7 +385,8 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
     int h = hp->n_rot / 2;
     for (int i = 0; i < ub->n; i++) {
         float *cs = c->rope_cos + (size_t)i * h, *sn = c->rope_sin + (size_t)i * h;
-        op_rope_table(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff);
+        if (hp->rope_yarn_ext != 0) op_rope_table_yarn(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff, hp->rope_yarn_ext, hp->rope_yarn_corr);
+        else op_rope_table(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff);
         if (hp->rope_attn_factor != 1.0f)
             for (int k = 0; k < h; k++) cs[k] *= hp->rope_attn_factor, sn[k] *= hp->rope_attn_factor;
     }
@@ -435,6 +440,7 @@ static size_t att_scratch_floats(const hearth_ctx *c) {
                        ? PV_ROWS * hp->head_dim_v * sizeof(float) + heads * ht_row_size(HT_Q8_0, hp->head_dim)
                        : HT_MAX(HT_TILE_MAX * n * ht_row_size(c->kv_type, 1),
                                 ATT_QB * heads * hp->head_dim * sizeof(float));
+    extra = HT_MAX(extra, mla_scratch_bytes(hp, c->n_ctx));
     return ((size_t)att_score_tokens(c) * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
 }
 

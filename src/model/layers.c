@@ -167,27 +167,57 @@ void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, cons
     matmul_bias(c, &L->ffn_down, &L->ffn_down_b, c->hb, ub->n, out);
 }
 
-/* The router's choice for one token: softmax over the experts, the n_expert_used most probable (best first,
- * ties to the lower index), their probabilities renormalised to sum to 1 when the model does (as the
- * reference's build_moe_ffn with norm_w). */
-static void moe_route(const ht_hparams *hp, const float *logits, int *sel, float *w) {
+/* Index of the largest of the n scores not yet taken (ties to the lower index), marked taken. */
+static int take_best(const float *s, int n, bool *taken) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (!taken[i] && (best < 0 || s[i] > s[best])) best = i;
+    taken[best] = true;
+    return best;
+}
+
+/* DeepSeek-V3's group limit: only the n_group_used groups (of n_expert_groups consecutive experts) whose two
+ * best scores sum highest stay eligible; the others' scores become -inf. */
+static void moe_limit_groups(const ht_hparams *hp, float *s) {
+    const int NG = hp->n_expert_groups, per = hp->n_expert / NG;
+    float gs[HT_MAX_EXPERTS];
+    bool taken[HT_MAX_EXPERTS] = { false }, keep[HT_MAX_EXPERTS] = { false };
+    for (int g = 0; g < NG; g++) {
+        bool t2[HT_MAX_EXPERTS] = { false };
+        gs[g] = 0;
+        for (int k = 0; k < HT_MIN(2, per); k++) gs[g] += s[g * per + take_best(s + g * per, per, t2)];
+    }
+    for (int k = 0; k < hp->n_group_used; k++) keep[take_best(gs, NG, taken)] = true;
+    for (int e = 0; e < hp->n_expert; e++)
+        if (!keep[e / per]) s[e] = -INFINITY;
+}
+
+/* The router's choice for one token, as the reference's build_moe_ffn: scores by softmax over the experts (or
+ * a sigmoid each), the n_expert_used best (best first, ties to the lower index) by score + bias (exp_probs_b,
+ * may be NULL) among the eligible groups, weighted by their unbiased scores, renormalised to sum to 1 when the
+ * model does, times expert_w_scale when set. */
+static void moe_route(const ht_hparams *hp, const float *logits, const float *bias, int *sel, float *w) {
     const int NE = hp->n_expert, K = hp->n_expert_used;
-    float p[HT_MAX_EXPERTS], mx = -INFINITY, sum = 0;
+    float p[HT_MAX_EXPERTS], s[HT_MAX_EXPERTS], mx = -INFINITY, sum = 0;
     bool taken[HT_MAX_EXPERTS] = { false };
-    for (int e = 0; e < NE; e++) mx = HT_MAX(mx, logits[e]);
-    for (int e = 0; e < NE; e++) sum += p[e] = expf(logits[e] - mx);
-    for (int e = 0; e < NE; e++) p[e] /= sum;
+    if (hp->expert_sigmoid)
+        for (int e = 0; e < NE; e++) p[e] = 1.0f / (1.0f + expf(-logits[e]));
+    else {
+        for (int e = 0; e < NE; e++) mx = HT_MAX(mx, logits[e]);
+        for (int e = 0; e < NE; e++) sum += p[e] = expf(logits[e] - mx);
+        for (int e = 0; e < NE; e++) p[e] /= sum;
+    }
+    for (int e = 0; e < NE; e++) s[e] = bias ? p[e] + bias[e] : p[e];
+    if (hp->n_expert_groups > 1) moe_limit_groups(hp, s);
     float wsum = 0;
     for (int k = 0; k < K; k++) {
-        int best = -1;
-        for (int e = 0; e < NE; e++)
-            if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
-        taken[best] = true;
-        sel[k] = best;
-        wsum += w[k] = p[best];
+        sel[k] = take_best(s, NE, taken);
+        wsum += w[k] = p[sel[k]];
     }
     if (hp->expert_norm_w)
         for (int k = 0; k < K; k++) w[k] /= wsum;
+    if (hp->expert_w_scale != 0 && hp->expert_w_scale != 1)
+        for (int k = 0; k < K; k++) w[k] *= hp->expert_w_scale;
 }
 
 /* out[t] = the router-weighted sum of token t's expert outputs, in the router's order whatever the batch; each
@@ -208,14 +238,15 @@ static void moe_combine(void *arg, int ith, int nth) {
     }
 }
 
-/* out[t] += sigmoid(ffn_gate_inp_shexp . in[t]) * the shared expert's SwiGLU FFN of in[t] (Qwen3.5-MoE); its
- * rows go through hb / hb2 and moe_y, its gates through moe_logits, all free once the routed experts are added. */
+/* out[t] += sigmoid(ffn_gate_inp_shexp . in[t]) * the shared expert's SwiGLU FFN of in[t] (Qwen3.5-MoE), or
+ * without the gate when the model has none (DeepSeek); its rows go through hb / hb2 and moe_y, its gates
+ * through moe_logits, all free once the routed experts are added. */
 typedef struct { float *out; const float *y, *g; int E; } shexp_job;
 
 static void shexp_rows(const void *arg, int r0, int r1) {
     const shexp_job *j = arg;
     for (int t = r0; t < r1; t++) {
-        const float g = 1.0f / (1.0f + expf(-j->g[t])), *y = j->y + (size_t)t * j->E;
+        const float g = j->g ? 1.0f / (1.0f + expf(-j->g[t])) : 1.0f, *y = j->y + (size_t)t * j->E;
         float *o = j->out + (size_t)t * j->E;
         for (int i = 0; i < j->E; i++) o[i] += g * y[i];
     }
@@ -225,10 +256,11 @@ static void moe_shared_expert(hearth_ctx *c, const ht_ubatch *ub, const ht_layer
     const int ff = (int)L->ffn_up_shexp.ne[1];
     const ht_tensor *W[3] = { &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_gate_inp_shexp };
     float *Y[3] = { c->hb, c->hb2, c->moe_logits };
-    matmul_multi(c, W, Y, 3, in, ub->n);
+    const bool gated = L->ffn_gate_inp_shexp.data != NULL;
+    matmul_multi(c, W, Y, gated ? 3 : 2, in, ub->n);
     activate_par(c, c->hb, c->hb2, (size_t)ub->n * (size_t)ff, ACT_SILU);
     matmul(c, &L->ffn_down_shexp, c->hb, ub->n, c->moe_y);
-    shexp_job j = { out, c->moe_y, c->moe_logits, c->m->hp.n_embd };
+    shexp_job j = { out, c->moe_y, gated ? c->moe_logits : NULL, c->m->hp.n_embd };
     pool_share(c->pool, ub->n, shexp_rows, &j);
 }
 
@@ -239,7 +271,7 @@ void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const 
     matmul(c, &L->ffn_gate_inp, in, n, c->moe_logits);
     memset(cnt, 0, (size_t)NE * sizeof *cnt);
     for (int t = 0; t < n; t++) {
-        moe_route(hp, c->moe_logits + (size_t)t * NE, sel + (size_t)t * K, c->moe_w + (size_t)t * K);
+        moe_route(hp, c->moe_logits + (size_t)t * NE, L->exp_probs_b.data, sel + (size_t)t * K, c->moe_w + (size_t)t * K);
         for (int k = 0; k < K; k++) cnt[sel[t * K + k]]++;
     }
     /* the batch's choices ordered by expert (tokens in order within one): each expert then meets all its rows

@@ -21,8 +21,10 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
                      int window);
 /* Gated FFN: out = down(act(gate(in)) * up(in)). */
 void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
-/* Mixture of experts (Mixtral, Qwen3-MoE): the router ffn_gate_inp picks n_expert_used experts per token,
- * out = sum of their gated SwiGLU FFNs (the ffn_*_exps stacks) weighted by the router. */
+/* Mixture of experts (Mixtral, Qwen3-MoE, DeepSeek): the router ffn_gate_inp picks n_expert_used experts per
+ * token (softmax or sigmoid scores, exp_probs_b and expert groups for the choice when the model has them),
+ * out = sum of their gated SwiGLU FFNs (the ffn_*_exps stacks) weighted by the router, plus the shared
+ * expert (ffn_*_shexp; gated by ffn_gate_inp_shexp when bound). */
 void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out);
 /* Plain FFN with biases: out = down(act(up(in) + b_up)) + b_down. */
 void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);

@@ -16,7 +16,7 @@
 
 static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_qwen35,
                                          &ht_arch_qwen35moe, &ht_arch_gemma3, &ht_arch_gpt2, &ht_arch_bert,
-                                         &ht_arch_smollm3, &ht_arch_phi3 };
+                                         &ht_arch_smollm3, &ht_arch_phi3, &ht_arch_deepseek2 };
 
 const ht_arch *ht_find_arch(const char *name) {
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
@@ -102,6 +102,16 @@ int model_bind_experts(hearth_model *m, ht_tensor *dst, hearth_err *err, int64_t
     snprintf(name, sizeof name, fmt, il);
 #pragma GCC diagnostic pop
     return bind_named(m, dst, true, err, ne0, ne1, m->hp.n_expert, name);
+}
+
+int model_bind_stack(hearth_model *m, ht_tensor *dst, hearth_err *err, int64_t ne0, int64_t ne1, int64_t ne2, const char *fmt,
+                     int il) {
+    char name[256];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(name, sizeof name, fmt, il);
+#pragma GCC diagnostic pop
+    return bind_named(m, dst, true, err, ne0, ne1, ne2, name);
 }
 
 int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *err, int64_t n, const char *prefix, int il) {

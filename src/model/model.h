@@ -88,6 +88,19 @@ typedef struct {
     int ssm_state;            /* head size of q, k and v (the state of a v-head is ssm_state x ssm_state) */
     int ssm_k_heads, ssm_v_heads;   /* q/k heads (ssm.group_count), v heads (ssm.time_step_rank) */
     bool ssm_v_grouped;       /* v-head h reads q/k head h / (v/k heads) (HF order), else h % k heads (GGUF) */
+    /* YaRN rope (DeepSeek-V2/V3): rope_scale is the factor; dims below corr[0] keep their frequency, dims past
+     * corr[1] are divided by it, a linear ramp between (ext: the ramp's weight, 0 = plain scaling) */
+    float rope_yarn_ext, rope_yarn_corr[2];
+    /* Multi-head latent attention (model/mla.c; kv_lora_rank > 0): K and V come from one cached latent row of
+     * head_dim = kv_lora_rank + n_rot values per token (n_head_kv 1, head_dim_v = kv_lora_rank); per head q is
+     * [head_dim_mla - n_rot | n_rot] and the output head_dim_v_mla wide */
+    int kv_lora_rank, q_lora_rank, head_dim_mla, head_dim_v_mla;
+    /* routing options (moe_route): sigmoid scores instead of softmax; the choice among n_expert_groups groups
+     * limited to the n_group_used with the best top-2 sums; chosen weights times expert_w_scale; the first
+     * n_dense_lead layers dense */
+    bool expert_sigmoid;
+    int n_expert_groups, n_group_used, n_dense_lead;
+    float expert_w_scale;
 } ht_hparams;
 
 /* Per-layer weights; each architecture binds the ones it uses. */
@@ -104,6 +117,10 @@ typedef struct {
     ht_tensor ffn_gate_inp;                       /* MoE router [n_embd -> n_expert] */
     ht_tensor ffn_gate_exps, ffn_up_exps, ffn_down_exps;   /* MoE expert stacks, 3-D [.., .., n_expert] */
     ht_tensor ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;   /* shared expert and its gate */
+    ht_tensor exp_probs_b;                        /* per-expert bias added to the scores for the choice only */
+    /* latent attention (model/mla.c): q directly (wq) or through a LoRA (wq_a, q_a_norm, wq_b); attn_kv_a_mqa to
+     * the latent + shared rope key, its norm; per-head stacks k_b [nope, kv_lora_rank], v_b [kv_lora_rank, v] */
+    ht_tensor wq_a, q_a_norm, wq_b, wkv_a, kv_a_norm, wk_b, wv_b;
     /* Gated DeltaNet (recurrent layers): in-projections attn_qkv (q, k, v before the conv) and attn_gate (z),
      * ssm_conv1d [conv x channels], ssm_dt (bias), ssm_a (-exp(A_log)), ssm_beta, ssm_alpha, ssm_norm, ssm_out */
     bool recurrent;
@@ -164,7 +181,7 @@ struct ht_arch {
 
 /* Registered architectures (one file each under src/arch). */
 extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe,
-    ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3;
+    ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3, ht_arch_deepseek2;
 /* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
  * -> tied) and the pre-norm SwiGLU forward pass. */
 int llama_bind_common(hearth_model *m, hearth_err *err);
@@ -183,6 +200,9 @@ int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, 
                const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 /* Binds an expert stack: ne[0] = ne0, ne[1] = ne1, ne[2] = the model's n_expert (a 3-D tensor). */
 int model_bind_experts(hearth_model *m, ht_tensor *dst, hearth_err *err, int64_t ne0, int64_t ne1, const char *fmt, int il);
+/* Binds a stack of ne2 matrices [ne0, ne1] that is not a set of experts (latent attention's per-head attn_k_b). */
+int model_bind_stack(hearth_model *m, ht_tensor *dst, hearth_err *err, int64_t ne0, int64_t ne1, int64_t ne2, const char *fmt,
+                     int il);
 /* Binds the vector pair "<prefix>.weight" and "<prefix>.bias" (a LayerNorm, both required), n floats each;
  * prefix is a printf format taking il (e.g. "blk.%d.attn_norm"), or a plain name. */
 int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *err, int64_t n, const char *prefix, int il);
@@ -209,6 +229,8 @@ typedef struct {
     void *v;                  /* F32 / F16: [n_seq][n_head_kv][head_dim_v][span[seq]] at the start of each
                                * sequence's room for cap positions; Q8_0: as K, rows of head_dim_v */
     int *span;                /* F32 / F16 per sequence: positions a V^T row holds now (<= cap) */
+                              /* latent attention (model/mla.c): k holds [n_seq][cap] rows of head_dim values in
+                               * the cache type (latent | rope key), v and span are NULL */
 } ht_kv_layer;
 
 struct hearth_ctx {
