@@ -16,7 +16,9 @@
 #include "quant/quant.h"
 
 static const uint32_t all_types[] = {HT_Q4_0, HT_Q4_K, HT_Q6_K, HT_Q8_0, HT_F16, HT_Q4_1, HT_Q5_0, HT_Q5_1,
-                                     HT_IQ4_NL, HT_Q2_K, HT_Q3_K, HT_Q5_K, HT_IQ4_XS, HT_BF16, HT_F32};
+                                     HT_IQ4_NL, HT_Q2_K, HT_Q3_K, HT_Q5_K, HT_IQ4_XS, HT_BF16, HT_F32, HT_MXFP4,
+                                     HT_IQ2_XXS, HT_IQ2_XS, HT_IQ2_S, HT_IQ3_XXS, HT_IQ3_S, HT_IQ1_S, HT_IQ1_M,
+                                     HT_TQ1_0, HT_TQ2_0};
 #define N_ALL (sizeof all_types / sizeof all_types[0])
 #define MAX_SETS 8
 #define TOK 4
@@ -62,6 +64,12 @@ static void fill_weights(uint32_t type, uint8_t *w, size_t bytes, size_t nblocks
     case HT_Q2_K: off[0] = offsetof(block_q2_K, d); off[1] = offsetof(block_q2_K, dmin); nf = 2; break;
     case HT_Q3_K: off[0] = offsetof(block_q3_K, d); break;
     case HT_Q6_K: off[0] = offsetof(block_q6_K, d); break;
+    case HT_TQ1_0: off[0] = offsetof(block_tq1_0, d); break;
+    case HT_TQ2_0: off[0] = offsetof(block_tq2_0, d); break;
+    case HT_MXFP4:   /* E8M0 scale 1 */
+        for (size_t b = 0; b < nblocks; b++) w[b * bsize] = 127;
+        return;
+    case HT_IQ1_M: nf = 0; break;   /* its d is spread over the scale words; any value times the same */
     default: break;
     }
     for (size_t b = 0; b < nblocks; b++)

@@ -29,7 +29,8 @@ static double gauss(void) {
 }
 
 static const uint32_t types[] = {HT_F32, HT_F16, HT_BF16, HT_Q4_0, HT_Q4_1, HT_Q5_0, HT_Q5_1, HT_Q8_0,
-                                 HT_IQ4_NL, HT_Q2_K, HT_Q3_K, HT_Q4_K, HT_Q5_K, HT_Q6_K, HT_IQ4_XS};
+                                 HT_IQ4_NL, HT_Q2_K, HT_Q3_K, HT_Q4_K, HT_Q5_K, HT_Q6_K, HT_IQ4_XS, HT_MXFP4,
+                                 HT_IQ2_XXS, HT_IQ2_XS, HT_IQ2_S, HT_IQ3_XXS, HT_IQ3_S, HT_IQ1_S, HT_IQ1_M, HT_TQ1_0, HT_TQ2_0};
 static const uint32_t float_types[] = {HT_F32, HT_F16, HT_BF16};   /* rows of any length */
 
 /* y = W x with a context of n_threads (only the pool and the activation scratch are used). */
@@ -93,13 +94,33 @@ static int check_packed(const ht_tensor *W, const float *wf, const float *x, con
     return bad_batch + bad_threads + far;
 }
 
+/* The reference quantizer, or for the i-quants without one random block bytes with a sane fp16 d (at the
+ * block's start; IQ1_M's in the top nibbles of its four scale words). */
+static void quantize_weights(uint32_t type, const float *x, uint8_t *q, int64_t n) {
+    const ht_traits *tr = ht_get_traits_ref(type);
+    if (tr->from_float) {
+        tr->from_float(x, q, n);
+        return;
+    }
+    for (int64_t b = 0; b < n / tr->blck; b++) {
+        uint8_t *blk = q + (size_t)b * tr->type_size;
+        for (size_t i = 0; i < tr->type_size; i++) blk[i] = (uint8_t)(int)(gauss() * 1000);   /* int first: defined wrap */
+        const ht_half d = f32_to_fp16((float)(0.5 + fabs(gauss())) * 0.01f);
+        uint8_t *sc = blk + offsetof(block_iq1_m, scales);
+        if (type == HT_IQ1_M)
+            for (int k = 0; k < 4; k++) sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0F) | (d >> 4 * k & 0xF) << 4);
+        else
+            memcpy(blk, &d, sizeof d);
+    }
+}
+
 static int check_type(uint32_t type, const char *set) {
     const ht_traits *tr = ht_get_traits(type);
     static float wf[ROWS * COLS], x[NTOK * COLS], y1[NTOK * ROWS], yb[NTOK * ROWS], yt[NTOK * ROWS];
     static uint8_t wq[ROWS * COLS * 4], qa[COLS * 4];
     for (int i = 0; i < ROWS * n_cols; i++) wf[i] = (float)gauss();
     for (int i = 0; i < NTOK * n_cols; i++) x[i] = (float)gauss();
-    ht_get_traits_ref(type)->from_float(wf, wq, ROWS * n_cols);
+    quantize_weights(type, wf, wq, ROWS * n_cols);
     const ht_tensor W = {.name = "w", .type = type, .n_dims = 2, .ne = {n_cols, ROWS, 1, 1}, .data = wq,
                          .row_bytes = ht_row_size(type, n_cols), .nbytes = ht_row_size(type, n_cols) * ROWS};
     for (int t = 0; t < NTOK; t++) run(&W, x + t * n_cols, 1, y1 + t * ROWS, 1);

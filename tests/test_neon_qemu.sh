@@ -34,13 +34,15 @@ cc() { "$CC" "${FLAGS[@]}" "$@"; }
 Q=$ROOT/src/quant
 cc -DHEARTH_QUANT_NEON -c "$Q/quant.c" -o "$OUT/quant.o"
 cc -c "$Q/quant_ref.c" -o "$OUT/quant_ref.o"
+cc -c "$Q/quant_grids.c" -o "$OUT/quant_grids.o"
+cc -c "$Q/quant_iq_search.c" -o "$OUT/quant_iq_search.o"
 cc -Werror -c "$Q/quant_cpu.c" -o "$OUT/quant_cpu.o"
 cc "${SIMD[@]}" -c "$Q/quant_neon.c" -o "$OUT/quant_neon.o"
 cc "${SIMD[@]}" -march=armv8.2-a+dotprod -c "$Q/quant_neon_dotprod.c" -o "$OUT/quant_neon_dotprod.o"
 cc -c "$ROOT/src/model/matmul.c" -o "$OUT/matmul.o"
 cc -c "$ROOT/src/compute/threads.c" -o "$OUT/threads.o"
 cc -O3 -ffp-contract=off -fno-trapping-math -Werror -c "$ROOT/src/compute/ops.c" -o "$OUT/ops.o"   # CMakeLists' flags
-QUANT=("$OUT"/quant.o "$OUT"/quant_ref.o "$OUT"/quant_cpu.o "$OUT"/quant_neon.o "$OUT"/quant_neon_dotprod.o "$OUT"/ops.o)
+QUANT=("$OUT"/quant.o "$OUT"/quant_ref.o "$OUT"/quant_grids.o "$OUT"/quant_iq_search.o "$OUT"/quant_cpu.o "$OUT"/quant_neon.o "$OUT"/quant_neon_dotprod.o "$OUT"/ops.o)
 cc -static "$ROOT/tests/test_quant_simd.c" "${QUANT[@]}" -lm -o "$OUT/test_quant_simd"
 cc -static "$ROOT/tests/test_matmul.c" "$OUT/matmul.o" "$OUT/threads.o" "${QUANT[@]}" -lm -lpthread -o "$OUT/test_matmul"
 cc -static "$ROOT/tests/test_ops.c" "$OUT/ops.o" -lm -o "$OUT/test_ops"

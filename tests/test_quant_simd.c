@@ -34,7 +34,9 @@ static double rng_gauss(void) { return sqrt(-2.0 * log(1.0 - rng_uniform())) * c
 static int rng_int(int lo, int hi) { return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1)); }
 
 static const uint32_t weight_types[] = {HT_F32, HT_F16, HT_BF16, HT_Q4_0, HT_Q4_1, HT_Q5_0, HT_Q5_1, HT_Q8_0,
-                                        HT_IQ4_NL, HT_Q2_K, HT_Q3_K, HT_Q4_K, HT_Q5_K, HT_Q6_K, HT_IQ4_XS};
+                                        HT_IQ4_NL, HT_Q2_K, HT_Q3_K, HT_Q4_K, HT_Q5_K, HT_Q6_K, HT_IQ4_XS,
+                                        HT_MXFP4, HT_IQ2_XXS, HT_IQ2_XS, HT_IQ2_S, HT_IQ3_XXS, HT_IQ3_S, HT_IQ1_S,
+                                        HT_IQ1_M, HT_TQ1_0, HT_TQ2_0};
 #define N_WTYPES (sizeof weight_types / sizeof weight_types[0])
 #define NMAX 4096
 #define ROWS 9   /* tile rows: 1..9 covers groups of 4 and leftovers */
@@ -86,9 +88,32 @@ static void random_weights(uint32_t type, void *dst, int n, bool exact) {
         case HT_Q5_K: ((block_q5_K *)dst)[i].d = s; ((block_q5_K *)dst)[i].dmin = s2; break;
         case HT_Q6_K: ((block_q6_K *)dst)[i].d = s; break;
         case HT_IQ4_XS: ((block_iq4_xs *)dst)[i].d = s; break;
+        case HT_IQ2_XXS: ((block_iq2_xxs *)dst)[i].d = s; break;
+        case HT_IQ2_XS: ((block_iq2_xs *)dst)[i].d = s; break;
+        case HT_IQ2_S: ((block_iq2_s *)dst)[i].d = s; break;
+        case HT_IQ3_XXS: ((block_iq3_xxs *)dst)[i].d = s; break;
+        case HT_IQ3_S: ((block_iq3_s *)dst)[i].d = s; break;
+        case HT_IQ1_S: ((block_iq1_s *)dst)[i].d = s; break;
+        case HT_IQ1_M:   /* d in the top nibbles of the four scale words */
+            for (int k = 0; k < 4; k++) {
+                uint8_t *hi = &((block_iq1_m *)dst)[i].scales[2 * k + 1];
+                *hi = (uint8_t)((*hi & 0x0F) | ((s >> 4 * k) & 0xF) << 4);
+            }
+            break;
+        case HT_TQ1_0: ((block_tq1_0 *)dst)[i].d = s; break;
+        case HT_TQ2_0: ((block_tq2_0 *)dst)[i].d = s; break;
+        case HT_MXFP4: ((block_mxfp4 *)dst)[i].e = exact ? 128 : (uint8_t)rng_int(127, 128); break;   /* 1; 0.5 or 1 */
         default: REQUIRE(0, "no layout for type %u", type);
         }
     }
+}
+
+/* Realistic weights: x quantized, or for a type without a quantizer (most i-quants) random blocks with real
+ * scales. */
+static void weights_from(uint32_t type, const float *x, void *dst, int n) {
+    const ht_traits *tr = ht_get_traits_ref(type);
+    if (tr->from_float) tr->from_float(x, dst, n);
+    else random_weights(type, dst, n, false);
 }
 
 /* Activation bytes in [-127, 127] (a quarter at +-127), consistent bsums, scales 1 (exact) or random. */
@@ -186,7 +211,7 @@ static int test_dots(const char *set, bool exact) {
             } else {
                 fill(wf, n, v == 1 ? D_OUTLIERS : D_GAUSS, 20 + t);
                 fill(af, n, v == 2 ? D_SPARSE : D_GAUSS, 40 + t);
-                ref->from_float(wf, w, n);
+                weights_from(weight_types[t], wf, w, n);
                 ht_get_traits_ref(at)->from_float(af, a, n);
             }
             const float want = ref->vec_dot(n, w, a), got = act->vec_dot(n, w, a);
@@ -223,7 +248,7 @@ static int test_tiles(const char *set) {
             const int n = tile_n(act->blck, big);
             for (int r = 0; r < ROWS; r++) {
                 fill(wf, n, D_GAUSS, 60 + 10 * t + (uint64_t)r);
-                ht_get_traits_ref(weight_types[t])->from_float(wf, w[r], n);
+                weights_from(weight_types[t], wf, w[r], n);
             }
             for (int c = 0; c < HT_TILE_MAX; c++) {
                 fill(af, n, c == 3 ? D_OUTLIERS : D_GAUSS, 90 + 10 * t + (uint64_t)c);

@@ -25,6 +25,9 @@ static const qtype_name QTYPES[] = {
     { "Q3_K", HT_Q3_K, QMIX_PURE, 12 }, { "Q4_K", HT_Q4_K, QMIX_PURE, 14 }, { "Q5_K", HT_Q5_K, QMIX_PURE, 16 },
     { "Q6_K", HT_Q6_K, QMIX_PURE, 18 }, { "IQ4_NL", HT_IQ4_NL, QMIX_PURE, 25 }, { "IQ4_XS", HT_IQ4_XS, QMIX_PURE, 30 },
     { "Q4_K_M", HT_Q4_K, QMIX_K_M, 15 }, { "Q5_K_M", HT_Q5_K, QMIX_K_M, 17 },
+    { "TQ1_0", HT_TQ1_0, QMIX_PURE, 36 }, { "TQ2_0", HT_TQ2_0, QMIX_PURE, 37 }, { "MXFP4", HT_MXFP4, QMIX_PURE, 38 },
+    { "IQ3_S", HT_IQ3_S, QMIX_PURE, 26 }, { "IQ3_XXS", HT_IQ3_XXS, QMIX_PURE, 23 },
+    { "IQ2_S", HT_IQ2_S, QMIX_PURE, 29 },   /* llama.cpp's IQ2_M is the ftype whose matrices are IQ2_S */
 };
 
 int quant_parse_type(const char *name, bool pure, uint32_t *base, int *mix, uint32_t *ftype) {
@@ -39,7 +42,8 @@ int quant_parse_type(const char *name, bool pure, uint32_t *base, int *mix, uint
 }
 
 const char *quant_type_list(void) {
-    return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS Q4_K_M Q5_K_M";
+    return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS Q4_K_M Q5_K_M TQ1_0 TQ2_0 MXFP4 "
+           "IQ3_S IQ3_XXS IQ2_S";
 }
 
 /* llama.cpp's use_more_bits: the first and last eighth of layers, and every third in between. */
@@ -49,10 +53,13 @@ static bool use_more_bits(int il, int n) { return il < n / 8 || il >= 7 * n / 8 
 static uint32_t fit_row(uint32_t type, int64_t ne0) {
     if (ne0 % ht_get_traits(type)->blck == 0) return type;
     switch (type) {
-    case HT_Q2_K: case HT_Q3_K: case HT_IQ4_XS: type = HT_IQ4_NL; break;
+    case HT_Q2_K: case HT_Q3_K: case HT_IQ4_XS: case HT_IQ3_S: case HT_IQ3_XXS: case HT_IQ2_S:
+        type = HT_IQ4_NL;
+        break;
     case HT_Q4_K: type = HT_Q5_0; break;
     case HT_Q5_K: type = HT_Q5_1; break;
     case HT_Q6_K: type = HT_Q8_0; break;
+    case HT_TQ1_0: case HT_TQ2_0: type = HT_Q4_0; break;
     default: break;
     }
     return ne0 % ht_get_traits(type)->blck == 0 ? type : HT_F16;

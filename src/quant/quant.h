@@ -13,7 +13,8 @@
 enum ht_type {
     HT_F32 = 0, HT_F16 = 1, HT_Q4_0 = 2, HT_Q4_1 = 3, HT_Q5_0 = 6, HT_Q5_1 = 7, HT_Q8_0 = 8, HT_Q8_1 = 9,
     HT_Q2_K = 10, HT_Q3_K = 11, HT_Q4_K = 12, HT_Q5_K = 13, HT_Q6_K = 14, HT_Q8_K = 15,
-    HT_IQ4_NL = 20, HT_IQ4_XS = 23, HT_BF16 = 30, HT_NTYPES = 40
+    HT_IQ2_XXS = 16, HT_IQ2_XS = 17, HT_IQ3_XXS = 18, HT_IQ1_S = 19, HT_IQ4_NL = 20, HT_IQ3_S = 21, HT_IQ2_S = 22,
+    HT_IQ4_XS = 23, HT_IQ1_M = 29, HT_BF16 = 30, HT_TQ1_0 = 34, HT_TQ2_0 = 35, HT_MXFP4 = 39, HT_NTYPES = 40
 };
 
 #define QK4_0 32
@@ -23,6 +24,7 @@ enum ht_type {
 #define QK8_0 32
 #define QK8_1 32
 #define QK4_NL 32
+#define QK_MXFP4 32
 #define QK_K 256
 #define K_SCALE_SIZE 12
 
@@ -41,6 +43,25 @@ typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K 
 typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
 typedef struct { ht_half d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;
 typedef struct { ht_half d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs;
+/* The low-bit i-quants: 8-element groups are indices into a grid of magnitudes (quant_grids.c) with sign bits
+ * (IQ2/IQ3) or into a ternary grid with a +-1/8 shift (IQ1); the layouts are ggml's, described at each
+ * unpack function of quant_ref.c. */
+typedef struct { ht_half d; uint16_t qs[QK_K / 8]; } block_iq2_xxs;
+typedef struct { ht_half d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; } block_iq2_xs;
+typedef struct { ht_half d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; } block_iq2_s;
+typedef struct { ht_half d; uint8_t qs[3 * QK_K / 8]; } block_iq3_xxs;
+typedef struct {
+    ht_half d;
+    uint8_t qs[QK_K / 4], qh[QK_K / 32], signs[QK_K / 8], scales[QK_K / 64];
+} block_iq3_s;
+typedef struct { ht_half d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; } block_iq1_s;
+/* IQ1_M has no d field: its fp16 scale is spread over the top nibbles of the four 16-bit words of scales. */
+typedef struct { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; } block_iq1_m;
+/* Ternary: TQ1_0 packs 5 trits a byte (base 3, scaled to 0..255), TQ2_0 2 bits a value; value - 1 in {-1,0,1}. */
+typedef struct { uint8_t qs[(QK_K - 4 * QK_K / 64) / 5]; uint8_t qh[QK_K / 64]; ht_half d; } block_tq1_0;
+typedef struct { uint8_t qs[QK_K / 4]; ht_half d; } block_tq2_0;
+/* MXFP4 (OCP microscaling): a power-of-two scale e (E8M0) and 32 FP4 (E2M1) values as nibbles. */
+typedef struct { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; } block_mxfp4;
 
 _Static_assert(sizeof(block_q4_0) == 18, "q4_0");
 _Static_assert(sizeof(block_q4_1) == 20, "q4_1");
@@ -56,6 +77,16 @@ _Static_assert(sizeof(block_q6_K) == 210, "q6_K");
 _Static_assert(sizeof(block_q8_K) == 292, "q8_K");
 _Static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl");
 _Static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs");
+_Static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs");
+_Static_assert(sizeof(block_iq2_xs) == 74, "iq2_xs");
+_Static_assert(sizeof(block_iq2_s) == 82, "iq2_s");
+_Static_assert(sizeof(block_iq3_xxs) == 98, "iq3_xxs");
+_Static_assert(sizeof(block_iq3_s) == 110, "iq3_s");
+_Static_assert(sizeof(block_iq1_s) == 50, "iq1_s");
+_Static_assert(sizeof(block_iq1_m) == 56, "iq1_m");
+_Static_assert(sizeof(block_tq1_0) == 54, "tq1_0");
+_Static_assert(sizeof(block_tq2_0) == 66, "tq2_0");
+_Static_assert(sizeof(block_mxfp4) == 17, "mxfp4");
 
 /* n is always a multiple of the type's block size. */
 typedef void (*ht_to_float_fn)(const void *src, float *dst, int64_t n);

@@ -8,8 +8,8 @@
  * [-127, 127]).
  *  - 32-element blocks: groups of 4; a pairwise-add tree (ADDP) turns the 4 blocks' lane vectors into their
  *    4 exact sums, then per lane acc += (d_w * d_a) * (float)isum [+ m_w * s_a]; leftover blocks after.
- *  - K-quants, IQ4_XS: per sub-block lane sums times the integer sub-block scale (MLA), offsets and min terms
- *    from Q8_K's bsums, then quant_ref.c's float formula in scalar, super-block by super-block: bit-identical
+ *  - K-quants, IQ4_XS, the low-bit i-quants, TQ1_0, TQ2_0: per sub-block lane sums times the integer
+ *    sub-block scale (MLA), offsets and min terms from Q8_K's bsums, then quant_ref.c's float formula in scalar, super-block by super-block: bit-identical
  *    to the scalar kernels.
  *  - F32 / F16 / BF16: 4 FMA accumulators of 4 lanes; activation quantizers bit-identical to the scalar ones
  *    (FCVTAS is roundf, FCVTNS is nearest_int).
@@ -105,6 +105,13 @@ HT_AI wq32 w_decode(const int T, const uint8_t *wb) {
         q.lo = vld1q_s8(((const block_q8_0 *)wb)->qs);
         q.hi = vld1q_s8(((const block_q8_0 *)wb)->qs + 16);
         return q;
+    case HT_MXFP4: {
+        const uint8x16_t x = vld1q_u8(((const block_mxfp4 *)wb)->qs);
+        const int8x16_t tab = vld1q_s8(ht_kvalues_mxfp4);
+        q.lo = vqtbl1q_s8(tab, vandq_u8(x, vdupq_n_u8(0x0F)));
+        q.hi = vqtbl1q_s8(tab, vshrq_n_u8(x, 4));
+        return q;
+    }
     default: {
         const uint8x16_t x = vld1q_u8(((const block_iq4_nl *)wb)->qs);
         q.lo = vqtbl1q_s8(iq4nl_table(), vandq_u8(x, vdupq_n_u8(0x0F)));
@@ -118,6 +125,17 @@ HT_AI int32x4_t w_dot(const int T, wq32 q, const uint8_t *ab) {
     return dot32(q.lo, q.hi, (const int8_t *)ab + (uses_q8_1(T) ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs)));
 }
 
+/* The weight scales of 4 consecutive blocks: halves, or MXFP4's E8M0 bytes (2^(e - 128), ht_e8m0_half). */
+HT_AI float32x4_t w_scales4(const int T, const uint8_t *wb) {
+    if (T != HT_MXFP4) return halves4(wb, w_size(T));
+    const size_t S = sizeof(block_mxfp4);
+    const uint32_t e4[4] = {wb[0], wb[S], wb[2 * S], wb[3 * S]};
+    const uint32x4_t e = vld1q_u32(e4);
+    const uint32x4_t norm = vshlq_n_u32(vsubq_u32(e, vdupq_n_u32(1)), 23);
+    const uint32x4_t sub = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(e));
+    return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(e, vdupq_n_u32(2)), sub, norm));
+}
+
 /* 4 blocks from block ib, NC activation rows: acc[c] += per lane the float formula of its block. */
 HT_AI void group4(const int T, const int NC, const uint8_t *w, const uint8_t *const *a, size_t ib, float32x4_t *acc) {
     const size_t WS = w_size(T), AS = a_size(T);
@@ -129,7 +147,7 @@ HT_AI void group4(const int T, const int NC, const uint8_t *w, const uint8_t *co
         HT_UNROLL
         for (int c = 0; c < NC; c++) pr[c][p] = vpaddq_s32(w_dot(T, q0, a[c] + b * AS), w_dot(T, q1, a[c] + (b + 1) * AS));
     }
-    const float32x4_t dw = halves4(w + ib * WS, WS);
+    const float32x4_t dw = w_scales4(T, w + ib * WS);
     const float32x4_t mw = uses_q8_1(T) ? halves4(w + ib * WS + offsetof(block_q4_1, m), WS) : dw;
     HT_UNROLL
     for (int c = 0; c < NC; c++) {
@@ -143,7 +161,7 @@ HT_AI void group4(const int T, const int NC, const uint8_t *w, const uint8_t *co
 
 HT_AI float block1(const int T, const uint8_t *wb, const uint8_t *ab) {
     const int32_t isum = vaddvq_s32(w_dot(T, w_decode(T, wb), ab));
-    float t = (h2f(wb) * h2f(ab)) * (float)isum;
+    float t = ((T == HT_MXFP4 ? ht_e8m0_half(wb[0]) : h2f(wb)) * h2f(ab)) * (float)isum;
     if (uses_q8_1(T)) t = t + h2f(wb + offsetof(block_q4_1, m)) * h2f(ab + offsetof(block_q8_1, s));
     return t;
 }
@@ -352,12 +370,189 @@ HT_AI void kb_iq4_xs(const int NC, const uint8_t *wb, const block_q8_K *const *a
     }
 }
 
+/* ---- the low-bit i-quants and TQ2_0: one 32-element chunk at a time, decoded to signed bytes (lo: elements
+ * 0..15, hi: 16..31) with an integer scale per 16 (quant_ref.c's unpack in registers): grid entries gathered by
+ * index, signs applied as (x ^ m) - m with m = 0xFF where negative; IQ1's 8 * grid ± 1; TQ1_0's and TQ2_0's
+ * value - 1. */
+typedef struct { int8x16_t lo, hi; int sl, sh; } iqc;
+
+HT_AI int8x16_t grid2(const uint64_t *g, unsigned i0, unsigned i1) {
+    return vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(g[i0]), vcreate_u64(g[i1])));
+}
+
+HT_AI int8x16_t grid4x4(const uint32_t *g, unsigned i0, unsigned i1, unsigned i2, unsigned i3) {
+    const uint32_t v[4] = {g[i0], g[i1], g[i2], g[i3]};
+    return vreinterpretq_s8_u32(vld1q_u32(v));
+}
+
+HT_AI int8x16_t apply_signs(int8x16_t x, int8x16_t m) { return vsubq_s8(veorq_s8(x, m), m); }
+
+/* Sign masks of 16 elements from two ksigns64 indices, or from 16 sign bits. */
+HT_AI int8x16_t ks64(unsigned i0, unsigned i1) { return grid2(ht_ksigns64, i0, i1); }
+HT_AI int8x16_t signs16(unsigned bits) {
+    static const uint8_t m[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t b = vcombine_u8(vdup_n_u8((uint8_t)bits), vdup_n_u8((uint8_t)(bits >> 8)));
+    return vreinterpretq_s8_u8(vtstq_u8(b, vld1q_u8(m)));
+}
+
+/* IQ1: ternary grid bytes g and shift signs (one per 8 elements, -1 or 1) -> 8 * g + shift. */
+HT_AI int8x16_t iq1_16(int8x16_t g, int d0, int d1) {
+    return vaddq_s8(vshlq_n_s8(g, 3), vcombine_s8(vdup_n_s8((int8_t)d0), vdup_n_s8((int8_t)d1)));
+}
+
+HT_AI iqc iq_chunk(const int T, const uint8_t *wb, int ib) {
+    iqc c;
+    switch (T) {
+    case HT_IQ2_XXS: {
+        uint32_t w[2];
+        memcpy(w, ((const block_iq2_xxs *)wb)->qs + 4 * ib, sizeof w);
+        c.lo = apply_signs(grid2(ht_iq2xxs_grid, w[0] & 255, w[0] >> 8 & 255), ks64(w[1] & 127, w[1] >> 7 & 127));
+        c.hi = apply_signs(grid2(ht_iq2xxs_grid, w[0] >> 16 & 255, w[0] >> 24), ks64(w[1] >> 14 & 127, w[1] >> 21 & 127));
+        c.sl = c.sh = 2 * (int)(w[1] >> 28) + 1;
+        break;
+    }
+    case HT_IQ2_XS: {
+        const block_iq2_xs *b = (const block_iq2_xs *)wb;
+        uint16_t w[4];
+        memcpy(w, b->qs + 4 * ib, sizeof w);
+        c.lo = apply_signs(grid2(ht_iq2xs_grid, w[0] & 511, w[1] & 511), ks64(w[0] >> 9, w[1] >> 9));
+        c.hi = apply_signs(grid2(ht_iq2xs_grid, w[2] & 511, w[3] & 511), ks64(w[2] >> 9, w[3] >> 9));
+        c.sl = 2 * (b->scales[ib] & 15) + 1;
+        c.sh = 2 * (b->scales[ib] >> 4) + 1;
+        break;
+    }
+    case HT_IQ2_S: {
+        const block_iq2_s *b = (const block_iq2_s *)wb;
+        const uint8_t *qs = b->qs + 4 * ib, *sg = b->qs + QK_K / 8 + 4 * ib;
+        const unsigned h = b->qh[ib];
+        c.lo = apply_signs(grid2(ht_iq2s_grid, qs[0] | (h << 8 & 0x300), qs[1] | (h << 6 & 0x300)), signs16(sg[0] | sg[1] << 8));
+        c.hi = apply_signs(grid2(ht_iq2s_grid, qs[2] | (h << 4 & 0x300), qs[3] | (h << 2 & 0x300)), signs16(sg[2] | sg[3] << 8));
+        c.sl = 2 * (b->scales[ib] & 15) + 1;
+        c.sh = 2 * (b->scales[ib] >> 4) + 1;
+        break;
+    }
+    case HT_IQ3_XXS: {
+        const block_iq3_xxs *b = (const block_iq3_xxs *)wb;
+        const uint8_t *qs = b->qs + 8 * ib;
+        uint32_t w;
+        memcpy(&w, b->qs + QK_K / 4 + 4 * ib, 4);
+        c.lo = apply_signs(grid4x4(ht_iq3xxs_grid, qs[0], qs[1], qs[2], qs[3]), ks64(w & 127, w >> 7 & 127));
+        c.hi = apply_signs(grid4x4(ht_iq3xxs_grid, qs[4], qs[5], qs[6], qs[7]), ks64(w >> 14 & 127, w >> 21 & 127));
+        c.sl = c.sh = 2 * (int)(w >> 28) + 1;
+        break;
+    }
+    case HT_IQ3_S: {
+        const block_iq3_s *b = (const block_iq3_s *)wb;
+        const uint8_t *qs = b->qs + 8 * ib, *sg = b->signs + 4 * ib;
+        const unsigned h = b->qh[ib];
+        c.lo = apply_signs(grid4x4(ht_iq3s_grid, qs[0] | (h << 8 & 256), qs[1] | (h << 7 & 256), qs[2] | (h << 6 & 256),
+                                   qs[3] | (h << 5 & 256)), signs16(sg[0] | sg[1] << 8));
+        c.hi = apply_signs(grid4x4(ht_iq3s_grid, qs[4] | (h << 4 & 256), qs[5] | (h << 3 & 256), qs[6] | (h << 2 & 256),
+                                   qs[7] | (h << 1 & 256)), signs16(sg[2] | sg[3] << 8));
+        c.sl = c.sh = 2 * (b->scales[ib / 2] >> 4 * (ib % 2) & 15) + 1;
+        break;
+    }
+    case HT_IQ1_S: {
+        const block_iq1_s *b = (const block_iq1_s *)wb;
+        const unsigned h = b->qh[ib];
+        const uint8_t *qs = b->qs + 4 * ib;
+        const int d = h & 0x8000 ? -1 : 1;
+        c.lo = iq1_16(grid2(ht_iq1s_grid, qs[0] | (h & 7) << 8, qs[1] | (h >> 3 & 7) << 8), d, d);
+        c.hi = iq1_16(grid2(ht_iq1s_grid, qs[2] | (h >> 6 & 7) << 8, qs[3] | (h >> 9 & 7) << 8), d, d);
+        c.sl = c.sh = 2 * (int)(h >> 12 & 7) + 1;
+        break;
+    }
+    case HT_IQ1_M: {
+        const block_iq1_m *b = (const block_iq1_m *)wb;
+        const unsigned h0 = b->qh[2 * ib], h1 = b->qh[2 * ib + 1];
+        const uint8_t *qs = b->qs + 4 * ib;
+        c.lo = iq1_16(grid2(ht_iq1s_grid, qs[0] | (h0 & 7) << 8, qs[1] | (h0 >> 4 & 7) << 8), h0 & 0x08 ? -1 : 1,
+                      h0 & 0x80 ? -1 : 1);
+        c.hi = iq1_16(grid2(ht_iq1s_grid, qs[2] | (h1 & 7) << 8, qs[3] | (h1 >> 4 & 7) << 8), h1 & 0x08 ? -1 : 1,
+                      h1 & 0x80 ? -1 : 1);
+        uint16_t w;
+        memcpy(&w, b->scales + 2 * (ib / 2), 2);
+        const int s = w >> 6 * (ib % 2);
+        c.sl = 2 * (s & 7) + 1;
+        c.sh = 2 * (s >> 3 & 7) + 1;
+        break;
+    }
+    case HT_TQ1_0: {   /* trit k of a byte: ((byte * 3^k mod 256) * 3) >> 8, minus 1 (quant_ref.c's trit) */
+        const block_tq1_0 *b = (const block_tq1_0 *)wb;
+        static const uint8_t p3[5] = {1, 3, 9, 27, 81};
+        static const uint8_t mqh[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
+        static const uint8_t iqh[16] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+        uint8x16_t x0, x1, m0, m1;
+        if (ib < 5) {   /* trit ib of qs[0..31] */
+            x0 = vld1q_u8(b->qs);
+            x1 = vld1q_u8(b->qs + 16);
+            m0 = m1 = vdupq_n_u8(p3[ib]);
+        } else if (ib < 7) {   /* trits 2 (ib - 5), + 1 of qs[32..47] */
+            x0 = x1 = vld1q_u8(b->qs + 32);
+            m0 = vdupq_n_u8(p3[2 * (ib - 5)]);
+            m1 = vdupq_n_u8(p3[2 * (ib - 5) + 1]);
+        } else {   /* trit 4 of qs[32..47], then trit k of qh[j] for element 240 + 4k + j */
+            uint8_t h[16] = {0};
+            memcpy(h, b->qh, 4);
+            x0 = vld1q_u8(b->qs + 32);
+            x1 = vqtbl1q_u8(vld1q_u8(h), vld1q_u8(iqh));
+            m0 = vdupq_n_u8(81);
+            m1 = vld1q_u8(mqh);
+        }
+        const uint8x16_t q0 = vmulq_u8(x0, m0), q1 = vmulq_u8(x1, m1), three = vdupq_n_u8(3);
+        const uint8x16_t t0 = vcombine_u8(vshrn_n_u16(vmull_u8(vget_low_u8(q0), vget_low_u8(three)), 8),
+                                          vshrn_n_u16(vmull_high_u8(q0, three), 8));
+        const uint8x16_t t1 = vcombine_u8(vshrn_n_u16(vmull_u8(vget_low_u8(q1), vget_low_u8(three)), 8),
+                                          vshrn_n_u16(vmull_high_u8(q1, three), 8));
+        c.lo = vsubq_s8(vreinterpretq_s8_u8(t0), vdupq_n_s8(1));
+        c.hi = vsubq_s8(vreinterpretq_s8_u8(t1), vdupq_n_s8(1));
+        c.sl = c.sh = 1;
+        break;
+    }
+    default: {   /* TQ2_0: chunk ib = bits 2 (ib % 4) of the 32 bytes of half ib / 4, minus 1 */
+        const uint8_t *x = ((const block_tq2_0 *)wb)->qs + 32 * (ib / 4);
+        const int8x16_t sh = vdupq_n_s8((int8_t)(-2 * (ib % 4))), one = vdupq_n_s8(1);
+        c.lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8(x), sh), vdupq_n_u8(3))), one);
+        c.hi = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8(x + 16), sh), vdupq_n_u8(3))), one);
+        c.sl = c.sh = 1;
+        break;
+    }
+    }
+    return c;
+}
+
+HT_AI void kb_iq(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum, int32_t *msum) {
+    int32x4_t acc[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = vdupq_n_s32(0);
+    HT_UNROLL
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const iqc q = iq_chunk(T, wb, ib);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const int8_t *av = a[c]->qs + 32 * ib;
+            if (q.sl == q.sh) {
+                acc[c] = vmlaq_n_s32(acc[c], dot32(q.lo, q.hi, av), q.sl);
+            } else {
+                acc[c] = vmlaq_n_s32(acc[c], dot16(vdupq_n_s32(0), q.lo, vld1q_s8(av)), q.sl);
+                acc[c] = vmlaq_n_s32(acc[c], dot16(vdupq_n_s32(0), q.hi, vld1q_s8(av + 16)), q.sh);
+            }
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        isum[c] = vaddvq_s32(acc[c]);
+        msum[c] = 0;
+    }
+}
+
 HT_AI void kblock(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum,
                   int32_t *msum) {
     if (T == HT_Q4_K || T == HT_Q5_K) kb_q4_K_q5_K(T, NC, wb, a, isum, msum);
     else if (T == HT_Q6_K) kb_q6_K(NC, wb, a, isum, msum);
     else if (T == HT_Q2_K || T == HT_Q3_K) kb_q2_K_q3_K(T, NC, wb, a, isum, msum);
-    else kb_iq4_xs(NC, wb, a, isum, msum);
+    else if (T == HT_IQ4_XS) kb_iq4_xs(NC, wb, a, isum, msum);
+    else kb_iq(T, NC, wb, a, isum, msum);
 }
 
 #include "quant_tile_k.h"
@@ -521,6 +716,16 @@ HT_NEON_KERNELS(q4_K, HT_Q4_K, tileK)
 HT_NEON_KERNELS(q5_K, HT_Q5_K, tileK)
 HT_NEON_KERNELS(q6_K, HT_Q6_K, tileK)
 HT_NEON_KERNELS(iq4_xs, HT_IQ4_XS, tileK)
+HT_NEON_KERNELS(iq2_xxs, HT_IQ2_XXS, tileK)
+HT_NEON_KERNELS(iq2_xs, HT_IQ2_XS, tileK)
+HT_NEON_KERNELS(iq2_s, HT_IQ2_S, tileK)
+HT_NEON_KERNELS(iq3_xxs, HT_IQ3_XXS, tileK)
+HT_NEON_KERNELS(iq3_s, HT_IQ3_S, tileK)
+HT_NEON_KERNELS(iq1_s, HT_IQ1_S, tileK)
+HT_NEON_KERNELS(iq1_m, HT_IQ1_M, tileK)
+HT_NEON_KERNELS(tq1_0, HT_TQ1_0, tileK)
+HT_NEON_KERNELS(tq2_0, HT_TQ2_0, tileK)
+HT_NEON_KERNELS(mxfp4, HT_MXFP4, tile32)
 HT_NEON_KERNELS(f32, HT_F32, tileF)
 HT_NEON_KERNELS(f16, HT_F16, tileF)
 HT_NEON_KERNELS(bf16, HT_BF16, tileF)
@@ -545,6 +750,16 @@ static void neon_install(ht_traits t[HT_NTYPES], bool all) {
     set_dot(&t[HT_Q5_K], vec_dot_q5_K, tile_q5_K);
     set_dot(&t[HT_Q6_K], vec_dot_q6_K, tile_q6_K);
     set_dot(&t[HT_IQ4_XS], vec_dot_iq4_xs, tile_iq4_xs);
+    set_dot(&t[HT_IQ2_XXS], vec_dot_iq2_xxs, tile_iq2_xxs);
+    set_dot(&t[HT_IQ2_XS], vec_dot_iq2_xs, tile_iq2_xs);
+    set_dot(&t[HT_IQ2_S], vec_dot_iq2_s, tile_iq2_s);
+    set_dot(&t[HT_IQ3_XXS], vec_dot_iq3_xxs, tile_iq3_xxs);
+    set_dot(&t[HT_IQ3_S], vec_dot_iq3_s, tile_iq3_s);
+    set_dot(&t[HT_IQ1_S], vec_dot_iq1_s, tile_iq1_s);
+    set_dot(&t[HT_IQ1_M], vec_dot_iq1_m, tile_iq1_m);
+    set_dot(&t[HT_TQ1_0], vec_dot_tq1_0, tile_tq1_0);
+    set_dot(&t[HT_TQ2_0], vec_dot_tq2_0, tile_tq2_0);
+    set_dot(&t[HT_MXFP4], vec_dot_mxfp4, tile_mxfp4);
     if (!all) return;
     set_dot(&t[HT_F32], vec_dot_f32, tile_f32);
     set_dot(&t[HT_F16], vec_dot_f16, tile_f16);

@@ -16,7 +16,10 @@
  *   Q4_1, Q5_1 (x Q8_1):                sum += (d_w * d_a) * (float)isum + m_w * s_a
  *   Q2_K, Q4_K, Q5_K (x Q8_K):          sum += (d_w * d_a) * (float)isum - (dmin_w * d_a) * (float)msum
  *   Q3_K, Q6_K, IQ4_XS (x Q8_K):        sum += (d_w * d_a) * (float)isum
- * where isum for Q3_K/Q6_K/IQ4_XS uses the signed sub-block scales (s - 32, int8, ls - 32). The blocks
+ *   MXFP4 (x Q8_0):                     sum += (d_w * d_a) * (float)isum, d_w = 2^(e - 128)
+ *   IQ1/IQ2/IQ3, TQ1_0, TQ2_0 (x Q8_K): sum += (d_w * d_a) * (float)isum, the result ht_iq_post(type) * sum
+ * where isum for Q3_K/Q6_K/IQ4_XS uses the signed sub-block scales (s - 32, int8, ls - 32), for the i-quants
+ * the odd scales 2s + 1 (see their unpack functions below; IQ1_M's d comes from its scale words). The blocks
  * are accumulated in one float, first to last. F32/F16/BF16 weights take F32 activations: each weight
  * is converted to float and sum += w * a, element by element. A SIMD kernel reproduces the per-block
  * integer sums exactly and the per-block float formula; only its accumulation order may differ.
@@ -1234,4 +1237,293 @@ void ht_ref_iq4_xs_from_float(const float *x, void *vy, int64_t n) {
     block_iq4_xs *y = vy;
     for (int64_t i = 0; i < n / QK_K; i++)
         quantize_iq4_superblock(QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l, 7);
+}
+
+/* ======================= i-quants and ternary types: unpack super-blocks of 256 ======================= */
+
+/* Each unpacks one super-block into signed int8 quants q and one integer scale per 16 elements, and returns
+ * its fp16 d; the value of element e is then d * sc[e/16] * q[e] * ht_iq_post(type), and a dot product with
+ * Q8_K is, per super-block, isum = sum_s sc[s] * (q . a over the 16 elements of s), exact in int32, then
+ *   sum += (d_w * d_a) * (float)isum,   the result post * sum.
+ * The scales are ggml's 2s + 1 (odd, so the 1/2-step of "0.5 + s" becomes the factor 1/8 or 1/4 of post).
+ * IQ1's shifted ternary values (grid +- 1/8) become q = 8 * grid +- 1, post 1/8: an exact integer identity
+ * with ggml's separate bsums term. */
+
+/* 8 elements: the byte magnitudes of a grid entry with the signs of the 8 bits of `signs`. */
+static void grid8(int8_t *q, uint64_t mags, unsigned signs) {
+    for (int j = 0; j < 8; j++) q[j] = (int8_t)((signs >> j & 1) ? -(int)(mags >> 8 * j & 0xFF) : (int)(mags >> 8 * j & 0xFF));
+}
+
+static void grid4(int8_t *q, uint32_t mags, unsigned signs) {
+    for (int j = 0; j < 4; j++) q[j] = (int8_t)((signs >> j & 1) ? -(int)(mags >> 8 * j & 0xFF) : (int)(mags >> 8 * j & 0xFF));
+}
+
+static void scale32(int16_t *sc, int ib, int ls) { sc[2 * ib] = sc[2 * ib + 1] = (int16_t)ls; }
+
+/* IQ2_XXS: per 32 elements two u32 words: bytes of the first are 4 indices into iq2xxs_grid, the second holds
+ * four 7-bit sign indices (ksigns_iq2xs) and, in its top 4 bits, the scale s. */
+static ht_half unpack_iq2_xxs(const void *vb, int8_t q[QK_K], int16_t sc[QK_K / 16]) {
+    const block_iq2_xxs *b = vb;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        uint32_t w[2];
+        memcpy(w, b->qs + 4 * ib, sizeof w);
+        for (int l = 0; l < 4; l++)
+            grid8(q + 32 * ib + 8 * l, ht_iq2xxs_grid[w[0] >> 8 * l & 0xFF], ht_ksigns_iq2xs[w[1] >> 7 * l & 127]);
+        scale32(sc, ib, 2 * (int)(w[1] >> 28) + 1);
+    }
+    return b->d;
+}
+
+/* IQ2_XS: per 8 elements a u16: 9-bit index into iq2xs_grid, 7-bit sign index; a 4-bit scale per 16. */
+static ht_half unpack_iq2_xs(const void *vb, int8_t q[QK_K], int16_t sc[QK_K / 16]) {
+    const block_iq2_xs *b = vb;
+    for (int g = 0; g < QK_K / 8; g++) grid8(q + 8 * g, ht_iq2xs_grid[b->qs[g] & 511], ht_ksigns_iq2xs[b->qs[g] >> 9]);
+    for (int s = 0; s < QK_K / 16; s++) sc[s] = (int16_t)(2 * (b->scales[s / 2] >> 4 * (s % 2) & 0xF) + 1);
+    return b->d;
+}
+
+/* IQ2_S: per 8 elements an index of 10 bits (qs byte, 2 more from qh[32-block]) into iq2s_grid and a whole
+ * byte of signs (the second half of qs); a 4-bit scale per 16. */
+static ht_half unpack_iq2_s(const void *vb, int8_t q[QK_K], int16_t sc[QK_K / 16]) {
+    const block_iq2_s *b = vb;
+    const uint8_t *signs = b->qs + QK_K / 8;
+    for (int g = 0; g < QK_K / 8; g++)
+        grid8(q + 8 * g, ht_iq2s_grid[b->qs[g] | (b->qh[g / 4] << (8 - 2 * (g % 4)) & 0x300)], signs[g]);
+    for (int s = 0; s < QK_K / 16; s++) sc[s] = (int16_t)(2 * (b->scales[s / 2] >> 4 * (s % 2) & 0xF) + 1);
+    return b->d;
+}
+
+/* IQ3_XXS: per 4 elements a byte index into iq3xxs_grid; per 32 a u32 (after the 64 index bytes) of four
+ * 7-bit sign indices and the 4-bit scale. */
+static ht_half unpack_iq3_xxs(const void *vb, int8_t q[QK_K], int16_t sc[QK_K / 16]) {
+    const block_iq3_xxs *b = vb;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        uint32_t w;
+        memcpy(&w, b->qs + QK_K / 4 + 4 * ib, sizeof w);
+        for (int l = 0; l < 4; l++) {
+            const unsigned s = ht_ksigns_iq2xs[w >> 7 * l & 127];
+            grid4(q + 32 * ib + 8 * l, ht_iq3xxs_grid[b->qs[8 * ib + 2 * l]], s);
+            grid4(q + 32 * ib + 8 * l + 4, ht_iq3xxs_grid[b->qs[8 * ib + 2 * l + 1]], s >> 4);
+        }
+        scale32(sc, ib, 2 * (int)(w >> 28) + 1);
+    }
+    return b->d;
+}
+
+/* IQ3_S: per 4 elements a 9-bit index (qs byte, bit from qh[32-block]) into iq3s_grid, a sign bit per element,
+ * a 4-bit scale per 32. */
+static ht_half unpack_iq3_s(const void *vb, int8_t q[QK_K], int16_t sc[QK_K / 16]) {
+    const block_iq3_s *b = vb;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        for (int k = 0; k < 8; k++) {
+            const int idx = b->qs[8 * ib + k] | (b->qh[ib] << (8 - k) & 256);
+            grid4(q + 32 * ib + 4 * k, ht_iq3s_grid[idx], b->signs[4 * ib + k / 2] >> 4 * (k % 2));
+        }
+        scale32(sc, ib, 2 * (b->scales[ib / 2] >> 4 * (ib % 2) & 0xF) + 1);
+    }
+    return b->d;
+}
+
+/* IQ1_S: per 8 elements an 11-bit index (qs byte, 3 bits of qh[32-block]) into iq1s_grid; qh's bits 12..14
+ * are the 32-block's scale, bit 15 the sign of its 1/8 shift. */
+static ht_half unpack_iq1_s(const void *vb, int8_t q[QK_K], int16_t sc[QK_K / 16]) {
+    const block_iq1_s *b = vb;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const int h = b->qh[ib], delta = h & 0x8000 ? -1 : 1;
+        for (int l = 0; l < 4; l++) {
+            const uint64_t g = ht_iq1s_grid[b->qs[4 * ib + l] | (h >> 3 * l & 7) << 8];
+            for (int j = 0; j < 8; j++) q[32 * ib + 8 * l + j] = (int8_t)(8 * (int8_t)(g >> 8 * j) + delta);
+        }
+        scale32(sc, ib, 2 * (h >> 12 & 7) + 1);
+    }
+    return b->d;
+}
+
+/* IQ1_M: per 8 elements an 11-bit index (qs byte, a nibble of qh: 3 bits + the shift's sign in bit 3); a
+ * 3-bit scale per 16 (four to each u16 of scales, whose top nibbles hold d, ht_iq1_m_d). */
+static ht_half unpack_iq1_m(const void *vb, int8_t q[QK_K], int16_t sc[QK_K / 16]) {
+    const block_iq1_m *b = vb;
+    uint16_t w[4];
+    memcpy(w, b->scales, sizeof w);
+    for (int g = 0; g < QK_K / 8; g++) {
+        const int nib = b->qh[g / 2] >> 4 * (g % 2) & 0xF, delta = nib & 8 ? -1 : 1;
+        const uint64_t grid = ht_iq1s_grid[b->qs[g] | (nib & 7) << 8];
+        for (int j = 0; j < 8; j++) q[8 * g + j] = (int8_t)(8 * (int8_t)(grid >> 8 * j) + delta);
+    }
+    for (int s = 0; s < QK_K / 16; s++) sc[s] = (int16_t)(2 * (w[s / 4] >> 3 * (s % 4) & 7) + 1);
+    return ht_iq1_m_d(b);
+}
+
+/* TQ2_0: element 128h + 32l + m is bits 2l..2l+1 of qs[32h + m], minus 1. */
+static ht_half unpack_tq2_0(const void *vb, int8_t q[QK_K], int16_t sc[QK_K / 16]) {
+    const block_tq2_0 *b = vb;
+    for (int e = 0; e < QK_K; e++) q[e] = (int8_t)((b->qs[32 * (e / 128) + e % 32] >> 2 * (e % 128 / 32) & 3) - 1);
+    for (int s = 0; s < QK_K / 16; s++) sc[s] = 1;
+    return b->d;
+}
+
+/* Trit k (0 = most significant) of a TQ1_0 byte: the byte is ceil(v * 256 / 243) of a 5-trit number v. */
+static int trit(uint8_t byte, int k) {
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    const uint8_t x = (uint8_t)(byte * pow3[k]);
+    return ((uint16_t)x * 3 >> 8) - 1;
+}
+
+/* TQ1_0: qs[0..31] hold trit k of elements 32k + m (k < 5), qs[32..47] trit k of 160 + 16k + m, qh[j] trit k
+ * of 240 + 4k + j (k < 4). */
+static ht_half unpack_tq1_0(const void *vb, int8_t q[QK_K], int16_t sc[QK_K / 16]) {
+    const block_tq1_0 *b = vb;
+    for (int k = 0; k < 5; k++)
+        for (int m = 0; m < 32; m++) q[32 * k + m] = (int8_t)trit(b->qs[m], k);
+    for (int k = 0; k < 5; k++)
+        for (int m = 0; m < 16; m++) q[160 + 16 * k + m] = (int8_t)trit(b->qs[32 + m], k);
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 4; j++) q[240 + 4 * k + j] = (int8_t)trit(b->qh[j], k);
+    for (int s = 0; s < QK_K / 16; s++) sc[s] = 1;
+    return b->d;
+}
+
+typedef ht_half (*iq_unpack_fn)(const void *vb, int8_t q[QK_K], int16_t sc[QK_K / 16]);
+
+static void iq_to_float(iq_unpack_fn unpack, size_t bytes, float post, const void *src, float *y, int64_t n) {
+    for (int64_t i = 0; i < n / QK_K; i++, y += QK_K) {
+        int8_t q[QK_K];
+        int16_t sc[QK_K / 16];
+        const float d = fp16_to_f32(unpack((const uint8_t *)src + (size_t)i * bytes, q, sc)) * post;
+        for (int s = 0; s < QK_K / 16; s++) {
+            const float dl = d * sc[s];
+            for (int l = 0; l < 16; l++) y[16 * s + l] = dl * q[16 * s + l];
+        }
+    }
+}
+
+static float iq_vec_dot(iq_unpack_fn unpack, size_t bytes, float post, int n, const void *w, const void *va) {
+    const block_q8_K *a = va;
+    float sum = 0;
+    for (int i = 0; i < n / QK_K; i++) {
+        int8_t q[QK_K];
+        int16_t sc[QK_K / 16];
+        const ht_half d = unpack((const uint8_t *)w + (size_t)i * bytes, q, sc);
+        int32_t isum = 0;
+        for (int s = 0; s < QK_K / 16; s++) isum += sc[s] * dot_i8(q + 16 * s, a[i].qs + 16 * s, 16);
+        sum += (fp16_to_f32(d) * a[i].d) * (float)isum;
+    }
+    return post * sum;
+}
+
+#define IQ_KERNELS(name, T)                                                                                   \
+    void ht_ref_##name##_to_float(const void *src, float *y, int64_t n) {                                    \
+        iq_to_float(unpack_##name, sizeof(block_##name), ht_iq_post(T), src, y, n);                          \
+    }                                                                                                        \
+    float ht_ref_vec_dot_##name##_q8_K(int n, const void *w, const void *a) {                                \
+        return iq_vec_dot(unpack_##name, sizeof(block_##name), ht_iq_post(T), n, w, a);                      \
+    }
+
+IQ_KERNELS(iq2_xxs, HT_IQ2_XXS)
+IQ_KERNELS(iq2_xs, HT_IQ2_XS)
+IQ_KERNELS(iq2_s, HT_IQ2_S)
+IQ_KERNELS(iq3_xxs, HT_IQ3_XXS)
+IQ_KERNELS(iq3_s, HT_IQ3_S)
+IQ_KERNELS(iq1_s, HT_IQ1_S)
+IQ_KERNELS(iq1_m, HT_IQ1_M)
+IQ_KERNELS(tq1_0, HT_TQ1_0)
+IQ_KERNELS(tq2_0, HT_TQ2_0)
+
+/* ggml's quantize_row_tq2_0_ref: d = the block's largest magnitude, each value rounded to -1, 0, 1 of it. */
+void ht_ref_tq2_0_from_float(const float *x, void *vy, int64_t n) {
+    block_tq2_0 *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float amax = 0;
+        for (int j = 0; j < QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float id = amax ? 1.0f / amax : 0.0f;
+        y[i].d = f32_to_fp16(amax);
+        memset(y[i].qs, 0, sizeof y[i].qs);
+        for (int e = 0; e < QK_K; e++)
+            y[i].qs[32 * (e / 128) + e % 32] |= (uint8_t)(((int)lroundf(x[e] * id) + 1) << 2 * (e % 128 / 32));
+    }
+}
+
+/* ggml's quantize_row_tq1_0_ref: trits packed 5 a byte (4 in qh), most significant first, each byte scaled to
+ * ceil(v * 256 / 243). */
+static uint8_t pack_trits(const float *x, int stride, int count, float id) {
+    unsigned v = 0;
+    for (int k = 0; k < count; k++) v = v * 3 + (unsigned)(lroundf(x[k * stride] * id) + 1);
+    if (count == 4) v *= 3;
+    return (uint8_t)((v * 256 + 242) / 243);
+}
+
+void ht_ref_tq1_0_from_float(const float *x, void *vy, int64_t n) {
+    block_tq1_0 *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float amax = 0;
+        for (int j = 0; j < QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float id = amax ? 1.0f / amax : 0.0f;
+        y[i].d = f32_to_fp16(amax);
+        for (int m = 0; m < 32; m++) y[i].qs[m] = pack_trits(x + m, 32, 5, id);
+        for (int m = 0; m < 16; m++) y[i].qs[32 + m] = pack_trits(x + 160 + m, 16, 5, id);
+        for (int j = 0; j < 4; j++) y[i].qh[j] = pack_trits(x + 240 + j, 4, 4, id);
+    }
+}
+
+/* ======================= MXFP4 (x Q8_0) ======================= */
+
+/* Element j < 16 is the low nibble of qs[j], j + 16 the high one, each a doubled E2M1 value; per block
+ *   sum += (d_w * d_a) * (float)isum   with d_w = ht_e8m0_half(e). */
+static void unpack_mxfp4(const uint8_t qs[16], int8_t q[32]) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = ht_kvalues_mxfp4[qs[j] & 0x0F];
+        q[j + 16] = ht_kvalues_mxfp4[qs[j] >> 4];
+    }
+}
+
+void ht_ref_mxfp4_to_float(const void *src, float *y, int64_t n) {
+    const block_mxfp4 *b = src;
+    for (int64_t i = 0; i < n / QK_MXFP4; i++, y += QK_MXFP4) {
+        int8_t q[QK_MXFP4];
+        unpack_mxfp4(b[i].qs, q);
+        const float d = ht_e8m0_half(b[i].e);
+        for (int j = 0; j < QK_MXFP4; j++) y[j] = d * q[j];
+    }
+}
+
+float ht_ref_vec_dot_mxfp4_q8_0(int n, const void *vw, const void *va) {
+    const block_mxfp4 *w = vw;
+    const block_q8_0 *a = va;
+    float sum = 0;
+    for (int i = 0; i < n / QK_MXFP4; i++) {
+        int8_t q[QK_MXFP4];
+        unpack_mxfp4(w[i].qs, q);
+        sum += (ht_e8m0_half(w[i].e) * fp16_to_f32(a[i].d)) * (float)dot_i8(q, a[i].qs, QK_MXFP4);
+    }
+    return sum;
+}
+
+/* Index of the value of ht_kvalues_mxfp4 * d nearest to x (the first on ties), as ggml's best_index_mxfp4. */
+static int best_index_mxfp4(float x, float d) {
+    int best = 0;
+    float err = fabsf(ht_kvalues_mxfp4[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        const float e = fabsf(ht_kvalues_mxfp4[i] * d - x);
+        if (e < err) {
+            best = i;
+            err = e;
+        }
+    }
+    return best;
+}
+
+/* ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127 (so amax lands in the top binade, 4..8 x
+ * the half scale), each value to the nearest E2M1 level. */
+void ht_ref_mxfp4_from_float(const float *x, void *vy, int64_t n) {
+    block_mxfp4 *y = vy;
+    for (int64_t i = 0; i < n / QK_MXFP4; i++, x += QK_MXFP4) {
+        float amax = 0;
+        for (int j = 0; j < QK_MXFP4; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+        const uint8_t e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        const float d = ht_e8m0_half(e);
+        y[i].e = e;
+        for (int j = 0; j < QK_MXFP4 / 2; j++)
+            y[i].qs[j] = (uint8_t)(best_index_mxfp4(x[j], d) | best_index_mxfp4(x[j + 16], d) << 4);
+    }
 }

@@ -10,6 +10,44 @@
 /* The 16 non-linear levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl). */
 extern const int8_t ht_kvalues_iq4nl[16];
 
+/* The formats' tables (quant_grids.c, values from ggml-common.h). Grid entries hold 8 (or, iq3*, 4) byte
+ * magnitudes, element 0 lowest; iq1s_grid's bytes are -1, 0, 1. ksigns_iq2xs maps 7 sign bits to 8 with
+ * even parity (the eighth sign is implied). kvalues_mxfp4: the 16 E2M1 values, doubled (scale e then
+ * stands for 2^(e - 128)). */
+extern const uint8_t ht_ksigns_iq2xs[128];
+extern const uint64_t ht_ksigns64[128];   /* the same 8 signs as bytes: 0xFF negative, 0x00 positive */
+extern const uint64_t ht_iq2xxs_grid[256];
+extern const uint64_t ht_iq2xs_grid[512];
+extern const uint64_t ht_iq2s_grid[1024];
+extern const uint32_t ht_iq3xxs_grid[256];
+extern const uint32_t ht_iq3s_grid[512];
+extern const uint64_t ht_iq1s_grid[2048];
+extern const int8_t ht_kvalues_mxfp4[16];
+
+/* MXFP4's scale: 2^(e - 128), half the E8M0 value, as ggml_e8m0_to_fp32_half (subnormal for e < 2). */
+static inline float ht_e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* IQ1_M's fp16 scale, from the top nibbles of its four scale words. */
+static inline ht_half ht_iq1_m_d(const block_iq1_m *b) {
+    uint16_t sc[4];
+    memcpy(sc, b->scales, sizeof sc);
+    return (ht_half)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+}
+
+/* The factor the i-quants' dot products and values carry beyond d * scale * quant (quant_ref.c, top). */
+static inline float ht_iq_post(uint32_t type) {
+    switch (type) {
+    case HT_IQ2_XXS: case HT_IQ2_XS: case HT_IQ2_S: case HT_IQ1_S: case HT_IQ1_M: return 0.125f;
+    case HT_IQ3_XXS: return 0.25f;
+    default: return 1.0f;   /* IQ3_S, TQ1_0, TQ2_0 */
+    }
+}
+
 /* to_float: dequantize n elements. */
 void ht_ref_f32_to_float(const void *src, float *dst, int64_t n);
 void ht_ref_f16_to_float(const void *src, float *dst, int64_t n);
@@ -28,6 +66,16 @@ void ht_ref_q6_K_to_float(const void *src, float *dst, int64_t n);
 void ht_ref_q8_K_to_float(const void *src, float *dst, int64_t n);
 void ht_ref_iq4_nl_to_float(const void *src, float *dst, int64_t n);
 void ht_ref_iq4_xs_to_float(const void *src, float *dst, int64_t n);
+void ht_ref_iq2_xxs_to_float(const void *src, float *dst, int64_t n);
+void ht_ref_iq2_xs_to_float(const void *src, float *dst, int64_t n);
+void ht_ref_iq2_s_to_float(const void *src, float *dst, int64_t n);
+void ht_ref_iq3_xxs_to_float(const void *src, float *dst, int64_t n);
+void ht_ref_iq3_s_to_float(const void *src, float *dst, int64_t n);
+void ht_ref_iq1_s_to_float(const void *src, float *dst, int64_t n);
+void ht_ref_iq1_m_to_float(const void *src, float *dst, int64_t n);
+void ht_ref_tq1_0_to_float(const void *src, float *dst, int64_t n);
+void ht_ref_tq2_0_to_float(const void *src, float *dst, int64_t n);
+void ht_ref_mxfp4_to_float(const void *src, float *dst, int64_t n);
 
 /* from_float: the reference quantizers (bit-identical to ggml's; see quant_ref.c). */
 void ht_ref_f32_from_float(const float *src, void *dst, int64_t n);
@@ -47,6 +95,13 @@ void ht_ref_q6_K_from_float(const float *src, void *dst, int64_t n);
 void ht_ref_q8_K_from_float(const float *src, void *dst, int64_t n);
 void ht_ref_iq4_nl_from_float(const float *src, void *dst, int64_t n);
 void ht_ref_iq4_xs_from_float(const float *src, void *dst, int64_t n);
+void ht_ref_tq1_0_from_float(const float *src, void *dst, int64_t n);
+void ht_ref_tq2_0_from_float(const float *src, void *dst, int64_t n);
+void ht_ref_mxfp4_from_float(const float *src, void *dst, int64_t n);
+/* quant_iq_search.c: ggml's grid searches without an importance matrix. */
+void ht_ref_iq3_s_from_float(const float *src, void *dst, int64_t n);
+void ht_ref_iq2_s_from_float(const float *src, void *dst, int64_t n);
+void ht_ref_iq3_xxs_from_float(const float *src, void *dst, int64_t n);
 
 /* vec_dot: weights of the first type × activations of the second. */
 float ht_ref_vec_dot_f32_f32(int n, const void *w, const void *a);
@@ -66,5 +121,15 @@ float ht_ref_vec_dot_q4_K_q8_K(int n, const void *w, const void *a);
 float ht_ref_vec_dot_q5_K_q8_K(int n, const void *w, const void *a);
 float ht_ref_vec_dot_q6_K_q8_K(int n, const void *w, const void *a);
 float ht_ref_vec_dot_iq4_xs_q8_K(int n, const void *w, const void *a);
+float ht_ref_vec_dot_iq2_xxs_q8_K(int n, const void *w, const void *a);
+float ht_ref_vec_dot_iq2_xs_q8_K(int n, const void *w, const void *a);
+float ht_ref_vec_dot_iq2_s_q8_K(int n, const void *w, const void *a);
+float ht_ref_vec_dot_iq3_xxs_q8_K(int n, const void *w, const void *a);
+float ht_ref_vec_dot_iq3_s_q8_K(int n, const void *w, const void *a);
+float ht_ref_vec_dot_iq1_s_q8_K(int n, const void *w, const void *a);
+float ht_ref_vec_dot_iq1_m_q8_K(int n, const void *w, const void *a);
+float ht_ref_vec_dot_tq1_0_q8_K(int n, const void *w, const void *a);
+float ht_ref_vec_dot_tq2_0_q8_K(int n, const void *w, const void *a);
+float ht_ref_vec_dot_mxfp4_q8_0(int n, const void *w, const void *a);
 
 #endif

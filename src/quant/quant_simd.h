@@ -58,6 +58,7 @@ HT_AI size_t w_size(const int T) {   /* a 32-element weight block */
     case HT_Q5_0: return sizeof(block_q5_0);
     case HT_Q5_1: return sizeof(block_q5_1);
     case HT_Q8_0: return sizeof(block_q8_0);
+    case HT_MXFP4: return sizeof(block_mxfp4);
     default: return sizeof(block_iq4_nl);
     }
 }
@@ -71,6 +72,15 @@ HT_AI size_t k_size(const int T) {   /* a 256-element super-block */
     case HT_Q4_K: return sizeof(block_q4_K);
     case HT_Q5_K: return sizeof(block_q5_K);
     case HT_Q6_K: return sizeof(block_q6_K);
+    case HT_IQ2_XXS: return sizeof(block_iq2_xxs);
+    case HT_IQ2_XS: return sizeof(block_iq2_xs);
+    case HT_IQ2_S: return sizeof(block_iq2_s);
+    case HT_IQ3_XXS: return sizeof(block_iq3_xxs);
+    case HT_IQ3_S: return sizeof(block_iq3_s);
+    case HT_IQ1_S: return sizeof(block_iq1_s);
+    case HT_IQ1_M: return sizeof(block_iq1_m);
+    case HT_TQ1_0: return sizeof(block_tq1_0);
+    case HT_TQ2_0: return sizeof(block_tq2_0);
     default: return sizeof(block_iq4_xs);
     }
 }
@@ -82,7 +92,9 @@ HT_AI size_t k_d_off(const int T) {   /* where a super-block's d is */
     case HT_Q4_K: return offsetof(block_q4_K, d);
     case HT_Q5_K: return offsetof(block_q5_K, d);
     case HT_Q6_K: return offsetof(block_q6_K, d);
-    default: return offsetof(block_iq4_xs, d);
+    case HT_TQ1_0: return offsetof(block_tq1_0, d);
+    case HT_TQ2_0: return offsetof(block_tq2_0, d);
+    default: return 0;   /* IQ4_XS and the i-quants but IQ1_M (no d field: see tileK) */
     }
 }
 

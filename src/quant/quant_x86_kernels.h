@@ -11,14 +11,14 @@
  * of 4 consecutive products: VPDPBUSD, or PMADDUBSW + PMADDWD on AVX2 (PMADDUBSW adds two u8*s8 products
  * into int16 and saturates, so unsigned operands stay <= 128; signed weights go through the sign trick
  * |w| * sign(a, w), which needs activations in [-127, 127] — every activation quantizer guarantees it).
- *  - 32-element blocks (Q4_0 ... IQ4_NL x Q8_0 / Q8_1): groups of 8 blocks; the 8 lane vectors are reduced
+ *  - 32-element blocks (Q4_0 ... IQ4_NL, MXFP4 x Q8_0 / Q8_1): groups of 8 blocks; the 8 lane vectors are reduced
  *    by a transposing add tree to one vector holding the 8 block sums isum_b, then per lane
  *    acc += (d_w * d_a) * (float)isum_b [+ m_w * s_a] — quant_ref.c's per-block float formula — so the
  *    float accumulation runs in 8 lanes; leftover blocks (n/32 % 8) are added one by one after the lanes.
  *    The VNNI set instead scales every int32 lane on its own, two blocks a 512-bit vector (tile32z).
- *  - 256-element super-blocks (K-quants, IQ4_XS x Q8_K): the sub-block scale multiplies the int16 pair sums
- *    (PMADDWD / VPDPWSSD), offsets of unsigned weights (Q3_K's 4, Q6_K's 32) and the min terms come from the
- *    activation's bsums, and the float formula is evaluated in scalar, super-block after super-block, in
+ *  - 256-element super-blocks (K-quants, IQ4_XS, the low-bit i-quants, TQ2_0 x Q8_K): the sub-block scale
+ *    multiplies the int16 pair sums (PMADDWD / VPDPWSSD), offsets of unsigned weights (Q3_K's 4, Q6_K's 32,
+ *    TQ's 1) and the min terms come from the activation's bsums, and the float formula is evaluated in scalar, super-block after super-block, in
  *    quant_ref.c's order: these dot products are bit-identical to the scalar ones.
  * Float weights (F32/F16/BF16 x F32): one FMA accumulator per output, reduced in a fixed order.
  * The dev box is a 2-core AMD EPYC with full-width AVX-512 (Zen 5 class: 2 zmm FMAs a cycle); the notes at
@@ -171,6 +171,8 @@ HT_AI __m256i w_decode(const int T, const uint8_t *wb) {
         return _mm256_or_si256(nibbles32(b->qs), bits32(qh, 0x10));
     }
     case HT_Q8_0: return ld256(((const block_q8_0 *)wb)->qs);
+    case HT_MXFP4: return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(ld128(ht_kvalues_mxfp4)),
+                                              nibbles32(((const block_mxfp4 *)wb)->qs));
     default: return _mm256_shuffle_epi8(iq4nl_table(), nibbles32(((const block_iq4_nl *)wb)->qs));
     }
 }
@@ -181,7 +183,7 @@ HT_AI __m256i w_dot(const int T, __m256i q, const uint8_t *ab) {
     switch (T) {
     case HT_Q4_0: return dot_us_off(q, a, 8);
     case HT_Q5_0: return dot_us_off(q, a, 16);
-    case HT_Q8_0: case HT_IQ4_NL: return dot_ss(_mm256_setzero_si256(), q, a);
+    case HT_Q8_0: case HT_IQ4_NL: case HT_MXFP4: return dot_ss(_mm256_setzero_si256(), q, a);
     default: return dot_us(_mm256_setzero_si256(), q, a);
     }
 }
@@ -210,6 +212,13 @@ HT_AI __m256i aoff8(const int T, const uint8_t *a, size_t ib) {
 /* The weight scales of 8 consecutive blocks. With AVX-512 and 18-byte blocks (Q4_0, IQ4_NL) the 8 halves lie
  * in the blocks' first 128 bytes at words 0, 9, ..., 63: two loads and one word permute instead of 8 inserts. */
 HT_AI __m256 w_scales8(const int T, const uint8_t *wb) {
+    if (T == HT_MXFP4) {   /* 8 E8M0 bytes: 2^(e - 128), ht_e8m0_half's bits (subnormal below e = 2) */
+        const size_t S = sizeof(block_mxfp4);
+        const __m256i e = _mm256_setr_epi32(wb[0], wb[S], wb[2 * S], wb[3 * S], wb[4 * S], wb[5 * S], wb[6 * S], wb[7 * S]);
+        const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+        const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+        return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+    }
 #if HT_X86_AVX512
     if (w_size(T) == 18) {
         static const uint16_t idx[32] = {0, 9, 18, 27, 36, 45, 54, 63};
@@ -265,7 +274,7 @@ HT_AI void group8(const int T, const int NC, const uint8_t *w, const uint8_t *co
 /* One block's float term, for the blocks after the last full group. */
 HT_AI float block1(const int T, const uint8_t *wb, const uint8_t *ab) {
     const int32_t isum = hsum_i32(w_dot(T, w_decode(T, wb), ab));
-    float t = (h2f(wb) * h2f(ab)) * (float)isum;
+    float t = ((T == HT_MXFP4 ? ht_e8m0_half(wb[0]) : h2f(wb)) * h2f(ab)) * (float)isum;
     if (uses_q8_1(T)) t = t + h2f(wb + offsetof(block_q4_1, m)) * h2f(ab + offsetof(block_q8_1, s));
     return t;
 }
@@ -556,6 +565,188 @@ HT_AI void kb_iq4_xs(const int NC, const uint8_t *wb, const block_q8_K *const *a
     }
 }
 
+/* ---- the low-bit i-quants and TQ2_0: one 32-element chunk at a time ----
+ * A chunk is decoded to a byte vector and an int16 scale vector (scale of elements 0..15 in the low 128 bits,
+ * 16..31 in the high), quant_ref.c's unpack in registers: the grid types give unsigned magnitudes (grid
+ * entries gathered by index, <= 62) and a ±1 sign vector that goes onto the activations (PSIGNB), so the
+ * products run on dot_us_sc (PMADDUBSW, then PMADDWD / VPDPWSSD by the scales); IQ1's values 8 * grid ± 1
+ * (|q| <= 9) are signed and take dot_ss_sc; TQ1_0's and TQ2_0's are stored + 1 (0..2: TQ1_0's trits taken
+ * out of base-3 bytes by multiplying) and the offset comes off through the bsums. Every integer sum is exact,
+ * so isum equals the scalar one. */
+
+/* Bit j of bits -> byte j = -1 when set, +1 when clear. */
+HT_AI __m256i sign_pm1(uint32_t bits) { return _mm256_or_si256(bits32(bits, (char)0xFF), _mm256_set1_epi8(1)); }
+
+/* int16 scale lo for elements 0..15, hi for 16..31. */
+HT_AI __m256i sc_lohi(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16((short)hi), _mm_set1_epi16((short)lo)); }
+
+/* Four 7-bit sign indices (ksigns64: 7 bits -> 8 sign bytes) -> the ±1 vector of 32 elements. */
+HT_AI __m256i ksigns_pm1(unsigned i0, unsigned i1, unsigned i2, unsigned i3) {
+    const __m256i m = _mm256_set_epi64x((long long)ht_ksigns64[i3], (long long)ht_ksigns64[i2], (long long)ht_ksigns64[i1],
+                                        (long long)ht_ksigns64[i0]);
+    return _mm256_or_si256(m, _mm256_set1_epi8(1));
+}
+
+HT_AI __m256i grid64x4(const uint64_t *g, unsigned i0, unsigned i1, unsigned i2, unsigned i3) {
+    return _mm256_set_epi64x((long long)g[i3], (long long)g[i2], (long long)g[i1], (long long)g[i0]);
+}
+
+/* 8 entries of a 4-byte grid, indices from bytes (IQ3_XXS) or with a ninth bit from h (IQ3_S). */
+HT_AI __m256i grid32x8(const uint32_t *g, const uint8_t *idx, int h) {
+    const int b = h >= 0;
+    return _mm256_setr_epi32((int)g[idx[0] | (b ? (h << 8 & 256) : 0)], (int)g[idx[1] | (b ? (h << 7 & 256) : 0)],
+                             (int)g[idx[2] | (b ? (h << 6 & 256) : 0)], (int)g[idx[3] | (b ? (h << 5 & 256) : 0)],
+                             (int)g[idx[4] | (b ? (h << 4 & 256) : 0)], (int)g[idx[5] | (b ? (h << 3 & 256) : 0)],
+                             (int)g[idx[6] | (b ? (h << 2 & 256) : 0)], (int)g[idx[7] | (b ? (h << 1 & 256) : 0)]);
+}
+
+/* IQ1: ternary grid bytes g (-1, 0, 1) and per-byte shift signs dl (±1) -> 8 * g + dl. */
+HT_AI __m256i iq1_values(__m256i g, __m256i dl) {
+    return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8((char)0xF8)), dl);
+}
+
+/* Chunk ib of a super-block: *q the bytes, *sg the ±1 signs for the activations (grid types), *sc the scales. */
+HT_AI void iq_chunk(const int T, const uint8_t *wb, int ib, __m256i *q, __m256i *sg, __m256i *sc) {
+    switch (T) {
+    case HT_IQ2_XXS: {
+        uint32_t w[2];
+        memcpy(w, ((const block_iq2_xxs *)wb)->qs + 4 * ib, sizeof w);
+        *q = grid64x4(ht_iq2xxs_grid, w[0] & 255, w[0] >> 8 & 255, w[0] >> 16 & 255, w[0] >> 24);
+        *sg = ksigns_pm1(w[1] & 127, w[1] >> 7 & 127, w[1] >> 14 & 127, w[1] >> 21 & 127);
+        *sc = _mm256_set1_epi16((short)(2 * (w[1] >> 28) + 1));
+        break;
+    }
+    case HT_IQ2_XS: {
+        const block_iq2_xs *b = (const block_iq2_xs *)wb;
+        uint16_t w[4];
+        memcpy(w, b->qs + 4 * ib, sizeof w);
+        *q = grid64x4(ht_iq2xs_grid, w[0] & 511, w[1] & 511, w[2] & 511, w[3] & 511);
+        *sg = ksigns_pm1(w[0] >> 9, w[1] >> 9, w[2] >> 9, w[3] >> 9);
+        *sc = sc_lohi(2 * (b->scales[ib] & 15) + 1, 2 * (b->scales[ib] >> 4) + 1);
+        break;
+    }
+    case HT_IQ2_S: {
+        const block_iq2_s *b = (const block_iq2_s *)wb;
+        const uint8_t *qs = b->qs + 4 * ib;
+        const unsigned h = b->qh[ib];
+        *q = grid64x4(ht_iq2s_grid, qs[0] | (h << 8 & 0x300), qs[1] | (h << 6 & 0x300), qs[2] | (h << 4 & 0x300),
+                      qs[3] | (h << 2 & 0x300));
+        uint32_t s;
+        memcpy(&s, b->qs + QK_K / 8 + 4 * ib, 4);
+        *sg = sign_pm1(s);
+        *sc = sc_lohi(2 * (b->scales[ib] & 15) + 1, 2 * (b->scales[ib] >> 4) + 1);
+        break;
+    }
+    case HT_IQ3_XXS: {
+        const block_iq3_xxs *b = (const block_iq3_xxs *)wb;
+        uint32_t w;
+        memcpy(&w, b->qs + QK_K / 4 + 4 * ib, 4);
+        *q = grid32x8(ht_iq3xxs_grid, b->qs + 8 * ib, -1);
+        *sg = ksigns_pm1(w & 127, w >> 7 & 127, w >> 14 & 127, w >> 21 & 127);
+        *sc = _mm256_set1_epi16((short)(2 * (w >> 28) + 1));
+        break;
+    }
+    case HT_IQ3_S: {
+        const block_iq3_s *b = (const block_iq3_s *)wb;
+        *q = grid32x8(ht_iq3s_grid, b->qs + 8 * ib, b->qh[ib]);
+        uint32_t s;
+        memcpy(&s, b->signs + 4 * ib, 4);
+        *sg = sign_pm1(s);
+        *sc = _mm256_set1_epi16((short)(2 * (b->scales[ib / 2] >> 4 * (ib % 2) & 15) + 1));
+        break;
+    }
+    case HT_IQ1_S: {
+        const block_iq1_s *b = (const block_iq1_s *)wb;
+        const unsigned h = b->qh[ib];
+        const uint8_t *qs = b->qs + 4 * ib;
+        const __m256i g = grid64x4(ht_iq1s_grid, qs[0] | (h & 7) << 8, qs[1] | (h >> 3 & 7) << 8,
+                                   qs[2] | (h >> 6 & 7) << 8, qs[3] | (h >> 9 & 7) << 8);
+        *q = iq1_values(g, _mm256_set1_epi8(h & 0x8000 ? -1 : 1));
+        *sc = _mm256_set1_epi16((short)(2 * (h >> 12 & 7) + 1));
+        break;
+    }
+    case HT_IQ1_M: {
+        const block_iq1_m *b = (const block_iq1_m *)wb;
+        const unsigned h0 = b->qh[2 * ib], h1 = b->qh[2 * ib + 1];
+        const uint8_t *qs = b->qs + 4 * ib;
+        const __m256i g = grid64x4(ht_iq1s_grid, qs[0] | (h0 & 7) << 8, qs[1] | (h0 >> 4 & 7) << 8,
+                                   qs[2] | (h1 & 7) << 8, qs[3] | (h1 >> 4 & 7) << 8);
+        const long long P = 0x0101010101010101LL, M = -1LL;   /* +1 / -1 in every byte */
+        *q = iq1_values(g, _mm256_set_epi64x(h1 & 0x80 ? M : P, h1 & 0x08 ? M : P, h0 & 0x80 ? M : P, h0 & 0x08 ? M : P));
+        uint16_t w;
+        memcpy(&w, b->scales + 2 * (ib / 2), 2);
+        const int s = w >> 6 * (ib % 2);
+        *sc = sc_lohi(2 * (s & 7) + 1, 2 * (s >> 3 & 7) + 1);
+        break;
+    }
+    case HT_TQ1_0: {
+        const block_tq1_0 *b = (const block_tq1_0 *)wb;
+        __m256i x, m;   /* the bytes holding each element's trit, and the power of 3 that brings it to the top */
+        if (ib < 5) {   /* trit ib of qs[0..31] */
+            x = ld256(b->qs);
+            m = _mm256_set1_epi8((char)(ib == 0 ? 1 : ib == 1 ? 3 : ib == 2 ? 9 : ib == 3 ? 27 : 81));
+        } else if (ib < 7) {   /* trits 2 (ib - 5), + 1 of qs[32..47] */
+            x = _mm256_broadcastsi128_si256(ld128(b->qs + 32));
+            m = ib == 5 ? _mm256_set_m128i(_mm_set1_epi8(3), _mm_set1_epi8(1)) : _mm256_set_m128i(_mm_set1_epi8(27), _mm_set1_epi8(9));
+        } else {   /* trit 4 of qs[32..47], then trit k of qh[j] for element 240 + 4k + j */
+            uint32_t h;
+            memcpy(&h, b->qh, 4);
+            const __m128i hx = _mm_shuffle_epi8(_mm_set1_epi32((int)h), _mm_setr_epi8(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+            x = _mm256_set_m128i(hx, ld128(b->qs + 32));
+            m = _mm256_set_m128i(_mm_setr_epi8(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27), _mm_set1_epi8(81));
+        }
+        /* trit = ((byte * 3^k mod 256) * 3) >> 8, in the even and the odd bytes' 16-bit lanes */
+        const __m256i lo = _mm256_set1_epi16(0xFF);
+        const __m256i qe = _mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(x, lo), _mm256_and_si256(m, lo)), lo);
+        const __m256i qo = _mm256_and_si256(_mm256_mullo_epi16(_mm256_srli_epi16(x, 8), _mm256_srli_epi16(m, 8)), lo);
+        const __m256i three = _mm256_set1_epi16(3);
+        *q = _mm256_or_si256(_mm256_srli_epi16(_mm256_mullo_epi16(qe, three), 8),
+                             _mm256_slli_epi16(_mm256_srli_epi16(_mm256_mullo_epi16(qo, three), 8), 8));
+        *sc = _mm256_set1_epi16(1);
+        break;
+    }
+    default: {   /* TQ2_0: 2-bit values + 1, chunk ib = bits 2 (ib % 4) of the 32 bytes of half ib / 4 */
+        const __m256i x = ld256(((const block_tq2_0 *)wb)->qs + 32 * (ib / 4));
+        *q = _mm256_and_si256(_mm256_srli_epi16(x, 2 * (ib % 4)), _mm256_set1_epi8(3));
+        *sc = _mm256_set1_epi16(1);
+        break;
+    }
+    }
+}
+
+HT_AI bool iq_signed(const int T) { return T == HT_IQ1_S || T == HT_IQ1_M; }
+HT_AI bool iq_ternary(const int T) { return T == HT_TQ1_0 || T == HT_TQ2_0; }   /* stored + 1 */
+HT_AI bool iq_grid(const int T) { return !iq_signed(T) && !iq_ternary(T); }
+
+HT_AI void kb_iq(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum, int32_t *msum) {
+    __m256i acc[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_si256();
+    HT_UNROLL
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        __m256i q, sg = _mm256_setzero_si256(), sc;
+        iq_chunk(T, wb, ib, &q, &sg, &sc);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const __m256i av = ld256(a[c]->qs + 32 * ib);
+            if (iq_signed(T)) acc[c] = dot_ss_sc(acc[c], q, av, sc);
+            else if (iq_grid(T)) acc[c] = dot_us_sc(acc[c], q, _mm256_sign_epi8(av, sg), sc);
+            else acc[c] = dot_us_sc(acc[c], q, av, sc);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) {
+        if (iq_ternary(T)) {   /* the + 1 of the stored values: minus the sum of the activations */
+            int32_t asum;
+            hsum2_i32(acc[c], bsums_madd(a[c], _mm256_set1_epi16(1)), &isum[c], &asum);
+            isum[c] -= asum;
+        } else {
+            isum[c] = hsum_i32(acc[c]);
+        }
+        msum[c] = 0;
+    }
+}
+
 /* One super-block, NC activation rows: isum[c] (scales folded in, offsets removed) and msum[c]. */
 HT_AI void kblock(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum,
                   int32_t *msum) {
@@ -568,7 +759,8 @@ HT_AI void kblock(const int T, const int NC, const uint8_t *wb, const block_q8_K
     if (T == HT_Q4_K || T == HT_Q5_K) kb_q4_K_q5_K(T, NC, wb, a, isum, msum);
     else if (T == HT_Q6_K) kb_q6_K(NC, wb, a, isum, msum);
     else if (T == HT_Q2_K || T == HT_Q3_K) kb_q2_K_q3_K(T, NC, wb, a, isum, msum);
-    else kb_iq4_xs(NC, wb, a, isum, msum);
+    else if (T == HT_IQ4_XS) kb_iq4_xs(NC, wb, a, isum, msum);
+    else kb_iq(T, NC, wb, a, isum, msum);
 }
 
 #include "quant_tile_k.h"
@@ -906,8 +1098,8 @@ static void q8_K_from_float(const float *x, void *vy, int64_t n) {
 /* Two blocks a vector: one VPDPBUSD leaves 8 int32 lanes per block (4 products a lane), and instead of
  * reducing them to a block sum (tile32's add tree), every lane is converted and scaled on its own:
  * acc += float(lane) * (d_w * d_a), plus m_w * s_a in the first lane of each block for Q4_1 / Q5_1. The
- * unsigned operand of VPDPBUSD is the weights as stored (IQ4_NL's table values + 128), an offset (Q4_0 8,
- * Q5_0 16, IQ4_NL 128) coming off the lanes as off * (sum of the lane's 4 activations); for Q8_0's signed
+ * unsigned operand of VPDPBUSD is the weights as stored (IQ4_NL's, MXFP4's table values + 128), an offset
+ * (Q4_0 8, Q5_0 16, IQ4_NL and MXFP4 128) coming off the lanes as off * (sum of the lane's 4 activations); for Q8_0's signed
  * weights it is the activations + 128, one VPDPBUSD of the weights per pair taking 128 * (sum of the lane's weights) off
  * again (measured: the cheaper of the two ways for each). Integer lanes exact either way. What depends on
  * the activations alone (their bytes side by side, offset terms, the scales as lane vectors) is prepared
@@ -918,13 +1110,14 @@ static void q8_K_from_float(const float *x, void *vy, int64_t n) {
 
 typedef struct { __m512i a, no; __m512 da, sa; } zact;   /* one column's block pair, prepared */
 
-HT_AI int z_off(const int T) { return T == HT_Q4_0 ? 8 : T == HT_Q5_0 ? 16 : T == HT_IQ4_NL ? 128 : 0; }
+HT_AI int z_off(const int T) { return T == HT_Q4_0 ? 8 : T == HT_Q5_0 ? 16 : T == HT_IQ4_NL || T == HT_MXFP4 ? 128 : 0; }
 
 HT_AI size_t z_qs(const int T) {   /* offset of the weight bytes in a block */
     switch (T) {
     case HT_Q4_1: return offsetof(block_q4_1, qs);
     case HT_Q5_0: return offsetof(block_q5_0, qs);
     case HT_Q5_1: return offsetof(block_q5_1, qs);
+    case HT_MXFP4: return offsetof(block_mxfp4, qs);
     default: return 2;   /* Q4_0, Q8_0, IQ4_NL: after d */
     }
 }
@@ -939,6 +1132,14 @@ HT_AI __m512 z_halves2(const uint8_t *p0, const uint8_t *p1) {
                                                    _mm_set1_epi16((short)ldh(p1)), 1));
 }
 
+/* The weight scales of blocks wb and wb + WS as 8 + 8 float lanes (halves, or MXFP4's E8M0 bytes). */
+HT_AI __m512 z_wscales2(const int T, const uint8_t *wb) {
+    const size_t WS = w_size(T);
+    if (T == HT_MXFP4)
+        return _mm512_insertf32x8(_mm512_set1_ps(ht_e8m0_half(wb[0])), _mm256_set1_ps(ht_e8m0_half(wb[WS])), 1);
+    return z_halves2(wb, wb + WS);
+}
+
 /* The 64 weights of blocks wb and wb + WS in element order: signed bytes for Q8_0, else unsigned (Q4_0,
  * Q5_0 and IQ4_NL still offset by 8, 16, 128). */
 HT_AI bool z_signed(const int T) { return T == HT_Q8_0; }
@@ -949,8 +1150,9 @@ HT_AI __m512i z_decode(const int T, const uint8_t *wb) {
     const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(ld128(wb + q))),
                                          _mm256_broadcastsi128_si256(ld128(wb + WS + q)), 1);
     __m512i u = _mm512_and_si512(_mm512_srlv_epi64(x, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
-    if (T == HT_IQ4_NL)   /* the table's values + 128 */
-        return _mm512_shuffle_epi8(_mm512_xor_si512(_mm512_broadcast_i32x4(ld128(ht_kvalues_iq4nl)), _mm512_set1_epi8((char)0x80)), u);
+    if (T == HT_IQ4_NL || T == HT_MXFP4)   /* the table's values + 128 */
+        return _mm512_shuffle_epi8(_mm512_xor_si512(_mm512_broadcast_i32x4(ld128(T == HT_MXFP4 ? ht_kvalues_mxfp4 : ht_kvalues_iq4nl)),
+                                                    _mm512_set1_epi8((char)0x80)), u);
     if (T == HT_Q5_0 || T == HT_Q5_1) {
         const size_t h = T == HT_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
         uint32_t h0, h1;
@@ -1032,7 +1234,7 @@ HT_AI void tile32z(const int T, const int NC, int n, const uint8_t *w, size_t ws
                         }
                         p += 4;
                     } else {
-                        const __m512 dw = z_halves2(wb, wb + WS);
+                        const __m512 dw = z_wscales2(T, wb);
                         const __m512 mw = uses_q8_1(T) ? z_halves2(wb + offsetof(block_q4_1, m), wb + WS + offsetof(block_q4_1, m)) : dw;
                         z_pair(T, NC, wb, dw, mw, &z[0][p], Z_SEG(NC), acc);
                         p++;
@@ -1093,6 +1295,16 @@ HT_X86_KERNELS(q4_K, HT_Q4_K, tileK, 4)
 HT_X86_KERNELS(q5_K, HT_Q5_K, tileK, 4)
 HT_X86_KERNELS(q6_K, HT_Q6_K, tileK, 4)
 HT_X86_KERNELS(iq4_xs, HT_IQ4_XS, tileK, 4)
+HT_X86_KERNELS(iq2_xxs, HT_IQ2_XXS, tileK, 4)
+HT_X86_KERNELS(iq2_xs, HT_IQ2_XS, tileK, 4)
+HT_X86_KERNELS(iq2_s, HT_IQ2_S, tileK, 4)
+HT_X86_KERNELS(iq3_xxs, HT_IQ3_XXS, tileK, 4)
+HT_X86_KERNELS(iq3_s, HT_IQ3_S, tileK, 4)
+HT_X86_KERNELS(iq1_s, HT_IQ1_S, tileK, 4)
+HT_X86_KERNELS(iq1_m, HT_IQ1_M, tileK, 4)
+HT_X86_KERNELS(tq1_0, HT_TQ1_0, tileK, 4)
+HT_X86_KERNELS(tq2_0, HT_TQ2_0, tileK, 4)
+HT_X86_KERNELS(mxfp4, HT_MXFP4, TILE32, 4)
 HT_X86_KERNELS(f32, HT_F32, tileF, F_MAXC)
 HT_X86_KERNELS(f16, HT_F16, tileF, F_MAXC)
 HT_X86_KERNELS(bf16, HT_BF16, tileF, F_MAXC)
@@ -1117,6 +1329,16 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     set_dot(&t[HT_Q5_K], vec_dot_q5_K, tile_q5_K);
     set_dot(&t[HT_Q6_K], vec_dot_q6_K, tile_q6_K);
     set_dot(&t[HT_IQ4_XS], vec_dot_iq4_xs, tile_iq4_xs);
+    set_dot(&t[HT_IQ2_XXS], vec_dot_iq2_xxs, tile_iq2_xxs);
+    set_dot(&t[HT_IQ2_XS], vec_dot_iq2_xs, tile_iq2_xs);
+    set_dot(&t[HT_IQ2_S], vec_dot_iq2_s, tile_iq2_s);
+    set_dot(&t[HT_IQ3_XXS], vec_dot_iq3_xxs, tile_iq3_xxs);
+    set_dot(&t[HT_IQ3_S], vec_dot_iq3_s, tile_iq3_s);
+    set_dot(&t[HT_IQ1_S], vec_dot_iq1_s, tile_iq1_s);
+    set_dot(&t[HT_IQ1_M], vec_dot_iq1_m, tile_iq1_m);
+    set_dot(&t[HT_TQ1_0], vec_dot_tq1_0, tile_tq1_0);
+    set_dot(&t[HT_TQ2_0], vec_dot_tq2_0, tile_tq2_0);
+    set_dot(&t[HT_MXFP4], vec_dot_mxfp4, tile_mxfp4);
     set_dot(&t[HT_F32], vec_dot_f32, tile_f32);
     set_dot(&t[HT_F16], vec_dot_f16, tile_f16);
     set_dot(&t[HT_BF16], vec_dot_bf16, tile_bf16);
@@ -1135,12 +1357,14 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
 #if HT_X86_VNNI
     t[HT_Q4_0].pack = &pk_q4_0_x16;
     t[HT_Q5_0].pack = &pk_q5_0_x16;
+    t[HT_MXFP4].pack = &pk_mxfp4_x16;
     t[HT_Q8_0].pack = &pk_q8_0_x16;
     t[HT_Q4_K].pack = &pk_q4_K_x16;
     t[HT_Q6_K].pack = &pk_q6_K_x16;
 #else
     t[HT_Q4_0].pack = &pk_q4_0_x8;
     t[HT_Q5_0].pack = &pk_q5_0_x8;
+    t[HT_MXFP4].pack = &pk_mxfp4_x8;
     t[HT_Q8_0].pack = &pk_q8_0_x8;
     t[HT_Q4_K].pack = &pk_q4_K_x8;
     t[HT_Q6_K].pack = &pk_q6_K_x8;

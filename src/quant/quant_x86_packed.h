@@ -1,5 +1,5 @@
 /* quant_x86_packed.h — row-interleaved ("packed") kernels for x86 (ht_pack in quant.h): Q4_0, Q5_0, Q8_0,
- * Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256 (F32: 32 in 256). Included by
+ * MXFP4, Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256 (F32: 32 in 256). Included by
  * quant_x86_kernels.h after its helpers.
  *
  * Why: the row-by-row kernels spend most of their time per 32-element block (unpacking, converting each
@@ -172,6 +172,79 @@ PK_TILE(pk_q4_0_x8_tile, q4_0x8_tile, 4)
 
 static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
                                    pk_q4_0_x8_tile, 0, NULL};
+
+/* ---- MXFP4 x 8, 256-bit ----
+ * Block b (17 R = 136 bytes at 136 b): quants[j][r] as Q4_0's, then the 8 rows' E8M0 bytes (made floats in
+ * the kernel). The nibbles become the E2M1 values + 12 (0..24, PSHUFB) for PMADDUBSW; 8 products of a lane add
+ * in int16 (at most 8 * 24 * 127), so each block half is summed apart, as Q5_0's; 12 * sum(a) comes off. */
+HT_AI void pack_mxfp4(const int R, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nb = n / 32;
+    memset(dst, 0, (size_t)nb * 17 * R);   /* missing rows: nibble 0 is the value 0 */
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *q = dst + b * 17 * R;
+        for (int r = 0; r < nr; r++) {
+            const block_mxfp4 *blk = (const block_mxfp4 *)(src + (size_t)r * rb) + b;
+            for (int j = 0; j < 4; j++) memcpy(q + j * 4 * R + r * 4, blk->qs + 4 * j, 4);
+            q[16 * R + r] = blk->e;
+        }
+    }
+}
+
+/* 2^(e - 128) of 8 E8M0 bytes at p (ht_e8m0_half). */
+HT_AI __m256 e8m0x8(const uint8_t *p) {
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+}
+
+static size_t pk_mxfp4_x8_bytes(int64_t n) { return (size_t)(n / 32) * 17 * 8; }
+static void pk_mxfp4_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_mxfp4(8, src, rb, nr, n, dst); }
+
+HT_AI void mxfp4x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nb = n / 32, B = 17 * 8;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_add_epi8(ld128(ht_kvalues_mxfp4), _mm_set1_epi8(12)));
+    __m256 acc[PK8_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * B;
+        ht_prefetch_l2(q, (size_t)B);
+        __m256i w[8];
+        HT_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m256i v = ld256(q + 32 * j);
+            w[j] = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
+            w[4 + j] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        }
+        const __m256 dw = e8m0x8(q + 128);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = a + (size_t)c * as;
+            const uint8_t *aq = ac + (size_t)b * 32;
+            __m256i lo = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(ld32(aq)));
+            __m256i hi = _mm256_maddubs_epi16(w[4], _mm256_set1_epi32(ld32(aq + 16)));
+            HT_UNROLL
+            for (int j = 1; j < 4; j++) {
+                lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[j], _mm256_set1_epi32(ld32(aq + 4 * j))));
+                hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[4 + j], _mm256_set1_epi32(ld32(aq + 16 + 4 * j))));
+            }
+            const float da = ((const float *)(ac + n))[b];
+            const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
+            const __m256i i = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones)),
+                                               _mm256_set1_epi32(-12 * sa));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store8(y + (size_t)c * ys, nr, acc[c]);
+}
+
+PK_TILE(pk_mxfp4_x8_tile, mxfp4x8_tile, 4)
+
+static const ht_pack pk_mxfp4_x8 = {"MXFP4x8", 8, PK8_NC, pk_mxfp4_x8_bytes, pk_mxfp4_x8_pack, pk_act_bytes, pk_act_signed,
+                                    pk_mxfp4_x8_tile, 0, NULL};
 
 /* Q5_0: as Q4_0's layout, with the fifth bits between the nibbles and the halves: block b of the group
  * (22 R bytes at 22 R b) is quants[j][r] (16 R bytes, as Q4_0), then H[r] (4 bytes per row: bit j of byte t
@@ -820,6 +893,71 @@ PK_TILE(pk_q5_0_x16_tile, q5_0x16_tile, 8)
 
 static const ht_pack pk_q5_0_x16 = {"Q5_0x16", 16, PK16_NC, pk_q5_0_x16_bytes, pk_q5_0_x16_pack, pk_act_bytes,
                                     pk_act_signed, pk_q5_0_x16_tile, 0, NULL};
+
+/* ---- MXFP4 x 16, 512-bit VNNI ----
+ * Block b (17 R = 272 bytes at 272 b, the file's size): quants[j][r] as Q4_0's (row r's nibble bytes 4j..4j+3),
+ * then the 16 rows' E8M0 scale bytes, turned into floats in the kernel (2^(e - 128), ht_e8m0_half). The
+ * nibbles become the E2M1 table's values + 128 (PSHUFB), unsigned for VPDPBUSD; 128 * sum(a) comes off. Missing
+ * rows are zeros (nibble 0 is the value 0). */
+static size_t pk_mxfp4_x16_bytes(int64_t n) { return (size_t)(n / 32) * 17 * 16; }
+
+static void pk_mxfp4_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nb = n / 32;
+    memset(dst, 0, (size_t)nb * 17 * 16);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *q = dst + b * 17 * 16;
+        for (int r = 0; r < nr; r++) {
+            const block_mxfp4 *blk = (const block_mxfp4 *)(src + (size_t)r * rb) + b;
+            for (int j = 0; j < 4; j++) memcpy(q + j * 64 + r * 4, blk->qs + 4 * j, 4);
+            q[256 + r] = blk->e;
+        }
+    }
+}
+
+HT_AI void mxfp4x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nb = n / 32, B = 17 * 16;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(ld128(ht_kvalues_mxfp4), _mm_set1_epi8((char)0x80)));
+    __m512 acc[PK16_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * B;
+        ht_prefetch(q, (size_t)B);
+        __m512i w[8];
+        HT_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m512i v = _mm512_loadu_si512(q + 64 * j);
+            w[j] = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
+            w[4 + j] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        }
+        const __m512i e = _mm512_cvtepu8_epi32(ld128(q + 256));
+        const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+        const __m512 dw = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), norm, sub));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = a + (size_t)c * as;
+            const uint8_t *aq = ac + (size_t)b * 32;
+            const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
+            __m512i lo = _mm512_set1_epi32(-128 * sa), hi = _mm512_setzero_si512();
+            HT_UNROLL
+            for (int j = 0; j < 4; j++) {
+                lo = _mm512_dpbusd_epi32(lo, w[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
+                hi = _mm512_dpbusd_epi32(hi, w[4 + j], _mm512_set1_epi32(ld32(aq + 16 + 4 * j)));
+            }
+            const float da = ((const float *)(ac + n))[b];
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
+}
+
+PK_TILE(pk_mxfp4_x16_tile, mxfp4x16_tile, 8)
+
+static const ht_pack pk_mxfp4_x16 = {"MXFP4x16", 16, PK16_NC, pk_mxfp4_x16_bytes, pk_mxfp4_x16_pack, pk_act_bytes,
+                                     pk_act_signed, pk_mxfp4_x16_tile, 0, NULL};
 
 /* ---- Q8_0 x 16, 512-bit VNNI ----
  * Block b (576 bytes at 576 b): quants[j][r] = row r's bytes 4j..4j+3 (j < 8), then halves[r], then int16

@@ -44,9 +44,13 @@ put('fuzz_gguf', 'all-types.gguf', gguf([
   { name: 'f16', type: 1, ne: [32], data: Buffer.alloc(64, 0x3c) },
   { name: 'q8_0', type: 8, ne: [64], data: Buffer.alloc(68, 1) },
   { name: 'q4_k', type: 12, ne: [256], data: Buffer.alloc(144, 0x11) },
+  { name: 'iq2_xxs', type: 16, ne: [256], data: Buffer.alloc(66, 0x21) },
+  { name: 'iq1_m', type: 29, ne: [256], data: Buffer.alloc(56, 0xf3) },
+  { name: 'mxfp4', type: 39, ne: [64], data: Buffer.alloc(34, 0x7f) },
 ]));
 for (const f of ['qwen3-Q8_0.gguf', 'llama-Q2_K.gguf']) put('fuzz_gguf', f, fs.readFileSync(`data/models/${f}`));
-for (const f of ['qwen3-Q8_0.gguf', 'llama-Q2_K.gguf', 'stories260K.gguf', 'gemma3-Q8_0.gguf', 'qwen3moe-Q8_0.gguf'])
+for (const f of ['qwen3-Q8_0.gguf', 'llama-Q2_K.gguf', 'stories260K.gguf', 'gemma3-Q8_0.gguf', 'qwen3moe-Q8_0.gguf',
+                 'llama-IQ1_M.gguf'])
   put('fuzz_model', f, fs.readFileSync(`data/models/${f}`));
 
 // ---- safetensors ----
