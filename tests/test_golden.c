@@ -34,7 +34,7 @@ static const fixture FIXTURES[] = {
     { "qwen3moe", "qwen3moe", NULL }, { "qwen3moe-Q8_0", "qwen3moe-Q8_0", "qwen3moe" },
     { "mixtral", "mixtral", NULL }, { "mixtral-Q4_K_M", "mixtral-Q4_K_M", "mixtral" },
     { "qwen35", "qwen35", NULL }, { "qwen35moe", "qwen35moe", NULL }, { "smollm3", "smollm3", NULL }, { "phi3", "phi3", NULL },
-    { "gpt-oss", "gpt-oss", NULL },
+    { "gpt-oss", "gpt-oss", NULL }, { "gpt-oss-MXFP4", "gpt-oss-MXFP4", "gpt-oss" },
 };
 
 /* The max rel diff allowed with the F16 cache. Storing K and V in F16 costs some models more than others: on gpt-oss

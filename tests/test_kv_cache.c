@@ -260,6 +260,7 @@ int main(void) {
     test_exact("mixtral-Q4_K_M", HEARTH_CACHE_F16, false);
     test_exact("gpt-oss", HEARTH_CACHE_Q8_0, true);   /* attention sinks, in rings, alternate layers */
     test_exact("gpt-oss", HEARTH_CACHE_F16, true);
+    test_exact("gpt-oss-MXFP4", HEARTH_CACHE_F16, true);   /* MXFP4 experts with biases */
     test_accuracy("llama");
     test_accuracy("gemma3");   /* (qwen3's random logits are nearly flat: KL ~1e-14 whatever the cache) */
     test_memory();
