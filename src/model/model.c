@@ -170,8 +170,8 @@ int model_common_hparams(hearth_model *m, hearth_err *err) {
         const bool got = gguf_get_str(m->gguf, key, &st);
         hp->rope_yarn = got && st.n == 4 && !memcmp(st.p, "yarn", 4);
         if (hp->rope_yarn || (got && st.n == 6 && !memcmp(st.p, "linear", 6))) hp->rope_scale = f;
-        hp->yarn_beta_fast = 32.0f;   /* the reference's fixed values (it reads no key for them) */
-        hp->yarn_beta_slow = 1.0f;
+        hp->yarn_beta_fast = 32.0f;   /* the reference's values (its loaders ignore rope.scaling.yarn_beta_* but */
+        hp->yarn_beta_slow = 1.0f;    /* for Grok's and Mistral 3's; gpt-oss's config says 32 and 1 too) */
     }
     hp->rope_scale_swa = hp->rope_scale;
     hp->rope_attn_factor = 1.0f;
