@@ -1,6 +1,6 @@
-/* test_arch.c — architecture behaviour the goldens do not show: Gemma 3's sliding-window layers keep a
- * ring cache whose size does not grow with the context, and truncation that the ring cannot honour
- * clears the sequence; GPT-2 refuses to pass its learned positions; encoders see whole sequences;
+/* test_arch.c — architecture behaviour the goldens do not show: Gemma 3's and gpt-oss's sliding-window layers are
+ * the reference's and keep a ring cache whose size does not grow with the context, and truncation that the ring
+ * cannot honour clears the sequence; GPT-2 refuses to pass its learned positions; encoders see whole sequences;
  * hearth_embed pools as the model says; latent attention (DeepSeek-V2/V3) caches only the normed latent and
  * the rope key, and its sequences stay apart through mixed batches and truncation. */
 #include <math.h>
@@ -20,16 +20,21 @@ static hearth_ctx *new_ctx(hearth_model *m, int n_ctx, int n_batch) {
     return c;
 }
 
-/* Sliding layers cost window + n_batch rows whatever the context; global layers grow with it. */
-static void test_swa_memory(void) {
-    hearth_model *m = tu_load_model("gemma3");
+/* The layers are sliding or global as the reference has them (pattern: S or G per layer: Gemma 3's every 6th
+ * global, gpt-oss's alternating from a sliding layer 0); sliding layers cost window + n_batch rows whatever the
+ * context; global layers grow with it. */
+static void test_swa_memory(const char *name, const char *pattern) {
+    hearth_model *m = tu_load_model(name);
     const ht_hparams *hp = &m->hp;
-    REQUIRE(hp->sliding_window > 0, "gemma3 fixture has no sliding window");
+    REQUIRE(hp->sliding_window > 0, "%s fixture has no sliding window", name);
+    REQUIRE((int)strlen(pattern) == hp->n_layer, "%s: %d layers, pattern %s", name, hp->n_layer, pattern);
     hearth_ctx *small = new_ctx(m, 256, 64), *big = new_ctx(m, 4096, 64);
     size_t row = (size_t)hp->n_head_kv * (hp->head_dim + hp->head_dim_v) * 2;   /* F16 cache */
     int n_swa = 0;
     for (int il = 0; il < hp->n_layer; il++) {
         size_t a = ctx_kv_bytes(small, il), b = ctx_kv_bytes(big, il);
+        CHECK(ctx_layer_is_swa(m, il) == (pattern[il] == 'S'), "%s layer %d: %s, the reference's is %s", name, il,
+              ctx_layer_is_swa(m, il) ? "sliding" : "global", pattern[il] == 'S' ? "sliding" : "global");
         if (ctx_layer_is_swa(m, il)) {
             n_swa++;
             CHECK(a == b, "layer %d: sliding-window cache grows with the context (%zu -> %zu bytes)", il, a, b);
@@ -39,7 +44,7 @@ static void test_swa_memory(void) {
         }
     }
     CHECK(n_swa > 0 && n_swa < hp->n_layer, "expected both sliding and global layers, got %d sliding", n_swa);
-    printf("gemma3 KV cache: n_ctx 256 %zu bytes, n_ctx 4096 %zu bytes (sliding layers %zu bytes each)\n",
+    printf("%s KV cache (%s): n_ctx 256 %zu bytes, n_ctx 4096 %zu bytes (sliding layers %zu bytes each)\n", name, pattern,
            ctx_kv_bytes(small, -1), ctx_kv_bytes(big, -1), ctx_kv_bytes(big, 0));
     hearth_ctx_free(small);
     hearth_ctx_free(big);
@@ -257,7 +262,8 @@ static void test_decoder_embed(void) {
 }
 
 int main(void) {
-    test_swa_memory();
+    test_swa_memory("gemma3", "SSSSSG");
+    test_swa_memory("gpt-oss", "SGSG");
     test_swa_truncate();
     test_gpt2_positions();
     test_encoder();

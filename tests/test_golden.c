@@ -35,7 +35,13 @@ static const fixture FIXTURES[] = {
     { "mixtral", "mixtral", NULL }, { "mixtral-Q4_K_M", "mixtral-Q4_K_M", "mixtral" },
     { "qwen35", "qwen35", NULL }, { "qwen35moe", "qwen35moe", NULL }, { "smollm3", "smollm3", NULL }, { "phi3", "phi3", NULL },
     { "deepseek2", "deepseek2", NULL }, { "deepseek2-v3", "deepseek2-v3", NULL },
+    { "gpt-oss", "gpt-oss", NULL }, { "gpt-oss-MXFP4", "gpt-oss-MXFP4", "gpt-oss" },
 };
+
+/* The max rel diff allowed with the F16 cache. Storing K and V in F16 costs some models more than others: on gpt-oss
+ * the F32 cache fed K and V rounded to F16 gives the F16 cache's figure (7.3e-3) to the digit, so that is the
+ * storage's rounding, not the engine's arithmetic (the F32 cache, as the reference ran, meets the F32 rule). */
+static double f16_bar(const fixture *f) { return !strcmp(f->model, "gpt-oss") ? 1e-2 : 5e-3; }
 
 #define SMALL_BATCH 7   /* micro-batches that do not divide the cases and cross an 8-token window */
 
@@ -77,7 +83,8 @@ static void check_fixture(const fixture *f) {
             else
                 printf("%-14s %s cache: max rel diff %.2e, argmax %d/%d, batch vs token %.1e, vs n_batch %d %.1e\n", f->model,
                        tn, worst, agree, total, bs, SMALL_BATCH, bb);
-            CHECK(worst <= 5e-3, "%s (%s cache): max rel diff %.3g > 5e-3", f->model, tn, worst);
+            const double bar = types[ti] == HEARTH_CACHE_F16 ? f16_bar(f) : 5e-3;
+            CHECK(worst <= bar, "%s (%s cache): max rel diff %.3g > %.0e", f->model, tn, worst, bar);
             CHECK(agree >= 0.99 * total, "%s (%s cache): argmax agrees at %d/%d", f->model, tn, agree, total);
         } else {
             golden_file base;

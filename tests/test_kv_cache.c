@@ -1,9 +1,10 @@
 /* test_kv_cache.c — the KV cache types. A Q8_0 (and the default F16) cache gives bit-identical logits in one
- * batch, token by token, in micro-batches of 7 (through Gemma 3's ring cache, well past its 8-token window)
- * and with 1 or 2 threads (the mixture-of-experts fixtures too); a Q8_0 cache stays close to the reference's F32-cache goldens: its mean KL is at most
- * a quarter of what the reference loses on the Q8_0-quantized weights (measured: llama 8.8e-6 vs 1.4e-4, gemma3
- * 7.2e-5 vs 5.4e-4), the argmax agrees at >= 97% of positions; it takes 34/32 bytes per cached value; a model
- * whose head size is not a multiple of 32 is refused. */
+ * batch, token by token, in micro-batches of 7 (through Gemma 3's and gpt-oss's ring caches, well past their
+ * 8-token windows) and with 1 or 2 threads (the mixture-of-experts fixtures and gpt-oss's attention sinks too);
+ * a Q8_0 cache stays close to the reference's F32-cache goldens: its mean KL is at most a quarter of what the
+ * reference loses on the Q8_0-quantized weights (measured: llama 8.8e-6 vs 1.4e-4, gemma3 7.2e-5 vs 5.4e-4),
+ * the argmax agrees at >= 97% of positions; it takes 34/32 bytes per cached value; a model whose head size is not
+ * a multiple of 32 is refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,9 @@ int main(void) {
     test_exact("deepseek2", HEARTH_CACHE_F16, false);   /* latent attention: its own cache rows and kernel */
     test_exact("deepseek2-v3", HEARTH_CACHE_F16, false);   /* + sigmoid routing over expert groups */
     test_exact("deepseek2-r48", HEARTH_CACHE_Q8_0, false);   /* latent rows of whole Q8_0 blocks */
+    test_exact("gpt-oss", HEARTH_CACHE_Q8_0, true);   /* attention sinks, in rings, alternate layers */
+    test_exact("gpt-oss", HEARTH_CACHE_F16, true);
+    test_exact("gpt-oss-MXFP4", HEARTH_CACHE_F16, true);   /* MXFP4 experts with biases */
     test_accuracy("llama");
     test_accuracy("gemma3");   /* (qwen3's random logits are nearly flat: KL ~1e-14 whatever the cache) */
     test_memory();

@@ -1,7 +1,8 @@
-/* test_ops.c — the vectorized activations (silu, gelu_tanh, with and without the gated product) and the
- * softmax against the formulas in double precision, and their vector loop against their scalar tail: an element's value
- * must not depend on where in a row it falls (thread shares split rows at arbitrary points); and every vector
- * width the CPU runs gives the same bits. */
+/* test_ops.c — the vectorized activations (silu, gelu_tanh, with and without the gated product, gpt-oss's clamped
+ * SwiGLU) and the softmax (with and without an attention sink) against the formulas in double precision, and their
+ * vector loop against their scalar tail: an element's value must not depend on where in a row it falls (thread
+ * shares split rows at arbitrary points); every vector width the CPU runs gives the same bits; and YaRN's rope
+ * table keeps the fast pairs' angles and interpolates the slow ones'. */
 #include <math.h>
 #include <string.h>
 
@@ -86,10 +87,102 @@ static void check_softmax(void) {
     printf("%-14s lengths 1..%d: worst relative error %.2e, -inf -> 0\n", "softmax", N, worst);
 }
 
+/* With a sink, p_i = e^(s x_i) / (sum_j e^(s x_j) + e^sink): against double, and a sink of -inf changes no bit. */
+static void check_softmax_sink(void) {
+    static float x[N], y[N];
+    static const int lens[] = {1, 15, 16, 17, 257, N};
+    static const float sinks[] = {-3.0f, 0.0f, 2.5f, 40.0f};
+    double worst = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+        for (size_t si = 0; si < sizeof sinks / sizeof *sinks; si++) {
+            const int n = lens[li];
+            const float scale = 0.125f, sink = sinks[si];
+            for (int i = 0; i < n; i++) x[i] = 40.0f * sinf(0.37f * (float)i + (float)n);
+            double mx = sink, sum = 0, total = 0;
+            for (int i = 0; i < n; i++) mx = fmax(mx, (double)(x[i] * scale));
+            for (int i = 0; i < n; i++) sum += exp((double)(x[i] * scale) - mx);
+            sum += exp((double)sink - mx);
+            memcpy(y, x, (size_t)n * sizeof(float));
+            op_softmax_sink(y, n, scale, sink);
+            for (int i = 0; i < n; i++) {
+                /* exp's argument's rounding: about |arg| ulp, as for the activations */
+                const double arg = (double)(x[i] * scale) - mx, r = exp(arg) / sum, err = fabs(y[i] - r);
+                total += y[i];
+                if (r > 1e-30 && err / r / (4 + fabs(arg)) > worst) worst = err / r / (4 + fabs(arg));
+                CHECK(err <= 1.2e-7 * (4 + fabs(arg)) * r + 1e-37, "softmax_sink n=%d sink %g [%d] = %.9g, want %.9g", n, sink, i, y[i], r);
+            }
+            const double want = 1.0 - exp((double)sink - mx) / sum;
+            CHECK(fabs(total - want) < 1e-5, "softmax_sink n=%d sink %g sums to %.9g, want %.9g", n, sink, total, want);
+            memcpy(y, x, (size_t)n * sizeof(float));
+            op_softmax_sink(y, n, scale, -INFINITY);
+            float plain[N];
+            memcpy(plain, x, (size_t)n * sizeof(float));
+            op_softmax(plain, n, scale);
+            CHECK(!memcmp(y, plain, (size_t)n * sizeof(float)), "softmax_sink n=%d: a sink of -inf changed the softmax", n);
+        }
+    printf("%-14s sinks -3..40: worst relative error %.2e x (4 + |exp argument|); a sink of -inf == softmax\n", "softmax_sink",
+           worst);
+}
+
+/* g = min(gate, 7), u = clamp(up, -7, 7), g sigmoid(1.702 g) (u + 1): against double over gates and ups that pass the
+ * clamps; vector loop == scalar tail; past the clamps the output no longer moves. */
+static void check_swiglu_oai(void) {
+    static float g[N], u[N], y[N];
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        g[i] = -20.0f + 40.0f * (float)i / (N - 1);
+        u[i] = -12.0f + 24.0f * (float)((i * 7) % N) / (N - 1);
+    }
+    memcpy(y, g, sizeof y);
+    op_swiglu_oai(y, u, N);
+    for (int i = 0; i < N; i++) {
+        float one = g[i];
+        op_swiglu_oai(&one, u + i, 1);
+        CHECK(!memcmp(&one, &y[i], sizeof one), "swiglu_oai(%g, %g): %.9g in the vector loop, %.9g alone", g[i], u[i], y[i], one);
+        const double gc = fmin(g[i], 7.0), uc = fmax(-7.0, fmin(u[i], 7.0));
+        const double r = gc / (1.0 + exp(-1.702 * gc)) * (uc + 1.0), a = 1.702 * fabs(gc);
+        const double err = fabs(y[i] - r);
+        if (fabs(r) > 1e-30 && err / fabs(r) / (4 + a) > worst) worst = err / fabs(r) / (4 + a);
+        CHECK(err <= 1.2e-7 * (4 + fmin(a, 88)) * fabs(r) + 1e-36, "swiglu_oai(%g, %g) = %.9g, want %.9g", g[i], u[i], y[i], r);
+    }
+    float gg[4] = {7.0f, 9.5f, 3.0f, 3.0f}, uu[4] = {2.0f, 2.0f, 7.0f, 30.0f};
+    op_swiglu_oai(gg, uu, 4);
+    CHECK(gg[0] == gg[1], "swiglu_oai: a gate past 7 gave %.9g, at 7 %.9g", gg[1], gg[0]);
+    CHECK(gg[2] == gg[3], "swiglu_oai: an up past 7 gave %.9g, at 7 %.9g", gg[3], gg[2]);
+    printf("%-14s %d values: vector loop == scalar tail; worst relative error %.2e x (4 + |exp argument|); clamps hold\n",
+           "swiglu_oai", N, worst);
+}
+
+/* YaRN (gpt-oss: 32 rope dims, base 1.5e5, factor 32, 4096 original positions): the correction range is the pairs
+ * whose rotation makes 32 / 1 turns over the original context ([4, 9]); pairs up to its start keep the unscaled
+ * angle, pairs from its end take the interpolated one, bit for bit; the angles between lie strictly between. */
+static void check_rope_yarn(void) {
+    const int n_rot = 32, pos = 1234;
+    const float base = 150000.0f, scale = 32.0f;
+    float dims[2], cy[16], sy[16], c1[16], s1[16], cs[16], ss[16];
+    op_rope_yarn_dims(n_rot, 4096, base, 32.0f, 1.0f, dims);
+    const double lo = n_rot * log(4096 / (32 * 2 * M_PI)) / (2 * log(base)), hi = n_rot * log(4096 / (2 * M_PI)) / (2 * log(base));
+    CHECK(dims[0] == (float)floor(lo) && dims[1] == (float)ceil(hi), "yarn dims [%g, %g], want [%g, %g]", dims[0], dims[1],
+          floor(lo), ceil(hi));
+    op_rope_table(cy, sy, pos, n_rot, base, scale, NULL, dims);
+    op_rope_table(c1, s1, pos, n_rot, base, 1.0f, NULL, NULL);
+    op_rope_table(cs, ss, pos, n_rot, base, scale, NULL, NULL);
+    for (int i = 0; i < n_rot / 2; i++) {
+        if (i <= dims[0]) CHECK(cy[i] == c1[i] && sy[i] == s1[i], "yarn pair %d: not the unscaled angle", i);
+        else if (i >= dims[1]) CHECK(cy[i] == cs[i] && sy[i] == ss[i], "yarn pair %d: not the interpolated angle", i);
+        else {
+            const double t = pos * pow(base, -2.0 * i / n_rot), a = atan2(sy[i], cy[i]);
+            const double k = 1.0 - (i - dims[0]) / (dims[1] - dims[0]), want = t / scale * (1 - k) + t * k;
+            CHECK(fabs(remainder(a - want, 2 * M_PI)) < 1e-5, "yarn pair %d: angle %.9g, want %.9g (mod 2 pi)", i, a, want);
+        }
+    }
+    printf("%-14s correction pairs [%g, %g]: unscaled below, interpolated above, the ramp between\n", "rope_yarn", dims[0], dims[1]);
+}
+
 /* Each vector width the CPU runs (ops_set_isa: what `--cpu` picks) gives the same bits for every op. */
 static void check_widths(void) {
     static const char *const isa[] = {"scalar", "avx2", "avx512"};
-    static float x[N], u[N], ref[6][N], got[N];
+    static float x[N], u[N], ref[8][N], got[N];
     int n_run = 0;
     for (int k = 0; k < 3; k++) {
 #if defined(__x86_64__)
@@ -98,7 +191,7 @@ static void check_widths(void) {
         if (k) continue;   /* one width elsewhere */
 #endif
         ops_set_isa(isa[k]);
-        for (int op = 0; op < 6; op++) {
+        for (int op = 0; op < 8; op++) {
             inputs(x, u);
             memcpy(got, x, sizeof got);
             switch (op) {
@@ -107,6 +200,8 @@ static void check_widths(void) {
             case 2: op_gelu_tanh(got, N); break;
             case 3: op_gelu_tanh_mul(got, u, N); break;
             case 4: op_softmax(got, N, 0.125f); break;
+            case 6: op_swiglu_oai(got, u, N); break;
+            case 7: op_softmax_sink(got, N, 0.125f, 1.5f); break;
             default: op_rmsnorm(got, u, x, N, 1e-6f); break;
             }
             if (!n_run) memcpy(ref[op], got, sizeof got);
@@ -118,13 +213,16 @@ static void check_widths(void) {
 #if defined(__x86_64__)
     if (!__builtin_cpu_supports("avx512f")) ops_set_isa(__builtin_cpu_supports("avx2") ? "avx2" : "scalar");
 #endif
-    printf("%-14s the same bits in each of %d vector widths (silu, gelu_tanh, their gated forms, softmax, rmsnorm)\n",
+    printf("%-14s the same bits in each of %d vector widths (silu, gelu_tanh, gated forms, swiglu_oai, softmax ± sink, rmsnorm)\n",
            "widths", n_run);
 }
 
 int main(void) {
     check_widths();
     check_softmax();
+    check_softmax_sink();
+    check_swiglu_oai();
+    check_rope_yarn();
     check("silu", op_silu, NULL, silu_arg, 1);
     check("silu_mul", NULL, op_silu_mul, silu_arg, 1);
     check("gelu_tanh", op_gelu_tanh, NULL, gelu_arg, 4);

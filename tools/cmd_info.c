@@ -43,6 +43,7 @@ int cmd_info(int argc, char **argv) {
            "ffn          %d\nnorm eps     %g\nrope         %s, base %g, %d dims\n",
            in.n_vocab, in.n_ctx_train, in.n_embd, in.n_layer, in.n_head, in.n_head_kv, in.head_dim, in.n_ff,
            hp->norm_eps, hp->rope_type == ROPE_NEOX ? "neox" : "norm", hp->rope_base, hp->n_rot);
+    if (hp->rope_yarn) printf("rope scaling YaRN x%g over %d original positions\n", hp->rope_scale, hp->n_ctx_orig);
     if (in.n_expert)
         printf("experts      %d, %d used per token, expert ffn %d; active %.2f M of %.2f M parameters (%.1f%%)\n", in.n_expert,
                in.n_expert_used, in.n_ff_exp, in.n_params_active / 1e6, in.n_params / 1e6, 100.0 * (double)in.n_params_active / (double)in.n_params);

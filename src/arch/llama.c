@@ -63,7 +63,7 @@ void llama_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
     layer_attention(c, ub, il, c->xb, c->xb2, hp->rope_base, 0);
     layer_residual(c, ub, c->x, c->xb2, E);
     layer_norm_rows(c, ub, c->xb, c->x, &L->ffn_norm, NULL, E, hp->norm_eps, NORM_RMS);
-    if (L->ffn_gate_inp.data) layer_ffn_moe(c, ub, L, c->xb, c->xb2);
+    if (L->ffn_gate_inp.data) layer_ffn_moe(c, ub, L, c->xb, c->xb2, ACT_SILU);
     else layer_ffn_gated(c, ub, L, c->xb, c->xb2, ACT_SILU);
     layer_residual(c, ub, c->x, c->xb2, E);
 }

@@ -12,7 +12,7 @@ static int phi3_hparams(hearth_model *m, hearth_err *err) {
     if (!model_meta_f32(m, "rope.scaling.attn_factor", &hp->rope_attn_factor)) hp->rope_attn_factor = 1.0f;
     if (!(hp->rope_attn_factor > 0 && hp->rope_attn_factor < 100))
         return herr(err, "metadata phi3.rope.scaling.attn_factor %g is implausible", hp->rope_attn_factor);
-    return model_meta_int(m, "rope.scaling.original_context_length", 0, 1 << 30, hp->n_ctx_train, &hp->n_ctx_orig, err);
+    return 0;   /* n_ctx_orig: rope.scaling.original_context_length, read with the common hyperparameters */
 }
 
 static int phi3_bind(hearth_model *m, hearth_err *err) {

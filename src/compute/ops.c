@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -88,10 +89,30 @@ void op_layernorm(float *out, const float *x, const float *w, const float *b, in
     }
 }
 
-void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, float scale, const float *ff) {
+/* YaRN's correction range: the pair index at which a rotation makes n_turns turns over n_ctx_orig positions is
+ * n_rot ln(n_ctx_orig / (2 pi n_turns)) / (2 ln base); pairs below the one for beta_fast turns keep their
+ * frequency, pairs past the one for beta_slow are interpolated (as the reference's ggml_rope_yarn_corr_dims). */
+static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_turns, float base) {
+    return (float)n_rot * logf((float)n_ctx_orig / (n_turns * 2.0f * 3.14159265358979f)) / (2.0f * logf(base));
+}
+
+void op_rope_yarn_dims(int n_rot, int n_ctx_orig, float base, float beta_fast, float beta_slow, float dims[2]) {
+    dims[0] = fmaxf(0.0f, floorf(yarn_corr_dim(n_rot, n_ctx_orig, beta_fast, base)));
+    dims[1] = fminf((float)(n_rot - 1), ceilf(yarn_corr_dim(n_rot, n_ctx_orig, beta_slow, base)));
+}
+
+void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, float scale, const float *ff,
+                   const float *yarn) {
     for (int i = 0; i < n_rot / 2; i++) {
         double theta = (double)pos / scale * pow((double)base, -2.0 * i / n_rot);
         if (ff) theta /= ff[i];
+        if (yarn) {   /* the unscaled angle up to dims[0], the interpolated one from dims[1], a ramp between */
+            double ext = (double)pos * pow((double)base, -2.0 * i / n_rot);
+            if (ff) ext /= ff[i];
+            const float y = ((float)i - yarn[0]) / fmaxf(0.001f, yarn[1] - yarn[0]);
+            const double keep = 1.0 - fmin(1.0, fmax(0.0, (double)y));
+            theta = theta * (1.0 - keep) + ext * keep;
+        }
         cosv[i] = (float)cos(theta);
         sinv[i] = (float)sin(theta);
     }
@@ -162,6 +183,19 @@ OPS_SIMD(op_silu, (float *x, int n), (x, n))
 OPS_SIMD(op_silu_mul, (float *g, const float *u, int n), (g, u, n))
 OPS_SIMD(op_gelu_tanh_mul, (float *g, const float *u, int n), (g, u, n))
 OPS_SIMD(op_gelu_tanh, (float *x, int n), (x, n))
+/* gpt-oss's experts (the reference's swiglu_oai, whose constants are fixed there too): the gate clamped from
+ * above, up clamped both ways, g sigmoid(1.702 g) (u + 1). */
+#define SWIGLU_OAI_ALPHA 1.702f
+#define SWIGLU_OAI_LIMIT 7.0f
+OPS_INLINE void op_swiglu_oai_body(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) {
+        const float x = g[i] < SWIGLU_OAI_LIMIT ? g[i] : SWIGLU_OAI_LIMIT;
+        float y = u[i] < SWIGLU_OAI_LIMIT ? u[i] : SWIGLU_OAI_LIMIT;
+        y = y > -SWIGLU_OAI_LIMIT ? y : -SWIGLU_OAI_LIMIT;
+        g[i] = x / (1.0f + exp_act(-SWIGLU_OAI_ALPHA * x)) * (y + 1.0f);
+    }
+}
+OPS_SIMD(op_swiglu_oai, (float *g, const float *u, int n), (g, u, n))
 void op_gelu_erf(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f)); }
 void op_add(float *y, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += x[i]; }
 void op_scale(float *y, float s, int n) { for (int i = 0; i < n; i++) y[i] *= s; }
@@ -227,7 +261,8 @@ OPS_INLINE void max8(ops_vf8 *m, const float *x) {
     *m = (ops_vf8)(((ops_vi8)v & gt) | ((ops_vi8)*m & ~gt));
 }
 
-OPS_INLINE void op_softmax_body(float *x, int n, float scale) {
+/* x = softmax(scale * x), with a sink (has_sink): one more logit counted in the max and the denominator only. */
+OPS_INLINE void softmax_row(float *x, int n, float scale, bool has_sink, float sink) {
     ops_vf8 m[2] = {{0}, {0}};
     m[0] -= INFINITY, m[1] -= INFINITY;
     int i = 0;
@@ -245,6 +280,7 @@ OPS_INLINE void op_softmax_body(float *x, int n, float scale) {
         x[i] *= scale;
         mx = x[i] > mx ? x[i] : mx;
     }
+    if (has_sink) mx = sink > mx ? sink : mx;
     for (i = 0; i < n; i++) x[i] = exp_act(x[i] - mx);
     double s[SM_LANES] = {0}, sum = 0;
     for (i = 0; i + SM_LANES <= n;) {
@@ -258,7 +294,11 @@ OPS_INLINE void op_softmax_body(float *x, int n, float scale) {
     }
     for (int l = 0; l < SM_LANES; l++) sum += s[l];
     for (; i < n; i++) sum += x[i];
+    if (has_sink) sum += exp_act(sink - mx);
     const float inv = (float)(1.0 / sum);
     for (i = 0; i < n; i++) x[i] *= inv;
 }
+OPS_INLINE void op_softmax_body(float *x, int n, float scale) { softmax_row(x, n, scale, false, 0.0f); }
+OPS_INLINE void op_softmax_sink_body(float *x, int n, float scale, float sink) { softmax_row(x, n, scale, true, sink); }
 OPS_SIMD(op_softmax, (float *x, int n, float scale), (x, n, scale))
+OPS_SIMD(op_softmax_sink, (float *x, int n, float scale, float sink), (x, n, scale, sink))

@@ -9,8 +9,13 @@
 void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 /* out = (x - mean) / sqrt(var + eps) * w + b (w, b may be NULL; out may alias x). */
 void op_layernorm(float *out, const float *x, const float *w, const float *b, int n, float eps);
-/* cos/sin table for one position: n_rot/2 entries, theta_i = pos / scale * base^(-2i/n_rot) / ff[i]. */
-void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, float scale, const float *freq_factors);
+/* cos/sin table for one position: n_rot/2 entries, theta_i = pos / scale * base^(-2i/n_rot) / ff[i]. With yarn
+ * (YaRN's correction range, op_rope_yarn_dims), pair i's angle is mixed from the interpolated one (/ scale) and
+ * the unscaled one: unscaled up to yarn[0], interpolated from yarn[1], a linear ramp between. */
+void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, float scale, const float *freq_factors,
+                   const float *yarn);
+/* YaRN's correction range [dims[0], dims[1]] of rope pairs for a model trained on n_ctx_orig positions. */
+void op_rope_yarn_dims(int n_rot, int n_ctx_orig, float base, float beta_fast, float beta_slow, float dims[2]);
 /* Rotates the first n_rot dims of each of n_heads heads (head_dim apart): NORM = adjacent pairs, NEOX = halves. */
 /* YaRN's table (ggml's rope_yarn): pair i's angle pos * base^(-2i/n_rot) / ff[i] is divided by factor past
  * corr[1], kept below corr[0], and blended linearly between, the ramp weighted by ext (0: all divided). */
@@ -20,9 +25,14 @@ void op_rope(float *x, int n_heads, int head_dim, int n_rot, const float *cosv, 
 /* x = softmax(scale * x): exp in float (ops.c), the sums in double over 16 fixed lanes; the result
  * depends on the row's values and length only. */
 void op_softmax(float *x, int n, float scale);
+/* The same with an attention sink: the logit sink (not scaled) joins the max and the denominator, so the row
+ * sums to less than 1. */
+void op_softmax_sink(float *x, int n, float scale, float sink);
 void op_silu(float *x, int n);
 void op_silu_mul(float *gate, const float *up, int n);        /* gate = silu(gate) * up */
 void op_gelu_tanh_mul(float *gate, const float *up, int n);   /* gate = gelu_tanh(gate) * up */
+/* gpt-oss's clamped SwiGLU: g = min(gate, 7), u = clamp(up, -7, 7), gate = g sigmoid(1.702 g) (u + 1). */
+void op_swiglu_oai(float *gate, const float *up, int n);
 void op_gelu_tanh(float *x, int n);
 void op_gelu_erf(float *x, int n);
 void op_add(float *y, const float *x, int n);                 /* y += x */

@@ -383,12 +383,22 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
     const hearth_model *m = c->m;
     const float *ff = m->rope_freqs_long.data && c->n_ctx > hp->n_ctx_orig ? m->rope_freqs_long.data : m->rope_freqs.data;
     int h = hp->n_rot / 2;
+    float yarn[2], mscale = hp->rope_attn_factor;
+    if (hp->rope_yarn && hp->rope_yarn_ext == 0) {   /* the ramp's pairs for this base; an interpolated rope's magnitude */
+        op_rope_yarn_dims(hp->n_rot, hp->n_ctx_orig, base, hp->yarn_beta_fast, hp->yarn_beta_slow, yarn);
+        if (scale > 1.0f) mscale *= 1.0f + 0.1f * logf(scale);
+    }
     for (int i = 0; i < ub->n; i++) {
         float *cs = c->rope_cos + (size_t)i * h, *sn = c->rope_sin + (size_t)i * h;
-        if (hp->rope_yarn_ext != 0) op_rope_table_yarn(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff, hp->rope_yarn_ext, hp->rope_yarn_corr);
-        else op_rope_table(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff);
-        if (hp->rope_attn_factor != 1.0f)
-            for (int k = 0; k < h; k++) cs[k] *= hp->rope_attn_factor, sn[k] *= hp->rope_attn_factor;
+        if (hp->rope_yarn_ext != 0) {   /* deepseek2's YaRN: its blend, the magnitude rope_attn_factor */
+            op_rope_table_yarn(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff, hp->rope_yarn_ext, hp->rope_yarn_corr);
+            if (hp->rope_attn_factor != 1.0f)
+                for (int k = 0; k < h; k++) cs[k] *= hp->rope_attn_factor, sn[k] *= hp->rope_attn_factor;
+            continue;
+        }
+        op_rope_table(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff, hp->rope_yarn ? yarn : NULL);
+        if (mscale != 1.0f)
+            for (int k = 0; k < h; k++) cs[k] *= mscale, sn[k] *= mscale;
     }
     memcpy(c->rope_pos, ub->pos, (size_t)ub->n * sizeof *ub->pos);
     c->rope_n = ub->n;
@@ -419,6 +429,7 @@ typedef struct {
     const float *q;
     float *out;
     float scale;
+    const float *sinks;      /* [n_head] attention sinks (gpt-oss), or NULL */
     int window;
     bool causal;
     int heads;               /* q heads per task (<= HT_TILE_MAX) */
@@ -452,9 +463,12 @@ static void dot_tiles(const ht_traits *tr, int n, const uint8_t *w, size_t ws, i
         ht_vec_dot_tile(tr, n, w, ws, nr, a + (size_t)k * as, as, HT_MIN(HT_TILE_MAX, nc - k), y + (size_t)k * ys, ys);
 }
 
-/* Softmax of each of nh rows of n scores (row stride ld), after scaling: normalized probabilities in place. */
-static void att_softmax(float *sc, size_t ld, int nh, int n, float scale) {
-    for (int h = 0; h < nh; h++) op_softmax(sc + (size_t)h * ld, n, scale);
+/* Softmax of each of nh rows of n scores (row stride ld), after scaling: normalized probabilities in place; with
+ * sinks (one per row's head), each sink joins its row's denominator. */
+static void att_softmax(float *sc, size_t ld, int nh, int n, float scale, const float *sinks) {
+    for (int h = 0; h < nh; h++)
+        if (sinks) op_softmax_sink(sc + (size_t)h * ld, n, scale, sinks[h]);
+        else op_softmax(sc + (size_t)h * ld, n, scale);
 }
 
 /* softmax·V from the transposed cache: o[h * hdv + d] = V^T row d (positions lo..lo+n-1) · probabilities of
@@ -560,7 +574,7 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
     bool wraps = false;
     for (int t = a; t < b; t++) {
         float *p = sc + (size_t)(t - a) * nh * ls + (lo[t - a] - LO);
-        att_softmax(p, ls, nh, n[t - a], j->scale);
+        att_softmax(p, ls, nh, n[t - a], j->scale, j->sinks ? j->sinks + h0 : NULL);
         wraps |= lo[t - a] % cap + n[t - a] > cap;
     }
     const int span = j->L->span[s];
@@ -593,7 +607,7 @@ static void att_token_q8(att_job *j, int t, int kvh, int h0, int nh, float *sc, 
     for (int h = 0; h < nh; h++) ht_quantize_row(HT_Q8_0, q + (size_t)h * hd, qq + (size_t)h * qrs, hd);
     dot_tiles(tr, hd, kb + (size_t)s0 * kstride, kstride, n0, qq, qrs, nh, sc, ld);
     if (n0 < n) dot_tiles(tr, hd, kb, kstride, n - n0, qq, qrs, nh, sc + n0, ld);
-    att_softmax(sc, ld, nh, n, j->scale);
+    att_softmax(sc, ld, nh, n, j->scale, j->sinks ? j->sinks + h0 : NULL);
     const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
     att_pv_rows(vb, (size_t)n_kv * vrs, cap, hdv, lo, n, sc, ld, nh, j->out + ((size_t)t * hp->n_head + h0) * hdv, vrow);
 }
@@ -688,8 +702,9 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
     int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);
     while (heads > 1 && (long)(ub->n + ATT_QB - 1) / ATT_QB * hp->n_head_kv * ((group + heads - 1) / heads) < c->n_threads)
         heads = (heads + 1) / 2;
-    att_job j = { .c = c, .ub = ub, .L = L, .q = q, .out = out, .scale = scale, .window = window,
-                  .causal = c->m->hp.causal, .heads = heads, .n_chunks = (group + heads - 1) / heads, .seq_end = seq_end };
+    att_job j = { .c = c, .ub = ub, .L = L, .q = q, .out = out, .scale = scale, .sinks = c->m->layers[il].attn_sinks.data,
+                  .window = window, .causal = c->m->hp.causal, .heads = heads, .n_chunks = (group + heads - 1) / heads,
+                  .seq_end = seq_end };
     atomic_init(&j.next_task, 0);
     pool_run(c->pool, attention_job, &j);
 }

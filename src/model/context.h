@@ -22,7 +22,8 @@ void ctx_embed_rows(const ht_ubatch *ub, const ht_tensor *T, const int32_t *ids,
 void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale);
 /* Stores k, v ([n][n_head_kv * head_dim(_v)]) in layer il's cache, then out[i] = softmax(q·K^T·scale)·V
  * per head over the positions token i may see (causal or not per the model; window > 0 limits it to
- * the last `window` positions). */
+ * the last `window` positions); when the layer has attn_sinks, head h's sink is one more logit in its
+ * softmax's denominator (it takes probability mass and gives no value). */
 void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,
                    float *out, float scale, int window);
 /* Runs this process's layers (all, or an MPI rank's range) over c->x, then counts the micro-batch's rows as

@@ -135,6 +135,7 @@ static void act_range(const void *arg, int lo, int hi) {
     if (!u) activate(x, m, j->act);
     else if (j->act == ACT_SILU) op_silu_mul(x, u, m);
     else if (j->act == ACT_GELU_TANH) op_gelu_tanh_mul(x, u, m);
+    else if (j->act == ACT_SWIGLU_OAI) op_swiglu_oai(x, u, m);
     else { activate(x, m, j->act); for (int i = 0; i < m; i++) x[i] *= u[i]; }
 }
 
@@ -264,11 +265,16 @@ static void moe_shared_expert(hearth_ctx *c, const ht_ubatch *ub, const ht_layer
     pool_share(c->pool, ub->n, shexp_rows, &j);
 }
 
-void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out) {
+/* The gated activation fused into the experts' gate and up products. */
+static void (*expert_glu(int act))(float *, const float *, int) {
+    return act == ACT_SWIGLU_OAI ? op_swiglu_oai : act == ACT_GELU_TANH ? op_gelu_tanh_mul : op_silu_mul;
+}
+
+void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
     const ht_hparams *hp = &c->m->hp;
     const int n = ub->n, NE = hp->n_expert, K = hp->n_expert_used;
     int *sel = c->moe_sel, *cnt = c->moe_cnt, *next = c->moe_first, *row = c->moe_row;
-    matmul(c, &L->ffn_gate_inp, in, n, c->moe_logits);
+    matmul_bias(c, &L->ffn_gate_inp, &L->ffn_gate_inp_b, in, n, c->moe_logits);
     memset(cnt, 0, (size_t)NE * sizeof *cnt);
     for (int t = 0; t < n; t++) {
         moe_route(hp, c->moe_logits + (size_t)t * NE, L->exp_probs_b.data, sel + (size_t)t * K, c->moe_w + (size_t)t * K);
@@ -283,8 +289,9 @@ void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const 
             row[t * K + k] = r;
             c->moe_src[r] = t;
         }
-    matmul_experts(c, &L->ffn_gate_exps, &L->ffn_up_exps, in, c->moe_src, n * K, cnt, c->moe_g, c->moe_u, op_silu_mul);
-    matmul_experts(c, &L->ffn_down_exps, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL, NULL);
+    matmul_experts(c, &L->ffn_gate_exps, &L->ffn_gate_exps_b, &L->ffn_up_exps, &L->ffn_up_exps_b, in, c->moe_src, n * K,
+                   cnt, c->moe_g, c->moe_u, expert_glu(act));
+    matmul_experts(c, &L->ffn_down_exps, &L->ffn_down_exps_b, NULL, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL, NULL);
     moe_job j = { c, out, ub->n };
     if (n == 1) moe_combine(&j, 0, 1);   /* decode: a few thousand products, less than waking a thread */
     else pool_run(c->pool, moe_combine, &j);

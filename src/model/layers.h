@@ -8,7 +8,8 @@
 #include "model/context.h"
 
 enum { NORM_RMS = 0, NORM_LAYER = 1 };
-enum { ACT_SILU = 0, ACT_GELU_TANH = 1, ACT_GELU_ERF = 2, ACT_NONE = 3 };
+enum { ACT_SILU = 0, ACT_GELU_TANH = 1, ACT_GELU_ERF = 2, ACT_NONE = 3,
+       ACT_SWIGLU_OAI = 4 /* gated only: gpt-oss's clamped SwiGLU, op_swiglu_oai */ };
 
 /* out[i] = norm(in[i]) * w (+ b) for each of the n rows of width `width` (rows split over the pool). */
 void layer_norm_rows(hearth_ctx *c, const ht_ubatch *ub, float *out, const float *in, const ht_tensor *w,
@@ -21,11 +22,12 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
                      int window);
 /* Gated FFN: out = down(act(gate(in)) * up(in)). */
 void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
-/* Mixture of experts (Mixtral, Qwen3-MoE, DeepSeek): the router ffn_gate_inp picks n_expert_used experts per
- * token (softmax or sigmoid scores, exp_probs_b and expert groups for the choice when the model has them),
- * out = sum of their gated SwiGLU FFNs (the ffn_*_exps stacks) weighted by the router, plus the shared
- * expert (ffn_*_shexp; gated by ffn_gate_inp_shexp when bound). */
-void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out);
+/* Mixture of experts (Mixtral, Qwen3-MoE, DeepSeek, gpt-oss): the router ffn_gate_inp (+ its bias when bound)
+ * picks n_expert_used experts per token (softmax or sigmoid scores, exp_probs_b and expert groups for the choice
+ * when the model has them), out = sum of their gated FFNs down(act(gate(in)) * up(in)) (the ffn_*_exps stacks,
+ * each + its bias when bound; act ACT_SILU, ACT_GELU_TANH or ACT_SWIGLU_OAI) weighted by the router, plus the
+ * shared expert (ffn_*_shexp; gated by ffn_gate_inp_shexp when bound). */
+void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
 /* Plain FFN with biases: out = down(act(up(in) + b_up)) + b_down. */
 void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
 /* out = act(W·in + b) over the micro-batch (b may be absent): a dense layer, e.g. a head transform. */

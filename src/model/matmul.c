@@ -159,6 +159,7 @@ void matmul_multi(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int
 /* ---- expert stacks ---- */
 typedef struct {
     const ht_tensor *W[2];  /* stacks sharing one activation format; W[1] may be absent */
+    const float *b[2];      /* their biases, [n_expert][rows] (NULL: none) */
     float *y[2];
     int n_mat;
     const ht_traits *tr;
@@ -195,7 +196,11 @@ static void mx_dot_job(void *arg, int ith, int nth) {
         const uint8_t *a = j->qa + (size_t)j->first[e] * j->qa_row;
         for (int m = 0; m < j->n_mat; m++) {
             const ht_tensor W = ht_expert(j->W[m], e);
-            mm_rows(&W, j->tr, r0, r1, a, j->qa_row, n, j->y[m] + (size_t)j->first[e] * rows, (size_t)rows);
+            float *y = j->y[m] + (size_t)j->first[e] * rows;
+            mm_rows(&W, j->tr, r0, r1, a, j->qa_row, n, y, (size_t)rows);
+            if (j->b[m])
+                for (int t = 0; t < n; t++)
+                    for (int r = r0; r < r1; r++) y[(size_t)t * rows + r] += j->b[m][(size_t)e * rows + r];
         }
         if (j->glu)
             for (int t = j->first[e]; t < j->first[e] + n; t++)
@@ -205,15 +210,18 @@ static void mx_dot_job(void *arg, int ith, int nth) {
 
 static void glu_pass(hearth_ctx *c, float *y, const float *y2, int n, void (*glu)(float *, const float *, int));
 
-void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *W2, const float *x, const int *src, int n_rows,
-                    const int *cnt, float *y, float *y2, void (*glu)(float *g, const float *u, int n)) {
+void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *B, const ht_tensor *W2, const ht_tensor *B2,
+                    const float *x, const int *src, int n_rows, const int *cnt, float *y, float *y2,
+                    void (*glu)(float *g, const float *u, int n)) {
     if (W2 && (W2->type != W->type || W2->pack != W->pack || W2->ne[0] != W->ne[0] || W2->ne[1] != W->ne[1])) {
-        matmul_experts(c, W, NULL, x, src, n_rows, cnt, y, NULL, NULL);   /* different activation formats: one at a time */
-        matmul_experts(c, W2, NULL, x, src, n_rows, cnt, y2, NULL, NULL);
+        /* different activation formats: one at a time */
+        matmul_experts(c, W, B, NULL, NULL, x, src, n_rows, cnt, y, NULL, NULL);
+        matmul_experts(c, W2, B2, NULL, NULL, x, src, n_rows, cnt, y2, NULL, NULL);
         if (glu) glu_pass(c, y, y2, n_rows * (int)W->ne[1], glu);
         return;
     }
-    mx_job j = { .W = { W, W2 }, .y = { y, y2 }, .n_mat = W2 ? 2 : 1, .tr = ht_get_traits(W->type), .x = x, .src = src,
+    mx_job j = { .W = { W, W2 }, .b = { B && B->data ? B->data : NULL, W2 && B2 && B2->data ? B2->data : NULL },
+                 .y = { y, y2 }, .n_mat = W2 ? 2 : 1, .tr = ht_get_traits(W->type), .x = x, .src = src,
                  .n_rows = n_rows, .cnt = cnt, .active = c->moe_active, .first = c->moe_first, .qa = c->moe_qact,
                  .glu = W2 ? glu : NULL };
     j.qa_row = act_bytes(W, j.tr);

@@ -18,10 +18,12 @@ void matmul_multi(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int
 /* The products of a mixture-of-experts block, all experts in one job: W (and W2, optional, on the same
  * input) are expert stacks [n_in, n_out, n_expert]; the n_rows activation rows are ordered by expert, cnt[e]
  * rows for expert e, row r read from x[src[r]] (or x[r] when src is NULL; x rows of W.ne[0] floats). Row r of
- * y (and y2) is row r's product with its expert's matrix; with glu (and W2), y then holds glu(y, y2) (e.g.
- * SiLU(gate) * up), applied as each chunk is done. Uses the context's moe_* scratch. */
-void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *W2, const float *x, const int *src, int n_rows,
-                    const int *cnt, float *y, float *y2, void (*glu)(float *g, const float *u, int n));
+ * y (and y2) is row r's product with its expert's matrix, plus its expert's bias when B (B2) is given and
+ * bound (F32 [n_out, n_expert]); with glu (and W2), y then holds glu(y, y2) (e.g. SiLU(gate) * up), applied
+ * as each chunk is done. Uses the context's moe_* scratch. */
+void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *B, const ht_tensor *W2, const ht_tensor *B2,
+                    const float *x, const int *src, int n_rows, const int *cnt, float *y, float *y2,
+                    void (*glu)(float *g, const float *u, int n));
 /* Bytes of quantized-activation scratch a row of n elements may need in any format. */
 size_t matmul_act_row_bytes(int64_t n);
 

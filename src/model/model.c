@@ -16,7 +16,7 @@
 
 static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_qwen35,
                                          &ht_arch_qwen35moe, &ht_arch_gemma3, &ht_arch_gpt2, &ht_arch_bert,
-                                         &ht_arch_smollm3, &ht_arch_phi3, &ht_arch_deepseek2 };
+                                         &ht_arch_smollm3, &ht_arch_phi3, &ht_arch_deepseek2, &ht_arch_gptoss };
 
 const ht_arch *ht_find_arch(const char *name) {
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
@@ -177,11 +177,16 @@ int model_common_hparams(hearth_model *m, hearth_err *err) {
         gguf_str st;
         char key[256];
         snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch->name);
-        if (gguf_get_str(m->gguf, key, &st) && st.n == 6 && !memcmp(st.p, "linear", 6)) hp->rope_scale = f;
+        const bool got = gguf_get_str(m->gguf, key, &st);
+        hp->rope_yarn = got && st.n == 4 && !memcmp(st.p, "yarn", 4);
+        if (hp->rope_yarn || (got && st.n == 6 && !memcmp(st.p, "linear", 6))) hp->rope_scale = f;
+        hp->yarn_beta_fast = 32.0f;   /* the reference's values (its loaders ignore rope.scaling.yarn_beta_* but */
+        hp->yarn_beta_slow = 1.0f;    /* for Grok's and Mistral 3's; gpt-oss's config says 32 and 1 too) */
     }
     hp->rope_scale_swa = hp->rope_scale;
     hp->rope_attn_factor = 1.0f;
-    if (model_meta_int(m, "rope.dimension_count", 0, hp->head_dim, hp->head_dim, &hp->n_rot, err) ||
+    if (model_meta_int(m, "rope.scaling.original_context_length", 1, 1 << 30, hp->n_ctx_train, &hp->n_ctx_orig, err) ||
+        model_meta_int(m, "rope.dimension_count", 0, hp->head_dim, hp->head_dim, &hp->n_rot, err) ||
         model_meta_int(m, "attention.sliding_window", 0, 1 << 30, 0, &hp->sliding_window, err))
         return -1;
     if (hp->n_rot % 2) return herr(err, "rope dimension %d invalid for head_dim %d", hp->n_rot, hp->head_dim);

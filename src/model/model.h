@@ -68,7 +68,10 @@ typedef struct {
     float rope_base, rope_base_swa, rope_scale;   /* rope_scale: linear position scaling factor (1 = none) */
     float rope_scale_swa;     /* rope_scale of sliding-window layers (Gemma 3: 1) */
     float rope_attn_factor;   /* multiplies rope's cos and sin (LongRoPE's attention factor; 1 = none) */
-    int n_ctx_orig;           /* LongRoPE: contexts past it take rope_freqs_long */
+    int n_ctx_orig;           /* the context trained before scaling: LongRoPE past it takes rope_freqs_long; YaRN's ramp */
+    bool rope_yarn;           /* YaRN (rope.scaling.type yarn): rope_scale interpolates only the slow pairs (ramp between
+                               * yarn_beta_fast and yarn_beta_slow turns), and cos/sin grow by 1 + 0.1 ln rope_scale */
+    float yarn_beta_fast, yarn_beta_slow;
     int rope_type, n_rot;
     int sliding_window;       /* 0 = none */
     int swa_period;           /* layer il is global when (il + 1) % swa_period == 0; 0 = all global */
@@ -79,7 +82,8 @@ typedef struct {
     int pooling;
     int n_token_types;
     int n_expert, n_expert_used, n_ff_exp;   /* mixture of experts (0 experts: dense FFN); expert FFN width */
-    bool expert_norm_w;       /* the chosen experts' softmax weights renormalised to sum to 1 */
+    bool expert_norm_w;       /* the chosen experts' softmax weights renormalised to sum to 1 (the same as a softmax over
+                               * the chosen experts' logits alone: gpt-oss) */
     int n_ff_shexp;           /* a shared expert beside the routed ones (Qwen3.5-MoE): its FFN width, 0 = none */
     bool attn_gate;           /* attn_q rows per head are [q | gate]: the output is gated by sigmoid(gate) */
     /* Gated DeltaNet layers (Qwen3.5, Qwen3-Next): n_recurrent of the n_layer (ht_layer.recurrent) */
@@ -109,13 +113,15 @@ typedef struct {
     ht_tensor wq, wk, wv, wqkv, wo;
     ht_tensor bq, bk, bv, bqkv, bo;
     ht_tensor q_norm, k_norm;
+    ht_tensor attn_sinks;                         /* [n_head] a logit per head in the softmax's denominator (gpt-oss) */
     ht_tensor attn_post_norm, attn_post_norm_b;   /* gemma3 post-attention norm; bert attention-output LayerNorm */
     ht_tensor ffn_norm, ffn_norm_b;
     ht_tensor ffn_gate, ffn_up, ffn_down;
     ht_tensor ffn_up_b, ffn_down_b;
     ht_tensor ffn_post_norm, ffn_post_norm_b;     /* gemma3 post-FFN norm; bert layer-output LayerNorm */
-    ht_tensor ffn_gate_inp;                       /* MoE router [n_embd -> n_expert] */
+    ht_tensor ffn_gate_inp, ffn_gate_inp_b;       /* MoE router [n_embd -> n_expert], its bias (gpt-oss) */
     ht_tensor ffn_gate_exps, ffn_up_exps, ffn_down_exps;   /* MoE expert stacks, 3-D [.., .., n_expert] */
+    ht_tensor ffn_gate_exps_b, ffn_up_exps_b, ffn_down_exps_b;   /* their biases (gpt-oss): [rows, n_expert] */
     ht_tensor ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;   /* shared expert and its gate */
     ht_tensor exp_probs_b;                        /* per-expert bias added to the scores for the choice only */
     /* latent attention (model/mla.c): q directly (wq) or through a LoRA (wq_a, q_a_norm, wq_b); attn_kv_a_mqa to
@@ -181,7 +187,7 @@ struct ht_arch {
 
 /* Registered architectures (one file each under src/arch). */
 extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe,
-    ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3, ht_arch_deepseek2;
+    ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3, ht_arch_deepseek2, ht_arch_gptoss;
 /* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
  * -> tied) and the pre-norm SwiGLU forward pass. */
 int llama_bind_common(hearth_model *m, hearth_err *err);
