@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
         hearth_seq_truncate(c, 0, 0);
         hearth_batch b = { .n = SEQ, .tokens = t };
         if (hearth_decode(c, &b, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
-        pcache_store(pc, c, 0, t, SEQ);
+        pcache_store(pc, c, 0, t, SEQ, 0);
         filled += SEQ / 64;
     }
     long long h, mi, tok, entries;
@@ -50,14 +50,14 @@ int main(int argc, char **argv) {
     hearth_batch b = { .n = PROMPT, .tokens = t };
     for (int i = SEQ; i < PROMPT; i++) t[i] = (hearth_token)(i % info.n_vocab);
     if (hearth_decode(c, &b, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
-    pcache_store(pc, c, 0, t, PROMPT);
+    pcache_store(pc, c, 0, t, PROMPT, 0);
     int reps = 200;
     double hit = 0, miss = 0;
     int got = 0;
     for (int r = 0; r < reps; r++) {
         hearth_seq_truncate(c, 0, 0);
         double a = now();
-        got = pcache_restore(pc, c, 0, t, PROMPT, 0);
+        got = pcache_restore(pc, c, 0, t, PROMPT, 0, 0);
         hit += now() - a;
     }
     hearth_token u[PROMPT];
@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++) {
         hearth_seq_truncate(c, 0, 0);
         double a = now();
-        pcache_restore(pc, c, 0, u, PROMPT, 0);
+        pcache_restore(pc, c, 0, u, PROMPT, 0, 0);
         miss += now() - a;
     }
     printf("%lld blocks held, %zu bytes of KV per token: a %d-token prompt held -> %d tokens restored in %.3f ms "

@@ -26,6 +26,31 @@ for i in 1 2; do   # the second time from the prompt cache
 done
 kill $pid; wait $pid 2>/dev/null; pid=
 
+# per request: the server holds both adapters at global scale 0; requests choose theirs, several at once
+A=data/models/llama-lora-a.gguf B=data/models/llama-lora-b.gguf
+only_a=$("$HEARTH" run -m $m -p "$p" -n 24 --temp 0 --lora $A 2>/dev/null | ascii)
+both=$("$HEARTH" run -m $m -p "$p" -n 24 --temp 0 --lora-scaled "$A:0.5,$B:0.7" 2>/dev/null | ascii)
+"$HEARTH" serve -m $m --port 0 -t 1 --parallel 3 --lora-scaled "$A:0,$B:0" 2>"$tmp/log" & pid=$!
+for _ in $(seq 100); do url=$(grep -o 'http://[0-9.:]*' "$tmp/log" | head -1); [[ -n $url ]] && break; sleep 0.1; done
+req() { curl -s "$url/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"prompt\": \"$p\", \"max_tokens\": 24, \"temperature\": 0$1}" | jq -r '.choices[0].text' | ascii; }
+for round in 1 2; do   # three requests with different adapters in the batch at once, twice (then from the cache)
+    req ', "lora": [{"id": 0, "scale": 1}]' >"$tmp/a" & r1=$!
+    req '' >"$tmp/none" & r2=$!
+    req ', "lora": [{"id": 0, "scale": 0.5}, {"id": 1, "scale": 0.7}]' >"$tmp/both"
+    wait $r1 $r2
+    check "round $round: lora-a alone, as run --lora [$(cat "$tmp/a")]" '[[ $(cat "$tmp/a") == "$only_a" ]]'
+    check "round $round: no adapter (global scales 0), as the base [$(cat "$tmp/none")]" '[[ $(cat "$tmp/none") == "$base" ]]'
+    check "round $round: both, as run --lora-scaled [$(cat "$tmp/both")]" '[[ $(cat "$tmp/both") == "$both" ]]'
+done
+list=$(curl -s "$url/lora-adapters")
+check "GET /lora-adapters lists both at scale 0 [$list]" '[[ $(jq -c "[.[] | [.id, .scale]]" <<<"$list") == "[[0,0],[1,0]]" && $list == *llama-lora-b.gguf* ]]'
+curl -s "$url/lora-adapters" -H 'Content-Type: application/json' -d '[{"id": 0, "scale": 1}]' >/dev/null
+check "POST /lora-adapters sets the global scales: a plain request now gets lora-a" '[[ $(req "") == "$only_a" ]]'
+code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/completions" -d '{"prompt": "x", "lora": [{"id": 7, "scale": 1}]}')
+check "an unknown adapter id is a 400 [$code]" '[[ $code == 400 ]]'
+kill $pid; wait $pid 2>/dev/null; pid=
+
 check "--lora-scaled without a scale" 'one_error_line "$HEARTH" run -m $m --lora-scaled data/models/llama-lora-a.gguf'
 check "--lora with a missing file" 'one_error_line "$HEARTH" run -m $m --lora "$tmp/none.gguf"'
 check "an adapter for another architecture" 'one_error_line "$HEARTH" golden -m $m -i data/golden/llama.golden -o "$tmp/x" --lora data/models/qwen3-lora.gguf'

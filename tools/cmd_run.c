@@ -410,12 +410,12 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
         if (!pc)
             fprintf(stderr, "note: --prompt-cache unused: %s\n", hearth_mpi_size() > 1 ? "the KV cache is spread over the MPI ranks"
                                                                    : "this model's sliding-window KV cache cannot be saved");
-        from = pcache_restore(pc, r->ctx, 0, r->toks, n, 0);
+        from = pcache_restore(pc, r->ctx, 0, r->toks, n, 0, hearth_seq_lora_id(r->ctx, 0));
         r->n_cached = from;
     }
     r->last_row = cli_prefill(r->ctx, r->toks + from, n - from, from, &err);   /* a progress line on a terminal */
     int rc = r->last_row < 0;
-    if (!rc) pcache_store(pc, r->ctx, 0, r->toks, n);
+    if (!rc) pcache_store(pc, r->ctx, 0, r->toks, n, hearth_seq_lora_id(r->ctx, 0));
     pcache_free(pc);
     if (rc) return cli_fail("%s", err.msg);
     *ms = now_ms() - t0;

@@ -45,7 +45,10 @@ static void serve_usage(void) {
            "                       or of the previous answer, and its body within S more plus 1 s per 500 bytes\n"
            "                       (default 20); near the connection limit the connection waiting longest for its\n"
            "                       request is closed to make room\n"
-           "  --lora FILE[,FILE]   apply LoRA adapters to every request (scale 1); --lora-scaled FILE:SCALE[,...]\n"
+           "  --lora FILE[,FILE]   LoRA adapters (GGUF or PEFT directory) at scale 1, --lora-scaled FILE:SCALE[,...]\n"
+           "                       at SCALE: the global scales (GET/POST /lora-adapters reads / sets them), which a\n"
+           "                       request's \"lora\": [{\"id\": N, \"scale\": S}] overrides for itself; requests with\n"
+           "                       different adapters share the batch, and the prompt cache keeps them apart\n"
            "Stops on Ctrl-C or SIGTERM. One line per request on stderr.\n");
 }
 
@@ -104,7 +107,7 @@ int cmd_serve(int argc, char **argv) {
     p.chat_template = tmpl;
     hearth_model *m = cli_load_model(model);
     if (!m || cli_lora_load(m, &lora)) { free(tmpl); cli_lora_free(&lora); hearth_model_free(m); return 1; }
-    p.lora = lora.a, p.lora_scale = lora.scale, p.n_lora = lora.n;
+    p.lora = lora.a, p.lora_scale = lora.scale, p.n_lora = lora.n, p.lora_path = (const char *const *)lora.path;
     struct sigaction sa = { .sa_handler = on_stop };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);

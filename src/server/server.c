@@ -60,7 +60,7 @@ typedef struct {
 } server;
 
 enum { R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_OL_TAGS, R_OL_PS, R_OL_VERSION, R_CHAT, R_COMPLETION, R_EMBED, R_TOKENIZE,
-       R_DETOKENIZE, R_OL_GENERATE, R_OL_CHAT, R_OL_EMBED, R_OL_SHOW, R_AN_MESSAGES, R_AN_COUNT, R_UNKNOWN };
+       R_DETOKENIZE, R_OL_GENERATE, R_OL_CHAT, R_OL_EMBED, R_OL_SHOW, R_AN_MESSAGES, R_AN_COUNT, R_LORA, R_UNKNOWN };
 #define IS_OLLAMA(r) (((r) >= R_OL_TAGS && (r) <= R_OL_VERSION) || ((r) >= R_OL_GENERATE && (r) <= R_OL_SHOW))
 #define IS_ANTHROPIC(r) ((r) == R_AN_MESSAGES || (r) == R_AN_COUNT)
 #define IS_GET(r) ((r) <= R_OL_VERSION)
@@ -90,6 +90,7 @@ static const struct { const char *path; int route; } ROUTES[] = {   /* a route's
     { "/api/tags", R_OL_TAGS }, { "/api/ps", R_OL_PS }, { "/api/version", R_OL_VERSION }, { "/api/show", R_OL_SHOW },
     { "/api/generate", R_OL_GENERATE }, { "/api/chat", R_OL_CHAT }, { "/api/embed", R_OL_EMBED },
     { "/api/embeddings", R_OL_EMBED }, { "/v1/messages", R_AN_MESSAGES }, { "/v1/messages/count_tokens", R_AN_COUNT },
+    { "/lora-adapters", R_LORA },
 };
 
 static int route_of(const char *url) {
@@ -479,7 +480,8 @@ static enum MHD_Result dispatch(conn *c, struct MHD_Connection *mc) {
     if (c->route != R_HEALTH && c->route != R_PAGE && !authorized(c->s, mc)) return reply_error(c, mc, 401, "invalid API key");
     if (c->route == R_UNKNOWN) return reply_error(c, mc, 404, "not found");
     bool want_get = IS_GET(c->route);
-    if (want_get ? !get : !post) return reply_error(c, mc, 405, want_get ? "use GET" : "use POST");
+    if (c->route == R_LORA ? !get && !post : want_get ? !get : !post)
+        return reply_error(c, mc, 405, c->route == R_LORA ? "use GET or POST" : want_get ? "use GET" : "use POST");
     if (c->too_big) return reply_error(c, mc, 413, "request body too large");
     if (c->route == R_PAGE) return reply_page(c, mc);
     if (c->route == R_HEALTH) return reply(c, mc, 200, api_health(&c->s->api));
@@ -489,6 +491,12 @@ static enum MHD_Result dispatch(conn *c, struct MHD_Connection *mc) {
     if (c->route == R_OL_VERSION) return reply(c, mc, 200, ollama_version());
     if (c->route == R_OL_SHOW) return reply(c, mc, 200, ollama_show(&c->s->api));
     if (c->route == R_TOKENIZE || c->route == R_DETOKENIZE) return run_tokens(c, mc);
+    if (c->route == R_LORA) {
+        int status;
+        char msg[256];
+        char *out = api_lora_adapters(&c->s->api, c->body ? c->body : "", c->n, post, &status, msg, sizeof msg);
+        return out ? reply(c, mc, status, out) : reply_error(c, mc, status, msg);
+    }
     return run_task(c, mc);
 }
 

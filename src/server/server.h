@@ -25,8 +25,9 @@ typedef struct {
     const char *cors_origin;    /* Access-Control-Allow-Origin: NULL = "*", "none" = no CORS headers */
     int timeout_idle;           /* seconds a connection may send nothing (between requests, or mid-head); 0 = 10 */
     int timeout_headers;        /* seconds for a whole request head (and the grace of its body); 0 = 20 */
-    hearth_lora *const *lora;   /* LoRA adapters applied to every request, with their scales (n_lora of them) */
+    hearth_lora *const *lora;   /* LoRA adapters: each request's (its "lora" field over these global scales) */
     const float *lora_scale;
+    const char *const *lora_path;   /* their files, as /lora-adapters lists them */
     int n_lora;
 } server_params;
 

@@ -370,6 +370,52 @@ static int parse_grammar(const srv_api *a, const cJSON *o, srv_task *t, hearth_e
     return t->grammar ? 0 : -1;
 }
 
+/* [{"id": N, "scale": S}, ...] into scales (n adapters); -1 with err on anything else. */
+static int parse_lora_list(const cJSON *l, float *scales, int n, hearth_err *err) {
+    if (!cJSON_IsArray(l)) return herr(err, "'lora' must be an array of {\"id\", \"scale\"}");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, l) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id"), *sc = cJSON_GetObjectItemCaseSensitive(it, "scale");
+        if (!cJSON_IsNumber(id) || id->valuedouble != floor(id->valuedouble) || id->valuedouble < 0 || id->valuedouble >= n)
+            return herr(err, "'lora': id must be an adapter's number, 0 to %d (GET /lora-adapters lists them)", n - 1);
+        if (!cJSON_IsNumber(sc) || !isfinite(sc->valuedouble) || fabs(sc->valuedouble) > 1e6)
+            return herr(err, "'lora': scale must be a finite number");
+        scales[(int)id->valuedouble] = (float)sc->valuedouble;
+    }
+    return 0;
+}
+
+char *api_lora_adapters(const srv_api *a, const char *body, size_t n, bool post, int *status, char *msg, size_t cap) {
+    const int k = engine_n_lora(a->eng);
+    float sc[HEARTH_MAX_LORA];
+    engine_lora_scales(a->eng, sc);
+    *status = 200;
+    if (post) {
+        hearth_err err;
+        const char *end = NULL;
+        cJSON *o = ht_utf8_valid(body, n) && !memchr(body, 0, n) ? cJSON_ParseWithLengthOpts(body, n, &end, false) : NULL;
+        while (o && end < body + n && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+        if (o && end != body + n) cJSON_Delete(o), o = NULL;
+        if (!o) snprintf(err.msg, sizeof err.msg, "the body must be a JSON array of {\"id\", \"scale\"}");
+        if (!o || parse_lora_list(o, sc, k, &err)) {
+            cJSON_Delete(o);
+            *status = 400;
+            snprintf(msg, cap, "%s", err.msg);
+            return NULL;
+        }
+        cJSON_Delete(o);
+        engine_set_lora_scales(a->eng, sc);
+    }
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && i < k; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (!json_push(arr, e) || !json_put(e, "id", cJSON_CreateNumber(i)) ||
+            !json_put(e, "path", cJSON_CreateString(engine_lora_path(a->eng, i))) || !json_put(e, "scale", cJSON_CreateNumber(sc[i])))
+            break;
+    }
+    return api_print(arr);
+}
+
 static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_req *r, srv_task *t, hearth_err *err) {
     if (a->encoder) return herr(err, "model %s is an encoder: it serves only /v1/embeddings", a->model_id);
     bool echo = false, cache_prompt = true;
@@ -379,6 +425,12 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
         return -1;
     t->no_cache = !cache_prompt;
     if (echo) return herr(err, "'echo' is not supported");
+    const cJSON *lora = cJSON_GetObjectItemCaseSensitive(o, "lora");
+    engine_lora_scales(a->eng, t->lora);   /* the global scales, then the request's own */
+    if (lora && !cJSON_IsNull(lora)) {
+        if (!engine_n_lora(a->eng)) return herr(err, "'lora': the server has no adapters (hearth serve --lora FILE)");
+        if (parse_lora_list(lora, t->lora, engine_n_lora(a->eng), err)) return -1;
+    }
     r->n_probs = t->n_probs;
     if (kind == API_CHAT ? chat_prompt(a, o, t, r, err) : completion_prompt(a, o, t, err)) return -1;
     int n_ctx = engine_n_ctx(a->eng);

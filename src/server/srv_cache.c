@@ -251,10 +251,10 @@ static uint64_t next_key(const srv_cache *pc, uint64_t prev, const hearth_token 
     return h;
 }
 
-int pcache_restore(srv_cache *pc, hearth_ctx *ctx, int seq, const hearth_token *toks, int n, int have) {
+int pcache_restore(srv_cache *pc, hearth_ctx *ctx, int seq, const hearth_token *toks, int n, int have, uint64_t salt) {
     if (!pc || n <= PC_BLOCK) return have;
     int n_blocks = (n - 1) / PC_BLOCK;   /* the last prompt token is always decoded, for its logits */
-    uint64_t key = 0;
+    uint64_t key = salt ? mix(pc->identity, salt) : 0;   /* KV computed under other adapters is another chain */
     pc_entry *chain[4096];
     int k = 0;
     for (; k < n_blocks && k < 4096; k++) {
@@ -297,10 +297,10 @@ static void store_state(srv_cache *pc, const hearth_ctx *ctx, int seq, uint64_t 
     pc->used += pc->state_bytes;
 }
 
-void pcache_store(srv_cache *pc, const hearth_ctx *ctx, int seq, const hearth_token *toks, int n) {
+void pcache_store(srv_cache *pc, const hearth_ctx *ctx, int seq, const hearth_token *toks, int n, uint64_t salt) {
     if (!pc) return;
     int n_blocks = HT_MIN(n, hearth_seq_len(ctx, seq)) / PC_BLOCK;
-    uint64_t key = 0;
+    uint64_t key = salt ? mix(pc->identity, salt) : 0;
     for (int i = 0; i < n_blocks && i < 4096; i++) {
         const hearth_token *b = toks + (size_t)i * PC_BLOCK;
         key = next_key(pc, key, b);

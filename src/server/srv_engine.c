@@ -25,6 +25,7 @@ typedef struct {
     bool generating;             /* prompt done; `next` is fed at the next step */
     hearth_token next;
     int row, n_feed;             /* this step: logits row (-1 none), tokens put in the batch */
+    uint64_t lora_id;            /* the adapters the cached tokens were computed with (hearth_seq_lora_id) */
     srv_tok pick;                /* this step's sampled token */
 } slot;
 
@@ -35,7 +36,8 @@ struct srv_engine {
     int n_ctx, e_n_ctx, n_slots, n_batch, n_vocab, n_threads;
     hearth_cache_type cache_type;
     hearth_lora *const *lora;   /* the server's adapters (server_params), for the embeddings context too */
-    const float *lora_scale;
+    const char *const *lora_path;
+    float lora_scale[HEARTH_MAX_LORA];   /* the global scales (guarded by mu): a request starts from them */
     int n_lora;
     bool encoder;
     slot *slots;
@@ -267,12 +269,19 @@ static slot *pick_slot(srv_engine *e, const srv_task *t) {
 }
 
 static void slot_start(srv_engine *e, slot *s, srv_task *t) {
-    int k = t->no_cache ? 0 : common_prefix(s->cache, s->n_cache, t->prompt, t->n_prompt);
+    uint64_t lora_id = 0;
+    if (e->n_lora) {   /* the request's adapters on its sequence; a cache computed under others is not reused */
+        hearth_err err;
+        hearth_seq_set_lora(e->ctx, s->seq, t->lora, &err);   /* (scales checked when parsed) */
+        lora_id = hearth_seq_lora_id(e->ctx, s->seq);
+    }
+    int k = t->no_cache || lora_id != s->lora_id ? 0 : common_prefix(s->cache, s->n_cache, t->prompt, t->n_prompt);
+    s->lora_id = lora_id;
     if (k >= t->n_prompt) k = t->n_prompt - 1;     /* the last prompt token is decoded for its logits */
     hearth_seq_truncate(e->ctx, s->seq, k);
     s->n_cache = HT_MIN(k, hearth_seq_len(e->ctx, s->seq));
     if (!t->no_cache && e->pc) {   /* a longer prefix from the shared cache (any slot's, or from disk) */
-        s->n_cache = pcache_restore(e->pc, e->ctx, s->seq, t->prompt, t->n_prompt, s->n_cache);
+        s->n_cache = pcache_restore(e->pc, e->ctx, s->seq, t->prompt, t->n_prompt, s->n_cache, lora_id);
         memcpy(s->cache, t->prompt, (size_t)s->n_cache * sizeof *s->cache);
         pcache_publish(e);
     }
@@ -404,7 +413,7 @@ static void slot_take(srv_engine *e, slot *s) {
     srv_task *t = s->task;
     hearth_token tok = s->pick.id;
     if (!s->generating && !t->no_cache && e->pc) {   /* the prompt is in: share its blocks, whatever comes next */
-        pcache_store(e->pc, e->ctx, s->seq, t->prompt, t->n_prompt);
+        pcache_store(e->pc, e->ctx, s->seq, t->prompt, t->n_prompt, s->lora_id);
         pcache_publish(e);
     }
     if (tok < 0 && hearth_grammar_failed(t->grammar)) { slot_end(e, s, NULL, 500, "out of memory"); return; }
@@ -563,7 +572,8 @@ int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth
     e->n_vocab = info.n_vocab;
     e->n_threads = p->n_threads;
     e->cache_type = p->cache_type;
-    e->lora = p->lora, e->lora_scale = p->lora_scale, e->n_lora = p->n_lora;
+    e->lora = p->lora, e->lora_path = p->lora_path, e->n_lora = p->n_lora;
+    if (p->n_lora) memcpy(e->lora_scale, p->lora_scale, (size_t)p->n_lora * sizeof(float));
     e->n_slots = p->parallel > 0 ? p->parallel : 1;
     e->n_batch = 512;
     pthread_mutex_init(&e->mu, NULL);
@@ -627,6 +637,20 @@ int engine_submit(srv_engine *e, srv_task *t) {
 }
 
 int engine_n_ctx(const srv_engine *e) { return e->n_ctx; }
+int engine_n_lora(const srv_engine *e) { return e->n_lora; }
+const char *engine_lora_path(const srv_engine *e, int i) { return i >= 0 && i < e->n_lora ? e->lora_path[i] : ""; }
+
+void engine_lora_scales(srv_engine *e, float *out) {
+    pthread_mutex_lock(&e->mu);
+    memcpy(out, e->lora_scale, (size_t)e->n_lora * sizeof(float));
+    pthread_mutex_unlock(&e->mu);
+}
+
+void engine_set_lora_scales(srv_engine *e, const float *in) {
+    pthread_mutex_lock(&e->mu);
+    memcpy(e->lora_scale, in, (size_t)e->n_lora * sizeof(float));
+    pthread_mutex_unlock(&e->mu);
+}
 int engine_embed_n_ctx(const srv_engine *e) { return e->e_n_ctx; }
 
 void engine_counters(srv_engine *e, srv_counters *c) {

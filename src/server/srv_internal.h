@@ -40,6 +40,7 @@ typedef struct srv_task {
     int n_probs;                    /* < 0: no logprobs; else top alternatives per token */
     bool ignore_eos;
     bool no_cache;                  /* cache_prompt: false — evaluate the whole prompt, reuse nothing */
+    float lora[HEARTH_MAX_LORA];    /* the server's adapters' scales for this request (the global ones, then "lora") */
     hearth_token bias_id[SRV_MAX_BIAS]; float bias[SRV_MAX_BIAS]; int n_bias;   /* logit_bias */
     hearth_grammar *grammar;        /* response_format / grammar / json_schema: the reply follows it */
     hearth_token **in; int *n_in; int n_inputs;   /* embeddings: one token list per input */
@@ -74,6 +75,11 @@ void engine_free(srv_engine *e);                 /* stops the thread; pending ta
 /* Queues t (taking a reference). Returns -1 (t untouched) when the queue is full. */
 int  engine_submit(srv_engine *e, srv_task *t);
 int  engine_n_ctx(const srv_engine *e);          /* per slot, for generation */
+/* The server's LoRA adapters: how many; their global scales (requests start from them) read or set; a path. */
+int  engine_n_lora(const srv_engine *e);
+void engine_lora_scales(srv_engine *e, float *out);
+void engine_set_lora_scales(srv_engine *e, const float *in);
+const char *engine_lora_path(const srv_engine *e, int i);
 int  engine_embed_n_ctx(const srv_engine *e);    /* longest embedding input */
 void engine_slots(srv_engine *e, int *idle, int *busy, int *queued);
 /* Since the start: decode steps, tokens sampled (sampled / steps = mean batch of generating slots), time in
@@ -92,10 +98,11 @@ typedef struct srv_cache srv_cache;
 srv_cache *pcache_new(const hearth_ctx *ctx, size_t budget, const char *dir, hearth_err *err);
 void pcache_free(srv_cache *pc);
 /* Writes into seq the longest cached prefix of toks beyond the `have` tokens seq already holds (whole blocks,
- * never the last token); returns the tokens seq now holds. */
-int  pcache_restore(srv_cache *pc, hearth_ctx *ctx, int seq, const hearth_token *toks, int n, int have);
+ * never the last token); returns the tokens seq now holds. salt: the sequence's adapters (hearth_seq_lora_id; 0
+ * none): prefixes computed under other adapters are other keys. */
+int  pcache_restore(srv_cache *pc, hearth_ctx *ctx, int seq, const hearth_token *toks, int n, int have, uint64_t salt);
 /* Keeps the whole blocks of toks that seq has computed. */
-void pcache_store(srv_cache *pc, const hearth_ctx *ctx, int seq, const hearth_token *toks, int n);
+void pcache_store(srv_cache *pc, const hearth_ctx *ctx, int seq, const hearth_token *toks, int n, uint64_t salt);
 void pcache_stats(const srv_cache *pc, long long *hits, long long *misses, long long *tokens, long long *entries);
 
 /* ---- OpenAI API layer ---- */
@@ -192,6 +199,8 @@ char *api_utf8_clean(const char *s, size_t n);
 void api_random_id(char id[40], const char *prefix);
 /* /v1/models and /health bodies. */
 char *api_models(const srv_api *a);
+/* GET /lora-adapters: [{"id", "path", "scale"}]; POST: [{"id", "scale"}] sets the global scales, then the list. */
+char *api_lora_adapters(const srv_api *a, const char *body, size_t n, bool post, int *status, char *msg, size_t cap);
 char *api_health(const srv_api *a);
 
 /* Reads tools, tool_choice and parallel_tool_calls from a chat request into *tt and, when calls are possible,
