@@ -243,6 +243,7 @@ void lora_ctx_free(hearth_ctx *c) {
     free(s->scale);
     free(s);
     c->lora = NULL;
+    c->product_hook = NULL;
 }
 
 int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scales, int n, hearth_err *err) {
@@ -270,6 +271,7 @@ int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scale
     s->n = n, s->n_seq = c->n_seq;
     for (int i = 0; i < n; i++) s->a[i] = a[i];
     for (int q = 0; q < c->n_seq; q++) memcpy(s->scale + (size_t)q * n, scales, (size_t)n * sizeof(float));
+    c->product_hook = lora_add;
     return 0;
 }
 

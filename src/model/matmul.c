@@ -13,8 +13,6 @@
 
 #include <stdatomic.h>
 
-#include "model/lora.h"
-
 /* Rows per chunk: about MM_CHUNK_BYTES of weights. In prefill they stay in L2 while every token of the batch
  * passes over them: the activations then stream from L3 once per chunk, so the bigger the chunk the less
  * activation traffic per weight byte (float activations of F16 weights are 4 bytes an element). In decode a
@@ -142,8 +140,8 @@ static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *
     }
     atomic_init(&j.next_chunk, 0);
     pool_run(c->pool, dot_job, &j);
-    if (c->lora)
-        for (int m = 0; m < n_mat; m++) lora_add(c, W[m], x, n_tok, y[m]);
+    if (c->product_hook)   /* LoRA adapters add their terms */
+        for (int m = 0; m < n_mat; m++) c->product_hook(c, W[m], x, n_tok, y[m]);
 }
 
 void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) { matmul_same(c, &W, &y, 1, x, n_tok); }
