@@ -1,7 +1,7 @@
-/* recurrent.c — the Gated DeltaNet layer and its per-sequence state (Qwen3.5, Qwen3-Next).
+/* recurrent.c — the Gated DeltaNet layer and its per-sequence state (Qwen3.5 / 3.6).
  *
- * Per v-head h (q/k head h mod n_k_heads in GGUF files, h / (v-heads per k-head) in HF's order) the layer keeps a state matrix S (value dims x key dims) and runs the
- * gated delta rule over the sequence:  S_t = e^{g_t} S_{t-1} + b_t (v_t - e^{g_t} S_{t-1} k_t) k_t^T,  o_t = S_t q_t.
+ * Per v-head h (q/k head h mod n_k_heads in GGUF files, h / (v-heads per k-head) in HF's order) the layer keeps
+ * a state matrix S (value dims x key dims) and runs the gated delta rule over the sequence:  S_t = e^{g_t} S_{t-1} + b_t (v_t - e^{g_t} S_{t-1} k_t) k_t^T,  o_t = S_t q_t.
  *
  * It is evaluated in chunks of REC_CHUNK positions fixed by position (0-63, 64-127, ...). With S0 the state
  * before the chunk and G_j the chunk's cumulative log decay up to row j, the rule unrolls to
