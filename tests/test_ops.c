@@ -159,7 +159,7 @@ static void check_swiglu_oai(void) {
 static void check_rope_yarn(void) {
     const int n_rot = 32, pos = 1234;
     const float base = 150000.0f, scale = 32.0f;
-    float dims[2], cy[16], sy[16], c1[16], s1[16], cs[16], ss[16];
+    float dims[3] = { 0, 0, 1 }, cy[16], sy[16], c1[16], s1[16], cs[16], ss[16];   /* (ext weight 1) */
     op_rope_yarn_dims(n_rot, 4096, base, 32.0f, 1.0f, dims);
     const double lo = n_rot * log(4096 / (32 * 2 * M_PI)) / (2 * log(base)), hi = n_rot * log(4096 / (2 * M_PI)) / (2 * log(base));
     CHECK(dims[0] == (float)floor(lo) && dims[1] == (float)ceil(hi), "yarn dims [%g, %g], want [%g, %g]", dims[0], dims[1],

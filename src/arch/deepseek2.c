@@ -5,6 +5,7 @@
  * leading_dense_block_count layers have a SwiGLU FFN; the others route to experts (softmax, or sigmoid with
  * exp_probs_b and expert groups, weights optionally renormalized and scaled) beside ungated shared experts. */
 #include "model/layers.h"
+#include "compute/ops.h"
 #include "model/mla.h"
 
 #include <math.h>
@@ -38,12 +39,9 @@ static int deepseek2_rope(hearth_model *m, hearth_err *err) {
     if (f > 1) {
         int orig;
         if (model_meta_int(m, "rope.scaling.original_context_length", 1, 1 << 30, hp->n_ctx_train, &orig, err)) return -1;
-        const double lb = 2 * log(hp->rope_base);
-        const double lo = hp->n_rot * log(orig / (bfast * 2 * M_PI)) / lb, hi = hp->n_rot * log(orig / (bslow * 2 * M_PI)) / lb;
         hp->rope_scale = f;
         hp->rope_yarn_ext = ext;
-        hp->rope_yarn_corr[0] = (float)HT_MAX(0.0, floor(lo));
-        hp->rope_yarn_corr[1] = (float)HT_MIN(hp->n_rot - 1.0, ceil(hi));
+        op_rope_yarn_dims(hp->n_rot, orig, hp->rope_base, bfast, bslow, hp->rope_yarn_corr);
         if (logm == 0) hp->rope_attn_factor = 1 + 0.1f * logf(f);   /* no multiplier: YaRN's own magnitude */
         mscale = hp->rope_attn_factor * (1 + logm * logf(f));
     }

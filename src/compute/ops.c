@@ -106,26 +106,13 @@ void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, flo
     for (int i = 0; i < n_rot / 2; i++) {
         double theta = (double)pos / scale * pow((double)base, -2.0 * i / n_rot);
         if (ff) theta /= ff[i];
-        if (yarn) {   /* the unscaled angle up to dims[0], the interpolated one from dims[1], a ramp between */
+        if (yarn) {   /* the unscaled angle up to yarn[0], the interpolated one from yarn[1], a ramp (x yarn[2]) between */
             double ext = (double)pos * pow((double)base, -2.0 * i / n_rot);
             if (ff) ext /= ff[i];
             const float y = ((float)i - yarn[0]) / fmaxf(0.001f, yarn[1] - yarn[0]);
-            const double keep = 1.0 - fmin(1.0, fmax(0.0, (double)y));
+            const double keep = (1.0 - fmin(1.0, fmax(0.0, (double)y))) * yarn[2];
             theta = theta * (1.0 - keep) + ext * keep;
         }
-        cosv[i] = (float)cos(theta);
-        sinv[i] = (float)sin(theta);
-    }
-}
-
-void op_rope_table_yarn(float *cosv, float *sinv, int pos, int n_rot, float base, float factor, const float *ff,
-                        float ext, const float corr[2]) {
-    for (int i = 0; i < n_rot / 2; i++) {
-        double extrap = (double)pos * pow((double)base, -2.0 * i / n_rot);
-        if (ff) extrap /= ff[i];
-        const double y = (i - corr[0]) / fmax(0.001, (double)corr[1] - corr[0]);
-        const double mix = (1.0 - fmin(1.0, fmax(0.0, y))) * ext;
-        const double theta = extrap / factor * (1.0 - mix) + extrap * mix;
         cosv[i] = (float)cos(theta);
         sinv[i] = (float)sin(theta);
     }

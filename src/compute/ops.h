@@ -10,17 +10,14 @@ void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 /* out = (x - mean) / sqrt(var + eps) * w + b (w, b may be NULL; out may alias x). */
 void op_layernorm(float *out, const float *x, const float *w, const float *b, int n, float eps);
 /* cos/sin table for one position: n_rot/2 entries, theta_i = pos / scale * base^(-2i/n_rot) / ff[i]. With yarn
- * (YaRN's correction range, op_rope_yarn_dims), pair i's angle is mixed from the interpolated one (/ scale) and
- * the unscaled one: unscaled up to yarn[0], interpolated from yarn[1], a linear ramp between. */
+ * = {lo, hi, ext} (YaRN's correction range, op_rope_yarn_dims, and its extrapolation weight, ggml's ext_factor),
+ * pair i's angle is mixed from the interpolated one (/ scale) and the unscaled one: unscaled up to lo,
+ * interpolated from hi, a linear ramp between, the unscaled share times ext (1 in the models seen). */
 void op_rope_table(float *cosv, float *sinv, int pos, int n_rot, float base, float scale, const float *freq_factors,
                    const float *yarn);
 /* YaRN's correction range [dims[0], dims[1]] of rope pairs for a model trained on n_ctx_orig positions. */
 void op_rope_yarn_dims(int n_rot, int n_ctx_orig, float base, float beta_fast, float beta_slow, float dims[2]);
 /* Rotates the first n_rot dims of each of n_heads heads (head_dim apart): NORM = adjacent pairs, NEOX = halves. */
-/* YaRN's table (ggml's rope_yarn): pair i's angle pos * base^(-2i/n_rot) / ff[i] is divided by factor past
- * corr[1], kept below corr[0], and blended linearly between, the ramp weighted by ext (0: all divided). */
-void op_rope_table_yarn(float *cosv, float *sinv, int pos, int n_rot, float base, float factor, const float *freq_factors,
-                        float ext, const float corr[2]);
 void op_rope(float *x, int n_heads, int head_dim, int n_rot, const float *cosv, const float *sinv, int neox);
 /* x = softmax(scale * x): exp in float (ops.c), the sums in double over 16 fixed lanes; the result
  * depends on the row's values and length only. */

@@ -383,20 +383,17 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
     const hearth_model *m = c->m;
     const float *ff = m->rope_freqs_long.data && c->n_ctx > hp->n_ctx_orig ? m->rope_freqs_long.data : m->rope_freqs.data;
     int h = hp->n_rot / 2;
-    float yarn[2], mscale = hp->rope_attn_factor;
-    if (hp->rope_yarn && hp->rope_yarn_ext == 0) {   /* the ramp's pairs for this base; an interpolated rope's magnitude */
+    float yarn[3] = { 0, 0, 1 }, mscale = hp->rope_attn_factor;
+    const bool use_yarn = hp->rope_yarn || hp->rope_yarn_ext != 0;
+    if (hp->rope_yarn_ext != 0) {   /* deepseek2: its correction range and weight; the magnitude rope_attn_factor */
+        yarn[0] = hp->rope_yarn_corr[0], yarn[1] = hp->rope_yarn_corr[1], yarn[2] = hp->rope_yarn_ext;
+    } else if (hp->rope_yarn) {   /* the ramp's pairs for this base; an interpolated rope's magnitude */
         op_rope_yarn_dims(hp->n_rot, hp->n_ctx_orig, base, hp->yarn_beta_fast, hp->yarn_beta_slow, yarn);
         if (scale > 1.0f) mscale *= 1.0f + 0.1f * logf(scale);
     }
     for (int i = 0; i < ub->n; i++) {
         float *cs = c->rope_cos + (size_t)i * h, *sn = c->rope_sin + (size_t)i * h;
-        if (hp->rope_yarn_ext != 0) {   /* deepseek2's YaRN: its blend, the magnitude rope_attn_factor */
-            op_rope_table_yarn(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff, hp->rope_yarn_ext, hp->rope_yarn_corr);
-            if (hp->rope_attn_factor != 1.0f)
-                for (int k = 0; k < h; k++) cs[k] *= hp->rope_attn_factor, sn[k] *= hp->rope_attn_factor;
-            continue;
-        }
-        op_rope_table(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff, hp->rope_yarn ? yarn : NULL);
+        op_rope_table(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff, use_yarn ? yarn : NULL);
         if (mscale != 1.0f)
             for (int k = 0; k < h; k++) cs[k] *= mscale, sn[k] *= mscale;
     }
