@@ -1,5 +1,5 @@
-/* st_write.h — a safetensors file built in memory by the tests that write Hugging Face directories from the
- * GGUF fixtures: a JSON header of F32 entries and the data after it. */
+/* st_write.h — for the tests that write Hugging Face directories from the GGUF fixtures: a safetensors file built
+ * in memory (a JSON header of F32 entries and the data after it), and the fixtures' integer metadata. */
 #ifndef HEARTH_ST_WRITE_H
 #define HEARTH_ST_WRITE_H
 
@@ -7,7 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/gguf.h"
 #include "testutil.h"
+
+/* The fixture's "<arch>.<suffix>" (it must be there). */
+static inline uint32_t fixture_u32(const gguf_file *g, const char *arch, const char *suffix) {
+    char key[128];
+    uint32_t v = 0;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    REQUIRE(gguf_get_u32(g, key, &v), "fixture has no %s", key);
+    return v;
+}
 
 typedef struct {
     char *hdr;

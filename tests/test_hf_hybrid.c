@@ -51,14 +51,6 @@ static const gguf_tensor *need(const gguf_file *g, const char *fmt, int il) {
     return t;
 }
 
-static uint32_t meta(const gguf_file *g, const char *arch, const char *suffix) {
-    char key[128];
-    uint32_t v = 0;
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    REQUIRE(gguf_get_u32(g, key, &v), "fixture has no %s", key);
-    return v;
-}
-
 /* The tensor as HF stores it under name (layer il's prefix when il >= 0), with f applied element-wise. */
 static void put(st_out *o, const gguf_tensor *t, int il, const char *hf, float (*f)(float), const float *data) {
     char name[256];
@@ -81,8 +73,8 @@ static void write_hf(const char *arch, const char *gguf_path, const char *dir) {
     gguf_file *g;
     REQUIRE(!gguf_open(gguf_path, &g, &err), "%s", err.msg);
     const bool moe = !strcmp(arch, "qwen35moe");
-    const uint32_t L = meta(g, arch, "block_count"), E = meta(g, arch, "embedding_length"), HD = meta(g, arch, "attention.key_length");
-    dn d = { (int)meta(g, arch, "ssm.group_count"), (int)meta(g, arch, "ssm.time_step_rank"), (int)meta(g, arch, "ssm.state_size"), 0, 0 };
+    const uint32_t L = fixture_u32(g, arch, "block_count"), E = fixture_u32(g, arch, "embedding_length"), HD = fixture_u32(g, arch, "attention.key_length");
+    dn d = { (int)fixture_u32(g, arch, "ssm.group_count"), (int)fixture_u32(g, arch, "ssm.time_step_rank"), (int)fixture_u32(g, arch, "ssm.state_size"), 0, 0 };
     d.kd = d.Hk * d.S, d.vd = d.Hv * d.S;
     const bool untied = gguf_find_tensor(g, "output.weight") != NULL;
     char path[512];
@@ -97,16 +89,16 @@ static void write_hf(const char *arch, const char *gguf_path, const char *dir) {
                 "  \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000000, \"partial_rotary_factor\": %g,"
                 " \"mrope_section\": [11, 11, 10], \"mrope_interleaved\": true},\n  \"layer_types\": [",
             moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration", moe ? "qwen3_5_moe" : "qwen3_5",
-            E, L, meta(g, arch, "attention.head_count"), meta(g, arch, "attention.head_count_kv"), HD,
-            (unsigned)need(g, "token_embd.weight", 0)->ne[1], untied ? "false" : "true", meta(g, arch, "ssm.conv_kernel"),
-            d.S, d.S, d.Hk, d.Hv, (double)meta(g, arch, "rope.dimension_count") / HD);
+            E, L, fixture_u32(g, arch, "attention.head_count"), fixture_u32(g, arch, "attention.head_count_kv"), HD,
+            (unsigned)need(g, "token_embd.weight", 0)->ne[1], untied ? "false" : "true", fixture_u32(g, arch, "ssm.conv_kernel"),
+            d.S, d.S, d.Hk, d.Hv, (double)fixture_u32(g, arch, "rope.dimension_count") / HD);
     for (uint32_t il = 0; il < L; il++) fprintf(cf, "%s\"%s\"", il ? ", " : "", (il + 1) % 4 ? "linear_attention" : "full_attention");
     if (moe)
         fprintf(cf, "],\n  \"num_experts\": %u, \"num_experts_per_tok\": %u, \"moe_intermediate_size\": %u,"
                     " \"shared_expert_intermediate_size\": %u, \"norm_topk_prob\": true}}\n",
-                meta(g, arch, "expert_count"), meta(g, arch, "expert_used_count"), meta(g, arch, "expert_feed_forward_length"),
-                meta(g, arch, "expert_shared_feed_forward_length"));
-    else fprintf(cf, "],\n  \"intermediate_size\": %u}}\n", meta(g, arch, "feed_forward_length"));
+                fixture_u32(g, arch, "expert_count"), fixture_u32(g, arch, "expert_used_count"), fixture_u32(g, arch, "expert_feed_forward_length"),
+                fixture_u32(g, arch, "expert_shared_feed_forward_length"));
+    else fprintf(cf, "],\n  \"intermediate_size\": %u}}\n", fixture_u32(g, arch, "feed_forward_length"));
     fclose(cf);
 
     st_out o;

@@ -64,14 +64,6 @@ static const gguf_tensor *need(const gguf_file *g, const char *name) {
     return t;
 }
 
-static uint32_t meta(const gguf_file *g, const char *arch, const char *suffix) {
-    char key[128];
-    uint32_t v = 0;
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    REQUIRE(gguf_get_u32(g, key, &v), "fixture has no %s", key);
-    return v;
-}
-
 /* Writes dir/config.json and dir/model.safetensors from the GGUF fixture; drop_expert >= 0 leaves that expert
  * of layer 0's gate stack out. */
 static void write_hf(const family *f, const char *gguf_path, const char *dir, int drop_expert) {
@@ -79,8 +71,8 @@ static void write_hf(const family *f, const char *gguf_path, const char *dir, in
     gguf_file *g;
     REQUIRE(!gguf_open(gguf_path, &g, &err), "%s", err.msg);
     const char *a = f->arch;
-    uint32_t L = meta(g, a, "block_count"), NE = meta(g, a, "expert_count"), H = meta(g, a, "attention.head_count");
-    uint32_t HKV = meta(g, a, "attention.head_count_kv");
+    uint32_t L = fixture_u32(g, a, "block_count"), NE = fixture_u32(g, a, "expert_count"), H = fixture_u32(g, a, "attention.head_count");
+    uint32_t HKV = fixture_u32(g, a, "attention.head_count_kv");
     float eps, theta;
     char key[128];
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
@@ -96,12 +88,12 @@ static void write_hf(const family *f, const char *gguf_path, const char *dir, in
     fprintf(cf, "{\"architectures\": [\"%s\"], \"hidden_size\": %u, \"num_hidden_layers\": %u, \"num_attention_heads\": %u,\n"
                 " \"num_key_value_heads\": %u, \"intermediate_size\": %u, \"max_position_embeddings\": %u, \"rms_norm_eps\": %g,\n"
                 " \"rope_theta\": %g, \"vocab_size\": %llu, \"num_experts_per_tok\": %u, \"tie_word_embeddings\": false",
-            f->hf_arch, meta(g, a, "embedding_length"), L, H, HKV, meta(g, a, "feed_forward_length"), meta(g, a, "context_length"),
-            (double)eps, (double)theta, (unsigned long long)emb->ne[1], meta(g, a, "expert_used_count"));
+            f->hf_arch, fixture_u32(g, a, "embedding_length"), L, H, HKV, fixture_u32(g, a, "feed_forward_length"), fixture_u32(g, a, "context_length"),
+            (double)eps, (double)theta, (unsigned long long)emb->ne[1], fixture_u32(g, a, "expert_used_count"));
     if (!strcmp(a, "qwen3moe"))
         fprintf(cf, ", \"num_experts\": %u, \"moe_intermediate_size\": %u, \"head_dim\": %u, \"norm_topk_prob\": true,"
                     " \"decoder_sparse_step\": 1, \"mlp_only_layers\": []}\n",
-                NE, meta(g, a, "expert_feed_forward_length"), meta(g, a, "attention.key_length"));
+                NE, fixture_u32(g, a, "expert_feed_forward_length"), fixture_u32(g, a, "attention.key_length"));
     else
         fprintf(cf, ", \"num_local_experts\": %u}\n", NE);
     fclose(cf);

@@ -308,7 +308,9 @@ static int embed_ctx(srv_engine *e, hearth_err *err) {
     cp.n_ctx = e->n_ctx;
     cp.n_threads = e->n_threads;
     cp.cache_type = e->cache_type;
-    return hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, e->lora, e->lora_scale, e->n_lora, err);
+    float sc[HEARTH_MAX_LORA];
+    engine_lora_scales(e, sc);   /* under the lock: POST /lora-adapters may be setting them */
+    return hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, e->lora, sc, e->n_lora, err);
 }
 
 static void l2_normalize(float *v, int n) {
