@@ -237,7 +237,7 @@ static int stream_reply(const api_req *r, srv_task *t, hearth_err *err, uint64_t
         free(p);
         cJSON_Delete(o);
     }
-    free(st.out);
+    stream_free(&st);
     return rc;
 }
 

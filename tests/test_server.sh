@@ -6,7 +6,8 @@
 # Qwen- and Llama-3.1-style templates), server/test_anthropic.mjs with the @anthropic-ai/sdk client, server/test_prompt_cache.mjs (shared and persistent
 # prompt cache, on servers it starts itself), server/test_chat_page.mjs (the page at GET / in headless chromium,
 # via puppeteer-core; screenshot in the build directory), server/test_endpoints.mjs (tokenize, metrics, CORS, HEAD) with fetch and server/test_hardening.mjs with raw sockets,
-# server/test_long_prefill.mjs (requests whose prompt outlives a 1 s idle timeout on every API, progress events, a
+# server/test_reasoning.mjs (reasoning_content / thinking blocks / Ollama thinking, harmony tool calls; its own servers on
+# the qwen35 and gpt-oss fixtures with their models' templates), server/test_long_prefill.mjs (requests whose prompt outlives a 1 s idle timeout on every API, progress events, a
 # client leaving mid-prompt, the header and body deadlines; its own server on a slow synthesized model), then checks
 # the servers are still up and stop cleanly. The client is installed into server/node_modules (gitignored).
 set -uo pipefail
@@ -57,6 +58,7 @@ GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_anthropic.mj
 HEARTH=$HEARTH timeout 120 node "$here/server/test_prompt_cache.mjs" || fail=1
 GEN_URL=$GEN_URL API_KEY=sekrit SHOT="$HEARTH_BUILD/chat-page.png" timeout 120 node "$here/server/test_chat_page.mjs" || fail=1
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_endpoints.mjs" || fail=1
+HEARTH=$HEARTH timeout 120 node "$here/server/test_reasoning.mjs" || fail=1
 # prompts that take several idle timeouts: a tiny-llama deep enough that ~1,800 tokens take seconds on one thread
 if "$HEARTH" synth --shape tiny-llama --type Q4_0 --layers 48 -o "$tmp/slow.gguf" -t 1 2>/dev/null; then
     HEARTH=$HEARTH SLOW_MODEL=$tmp/slow.gguf timeout 120 node "$here/server/test_long_prefill.mjs" || fail=1

@@ -269,24 +269,13 @@ static int apply_biases(hearth_sampler *s, const run_opts *o, const piece_table 
 
 /* ---- log-probability output ---- */
 
-/* Length of the valid UTF-8 character at s[0..n), or 0 if the bytes there are not one. */
-static int utf8_valid_len(const unsigned char *s, int n) {
-    unsigned char c = s[0];
-    int len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    if (len == 0 || len > n) return 0;
-    unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-    for (int i = 1; i < len; i++)
-        if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xbf)) return 0;
-    return len;
-}
-
 /* Writes a piece as a JSON string; returns false if it was not valid UTF-8 (bad bytes written as U+FFFD). */
 static bool json_piece(FILE *f, const char *piece, int n) {
     const unsigned char *s = (const unsigned char *)piece;
     bool valid = true;
     fputc('"', f);
     for (int i = 0; i < n;) {
-        int len = utf8_valid_len(s + i, n - i);
+        int len = utf8_valid_len(s + i, (size_t)(n - i));
         if (len == 0) { fputs("\\ufffd", f); valid = false; i++; continue; }
         if (s[i] == '"' || s[i] == '\\') fprintf(f, "\\%c", s[i]);
         else if (s[i] == '\n') fputs("\\n", f);

@@ -19,7 +19,7 @@ static void serve_usage(void) {
     printf("usage: hearth serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"
            "                    [--api-key KEY] [--chat-template FILE] [--alias NAME] [--cache-type T]\n"
            "                    [--cache-ram MIB] [--prompt-cache DIR] [--cors-origin ORIGIN]\n"
-           "                    [--timeout-idle S] [--timeout-headers S]\n"
+           "                    [--timeout-idle S] [--timeout-headers S] [--reasoning-format auto|none]\n"
            "An OpenAI-compatible HTTP server: GET /health, GET /v1/models, POST /v1/chat/completions,\n"
            "POST /v1/completions, POST /v1/embeddings (streaming with \"stream\": true; \"return_progress\": true\n"
            "adds prompt_progress chunks {total, cache, processed, time_ms} before the first token).\n"
@@ -49,13 +49,17 @@ static void serve_usage(void) {
            "                       at SCALE: the global scales (GET/POST /lora-adapters reads / sets them), which a\n"
            "                       request's \"lora\": [{\"id\": N, \"scale\": S}] overrides for itself; requests with\n"
            "                       different adapters share the batch, and the prompt cache keeps them apart\n"
+           "  --reasoning-format F auto (default): a model that reasons in its template's markup (<think>, gpt-oss's\n"
+           "                       analysis channel, Gemma 4's thought channel) has it returned apart, as\n"
+           "                       reasoning_content (OpenAI), thinking blocks (Anthropic), \"thinking\" (Ollama);\n"
+           "                       none: the reply whole, markup included (a request's \"reasoning_format\" also)\n"
            "Stops on Ctrl-C or SIGTERM. One line per request on stderr.\n");
 }
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--host", "--port", "--parallel", "-np", "-c", "-t", "--api-key",
                                         "--chat-template", "--alias", "--cache-type", "--cache-ram", "--prompt-cache", "--cors-origin",
-                                        "--timeout-idle", "--timeout-headers", "--lora", "--lora-scaled" };
+                                        "--timeout-idle", "--timeout-headers", "--lora", "--lora-scaled", "--reasoning-format" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
@@ -84,7 +88,10 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
         else if (!strcmp(a, "--timeout-idle")) ok = cli_int(a, v, 1, 86400, &idle);
         else if (!strcmp(a, "--timeout-headers")) ok = cli_int(a, v, 1, 86400, &head);
         else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) ok = cli_lora_arg(a, v, lora);
-        else { cli_fail("unknown option '%s' for serve (see hearth serve --help)", a); return 1; }
+        else if (!strcmp(a, "--reasoning-format")) {
+            if (!strcmp(v, "none")) p->reasoning_none = true;
+            else if (strcmp(v, "auto") && strcmp(v, "deepseek")) ok = !cli_fail("--reasoning-format must be none or auto, not '%s'", v);
+        } else { cli_fail("unknown option '%s' for serve (see hearth serve --help)", a); return 1; }
         if (!ok) return 1;
     }
     p->port = (int)port; p->parallel = (int)parallel; p->n_ctx = (int)n_ctx; p->n_threads = (int)threads;

@@ -581,7 +581,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     }
     fprintf(stderr, "%s %s %d %.1f ms%s\n", c->method, c->url, status, srv_now_ms() - c->t0, extra);
     free(c->body);
-    free(c->st.out);
+    stream_free(&c->st);
     free(c);
 }
 
@@ -631,6 +631,7 @@ int server_run(hearth_model *m, const server_params *p, atomic_int *stop, hearth
     s.api = (srv_api){ .m = m, .model_id = p->model_id ? p->model_id : "hearth", .encoder = info.is_encoder,
                        .has_vocab = hearth_model_has_tokenizer(m), .n_vocab = info.n_vocab };
     if (chat_fmt_new(m, p->chat_template, &s.api.fmt, err)) return -1;
+    s.api.rfmt = p->reasoning_none ? RF_NONE : reasoning_detect(chat_fmt_source(s.api.fmt));
     if (engine_new(m, p, &s.api.eng, err)) { chat_fmt_free(s.api.fmt); return -1; }
     struct MHD_Daemon *d = start_daemon(&s, err);
     if (!d) { engine_free(s.api.eng); chat_fmt_free(s.api.fmt); return -1; }

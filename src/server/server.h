@@ -29,6 +29,7 @@ typedef struct {
     const float *lora_scale;
     const char *const *lora_path;   /* their files, as /lora-adapters lists them */
     int n_lora;
+    bool reasoning_none;        /* --reasoning-format none: replies whole, reasoning markup and all */
 } server_params;
 
 /* Serves until *stop becomes nonzero (e.g. set by a SIGINT handler: a lock-free atomic is safe to store to

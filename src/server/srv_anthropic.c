@@ -79,11 +79,21 @@ char *anthropic_translate(const srv_api *a, const char *body, size_t n, bool cou
     cJSON *o = api_parse_body(body, n, &err), *req = o ? cJSON_CreateObject() : NULL, *msgs = NULL;
     int rc = o ? 0 : -1;
     if (o && !req) rc = herr(&err, "out of memory");
-    static const char *const NO[] = { "thinking", "mcp_servers", "container" };
+    static const char *const NO[] = { "mcp_servers", "container" };
     for (size_t i = 0; !rc && i < sizeof NO / sizeof NO[0]; i++) {
         const cJSON *v = item(o, NO[i]);
         bool off = v && cJSON_IsObject(v) && cJSON_IsString(item(v, "type")) && !strcmp(item(v, "type")->valuestring, "disabled");
         if (v && !cJSON_IsNull(v) && !off) rc = herr(&err, "'%s' is not supported by this server", NO[i]);
+    }
+    const cJSON *th = o ? item(o, "thinking") : NULL, *tt = th ? item(th, "type") : NULL;   /* extended thinking */
+    if (!rc && th && !cJSON_IsNull(th)) {
+        if (!cJSON_IsObject(th) || !cJSON_IsString(tt) || (strcmp(tt->valuestring, "enabled") && strcmp(tt->valuestring, "disabled")))
+            rc = herr(&err, "thinking: must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
+        else {
+            cJSON *kw = cJSON_AddObjectToObject(req, "chat_template_kwargs");
+            if (!kw) rc = herr(&err, "out of memory");
+            else cJSON_AddBoolToObject(kw, "enable_thinking", !strcmp(tt->valuestring, "enabled"));
+        }
     }
     const cJSON *mt = o ? item(o, "max_tokens") : NULL;
     if (!rc && !count_only && !mt) rc = herr(&err, "max_tokens: field required");
@@ -204,17 +214,20 @@ static const char *stop_reason(const srv_task *t, bool calls, const char **seq) 
     return "end_turn";
 }
 
-/* The reply's content blocks: text (if any), then one tool_use per call. */
+/* The reply's content blocks: thinking (if any), text (if any), then one tool_use per call. */
 static cJSON *content_blocks(const api_req *r, const srv_task *t, bool *has_calls) {
-    cJSON *content = cJSON_CreateArray();
-    char *text = NULL;
-    cJSON *calls = NULL, *c;
-    const char *txt = t->text ? t->text : "";
-    size_t n = t->len;
-    if (r->tools.mode != TOOLS_OFF) {
-        calls = tools_parse(&r->tools, t->text, t->len, &text);
-        txt = text ? text : "";
-        n = strlen(txt);
+    cJSON *content = cJSON_CreateArray(), *c;
+    api_reply rp;
+    *has_calls = false;
+    if (!api_reply_split(r, t, &rp)) { api_reply_free(&rp); return content; }
+    const char *txt = rp.content;
+    size_t n = rp.n_content;
+    if (rp.rp.reasoning.n) {
+        cJSON *b = cJSON_CreateObject();
+        cJSON_AddStringToObject(b, "type", "thinking");
+        api_add_text(b, "thinking", rp.rp.reasoning.p, rp.rp.reasoning.n);
+        cJSON_AddStringToObject(b, "signature", "");   /* nothing to verify: the reasoning is the server's own */
+        json_push(content, b);
     }
     if (n) {
         cJSON *b = cJSON_CreateObject();
@@ -222,8 +235,7 @@ static cJSON *content_blocks(const api_req *r, const srv_task *t, bool *has_call
         api_add_text(b, "text", txt, n);
         json_push(content, b);
     }
-    *has_calls = false;
-    cJSON_ArrayForEach(c, calls) {
+    cJSON_ArrayForEach(c, rp.calls) {
         const cJSON *f = item(c, "function");
         cJSON *b = cJSON_CreateObject(), *input = cJSON_Parse(item(f, "arguments")->valuestring);
         char id[40];
@@ -235,8 +247,7 @@ static cJSON *content_blocks(const api_req *r, const srv_task *t, bool *has_call
         json_push(content, b);
         *has_calls = true;
     }
-    cJSON_Delete(calls);
-    free(text);
+    api_reply_free(&rp);
     return content;
 }
 
@@ -322,6 +333,25 @@ char *anthropic_event_text_start(int index) {
     return event("content_block_start", o);
 }
 
+char *anthropic_event_thinking_start(int index) {
+    cJSON *o = cJSON_CreateObject(), *b;
+    cJSON_AddNumberToObject(o, "index", index);
+    b = cJSON_AddObjectToObject(o, "content_block");
+    cJSON_AddStringToObject(b, "type", "thinking");
+    cJSON_AddStringToObject(b, "thinking", "");
+    cJSON_AddStringToObject(b, "signature", "");
+    return event("content_block_start", o);
+}
+
+char *anthropic_event_thinking(int index, const char *text, size_t n) {
+    cJSON *o = cJSON_CreateObject(), *d;
+    cJSON_AddNumberToObject(o, "index", index);
+    d = cJSON_AddObjectToObject(o, "delta");
+    cJSON_AddStringToObject(d, "type", "thinking_delta");
+    if (!api_add_text(d, "thinking", text, n)) api_json_lost();
+    return event("content_block_delta", o);
+}
+
 char *anthropic_event_text(int index, const char *text, size_t n) {
     cJSON *o = cJSON_CreateObject(), *d;
     cJSON_AddNumberToObject(o, "index", index);
@@ -340,9 +370,9 @@ char *anthropic_event_block_stop(int index) {
     return event("content_block_stop", o);
 }
 
-/* The end of a stream: for a reply with tools, all its blocks (text, tool_use with its input as one
- * input_json_delta); then message_delta and message_stop. text_open: a text block 0 was opened and streamed. */
-char *anthropic_event_end(const api_req *r, const srv_task *t, bool text_open) {
+/* The end of a stream: the streamed block closed, or (for a reply with tools) all its blocks (thinking, text,
+ * tool_use with its input as one input_json_delta); then message_delta and message_stop. */
+char *anthropic_event_end(const api_req *r, const srv_task *t, int open) {
     size_t cap = 4096, n = 0;
     char *out = malloc(cap);
     if (!out) return NULL;
@@ -352,7 +382,7 @@ char *anthropic_event_end(const api_req *r, const srv_task *t, bool text_open) {
     cJSON *blocks_ = NULL;
     char *parts[256];
     int np = 0;
-    if (text_open) parts[np++] = anthropic_event_block_stop(index++);
+    if (open >= 0) parts[np++] = anthropic_event_block_stop(open);
     else {
         blocks_ = content_blocks(r, t, &calls);
         if (api_json_oom()) {   /* a block lost a part: the stream ends as lost (api_print clears the note) */
@@ -370,6 +400,11 @@ char *anthropic_event_end(const api_req *r, const srv_task *t, bool text_open) {
                 parts[np++] = anthropic_event_text_start(index);
                 const char *s = item(b, "text")->valuestring;
                 parts[np++] = anthropic_event_text(index, s, strlen(s));
+                cJSON_Delete(o);
+            } else if (!strcmp(type, "thinking")) {
+                parts[np++] = anthropic_event_thinking_start(index);
+                const char *s = item(b, "thinking")->valuestring;
+                parts[np++] = anthropic_event_thinking(index, s, strlen(s));
                 cJSON_Delete(o);
             } else {
                 cb = cJSON_AddObjectToObject(o, "content_block");

@@ -205,12 +205,17 @@ static int parse_logprobs(const cJSON *o, api_kind kind, srv_task *t, hearth_err
 /* ---- prompts ---- */
 static int chat_extra(const cJSON *o, bool with_tools, cJSON **extra, hearth_err *err) {
     *extra = NULL;
-    const cJSON *tools = with_tools ? field(o, "tools") : NULL, *kw = field(o, "chat_template_kwargs");
+    const cJSON *tools = with_tools ? field(o, "tools") : NULL, *kw = field(o, "chat_template_kwargs"),
+                *effort = field(o, "reasoning_effort");   /* OpenAI's; gpt-oss's template reads it */
     if (kw && !cJSON_IsObject(kw)) return herr(err, "'chat_template_kwargs' must be an object");
-    if (!tools && !kw) return 0;
+    if (effort && cJSON_IsNull(effort)) effort = NULL;
+    if (effort && !cJSON_IsString(effort)) return herr(err, "'reasoning_effort' must be a string (low, medium or high)");
+    if (!tools && !kw && !effort) return 0;
     *extra = kw ? cJSON_Duplicate(kw, true) : cJSON_CreateObject();
     if (*extra && tools && !cJSON_GetObjectItemCaseSensitive(*extra, "tools"))
         json_put(*extra, "tools", cJSON_Duplicate(tools, true));
+    if (*extra && effort && !cJSON_GetObjectItemCaseSensitive(*extra, "reasoning_effort"))
+        json_put(*extra, "reasoning_effort", cJSON_CreateString(effort->valuestring));
     return *extra ? 0 : herr(err, "out of memory");
 }
 
@@ -227,6 +232,41 @@ static void arguments_as_objects(cJSON *msgs) {
     }
 }
 
+/* Earlier turns' reasoning, as OpenAI-style clients send it back (reasoning_content), also under the name other
+ * templates read (gpt-oss's: thinking). */
+static void reasoning_as_thinking(cJSON *msgs) {
+    cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(m, "reasoning_content");
+        if (cJSON_IsString(rc) && !cJSON_GetObjectItemCaseSensitive(m, "thinking") &&
+            !cJSON_AddStringToObject(m, "thinking", rc->valuestring))
+            json_oom = true;
+    }
+}
+
+/* How the reply's reasoning is split off: the server's format, unless the request says "reasoning_format": "none";
+ * and whether the prompt's end leaves the model inside a reasoning block. */
+static int reasoning_setup(const srv_api *a, const cJSON *o, srv_task *t, api_req *r, hearth_err *err) {
+    const cJSON *f = field(o, "reasoning_format");
+    r->rfmt = a->rfmt;
+    if (f && !cJSON_IsNull(f)) {
+        if (!cJSON_IsString(f) || (strcmp(f->valuestring, "none") && strcmp(f->valuestring, "auto") && strcmp(f->valuestring, "deepseek")))
+            return herr(err, "'reasoning_format' must be \"none\" or \"auto\"");
+        if (!strcmp(f->valuestring, "none")) r->rfmt = RF_NONE;
+    }
+    char tail[96];
+    size_t n = 0;
+    for (int i = HT_MAX(0, t->n_prompt - 6); i < t->n_prompt; i++) {
+        char piece[64];
+        int k = hearth_token_text(a->m, t->prompt[i], piece, sizeof piece);
+        if (k < 0 || k > (int)sizeof piece || n + (size_t)k > sizeof tail) { n = 0; continue; }
+        memcpy(tail + n, piece, (size_t)k);
+        n += (size_t)k;
+    }
+    r->r_open = reasoning_prompt_opens(r->rfmt, tail, n);
+    return 0;
+}
+
 static int chat_prompt(const srv_api *a, const cJSON *o, srv_task *t, api_req *r, hearth_err *err) {
     const cJSON *msgs = field(o, "messages");
     if (!msgs) return herr(err, "'messages' is required");
@@ -238,9 +278,11 @@ static int chat_prompt(const srv_api *a, const cJSON *o, srv_task *t, api_req *r
     if (!rc && gbnf && !(t->grammar = hearth_grammar_new(a->m, gbnf, err))) rc = -1;
     free(gbnf);
     arguments_as_objects(norm);
+    reasoning_as_thinking(norm);
     if (!rc) rc = chat_extra(o, r->tools.mode != TOOLS_OFF && r->tools.fmt != TF_GENERIC, &extra, err);
     if (!rc && json_oom) rc = herr(err, "out of memory");   /* a message, a tool or a call lost a part */
     if (!rc) rc = chat_fmt_tokenize(a->fmt, norm, true, extra, &t->prompt, &t->n_prompt, err);
+    if (!rc) rc = reasoning_setup(a, o, t, r, err);
     cJSON_Delete(norm);
     cJSON_Delete(extra);
     return rc;
@@ -652,6 +694,34 @@ static char *embed_response(const srv_api *a, const api_req *r, const srv_task *
     return api_print(o);
 }
 
+bool api_reply_split(const api_req *r, const srv_task *t, api_reply *out) {
+    memset(out, 0, sizeof *out);
+    reasoning_init(&out->rp, r->rfmt, r->r_open);
+    reasoning_feed(&out->rp, t->text ? t->text : "", t->len);
+    reasoning_finish(&out->rp);
+    out->content = out->rp.content.p ? out->rp.content.p : "";
+    out->n_content = out->rp.content.n;
+    bool ok = !out->rp.content.oom && !out->rp.reasoning.oom;
+    if (ok && r->tools.mode != TOOLS_OFF) {
+        /* harmony's calls are messages of their own, which the answer leaves out: they are read from the whole reply */
+        bool whole = r->tools.fmt == TF_HARMONY;
+        out->calls = tools_parse(&r->tools, whole ? t->text : out->content, whole ? t->len : out->n_content, &out->tool_text);
+        ok = out->calls != NULL;
+        if (!whole) {
+            out->content = out->tool_text;
+            out->n_content = out->tool_text ? strlen(out->tool_text) : 0;
+        }
+    }
+    if (!ok) api_json_lost();
+    return ok;
+}
+
+void api_reply_free(api_reply *p) {
+    reasoning_free(&p->rp);
+    free(p->tool_text);
+    cJSON_Delete(p->calls);
+}
+
 char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
     if (r->kind == API_EMBED) return embed_response(a, r, t);
     bool chat = r->kind == API_CHAT;
@@ -659,20 +729,20 @@ char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
     const char *finish = t->finish ? t->finish : "stop";
-    if (chat && r->tools.mode != TOOLS_OFF) {   /* text and calls, split */
-        char *content = NULL;
-        cJSON *calls = tools_parse(&r->tools, t->text, t->len, &content);
+    if (chat) {   /* reasoning, text and calls, split */
+        api_reply rp;
+        api_reply_split(r, t, &rp);
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        if (content) api_add_text(msg, "content", content, strlen(content));
-        else cJSON_AddNullToObject(msg, "content");
-        free(content);
-        if (calls && cJSON_GetArraySize(calls)) { json_put(msg, "tool_calls", calls); finish = "tool_calls"; }
-        else cJSON_Delete(calls);
-    } else if (chat) {
-        cJSON *msg = cJSON_AddObjectToObject(c, "message");
-        cJSON_AddStringToObject(msg, "role", "assistant");
-        api_add_text(msg, "content", t->text ? t->text : "", t->len);
+        if (r->tools.mode != TOOLS_OFF && !rp.n_content) cJSON_AddNullToObject(msg, "content");
+        else api_add_text(msg, "content", rp.content ? rp.content : "", rp.n_content);
+        if (rp.rp.reasoning.n) api_add_text(msg, "reasoning_content", rp.rp.reasoning.p, rp.rp.reasoning.n);
+        if (rp.calls && cJSON_GetArraySize(rp.calls)) {
+            json_put(msg, "tool_calls", rp.calls);
+            rp.calls = NULL;
+            finish = "tool_calls";
+        }
+        api_reply_free(&rp);
     } else api_add_text(c, "text", t->text ? t->text : "", t->len);
     if (r->n_probs < 0) cJSON_AddNullToObject(c, "logprobs");
     else json_put(c, "logprobs", chat ? chat_logprobs(a, t->toks, t->n_toks) : completion_logprobs(a, t->toks, t->n_toks, 0));
@@ -713,6 +783,17 @@ char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size
     return sse(o);
 }
 
+char *api_chunk_reasoning(const srv_api *a, const api_req *r, const char *text, size_t n) {
+    cJSON *o = response_head(a, r, "chat.completion.chunk");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    api_add_text(cJSON_AddObjectToObject(c, "delta"), "reasoning_content", text, n);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    json_push(choices, c);
+    return sse(o);
+}
+
 char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t) {
     cJSON *o = response_head(a, r, r->kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
     cJSON_AddArrayToObject(o, "choices");
@@ -735,11 +816,12 @@ char *api_chunk_progress(const srv_api *a, const api_req *r, const srv_task *t) 
 /* The end of a streamed chat reply with tools: its text as one delta, each call as a delta.tool_calls chunk,
  * then the finish chunk ("tool_calls" when there are calls). malloc'd SSE events, concatenated. */
 char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t) {
-    char *content = NULL;
-    cJSON *calls = tools_parse(&r->tools, t->text, t->len, &content), *call;
+    api_reply rp;
     ht_str out = { 0 };
-    if (!calls) { free(content); return NULL; }
-    if (content) ht_str_take(&out, api_chunk_delta(a, r, content, strlen(content), NULL, 0, NULL, false));
+    if (!api_reply_split(r, t, &rp)) { api_reply_free(&rp); return NULL; }
+    const cJSON *calls = rp.calls, *call;
+    if (rp.rp.reasoning.n) ht_str_take(&out, api_chunk_reasoning(a, r, rp.rp.reasoning.p, rp.rp.reasoning.n));
+    if (rp.n_content) ht_str_take(&out, api_chunk_delta(a, r, rp.content, rp.n_content, NULL, 0, NULL, false));
     int i = 0;
     cJSON_ArrayForEach(call, calls) {
         cJSON *o = response_head(a, r, "chat.completion.chunk"), *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
@@ -753,8 +835,7 @@ char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t) {
         ht_str_take(&out, sse(o));
     }
     ht_str_take(&out, api_chunk_delta(a, r, "", 0, NULL, 0, i ? "tool_calls" : t->finish ? t->finish : "stop", false));
-    free(content);
-    cJSON_Delete(calls);
+    api_reply_free(&rp);
     if (out.oom) { free(out.p); return NULL; }
     return out.p;
 }

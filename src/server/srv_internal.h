@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "generate/chat.h"
+#include "generate/reasoning.h"
 #include "hearth.h"
 #include "server/server.h"
 
@@ -116,11 +117,12 @@ typedef struct {
     bool encoder;
     bool has_vocab;
     int n_vocab;
+    reasoning_fmt rfmt;          /* how the template frames reasoning (RF_NONE with --reasoning-format none) */
 } srv_api;
 
 /* Tool calling (srv_tools.c): how the request asked for tools and which call format the model's template uses. */
 typedef enum { TOOLS_OFF, TOOLS_AUTO, TOOLS_REQUIRED } tools_mode;
-typedef enum { TF_GENERIC, TF_HERMES, TF_LLAMA3 } tools_format;
+typedef enum { TF_GENERIC, TF_HERMES, TF_LLAMA3, TF_HARMONY } tools_format;
 typedef struct { tools_mode mode; tools_format fmt; bool parallel; } srv_tools;
 
 /* A parsed request: the task plus how to answer. */
@@ -132,6 +134,8 @@ typedef struct {
     bool stream, include_usage, b64;   /* b64: embeddings as base64 float32 */
     bool progress;                     /* return_progress: prompt progress chunks before the first token */
     srv_tools tools;                   /* tools / tool_choice of a chat request */
+    reasoning_fmt rfmt;                /* a chat reply's reasoning is split off (reasoning_content) in this format */
+    bool r_open;                       /* ... and the prompt left the model inside a reasoning block */
     int n_probs;
     char id[40];
     long created;
@@ -164,6 +168,8 @@ char *api_error_body(int status, const char *msg);
  * it (toks may be NULL), the final chunk with finish_reason, or the usage chunk. malloc'd. */
 char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
                       const char *finish, bool first);
+/* A chat chunk whose delta is reasoning_content. */
+char *api_chunk_reasoning(const srv_api *a, const api_req *r, const char *text, size_t n);
 char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t);
 /* llama-server's prompt progress chunk: no choices, "prompt_progress": {total, cache, processed, time_ms}. */
 char *api_chunk_progress(const srv_api *a, const api_req *r, const srv_task *t);
@@ -211,6 +217,12 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
  * with fresh ids; an empty array when there are none). NULL when out of memory. */
 cJSON *tools_parse(const srv_tools *tt, const char *text, size_t n, char **content);
 
+/* A finished chat reply: its reasoning (empty when none, or with r->rfmt RF_NONE), its answer and, with tools, its
+ * calls (as tools_parse). False when memory ran out (noted for api_print). */
+typedef struct { reasoning_parser rp; const char *content; size_t n_content; char *tool_text; cJSON *calls; } api_reply;
+bool api_reply_split(const api_req *r, const srv_task *t, api_reply *out);
+void api_reply_free(api_reply *p);
+
 /* ---- Anthropic's Messages API (srv_anthropic.c) ---- */
 /* A /v1/messages (or, count_only, /v1/messages/count_tokens) body as the OpenAI chat body api_parse takes
  * (malloc'd); NULL with msg on a bad or unsupported request (a 400). */
@@ -223,7 +235,11 @@ char *anthropic_error_body(int status, const char *msg);
 char *anthropic_event_start(const srv_api *a, const api_req *r, const srv_task *t);
 char *anthropic_event_text_start(int index);
 char *anthropic_event_text(int index, const char *text, size_t n);
-char *anthropic_event_end(const api_req *r, const srv_task *t, bool text_open);
+char *anthropic_event_block_stop(int index);
+char *anthropic_event_thinking_start(int index);
+char *anthropic_event_thinking(int index, const char *text, size_t n);
+/* open: the index of the block streamed so far (closed here), or -1: then all the reply's blocks are sent here */
+char *anthropic_event_end(const api_req *r, const srv_task *t, int open);
 char *anthropic_event_error(int status, const char *msg);
 
 /* ---- Ollama's API (srv_ollama.c) ---- */
@@ -232,7 +248,8 @@ typedef enum { OLLAMA_GENERATE, OLLAMA_CHAT, OLLAMA_EMBED } ollama_op;
  * msg on a bad or unsupported request (a 400). */
 char *ollama_translate(const srv_api *a, ollama_op op, const char *body, size_t n, api_kind *kind, char *msg, size_t cap);
 /* One NDJSON line: a text delta, or (done != NULL) the closing line with its counts and durations. malloc'd. */
-char *ollama_chunk(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_task *done);
+char *ollama_chunk(const srv_api *a, const api_req *r, const char *text, size_t n, const char *thinking, size_t n_thinking,
+                   const srv_task *done);
 char *ollama_error_line(const char *msg);
 char *ollama_error_body(const char *msg);                /* {"error": msg} */
 char *ollama_response(const srv_api *a, const api_req *r, const srv_task *t);   /* stream: false, and /api/embed */
@@ -248,7 +265,10 @@ typedef struct {
     bool started, finished;
     bool lost;        /* memory ran out for a part of the stream: what came before it is sent, then the connection
                        * ends without the stream's end (an error, not a shorter reply) */
-    bool text_open;   /* Anthropic: text block 0 was started */
+    reasoning_parser rp; bool rp_on;             /* a chat reply split into reasoning and answer as it comes */
+    size_t r_sent, c_sent;                       /* ... the parts of each already formatted */
+    int block; char block_open;                  /* Anthropic: the open block's index and kind ('t'hinking, te'x't;
+                                                  * 0 none) */
     int progress_sent;                           /* return_progress: the prompt tokens last reported */
     double ping_ms, next_ping;   /* SSE streams: a comment line when nothing was sent for ping_ms (0: never) */
 } srv_stream;
@@ -260,5 +280,6 @@ bool stream_news(const srv_stream *st, const srv_task *t);
 /* Formats what t produced since the last call (or a keep-alive comment when due), and its end once t is done
  * (t->mu held). */
 void stream_collect(srv_stream *st, srv_task *t);
+void stream_free(srv_stream *st);                /* its bytes and parser */
 
 #endif

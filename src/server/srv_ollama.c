@@ -52,6 +52,19 @@ static int map_format(const cJSON *f, cJSON *req, hearth_err *err) {
     return 0;
 }
 
+/* "think": true / false (or gpt-oss's "low" / "medium" / "high") -> the template's switches. */
+static int map_think(const cJSON *t, cJSON *req, hearth_err *err) {
+    if (!t || cJSON_IsNull(t)) return 0;
+    cJSON *kw = cJSON_AddObjectToObject(req, "chat_template_kwargs");
+    if (!kw) return herr(err, "out of memory");
+    if (cJSON_IsBool(t)) cJSON_AddBoolToObject(kw, "enable_thinking", cJSON_IsTrue(t));
+    else if (cJSON_IsString(t) && (!strcmp(t->valuestring, "low") || !strcmp(t->valuestring, "medium") || !strcmp(t->valuestring, "high"))) {
+        cJSON_AddBoolToObject(kw, "enable_thinking", true);
+        cJSON_AddStringToObject(req, "reasoning_effort", t->valuestring);
+    } else return herr(err, "'think' must be true, false, \"low\", \"medium\" or \"high\"");
+    return 0;
+}
+
 static int refuse_unsupported(const cJSON *o, hearth_err *err) {
     static const char *const NO[] = { "tools", "images", "suffix", "template", "context" };
     for (size_t i = 0; i < sizeof NO / sizeof NO[0]; i++) {
@@ -84,7 +97,7 @@ char *ollama_translate(const srv_api *a, ollama_op op, const char *body, size_t 
         if (st && !cJSON_IsBool(st)) rc = herr(&err, "'stream' must be a boolean");
         else if (raw && !cJSON_IsBool(raw)) rc = herr(&err, "'raw' must be a boolean");
         else rc = refuse_unsupported(o, &err) || map_options(item(o, "options"), req, &err) ||
-                  map_format(item(o, "format"), req, &err) ? -1 : 0;
+                  map_format(item(o, "format"), req, &err) || map_think(item(o, "think"), req, &err) ? -1 : 0;
         cJSON_AddBoolToObject(req, "stream", !st || cJSON_IsTrue(st));
         if (!rc && op == OLLAMA_CHAT) {
             const cJSON *m = item(o, "messages");
@@ -163,13 +176,16 @@ static cJSON *head(const srv_api *a) {
     return o;
 }
 
-/* The text of a generate / chat answer (invalid UTF-8 replaced) under "response" or message.content. */
-static void add_answer(cJSON *o, const api_req *r, const char *text, size_t n) {
+/* The text of a generate / chat answer (invalid UTF-8 replaced) under "response" or message.content, and its
+ * reasoning (if any) under "thinking" beside it. */
+static void add_answer(cJSON *o, const api_req *r, const char *text, size_t n, const char *thinking, size_t n_thinking) {
+    cJSON *at = o;
     if (r->kind == API_CHAT && !r->ollama_generate) {
-        cJSON *m = cJSON_AddObjectToObject(o, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        api_add_text(m, "content", text ? text : "", n);
+        at = cJSON_AddObjectToObject(o, "message");
+        cJSON_AddStringToObject(at, "role", "assistant");
+        api_add_text(at, "content", text ? text : "", n);
     } else api_add_text(o, "response", text ? text : "", n);
+    if (n_thinking) api_add_text(at, "thinking", thinking, n_thinking);
 }
 
 /* done: the closing fields, durations in nanoseconds as Ollama gives them. */
@@ -185,10 +201,11 @@ static void add_done(cJSON *o, const srv_task *t) {
     cJSON_AddNumberToObject(o, "eval_duration", round((t->t_done - first) * 1e6));
 }
 
-char *ollama_chunk(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_task *done) {
+char *ollama_chunk(const srv_api *a, const api_req *r, const char *text, size_t n, const char *thinking, size_t n_thinking,
+                   const srv_task *done) {
     cJSON *o = head(a);
     if (!o) return NULL;
-    add_answer(o, r, done ? "" : text, done ? 0 : n);
+    add_answer(o, r, done ? "" : text, done ? 0 : n, thinking, done ? 0 : n_thinking);
     if (done) add_done(o, done);
     else cJSON_AddBoolToObject(o, "done", false);
     return print_line(o);
@@ -213,7 +230,9 @@ char *ollama_response(const srv_api *a, const api_req *r, const srv_task *t) {
         cJSON_AddNumberToObject(o, "total_duration", round((t->t_done - t->t_submit) * 1e6));
         cJSON_AddNumberToObject(o, "prompt_eval_count", total);
     } else {
-        add_answer(o, r, t->text, t->len);
+        api_reply rp;   /* a completion's (raw) is its text, unsplit */
+        if (api_reply_split(r, t, &rp)) add_answer(o, r, rp.content, rp.n_content, rp.rp.reasoning.p, rp.rp.reasoning.n);
+        api_reply_free(&rp);
         add_done(o, t);
     }
     return api_print(o);

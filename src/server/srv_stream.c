@@ -56,7 +56,7 @@ bool stream_begin(srv_stream *st, srv_task *t) {
     const api_req *r = st->req;
     if (r->anthropic) {
         out_add(st, anthropic_event_start(st->api, r, t));
-        if (!stream_tools_pending(r)) { out_add(st, anthropic_event_text_start(0)); st->text_open = true; }
+        if (!stream_tools_pending(r) && r->rfmt == RF_NONE) { out_add(st, anthropic_event_text_start(0)); st->block_open = 'x'; }
         return true;
     }
     if (r->kind == API_CHAT && !r->ollama) {
@@ -66,14 +66,43 @@ bool stream_begin(srv_stream *st, srv_task *t) {
     return false;
 }
 
-/* Anthropic's stream: text deltas in block 0 as they come (or, with tools, every block at the end), then the close. */
+/* A chat reply split into reasoning and answer: the text since the last call goes through the parser; *rs, *cs
+ * are the parts it added (lengths *rn, *cn). */
+static void split_news(srv_stream *st, srv_task *t, const char **rs, size_t *rn, const char **cs, size_t *cn) {
+    if (!st->rp_on) { reasoning_init(&st->rp, st->req->rfmt, st->req->r_open); st->rp_on = true; }
+    if (t->stable > st->sent) reasoning_feed(&st->rp, t->text + st->sent, t->stable - st->sent);
+    st->sent = t->stable;
+    if (t->done && !t->status) reasoning_finish(&st->rp);
+    if (st->rp.reasoning.oom || st->rp.content.oom) st->lost = true;
+    *rs = st->rp.reasoning.p + st->r_sent, *rn = st->rp.reasoning.n - st->r_sent;
+    *cs = st->rp.content.p + st->c_sent, *cn = st->rp.content.n - st->c_sent;
+    st->r_sent = st->rp.reasoning.n, st->c_sent = st->rp.content.n;
+}
+
+/* Anthropic: the block of kind k ('t'hinking or te'x't) is the open one, the one before it closed. */
+static void anthropic_block(srv_stream *st, char k) {
+    if (st->block_open == k) return;
+    if (st->block_open) out_add(st, anthropic_event_block_stop(st->block++));
+    out_add(st, k == 't' ? anthropic_event_thinking_start(st->block) : anthropic_event_text_start(st->block));
+    st->block_open = k;
+}
+
+/* Anthropic's stream: thinking and text deltas as they come, each kind in a block of its own (or, with tools,
+ * every block at the end), then the close. */
 static void collect_anthropic(srv_stream *st, srv_task *t) {
-    if (!stream_tools_pending(st->req) && t->stable > st->sent) {
+    if (!stream_tools_pending(st->req) && st->req->rfmt != RF_NONE) {
+        const char *rs, *cs;
+        size_t rn, cn;
+        split_news(st, t, &rs, &rn, &cs, &cn);
+        if (rn) { anthropic_block(st, 't'); out_add(st, anthropic_event_thinking(st->block, rs, rn)); }
+        if (cn) { anthropic_block(st, 'x'); out_add(st, anthropic_event_text(st->block, cs, cn)); }
+    } else if (!stream_tools_pending(st->req) && t->stable > st->sent) {
         out_add(st, anthropic_event_text(0, t->text + st->sent, t->stable - st->sent));
         st->sent = t->stable;
     }
     if (!t->done) return;
-    out_add(st, t->status ? anthropic_event_error(t->status, t->err) : anthropic_event_end(st->req, t, st->text_open));
+    out_add(st, t->status ? anthropic_event_error(t->status, t->err)
+                          : anthropic_event_end(st->req, t, st->block_open ? st->block : -1));
     st->finished = true;
 }
 
@@ -96,15 +125,19 @@ static void collect(srv_stream *st, srv_task *t) {
     size_t end = t->stable;
     int nt = 0;
     while (st->sent_toks + nt < t->n_toks && t->toks[st->sent_toks + nt].text_end <= end) nt++;
-    const char *text = end > st->sent ? t->text + st->sent : "";   /* t->text, t->toks: NULL until the first token */
-    if ((end > st->sent || nt) && r->ollama) out_add(st, ollama_chunk(a, r, text, end - st->sent, NULL));
-    else if (end > st->sent || nt)
-        out_add(st, api_chunk_delta(a, r, text, end - st->sent, nt ? t->toks + st->sent_toks : NULL, nt, NULL, false));
+    const char *text = end > st->sent ? t->text + st->sent : "", *rs = "";   /* t->text, t->toks: NULL until the first token */
+    size_t tn = end > st->sent ? end - st->sent : 0, rn = 0;
+    if (r->kind == API_CHAT && r->rfmt != RF_NONE) split_news(st, t, &rs, &rn, &text, &tn);
+    if ((tn || rn || nt) && r->ollama) out_add(st, ollama_chunk(a, r, text, tn, rs, rn, NULL));
+    else {
+        if (rn) out_add(st, api_chunk_reasoning(a, r, rs, rn));
+        if (tn || nt) out_add(st, api_chunk_delta(a, r, text, tn, nt ? t->toks + st->sent_toks : NULL, nt, NULL, false));
+    }
     st->sent = end;
     st->sent_toks += nt;
     if (!t->done) return;
     if (r->ollama) {   /* NDJSON: the closing line carries the counts; no [DONE] */
-        out_add(st, t->status ? ollama_error_line(t->err) : ollama_chunk(a, r, "", 0, t));
+        out_add(st, t->status ? ollama_error_line(t->err) : ollama_chunk(a, r, "", 0, NULL, 0, t));
         st->finished = true;
         return;
     }
@@ -127,4 +160,11 @@ void stream_collect(srv_stream *st, srv_task *t) {
     collect(st, t);
     if (st->out_n == before && !st->finished && ping_due(st, now)) out_add(st, strdup(": keepalive\n\n"));
     if (st->out_n != before) st->next_ping = now + st->ping_ms;
+}
+
+void stream_free(srv_stream *st) {
+    free(st->out);
+    st->out = NULL;
+    if (st->rp_on) reasoning_free(&st->rp);
+    st->rp_on = false;
 }

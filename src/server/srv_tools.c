@@ -4,7 +4,8 @@
  *
  * Formats: Hermes / Qwen (`<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, when the template
  * mentions <tool_call>), Llama 3.x JSON (`{"name": ..., "parameters": {...}}`, when it mentions ipython), and a
- * generic one for every other model: a system message lists the tools and the reply is one JSON object,
+ * harmony (gpt-oss: `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}`, one call per
+ * reply, after an optional analysis message), and a generic one for every other model: a system message lists the tools and the reply is one JSON object,
  * {"tool_calls": [{"name", "arguments"}...]} or {"response": "text"}. Each call's JSON is the tool's own
  * parameters schema through the JSON Schema converter, so arguments always parse and validate. With "required"
  * or a named function the reply is only calls; with "auto" (Hermes) it is free text that cannot contain the
@@ -92,6 +93,72 @@ static cJSON *call_schema(const cJSON *fn, const char *akey) {
     return s;
 }
 
+/* Appends GBNF rules "name ::= body" lines to b, skipping a name already defined the same way (the JSON
+ * primitives every converted schema brings); a name defined differently is an error. */
+static int merge_rules(ht_str *b, const char *rules, hearth_err *err) {
+    for (const char *l = rules; *l;) {
+        const char *e = strchr(l, '\n');
+        size_t n = e ? (size_t)(e - l) : strlen(l);
+        const char *def = memchr(l, ':', n);
+        bool dup = false;
+        if (def && b->p) {
+            size_t k = (size_t)(def - l);   /* "name " */
+            for (const char *m = b->p; m && *m; m = strchr(m, '\n'), m = m ? m + 1 : NULL) {
+                if (strncmp(m, l, k) || m[k] != ':') continue;
+                const char *me = strchr(m, '\n');
+                size_t mn = me ? (size_t)(me - m) : strlen(m);
+                if (mn != n || memcmp(m, l, n)) return herr(err, "tools: two tools' schemas define '%.*s' differently", (int)k - 1, l);
+                dup = true;
+                break;
+            }
+        }
+        if (!dup) { ht_str_add(b, l, n); ht_str_puts(b, "\n"); }
+        l += n + (e != NULL);
+    }
+    return 0;
+}
+
+/* Harmony's reply: an optional analysis message, then the call (or, with "auto", a final message instead). */
+static int harmony_grammar(const cJSON *tools, const char *named, tools_mode mode, char **gbnf, hearth_err *err) {
+    ht_str b = { 0 }, alt = { 0 };
+    const cJSON *t;
+    int i = 0, rc = 0;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function"), *nm = cJSON_GetObjectItemCaseSensitive(fn, "name"),
+                    *ps = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        if (named && strcmp(named, nm->valuestring)) { i++; continue; }
+        char *stxt = cJSON_IsObject(ps) && ps->child ? cJSON_PrintUnformatted(ps) : strdup("{\"type\":\"object\",\"additionalProperties\":false}");
+        char root[32];
+        snprintf(root, sizeof root, "tc-a%d", i++);
+        char *g = stxt ? json_schema_gbnf(stxt, root, err) : NULL;
+        free(stxt);
+        if (!g) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            rc = herr(err, "tools: %s", msg);
+            break;
+        }
+        ht_str_puts(&alt, alt.n ? " | " : "");
+        tb_lit(&alt, nm->valuestring);
+        ht_str_printf(&alt, " \" <|constrain|>json<|message|>\" %s", root);
+        rc = merge_rules(&b, g, err);
+        free(g);
+        if (rc) break;
+    }
+    if (!rc) {
+        ht_str_printf(&b, "tc-call ::= \"<|channel|>commentary to=functions.\" (%s)\n", alt.p ? alt.p : "\"\"");
+        ht_str_puts(&b, "tc-analysis ::= \"<|channel|>analysis<|message|>\" tc-f0 \"<|end|><|start|>assistant\"\n");
+        free_text_rules(&b, "<|end|>");
+        ht_str_puts(&b, mode == TOOLS_AUTO ? "root ::= tc-analysis? (tc-call | \"<|channel|>final<|message|>\" .*)\n"
+                                           : "root ::= tc-analysis? tc-call\n");
+        if (b.oom || alt.oom) rc = herr(err, "out of memory");
+    }
+    free(alt.p);
+    if (rc) { free(b.p); return rc; }
+    *gbnf = b.p;
+    return 0;
+}
+
 int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *tt, char **gbnf, hearth_err *err) {
     memset(tt, 0, sizeof *tt);
     *gbnf = NULL;
@@ -134,6 +201,13 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
     if (named && !n_named) { cJSON_Delete(alts); cJSON_Delete(listing); return herr(err, "'tool_choice' names '%s', which is not in 'tools'", named); }
     if (tt->mode == TOOLS_OFF) { cJSON_Delete(alts); cJSON_Delete(listing); return 0; }
     const char *src = chat_fmt_source(a->fmt);
+    if (src && strstr(src, "<|channel|>") && strstr(src, "to=")) {
+        cJSON_Delete(alts);
+        cJSON_Delete(listing);
+        tt->fmt = TF_HARMONY;
+        tt->parallel = false;   /* <|call|> ends the reply */
+        return harmony_grammar(tools, named, tt->mode, gbnf, err);
+    }
     tt->fmt = src && strstr(src, HERMES_OPEN) ? TF_HERMES : src && strstr(src, "ipython") ? TF_LLAMA3 : TF_GENERIC;
     if (tt->fmt == TF_LLAMA3) tt->parallel = false;   /* one call per reply in that format */
     const char *akey = tt->fmt == TF_LLAMA3 ? "parameters" : "arguments";
@@ -272,7 +346,30 @@ cJSON *tools_parse(const srv_tools *tt, const char *text, size_t n, char **conte
     char *buf = strndup(text, n);
     if (!calls || !buf) { cJSON_Delete(calls); free(buf); api_json_lost(); return NULL; }
     bool lost = false;
-    if (tt->fmt == TF_HERMES) {
+    if (tt->fmt == TF_HARMONY) {   /* each message (they part at <|start|>) whose header names a function */
+        for (char *seg = buf; seg;) {
+            char *next = strstr(seg, "<|start|>"), *msg;
+            if (next) *next = 0;
+            if ((msg = strstr(seg, "<|message|>"))) {
+                *msg = 0;
+                char *body = msg + strlen("<|message|>"), *end = strstr(body, "<|end|>"), *to = strstr(seg, "to=functions.");
+                if (end) *end = 0;
+                if (to) {
+                    to += strlen("to=functions.");
+                    char *name = strndup(to, strcspn(to, " <"));
+                    cJSON *j = cJSON_CreateObject(), *args = cJSON_Parse(body), *c = NULL;
+                    bool ok = name && j && args && cJSON_AddStringToObject(j, "name", name);
+                    if (ok) ok = json_put(j, "arguments", args), args = NULL;   /* j owns it, or it is gone */
+                    if (ok) c = openai_call(j, "arguments");
+                    if (c) json_push(calls, c);
+                    cJSON_Delete(args);
+                    cJSON_Delete(j);
+                    free(name);
+                }
+            }
+            seg = next ? next + strlen("<|start|>") : NULL;
+        }
+    } else if (tt->fmt == TF_HERMES) {
         char *open = strstr(buf, HERMES_OPEN);
         *content = trimmed(buf, open ? (size_t)(open - buf) : n, &lost);
         while (open) {

@@ -160,6 +160,16 @@ bool vocab_add_eog(ht_vocab *v, int32_t id) {
     return true;
 }
 
+static bool vocab_eog_named(const ht_vocab *v, const char *text) {
+    int32_t id = vocab_lookup(v, text, strlen(text));
+    return id >= 0 && vocab_is_eog(v, id);
+}
+
+static void vocab_drop_eog(ht_vocab *v, int32_t id) {
+    for (int i = 0; i < v->n_eog; i++)
+        if (v->eog[i] == id) { v->eog[i] = v->eog[--v->n_eog]; return; }
+}
+
 /* Special-token matcher over the ids whose type is in the mask. */
 static int32_t trie_node(ht_special *s, uint8_t byte) {
     if (s->n_nodes == s->cap_nodes) {
@@ -233,8 +243,8 @@ int vocab_finish(ht_vocab *v, hearth_err *err) {
         "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", DEEPSEEK_EOS, "<end_of_utterance>", NULL };
     static const char *const eog_names[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
         "<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]",
-        "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<|EOT|>", "<eos>", DEEPSEEK_EOS,
-        "<|fim_pad|>", "<|fim_repo|>", "<|repo_name|>", "<|file_sep|>", NULL };
+        "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<|EOT|>", "<eos>", DEEPSEEK_EOS, "</s>", "<turn|>",
+        "<|tool_response>", "[e~[", "<|fim_pad|>", "<|fim_repo|>", "<|repo_name|>", "<|file_sep|>", NULL };
     if (v->eot < 0)
         for (int i = 0; eot_names[i] && v->eot < 0; i++) v->eot = vocab_lookup(v, eot_names[i], strlen(eot_names[i]));
     if (v->eom < 0) v->eom = vocab_lookup(v, "<|eom_id|>", 10);
@@ -247,6 +257,26 @@ int vocab_finish(ht_vocab *v, hearth_err *err) {
     }
     int32_t extra[3] = { v->eos, v->eot, v->eom };
     for (int i = 0; i < 3; i++) if (extra[i] >= 0 && !vocab_add_eog(v, extra[i])) return herr(err, "out of memory");
+    /* Harmony (gpt-oss) and Solar Open: a reply's messages are separated by <|end|>, so it ends a message, not the
+     * reply (that is <|return|> or <|call|>), and the message framing is text a reply parser reads (llama.cpp
+     * makes the same exceptions). Gemma 4: </s> is ordinary text there. */
+    int32_t end = vocab_lookup(v, "<|end|>", 7);
+    if (end >= 0 && vocab_is_eog(v, end) &&
+        ((vocab_eog_named(v, "<|return|>") && vocab_eog_named(v, "<|call|>")) ||
+         (vocab_eog_named(v, "<|calls|>") && vocab_eog_named(v, "<|flush|>")))) {
+        vocab_drop_eog(v, end);
+        v->type[end] = TT_USER_DEFINED;
+        static const char *const shown[] = { "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>" };
+        for (int i = 0; i < 4; i++) {
+            int32_t id = vocab_lookup(v, shown[i], strlen(shown[i]));
+            if (id >= 0) v->type[id] = TT_USER_DEFINED;
+        }
+    }
+    int32_t s_end = vocab_lookup(v, "</s>", 4);
+    if (s_end >= 0 && vocab_is_eog(v, s_end) && vocab_eog_named(v, "<|tool_response>")) {
+        vocab_drop_eog(v, s_end);
+        v->type[s_end] = TT_NORMAL;
+    }
     /* SPM: may text be cut before a "▁" that follows another character? Not if a token that merges can produce
      * contains such a "▁". */
     v->spm_word_split = v->kind == TOK_SPM;
