@@ -1,7 +1,8 @@
 // Reasoning returned apart, through the official clients: a Qwen3.5-templated server (the qwen35 fixture: the
 // generation prompt opens <think>, so a greedy reply that never closes it is all reasoning) gives reasoning_content
 // equal to the raw reply (reasoning_format "none") trimmed, the same streamed (openai), as Anthropic thinking blocks
-// (plain and streamed) and Ollama's "thinking"; with enable_thinking off there is none. A gpt-oss-templated server
+// (plain and streamed), Ollama's "thinking" and, in the chat page (headless chromium), a folded "Thought" section;
+// with enable_thinking off there is none. A gpt-oss-templated server
 // (harmony) returns forced tool calls in harmony's form as tool_calls valid against the schema (plain, streamed,
 // Anthropic tool_use), and an analysis message as reasoning_content equal to the raw reply's analysis body.
 // Starts its own servers. Usage: HEARTH=... node test_reasoning.mjs
@@ -10,6 +11,8 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import Ajv from 'ajv';
+import puppeteer from 'puppeteer-core';
+import { existsSync } from 'node:fs';
 
 let failed = 0;
 const check = (name, ok, detail = '') => {
@@ -71,6 +74,23 @@ let othink = '';
 for await (const part of await ol.chat({ model: 'm', messages, think: true, stream: true, options: { temperature: 0, num_predict: 24 } }))
   othink += part.message.thinking ?? '';
 check('ollama: streamed thinking adds up', othink === reasoning, JSON.stringify(othink));
+const exe = process.env.CHROMIUM || '/usr/bin/chromium';
+if (existsSync(exe)) {
+  const browser = await puppeteer.launch({ executablePath: exe, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  try {
+    const page = await browser.newPage();
+    await page.goto(s.url + '/', { waitUntil: 'load' });
+    await page.$eval('#temperature', (e) => { e.value = '0'; e.dispatchEvent(new Event('change')); });
+    await page.$eval('#max_tokens', (e) => { e.value = '24'; e.dispatchEvent(new Event('change')); });
+    await page.type('#prompt', messages[0].content);
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => document.querySelector('.assistant .stats')?.textContent.length > 0, { timeout: 30000 });
+    const shown = await page.$eval('.assistant details.reasoning', (e) => ({ open: e.open, hidden: e.hidden,
+      summary: e.querySelector('summary').textContent, text: e.querySelector('div').textContent }));
+    check('chat page: the reasoning folded under "Thought"', !shown.hidden && !shown.open && shown.summary === 'Thought' &&
+      shown.text === reasoning, JSON.stringify(shown));
+  } finally { await browser.close(); }
+} else console.log(`SKIP: chat page check, no browser at ${exe}`);
 await stop(s);
 
 // ---- harmony: gpt-oss ----
