@@ -1,6 +1,8 @@
 /* test_chat_templates.c — tests of the Jinja2 chat-template renderer (src/jinja*.c):
  *  1. every case of data/chat-templates.json (real templates, rendered by Jinja2 set up as Hugging Face's
- *     apply_chat_template does it) must come out byte for byte;
+ *     apply_chat_template does it) must come out byte for byte; so must data/chat-templates-2026.json's (gpt-oss's
+ *     harmony, Qwen3.5 and Gemma 4 over tools, tool calls and results, reasoning, the thinking switch and reasoning
+ *     effort; made by data/templates/render.py the same way);
  *  2. language features the fixtures do not reach, against what Jinja2 3.1 rendered for the same input;
  *  3. error paths: syntax errors, unknown filters, raise_exception, misuse of undefined values, and the
  *     limits (nesting, work, memory, output), which must fail with a one-line message, never crash;
@@ -472,6 +474,12 @@ int main(void) {
     cJSON *cases = cJSON_Parse(json);
     REQUIRE(cJSON_IsArray(cases), "data/chat-templates.json is not a JSON array");
     test_fixtures(cases);
+    char *json26 = tu_read_file("data/chat-templates-2026.json", NULL);
+    cJSON *cases26 = cJSON_Parse(json26);
+    REQUIRE(cJSON_IsArray(cases26) && cJSON_GetArraySize(cases26) >= 18, "data/chat-templates-2026.json: not the 18+ cases");
+    test_fixtures(cases26);
+    cJSON_Delete(cases26);
+    free(json26);
     test_features();
     test_errors();
     test_template_raise(cases);

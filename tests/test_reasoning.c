@@ -1,10 +1,14 @@
 /* test_reasoning.c — replies split into reasoning and answer: the format read off real templates (gpt-oss's
  * harmony, Qwen3.5's <think>, Gemma 4's thought channel), each format's split on replies shaped as the models
  * write them, the same split whatever pieces the text arrives in (a stream), and the harmony vocabulary: <|end|>
- * closes a message, not the reply, and the message framing is shown as text. */
+ * closes a message, not the reply, and the message framing is shown as text. Also the reply grammar for a prompt
+ * that opened a reasoning block (the block, its close, then the constrained reply), and Qwen3.5's XML tool calls
+ * read back with their values typed by the tools' schemas. */
 #include <string.h>
 
+#include "generate/grammar.h"
 #include "generate/reasoning.h"
+#include "server/srv_internal.h"
 #include "testutil.h"
 
 typedef struct { reasoning_fmt f; bool in; const char *text, *reasoning, *content; } case_t;
@@ -106,6 +110,42 @@ static void harmony_vocab(void) {
     hearth_model_free(m);
 }
 
+static void grammar_after_reasoning(void) {
+    char *g = tools_after_reasoning("root ::= \"{\" [a-z]* \"}\"\n", "</think>");
+    REQUIRE(g, "out of memory");
+    hearth_err err;
+    gram *gr = gram_parse(g, &err);
+    REQUIRE(gr, "%s: %s", g, err.msg);
+    static const struct { const char *s; bool ok; } T[] = {
+        { "Let me see.\n</think>\n\n{abc}", true }, { "</think>{x}", true }, { "{abc}", false },
+        { "a</think>b</think>{a}", false }, { "a</think>\n{a} more", false },
+    };
+    for (size_t i = 0; i < sizeof T / sizeof *T; i++)
+        CHECK(gram_matches(gr, T[i].s, strlen(T[i].s), true) == T[i].ok, "\"%s\" should %smatch", T[i].s, T[i].ok ? "" : "not ");
+    CHECK(gram_matches(gr, "thinking <", 10, false), "a prefix inside the block");
+    gram_free(gr);
+    free(g);
+}
+
+static void xml_calls(void) {
+    srv_tools tt = { .mode = TOOLS_REQUIRED, .fmt = TF_XML, .parallel = true };
+    const char *params = "{\"get_weather\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+                         "\"days\":{\"type\":\"integer\"},\"opts\":{\"type\":\"object\"}}}}";
+    const char *text = "Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\n21\n</parameter>\n<parameter=days>\n3\n"
+                       "</parameter>\n<parameter=opts>\n{\"a\": [1]}\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n"
+                       "<function=get_weather>\n<parameter=city>\nmulti\nline";   /* the second call cut short */
+    char *content = NULL;
+    cJSON *calls = tools_parse(&tt, params, text, strlen(text), &content);
+    REQUIRE(calls, "out of memory");
+    CHECK(cJSON_GetArraySize(calls) == 1, "one whole call (the cut one dropped): %d", cJSON_GetArraySize(calls));
+    const cJSON *f = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function");
+    const char *args = cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments"));
+    CHECK(args && !strcmp(args, "{\"city\":\"21\",\"days\":3,\"opts\":{\"a\":[1]}}"), "typed arguments: %s", args ? args : "(none)");
+    CHECK(content && !strcmp(content, "Checking."), "the text before the calls: %s", content ? content : "(none)");
+    free(content);
+    cJSON_Delete(calls);
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
         const case_t *c = &CASES[i];
@@ -120,5 +160,7 @@ int main(void) {
     }
     templates();
     harmony_vocab();
+    grammar_after_reasoning();
+    xml_calls();
     TEST_DONE();
 }

@@ -47,6 +47,8 @@ bool reasoning_prompt_opens(reasoning_fmt f, const char *tail, size_t n) {
     return n >= k && !memcmp(tail + n - k, open, k);
 }
 
+const char *reasoning_close(reasoning_fmt f) { return f == RF_THINK ? THINK.close : f == RF_GEMMA4 ? GEMMA4.close : NULL; }
+
 void reasoning_init(reasoning_parser *p, reasoning_fmt f, bool in_reasoning) {
     memset(p, 0, sizeof *p);
     p->fmt = f;

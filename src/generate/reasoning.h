@@ -22,6 +22,8 @@ reasoning_fmt reasoning_detect(const char *template_src);
 /* Whether a prompt (its last bytes, tail[0..n)) leaves the model inside a reasoning block: the generation
  * prompt opened it (Qwen3.5's "<think>\n"). */
 bool reasoning_prompt_opens(reasoning_fmt f, const char *tail, size_t n);
+/* The marker that closes a reasoning block (NULL for RF_NONE and RF_HARMONY, whose messages end otherwise). */
+const char *reasoning_close(reasoning_fmt f);
 
 typedef struct {
     reasoning_fmt fmt;

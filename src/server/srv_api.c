@@ -267,15 +267,16 @@ static int reasoning_setup(const srv_api *a, const cJSON *o, srv_task *t, api_re
     return 0;
 }
 
-static int chat_prompt(const srv_api *a, const cJSON *o, srv_task *t, api_req *r, hearth_err *err) {
+/* grammar: the request's own reply grammar (GBNF) in, the reply's (with tools, or after reasoning) out. */
+static int chat_prompt(const srv_api *a, const cJSON *o, srv_task *t, api_req *r, char **grammar, hearth_err *err) {
     const cJSON *msgs = field(o, "messages");
     if (!msgs) return herr(err, "'messages' is required");
     cJSON *norm = chat_messages_normalize(msgs, err), *extra = NULL;
     if (!norm) return -1;
     char *gbnf = NULL;
-    int rc = tools_prepare(a, o, norm, &r->tools, &gbnf, err);
-    if (!rc && gbnf && t->grammar) rc = herr(err, "'response_format' (or 'grammar') together with 'tools' is not supported");
-    if (!rc && gbnf && !(t->grammar = hearth_grammar_new(a->m, gbnf, err))) rc = -1;
+    int rc = tools_prepare(a, o, norm, &r->tools, &gbnf, &t->tool_params, err);
+    if (!rc && gbnf && *grammar) rc = herr(err, "'response_format' (or 'grammar') together with 'tools' is not supported");
+    if (gbnf && !rc) *grammar = gbnf, gbnf = NULL;
     free(gbnf);
     arguments_as_objects(norm);
     reasoning_as_thinking(norm);
@@ -283,6 +284,12 @@ static int chat_prompt(const srv_api *a, const cJSON *o, srv_task *t, api_req *r
     if (!rc && json_oom) rc = herr(err, "out of memory");   /* a message, a tool or a call lost a part */
     if (!rc) rc = chat_fmt_tokenize(a->fmt, norm, true, extra, &t->prompt, &t->n_prompt, err);
     if (!rc) rc = reasoning_setup(a, o, t, r, err);
+    if (!rc && *grammar && r->r_open) {   /* the constrained reply comes after the reasoning the prompt opened */
+        char *g = tools_after_reasoning(*grammar, reasoning_close(r->rfmt));
+        free(*grammar);
+        *grammar = g;
+        if (!g) rc = herr(err, "out of memory");
+    }
     cJSON_Delete(norm);
     cJSON_Delete(extra);
     return rc;
@@ -372,7 +379,8 @@ static int parse_bias(const srv_api *a, const cJSON *o, srv_task *t, hearth_err 
 /* The reply's grammar: OpenAI's response_format ({type: text | json_object | json_schema, json_schema: {schema}}),
  * or llama-server's "grammar" (GBNF) and "json_schema" fields; at most one. A schema keyword that cannot be
  * enforced is a 400 naming it. */
-static int parse_grammar(const srv_api *a, const cJSON *o, srv_task *t, hearth_err *err) {
+/* response_format / grammar / json_schema as GBNF text (*text, malloc'd; NULL when the reply is free). */
+static int parse_grammar(const cJSON *o, char **out, hearth_err *err) {
     const cJSON *rf = field(o, "response_format"), *gbnf = field(o, "grammar"), *js = field(o, "json_schema");
     if (cJSON_IsNull(rf)) rf = NULL;
     if (cJSON_IsNull(gbnf)) gbnf = NULL;
@@ -407,9 +415,8 @@ static int parse_grammar(const srv_api *a, const cJSON *o, srv_task *t, hearth_e
         if (!text) return -1;
     }
     if (!text) return herr(err, "out of memory");
-    t->grammar = hearth_grammar_new(a->m, text, err);
-    free(text);
-    return t->grammar ? 0 : -1;
+    *out = text;
+    return 0;
 }
 
 /* [{"id": N, "scale": S}, ...] into scales (n adapters); -1 with err on anything else. */
@@ -461,20 +468,25 @@ char *api_lora_adapters(const srv_api *a, const char *body, size_t n, bool post,
 static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_req *r, srv_task *t, hearth_err *err) {
     if (a->encoder) return herr(err, "model %s is an encoder: it serves only /v1/embeddings", a->model_id);
     bool echo = false, cache_prompt = true;
+    char *grammar = NULL;
     if (parse_sampling(o, t, err) || parse_limits(o, t, r, err) || parse_logprobs(o, kind, t, err) ||
         get_bool(o, "echo", &echo, err) || get_bool(o, "cache_prompt", &cache_prompt, err) || parse_bias(a, o, t, err) ||
-        parse_grammar(a, o, t, err))
+        parse_grammar(o, &grammar, err))
         return -1;
     t->no_cache = !cache_prompt;
-    if (echo) return herr(err, "'echo' is not supported");
+    if (echo) { free(grammar); return herr(err, "'echo' is not supported"); }
     const cJSON *lora = cJSON_GetObjectItemCaseSensitive(o, "lora");
     engine_lora_scales(a->eng, t->lora);   /* the global scales, then the request's own */
     if (lora && !cJSON_IsNull(lora)) {
-        if (!engine_n_lora(a->eng)) return herr(err, "'lora': the server has no adapters (hearth serve --lora FILE)");
-        if (parse_lora_list(lora, t->lora, engine_n_lora(a->eng), err)) return -1;
+        int rc = !engine_n_lora(a->eng) ? herr(err, "'lora': the server has no adapters (hearth serve --lora FILE)")
+                                        : parse_lora_list(lora, t->lora, engine_n_lora(a->eng), err);
+        if (rc) { free(grammar); return -1; }
     }
     r->n_probs = t->n_probs;
-    if (kind == API_CHAT ? chat_prompt(a, o, t, r, err) : completion_prompt(a, o, t, err)) return -1;
+    int rc = kind == API_CHAT ? chat_prompt(a, o, t, r, &grammar, err) : completion_prompt(a, o, t, err);
+    if (!rc && grammar && !(t->grammar = hearth_grammar_new(a->m, grammar, err))) rc = -1;
+    free(grammar);
+    if (rc) return -1;
     int n_ctx = engine_n_ctx(a->eng);
     if (t->n_prompt == 0) return herr(err, "the prompt is empty (and the model has no BOS token)");
     if (t->n_prompt >= n_ctx)
@@ -705,7 +717,8 @@ bool api_reply_split(const api_req *r, const srv_task *t, api_reply *out) {
     if (ok && r->tools.mode != TOOLS_OFF) {
         /* harmony's calls are messages of their own, which the answer leaves out: they are read from the whole reply */
         bool whole = r->tools.fmt == TF_HARMONY;
-        out->calls = tools_parse(&r->tools, whole ? t->text : out->content, whole ? t->len : out->n_content, &out->tool_text);
+        out->calls = tools_parse(&r->tools, t->tool_params, whole ? t->text : out->content, whole ? t->len : out->n_content,
+                                 &out->tool_text);
         ok = out->calls != NULL;
         if (!whole) {
             out->content = out->tool_text;

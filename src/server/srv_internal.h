@@ -44,6 +44,7 @@ typedef struct srv_task {
     float lora[HEARTH_MAX_LORA];    /* the server's adapters' scales for this request (the global ones, then "lora") */
     hearth_token bias_id[SRV_MAX_BIAS]; float bias[SRV_MAX_BIAS]; int n_bias;   /* logit_bias */
     hearth_grammar *grammar;        /* response_format / grammar / json_schema: the reply follows it */
+    char *tool_params;              /* XML tool calls: {name: parameters schema} of the tools, to type the values */
     hearth_token **in; int *n_in; int n_inputs;   /* embeddings: one token list per input */
 
     pthread_mutex_t mu;
@@ -122,7 +123,7 @@ typedef struct {
 
 /* Tool calling (srv_tools.c): how the request asked for tools and which call format the model's template uses. */
 typedef enum { TOOLS_OFF, TOOLS_AUTO, TOOLS_REQUIRED } tools_mode;
-typedef enum { TF_GENERIC, TF_HERMES, TF_LLAMA3, TF_HARMONY } tools_format;
+typedef enum { TF_GENERIC, TF_HERMES, TF_LLAMA3, TF_HARMONY, TF_XML } tools_format;
 typedef struct { tools_mode mode; tools_format fmt; bool parallel; } srv_tools;
 
 /* A parsed request: the task plus how to answer. */
@@ -212,10 +213,13 @@ char *api_health(const srv_api *a);
 /* Reads tools, tool_choice and parallel_tool_calls from a chat request into *tt and, when calls are possible,
  * writes the reply's grammar (*gbnf, malloc'd); for a model whose template has no tool format, adds the tool
  * prompt to `messages`. 0, or -1 with err (a 400). */
-int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *tt, char **gbnf, hearth_err *err);
+int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *tt, char **gbnf, char **params, hearth_err *err);
 /* A finished reply split into its text (*content, malloc'd or NULL) and its calls (OpenAI tool_calls entries
- * with fresh ids; an empty array when there are none). NULL when out of memory. */
-cJSON *tools_parse(const srv_tools *tt, const char *text, size_t n, char **content);
+ * with fresh ids; an empty array when there are none). NULL when out of memory. params: tools_prepare's. */
+cJSON *tools_parse(const srv_tools *tt, const char *params, const char *text, size_t n, char **content);
+/* A reply grammar for a prompt that leaves the model inside a reasoning block: the block's text, its closing
+ * marker `close`, white space, then what gbnf allows (malloc'd; NULL when out of memory). */
+char *tools_after_reasoning(const char *gbnf, const char *close);
 
 /* A finished chat reply: its reasoning (empty when none, or with r->rfmt RF_NONE), its answer and, with tools, its
  * calls (as tools_parse). False when memory ran out (noted for api_print). */

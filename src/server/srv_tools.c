@@ -5,7 +5,9 @@
  * Formats: Hermes / Qwen (`<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, when the template
  * mentions <tool_call>), Llama 3.x JSON (`{"name": ..., "parameters": {...}}`, when it mentions ipython), and a
  * harmony (gpt-oss: `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}`, one call per
- * reply, after an optional analysis message), and a generic one for every other model: a system message lists the tools and the reply is one JSON object,
+ * reply, after an optional analysis message), Qwen3.5 / Qwen3-Coder's XML (`<tool_call>\n<function=NAME>\n
+ * <parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>`, a string value raw, others as JSON), and a
+ * generic one for every other model: a system message lists the tools and the reply is one JSON object,
  * {"tool_calls": [{"name", "arguments"}...]} or {"response": "text"}. Each call's JSON is the tool's own
  * parameters schema through the JSON Schema converter, so arguments always parse and validate. With "required"
  * or a named function the reply is only calls; with "auto" (Hermes) it is free text that cannot contain the
@@ -34,9 +36,9 @@ static void tb_lit(ht_str *b, const char *s) {
 
 static const char *const HERMES_OPEN = "<tool_call>", *const HERMES_CLOSE = "</tool_call>";
 
-/* Rules tc-f0 .. tc-f(L-1): any text that does not contain `trigger` (ASCII), as the states of its KMP
- * automaton; tc-f0 is the start. */
-static void free_text_rules(ht_str *b, const char *trig) {
+/* Rules P0 .. P(L-1) (P the prefix): any text that does not contain `trigger` (ASCII), as the states of its KMP
+ * automaton; P0 is the start. */
+static void free_text_rules(ht_str *b, const char *pre, const char *trig) {
     int L = (int)strlen(trig), fail[64] = { 0 };
     for (int i = 1, k = 0; i < L; i++) {
         while (k && trig[i] != trig[k]) k = fail[k - 1];
@@ -45,7 +47,7 @@ static void free_text_rules(ht_str *b, const char *trig) {
     }
     for (int i = 0; i < L; i++) {
         char line[1024];
-        snprintf(line, sizeof line, "tc-f%d ::= (", i);
+        snprintf(line, sizeof line, "%s%d ::= (", pre, i);
         ht_str_puts(b, line);
         /* chars leading out of state 0-land: trig[i] advances; chars matching a border go to that state */
         int target[128];
@@ -62,11 +64,11 @@ static void free_text_rules(ht_str *b, const char *trig) {
                 snprintf(e, sizeof e, "\\x%02X", c);
                 ht_str_puts(b, e);
             }
-        ht_str_puts(b, "\\x00] tc-f0");
+        ht_str_printf(b, "\\x00] %s0", pre);
         first = false;
         for (int c = 1; c < 128; c++) {
             if (target[c] == 0 || target[c] == L) continue;
-            snprintf(line, sizeof line, "%s\"\\x%02X\" tc-f%d", first ? "" : " | ", c, target[c]);
+            snprintf(line, sizeof line, "%s\"\\x%02X\" %s%d", first ? "" : " | ", c, pre, target[c]);
             ht_str_puts(b, line);
         }
         ht_str_puts(b, ")?\n");
@@ -148,7 +150,7 @@ static int harmony_grammar(const cJSON *tools, const char *named, tools_mode mod
     if (!rc) {
         ht_str_printf(&b, "tc-call ::= \"<|channel|>commentary to=functions.\" (%s)\n", alt.p ? alt.p : "\"\"");
         ht_str_puts(&b, "tc-analysis ::= \"<|channel|>analysis<|message|>\" tc-f0 \"<|end|><|start|>assistant\"\n");
-        free_text_rules(&b, "<|end|>");
+        free_text_rules(&b, "tc-f", "<|end|>");
         ht_str_puts(&b, mode == TOOLS_AUTO ? "root ::= tc-analysis? (tc-call | \"<|channel|>final<|message|>\" .*)\n"
                                            : "root ::= tc-analysis? tc-call\n");
         if (b.oom || alt.oom) rc = herr(err, "out of memory");
@@ -159,9 +161,134 @@ static int harmony_grammar(const cJSON *tools, const char *named, tools_mode mod
     return 0;
 }
 
-int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *tt, char **gbnf, hearth_err *err) {
+static const cJSON *item(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+/* Keywords that only annotate a schema. */
+static bool annotation(const char *k) {
+    static const char *const A[] = { "description", "title", "default", "examples", "$comment", "deprecated", "readOnly" };
+    for (size_t i = 0; i < sizeof A / sizeof *A; i++) if (!strcmp(k, A[i])) return true;
+    return false;
+}
+
+/* A parameter the XML format writes raw: a plain string ('s'), or an enum of strings ('e'); 0 otherwise (JSON). */
+static char xml_raw(const cJSON *s) {
+    if (!cJSON_IsObject(s)) return 0;
+    const cJSON *t = item(s, "type"), *en = item(s, "enum"), *k, *v;
+    if (t && !(cJSON_IsString(t) && !strcmp(t->valuestring, "string"))) return 0;
+    cJSON_ArrayForEach(k, s) if (strcmp(k->string, "type") && strcmp(k->string, "enum") && !annotation(k->string)) return 0;
+    if (!en) return t ? 's' : 0;
+    if (!cJSON_IsArray(en) || !cJSON_GetArraySize(en)) return 0;
+    cJSON_ArrayForEach(v, en) if (!cJSON_IsString(v) || strstr(v->valuestring, "\n</parameter>")) return 0;
+    return 'e';
+}
+
+/* The XML format's calls: per tool, its parameters in their declared order, optional ones optional. */
+static int xml_grammar(const cJSON *tools, const char *named, tools_mode mode, bool parallel, char **gbnf, char **params,
+                       hearth_err *err) {
+    ht_str b = { 0 }, alt = { 0 }, rule = { 0 };   /* b: the rules; rule: the tool's own, written after its values' */
+    cJSON *map = cJSON_CreateObject();
+    const cJSON *t;
+    int i = 0, rc = map ? 0 : herr(err, "out of memory");
+    cJSON_ArrayForEach(t, tools) {
+        if (rc) break;
+        const cJSON *fn = item(t, "function"), *nm = item(fn, "name"), *ps = item(fn, "parameters"), *props = item(ps, "properties"),
+                    *req = item(ps, "required"), *p, *q;
+        if (named && strcmp(named, nm->valuestring)) continue;
+        if (strpbrk(nm->valuestring, "<>\n")) { rc = herr(err, "tools: the name '%s' cannot be written in this model's call format", nm->valuestring); break; }
+        json_put(map, nm->valuestring, ps ? cJSON_Duplicate(ps, true) : cJSON_CreateObject());
+        cJSON_ArrayForEach(q, req)
+            if (!cJSON_IsString(q) || !item(props, q->valuestring)) { rc = herr(err, "tools: '%s' requires a parameter with no schema in 'properties'", nm->valuestring); break; }
+        rule.n = 0;
+        ht_str_printf(&rule, "tc-x%d ::= ", i);
+        tb_lit(&rule, "<function=");
+        tb_lit(&rule, nm->valuestring);
+        tb_lit(&rule, ">\n");
+        int j = 0;
+        cJSON_ArrayForEach(p, props) {
+            if (rc) break;
+            bool required = false;
+            cJSON_ArrayForEach(q, req) required |= cJSON_IsString(q) && !strcmp(q->valuestring, p->string);
+            if (strpbrk(p->string, "<>\n")) { rc = herr(err, "tools: the parameter '%s' cannot be written in this model's call format", p->string); break; }
+            ht_str_puts(&rule, required ? " " : " (");
+            char open[600];
+            snprintf(open, sizeof open, "<parameter=%.500s>\n", p->string);
+            tb_lit(&rule, open);
+            char kind = xml_raw(p);
+            if (kind == 's') ht_str_puts(&rule, " tc-r0 ");
+            else if (kind == 'e') {
+                const cJSON *v;
+                ht_str_puts(&rule, " (");
+                cJSON_ArrayForEach(v, item(p, "enum")) { if (v != item(p, "enum")->child) ht_str_puts(&rule, " | "); tb_lit(&rule, v->valuestring); }
+                ht_str_puts(&rule, ") ");
+            } else {   /* the value as JSON, by the converter */
+                char root[48], *stxt = cJSON_PrintUnformatted(p), *g;
+                snprintf(root, sizeof root, "tc-x%d-%d", i, j);
+                g = stxt ? json_schema_gbnf(stxt, root, err) : NULL;
+                free(stxt);
+                if (!g) {
+                    char msg[sizeof err->msg];
+                    snprintf(msg, sizeof msg, "%s", err->msg);
+                    rc = herr(err, "tools: %s", msg);
+                    break;
+                }
+                rc = merge_rules(&b, g, err);
+                free(g);
+                ht_str_printf(&rule, " %s ", root);
+            }
+            tb_lit(&rule, "\n</parameter>\n");
+            ht_str_puts(&rule, required ? "" : ")?");
+            j++;
+        }
+        tb_lit(&rule, "</function>");
+        ht_str_puts(&rule, "\n");
+        if (rule.p) ht_str_add(&b, rule.p, rule.n);
+        b.oom |= rule.oom;
+        ht_str_printf(&alt, "%stc-x%d", alt.n ? " | " : "", i);
+        i++;
+    }
+    if (!rc) {
+        ht_str_puts(&b, "tc-block ::= ");
+        tb_lit(&b, "<tool_call>\n");
+        ht_str_printf(&b, " (%s) ", alt.p ? alt.p : "\"\"");
+        tb_lit(&b, "\n</tool_call>");
+        ht_str_puts(&b, parallel ? "\ntc-blocks ::= tc-block (\"\\n\" tc-block)*\n" : "\ntc-blocks ::= tc-block\n");
+        free_text_rules(&b, "tc-r", "\n</parameter>");
+        if (mode == TOOLS_AUTO) {
+            ht_str_puts(&b, "root ::= tc-f0 tc-blocks?\n");
+            free_text_rules(&b, "tc-f", HERMES_OPEN);
+        } else ht_str_puts(&b, "root ::= tc-blocks\n");
+        if (b.oom || alt.oom || !(*params = cJSON_PrintUnformatted(map))) rc = herr(err, "out of memory");
+    }
+    cJSON_Delete(map);
+    free(alt.p);
+    free(rule.p);
+    if (rc) { free(b.p); return rc; }
+    *gbnf = b.p;
+    return 0;
+}
+
+char *tools_after_reasoning(const char *gbnf, const char *close) {
+    ht_str b = { 0 };
+    for (const char *l = gbnf; *l;) {   /* the old root becomes tc-main */
+        const char *e = strchr(l, '\n');
+        size_t n = e ? (size_t)(e - l) + 1 : strlen(l);
+        if (!strncmp(l, "root ::=", 8)) ht_str_puts(&b, "tc-main ::="), ht_str_add(&b, l + 8, n - 8);
+        else ht_str_add(&b, l, n);
+        if (n && l[n - 1] != '\n') ht_str_puts(&b, "\n");
+        l += n;
+    }
+    ht_str_puts(&b, "root ::= tc-think0 ");
+    tb_lit(&b, close);
+    ht_str_puts(&b, " [ \\t\\n]* tc-main\n");
+    free_text_rules(&b, "tc-think", close);
+    if (b.oom) { free(b.p); return NULL; }
+    return b.p;
+}
+
+int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *tt, char **gbnf, char **params, hearth_err *err) {
     memset(tt, 0, sizeof *tt);
     *gbnf = NULL;
+    *params = NULL;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(o, "tools"), *choice = cJSON_GetObjectItemCaseSensitive(o, "tool_choice"),
                 *par = cJSON_GetObjectItemCaseSensitive(o, "parallel_tool_calls");
     if (!tools || cJSON_IsNull(tools) || (cJSON_IsArray(tools) && !cJSON_GetArraySize(tools))) {
@@ -201,6 +328,12 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
     if (named && !n_named) { cJSON_Delete(alts); cJSON_Delete(listing); return herr(err, "'tool_choice' names '%s', which is not in 'tools'", named); }
     if (tt->mode == TOOLS_OFF) { cJSON_Delete(alts); cJSON_Delete(listing); return 0; }
     const char *src = chat_fmt_source(a->fmt);
+    if (src && strstr(src, "<function=") && strstr(src, "<parameter=")) {
+        cJSON_Delete(alts);
+        cJSON_Delete(listing);
+        tt->fmt = TF_XML;
+        return xml_grammar(tools, named, tt->mode, tt->parallel, gbnf, params, err);
+    }
     if (src && strstr(src, "<|channel|>") && strstr(src, "to=")) {
         cJSON_Delete(alts);
         cJSON_Delete(listing);
@@ -299,7 +432,7 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
         ht_str_puts(&b, tt->parallel ? "\ntc-blocks ::= tc-block (\"\\n\" tc-block)*\n" : "\ntc-blocks ::= tc-block\n");
         if (tt->mode == TOOLS_AUTO) {
             ht_str_puts(&b, "root ::= tc-f0 tc-blocks?\n");
-            free_text_rules(&b, HERMES_OPEN);
+            free_text_rules(&b, "tc-f", HERMES_OPEN);
         } else ht_str_puts(&b, "root ::= tc-blocks\n");
     } else if (tt->fmt == TF_LLAMA3) {
         ht_str_puts(&b, tt->mode == TOOLS_AUTO ? "root ::= tc-call | ([^{] .*)?\n" : "root ::= tc-call\n");
@@ -339,7 +472,37 @@ static char *trimmed(const char *s, size_t n, bool *lost) {
     return t;
 }
 
-cJSON *tools_parse(const srv_tools *tt, const char *text, size_t n, char **content) {
+/* The XML format's call (the text inside <tool_call>...</tool_call>) as {"name", "arguments"}; NULL if malformed. */
+static cJSON *xml_call(char *s, const cJSON *params) {
+    char *f = strstr(s, "<function="), *fe = f ? strchr(f, '>') : NULL;
+    if (!fe || !strstr(fe, "</function>")) return NULL;
+    *fe = 0;
+    const char *name = f + strlen("<function=");
+    cJSON *call = cJSON_CreateObject(), *args = cJSON_CreateObject();
+    const cJSON *props = item(item(params, name), "properties");
+    bool ok = call && args && cJSON_AddStringToObject(call, "name", name);
+    for (char *p = strstr(fe + 1, "<parameter="); ok && p; p = strstr(p, "<parameter=")) {
+        char *ke = strchr(p, '>'), *v, *ve;
+        if (!ke) break;
+        *ke = 0;
+        const char *key = p + strlen("<parameter=");
+        v = ke + 1 + (ke[1] == '\n');
+        ve = strstr(v, "\n</parameter>");
+        if (!ve) ve = strstr(v, "</parameter>");
+        char save = ve ? *ve : 0;
+        if (ve) *ve = 0;
+        cJSON *val = xml_raw(item(props, key)) ? NULL : cJSON_Parse(v);   /* JSON unless the schema says a plain string */
+        ok = json_put(args, key, val ? val : cJSON_CreateString(v));
+        if (ve) *ve = save;
+        p = ve ? ve : v + strlen(v);
+    }
+    if (ok) ok = json_put(call, "arguments", args), args = NULL;
+    cJSON_Delete(args);
+    if (!ok) { cJSON_Delete(call); return NULL; }
+    return call;
+}
+
+cJSON *tools_parse(const srv_tools *tt, const char *params, const char *text, size_t n, char **content) {
     *content = NULL;
     if (!text) text = "";
     cJSON *calls = cJSON_CreateArray();
@@ -369,6 +532,19 @@ cJSON *tools_parse(const srv_tools *tt, const char *text, size_t n, char **conte
             }
             seg = next ? next + strlen("<|start|>") : NULL;
         }
+    } else if (tt->fmt == TF_XML) {
+        cJSON *ps = params ? cJSON_Parse(params) : NULL;
+        char *open = strstr(buf, HERMES_OPEN);
+        *content = trimmed(buf, open ? (size_t)(open - buf) : n, &lost);
+        while (open) {
+            char *body = open + strlen(HERMES_OPEN), *close = strstr(body, HERMES_CLOSE);
+            if (close) *close = 0;
+            cJSON *j = close ? xml_call(body, ps) : NULL, *c = j ? openai_call(j, "arguments") : NULL;   /* whole calls only */
+            if (c) json_push(calls, c);
+            cJSON_Delete(j);
+            open = close ? strstr(close + strlen(HERMES_CLOSE), HERMES_OPEN) : NULL;
+        }
+        cJSON_Delete(ps);
     } else if (tt->fmt == TF_HERMES) {
         char *open = strstr(buf, HERMES_OPEN);
         *content = trimmed(buf, open ? (size_t)(open - buf) : n, &lost);

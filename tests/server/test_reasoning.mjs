@@ -2,7 +2,7 @@
 // generation prompt opens <think>, so a greedy reply that never closes it is all reasoning) gives reasoning_content
 // equal to the raw reply (reasoning_format "none") trimmed, the same streamed (openai), as Anthropic thinking blocks
 // (plain and streamed), Ollama's "thinking" and, in the chat page (headless chromium), a folded "Thought" section;
-// with enable_thinking off there is none. A gpt-oss-templated server
+// with enable_thinking off there is none; its XML tool calls come back typed and valid (plain and streamed). A gpt-oss-templated server
 // (harmony) returns forced tool calls in harmony's form as tool_calls valid against the schema (plain, streamed,
 // Anthropic tool_use), and an analysis message as reasoning_content equal to the raw reply's analysis body.
 // Starts its own servers. Usage: HEARTH=... node test_reasoning.mjs
@@ -91,6 +91,22 @@ if (existsSync(exe)) {
       shown.text === reasoning, JSON.stringify(shown));
   } finally { await browser.close(); }
 } else console.log(`SKIP: chat page check, no browser at ${exe}`);
+
+// Qwen3.5's XML tool calls: typed values valid against the schema (a string raw, an integer and an enum)
+const xparams = { type: 'object', properties: { city: { type: 'string' }, unit: { enum: ['C', 'F'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  required: ['unit', 'days'], additionalProperties: false };
+const xvalid = new Ajv().compile(xparams);
+const xtools = [{ type: 'function', function: { name: 'get_weather', description: 'The weather', parameters: xparams } }];
+const xbase = { model: 'm', messages: [{ role: 'user', content: 'Weather in Paris?' }], tools: xtools, tool_choice: 'required',
+  max_tokens: 160, temperature: 0, parallel_tool_calls: false, chat_template_kwargs: { enable_thinking: false } };
+const xr = await oa.chat.completions.create(xbase);
+const xc = xr.choices[0].message.tool_calls ?? [];
+check('xml: a call, its arguments typed and valid', xr.choices[0].finish_reason === 'tool_calls' && xc.length === 1 &&
+  xvalid(JSON.parse(xc[0].function.arguments)), JSON.stringify(xr.choices[0]));
+let xargs = '';
+for await (const ch of await oa.chat.completions.create({ ...xbase, stream: true }))
+  for (const t of ch.choices[0]?.delta?.tool_calls ?? []) xargs += t.function?.arguments ?? '';
+check('xml: streamed, the same call', xargs === xc[0]?.function.arguments, xargs);
 await stop(s);
 
 // ---- harmony: gpt-oss ----
