@@ -5,7 +5,10 @@
  * order (the GGUF converter retiles them: v-head j of k-head g at j * k_heads + g there, g * (v/k) + j here) in
  * in_proj_qkv's V rows, in_proj_z, in_proj_b/a, A_log, dt_bias, the conv's V channels and out_proj's columns.
  * Each directory loads, gives its GGUF twin's logits and meets the golden's F32 rule; quantized back to an F32
- * GGUF (V heads retiled as the converter does) it gives them again. */
+ * GGUF (V heads retiled as the converter does) it gives them again. Qwen3-Next (Qwen3NextForCausalLM, a flat
+ * config, model.layers.) likewise from a synthesized tiny-qwen3next: its GGUF keeps HF's grouped V order, and
+ * HF's in_proj_qkvz / in_proj_ba hold per k-head [q | k | v | z] and [b | a], which GGUF splits into attn_qkv +
+ * attn_gate (and keeps as ssm_ba). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +19,16 @@
 #include "golden_check.h"
 #include "hearth.h"
 #include "convert/quantize.h"
+#include "convert/synth.h"
 #include "st_write.h"
 #include "testutil.h"
 
-typedef struct { int Hk, Hv, S, kd, vd; } dn;   /* the DeltaNet's heads and widths */
+typedef struct { int Hk, Hv, S, kd, vd; bool grouped; } dn;   /* the DeltaNet's heads and widths; GGUF order grouped */
 
 /* The GGUF row block of HF's v-head hf (blocks of `blk` rows): tiled t = j * Hk + g for hf = g * r + j. */
 static int64_t tiled(const dn *d, int64_t hf) {
     const int r = d->Hv / d->Hk;
+    if (d->grouped) return hf;
     return (hf % r) * d->Hk + hf / r;
 }
 
@@ -52,9 +57,11 @@ static const gguf_tensor *need(const gguf_file *g, const char *fmt, int il) {
 }
 
 /* The tensor as HF stores it under name (layer il's prefix when il >= 0), with f applied element-wise. */
+static const char *g_layers = "model.language_model.layers.";   /* the layers' prefix in the directory being written */
+
 static void put(st_out *o, const gguf_tensor *t, int il, const char *hf, float (*f)(float), const float *data) {
     char name[256];
-    if (il >= 0) snprintf(name, sizeof name, "model.language_model.layers.%d.%s", il, hf);
+    if (il >= 0) snprintf(name, sizeof name, "%s%d.%s", g_layers, il, hf);
     else snprintf(name, sizeof name, "%s", hf);
     const int64_t cols = t->ne[0], rows = t->n_dims == 1 ? 0 : t->ne[1], n = HT_MAX(rows, 1) * cols;
     float *x = malloc((size_t)n * sizeof(float));
@@ -72,41 +79,47 @@ static void write_hf(const char *arch, const char *gguf_path, const char *dir) {
     hearth_err err;
     gguf_file *g;
     REQUIRE(!gguf_open(gguf_path, &g, &err), "%s", err.msg);
-    const bool moe = !strcmp(arch, "qwen35moe");
+    const bool next = !strcmp(arch, "qwen3next"), moe = next || !strcmp(arch, "qwen35moe");
+    g_layers = next ? "model.layers." : "model.language_model.layers.";
     const uint32_t L = fixture_u32(g, arch, "block_count"), E = fixture_u32(g, arch, "embedding_length"), HD = fixture_u32(g, arch, "attention.key_length");
-    dn d = { (int)fixture_u32(g, arch, "ssm.group_count"), (int)fixture_u32(g, arch, "ssm.time_step_rank"), (int)fixture_u32(g, arch, "ssm.state_size"), 0, 0 };
+    dn d = { (int)fixture_u32(g, arch, "ssm.group_count"), (int)fixture_u32(g, arch, "ssm.time_step_rank"),
+             (int)fixture_u32(g, arch, "ssm.state_size"), 0, 0, next };
     d.kd = d.Hk * d.S, d.vd = d.Hv * d.S;
     const bool untied = gguf_find_tensor(g, "output.weight") != NULL;
     char path[512];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *cf = fopen(path, "w");
     REQUIRE(cf, "cannot write %s", path);
-    fprintf(cf, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"vision_config\": {\"depth\": 1},\n \"text_config\": {"
-                "\"hidden_size\": %u, \"num_hidden_layers\": %u, \"num_attention_heads\": %u, \"num_key_value_heads\": %u,\n"
+    if (next)   /* a flat config */
+        fprintf(cf, "{\"architectures\": [\"Qwen3NextForCausalLM\"], \"model_type\": \"qwen3_next\", \"intermediate_size\": %u,\n ",
+                fixture_u32(g, arch, "feed_forward_length"));
+    else
+        fprintf(cf, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"vision_config\": {\"depth\": 1},\n \"text_config\": {",
+                moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration", moe ? "qwen3_5_moe" : "qwen3_5");
+    fprintf(cf, "\"hidden_size\": %u, \"num_hidden_layers\": %u, \"num_attention_heads\": %u, \"num_key_value_heads\": %u,\n"
                 "  \"head_dim\": %u, \"rms_norm_eps\": 1e-06, \"vocab_size\": %u, \"max_position_embeddings\": 262144,\n"
                 "  \"tie_word_embeddings\": %s, \"full_attention_interval\": 4, \"linear_conv_kernel_dim\": %u,\n"
                 "  \"linear_key_head_dim\": %d, \"linear_value_head_dim\": %d, \"linear_num_key_heads\": %d, \"linear_num_value_heads\": %d,\n"
                 "  \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000000, \"partial_rotary_factor\": %g,"
                 " \"mrope_section\": [11, 11, 10], \"mrope_interleaved\": true},\n  \"layer_types\": [",
-            moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration", moe ? "qwen3_5_moe" : "qwen3_5",
             E, L, fixture_u32(g, arch, "attention.head_count"), fixture_u32(g, arch, "attention.head_count_kv"), HD,
             (unsigned)need(g, "token_embd.weight", 0)->ne[1], untied ? "false" : "true", fixture_u32(g, arch, "ssm.conv_kernel"),
             d.S, d.S, d.Hk, d.Hv, (double)fixture_u32(g, arch, "rope.dimension_count") / HD);
     for (uint32_t il = 0; il < L; il++) fprintf(cf, "%s\"%s\"", il ? ", " : "", (il + 1) % 4 ? "linear_attention" : "full_attention");
     if (moe)
         fprintf(cf, "],\n  \"num_experts\": %u, \"num_experts_per_tok\": %u, \"moe_intermediate_size\": %u,"
-                    " \"shared_expert_intermediate_size\": %u, \"norm_topk_prob\": true}}\n",
+                    " \"shared_expert_intermediate_size\": %u, \"norm_topk_prob\": true}%s\n",
                 fixture_u32(g, arch, "expert_count"), fixture_u32(g, arch, "expert_used_count"), fixture_u32(g, arch, "expert_feed_forward_length"),
-                fixture_u32(g, arch, "expert_shared_feed_forward_length"));
+                fixture_u32(g, arch, "expert_shared_feed_forward_length"), next ? "" : "}");
     else fprintf(cf, "],\n  \"intermediate_size\": %u}}\n", fixture_u32(g, arch, "feed_forward_length"));
     fclose(cf);
 
     st_out o;
     st_begin(&o);
     const float vis[4] = { 1, 2, 3, 4 };
-    st_add(&o, "model.visual.blocks.0.attn.qkv.weight", 2, 2, vis);   /* a vision tower: left unread */
-    put(&o, need(g, "token_embd.weight", 0), -1, "model.language_model.embed_tokens.weight", NULL, NULL);
-    put(&o, need(g, "output_norm.weight", 0), -1, "model.language_model.norm.weight", minus_one, NULL);
+    if (!next) st_add(&o, "model.visual.blocks.0.attn.qkv.weight", 2, 2, vis);   /* a vision tower: left unread */
+    put(&o, need(g, "token_embd.weight", 0), -1, next ? "model.embed_tokens.weight" : "model.language_model.embed_tokens.weight", NULL, NULL);
+    put(&o, need(g, "output_norm.weight", 0), -1, next ? "model.norm.weight" : "model.language_model.norm.weight", minus_one, NULL);
     if (untied) put(&o, need(g, "output.weight", 0), -1, "lm_head.weight", NULL, NULL);
     for (int il = 0; il < (int)L; il++) {
         put(&o, need(g, "blk.%d.attn_norm.weight", il), il, "input_layernorm.weight", minus_one, NULL);
@@ -119,7 +132,25 @@ static void write_hf(const char *arch, const char *gguf_path, const char *dir) {
                 { "blk.%d.ssm_alpha.weight", "linear_attn.in_proj_a.weight", 0, 1 },
                 { "blk.%d.ssm_dt.bias", "linear_attn.dt_bias", 0, 1 },
             };
-            for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
+            if (next) {   /* in_proj_qkvz: per k-head [q | k | v | z]; in_proj_ba as GGUF keeps it */
+                const gguf_tensor *qkv = need(g, "blk.%d.attn_qkv.weight", il), *z = need(g, "blk.%d.attn_gate.weight", il);
+                const int64_t E = qkv->ne[0], per = d.Hv / d.Hk * d.S;
+                float *x = malloc((size_t)((2 * d.kd + 2 * d.vd) * E) * sizeof(float)), *w = x;
+                REQUIRE(x, "out of memory");
+                const float *q = qkv->data, *vz[2] = { (const float *)qkv->data + 2 * d.kd * E, z->data };
+                for (int gk = 0; gk < d.Hk; gk++) {
+                    memcpy(w, q + (int64_t)gk * d.S * E, (size_t)(d.S * E) * sizeof(float)), w += d.S * E;
+                    memcpy(w, q + (d.kd + (int64_t)gk * d.S) * E, (size_t)(d.S * E) * sizeof(float)), w += d.S * E;
+                    for (int k = 0; k < 2; k++) memcpy(w, vz[k] + gk * per * E, (size_t)(per * E) * sizeof(float)), w += per * E;
+                }
+                char name[256];
+                snprintf(name, sizeof name, "model.layers.%d.linear_attn.in_proj_qkvz.weight", il);
+                st_add(&o, name, 2 * d.kd + 2 * d.vd, E, x);
+                free(x);
+                put(&o, need(g, "blk.%d.ssm_ba.weight", il), il, "linear_attn.in_proj_ba.weight", NULL, NULL);
+                put(&o, need(g, "blk.%d.ssm_dt.bias", il), il, "linear_attn.dt_bias", NULL, NULL);
+            }
+            for (size_t i = 0; !next && i < sizeof mats / sizeof mats[0]; i++) {
                 const gguf_tensor *t = need(g, mats[i].gguf, il);
                 float *x = rows_grouped(t, &d, mats[i].v0, mats[i].blk);
                 put(&o, t, il, mats[i].hf, NULL, x);
@@ -131,7 +162,7 @@ static void write_hf(const char *arch, const char *gguf_path, const char *dir) {
             free(x);
             x = rows_grouped(cv, &d, 2 * d.kd, d.S);   /* [channels][4] -> HF [channels, 1, 4] */
             char name[256];
-            snprintf(name, sizeof name, "model.language_model.layers.%d.linear_attn.conv1d.weight", il);
+            snprintf(name, sizeof name, "%s%d.linear_attn.conv1d.weight", g_layers, il);
             const int64_t shape[3] = { cv->ne[1], 1, cv->ne[0] };
             st_add_shape(&o, name, 3, shape, x);
             free(x);
@@ -162,7 +193,7 @@ static void write_hf(const char *arch, const char *gguf_path, const char *dir) {
         put(&o, need(g, "blk.%d.ffn_gate_inp.weight", il), il, "mlp.gate.weight", NULL, NULL);
         const gguf_tensor *sg = need(g, "blk.%d.ffn_gate_inp_shexp.weight", il);
         char name[256];
-        snprintf(name, sizeof name, "model.language_model.layers.%d.mlp.shared_expert_gate.weight", il);
+        snprintf(name, sizeof name, "%s%d.mlp.shared_expert_gate.weight", g_layers, il);
         st_add(&o, name, 1, sg->ne[0], sg->data);   /* nn.Linear(hidden, 1): [1, hidden] */
         put(&o, need(g, "blk.%d.ffn_gate_shexp.weight", il), il, "mlp.shared_expert.gate_proj.weight", NULL, NULL);
         put(&o, need(g, "blk.%d.ffn_up_shexp.weight", il), il, "mlp.shared_expert.up_proj.weight", NULL, NULL);
@@ -172,7 +203,7 @@ static void write_hf(const char *arch, const char *gguf_path, const char *dir) {
         for (int k = 0; k < 3; k++) {
             const gguf_tensor *t = need(g, kinds[k][0], il);
             for (int64_t e = 0; e < t->ne[2]; e++) {
-                snprintf(name, sizeof name, "model.language_model.layers.%d.mlp.experts.%lld.%s.weight", il, (long long)e, kinds[k][1]);
+                snprintf(name, sizeof name, "%s%d.mlp.experts.%lld.%s.weight", g_layers, il, (long long)e, kinds[k][1]);
                 st_add(&o, name, t->ne[1], t->ne[0], (const float *)t->data + e * t->ne[0] * t->ne[1]);
             }
         }
@@ -186,6 +217,13 @@ static void check(const char *arch, const char *tmp) {
     char gguf[256], dir[256], golden[256];
     hearth_err err;
     snprintf(gguf, sizeof gguf, "data/models/%s.gguf", arch);
+    if (!strcmp(arch, "qwen3next")) {   /* synthesized: the file the golden came from */
+        synth_ftype ft;
+        synth_opts so = { .seed = 0 };
+        snprintf(gguf, sizeof gguf, "%s/qwen3next.gguf", tmp);
+        REQUIRE(!synth_parse_ftype("F32", false, &ft, &err) && !synth_write(synth_find_shape("tiny-qwen3next"), &ft, gguf, &so, &err),
+                "synth: %s", err.msg);
+    }
     snprintf(golden, sizeof golden, "data/golden/%s.golden", arch);
     snprintf(dir, sizeof dir, "%s/%s-hf", tmp, arch);
     REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
@@ -240,6 +278,7 @@ int main(void) {
     REQUIRE(mkdtemp(tmp), "mkdtemp");
     check("qwen35", tmp);
     check("qwen35moe", tmp);
+    check("qwen3next", tmp);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp);

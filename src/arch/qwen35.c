@@ -1,4 +1,6 @@
-/* qwen35.c — Qwen3.5 / 3.6, dense (qwen35) and mixture of experts (qwen35moe): a hybrid decoder whose layers
+/* qwen35.c — Qwen3.5 / 3.6, dense (qwen35) and mixture of experts (qwen35moe), and Qwen3-Next (qwen3next: the
+ * same blocks, V heads in grouped order, beta/alpha in one ssm_beta_alpha and, in older files, q/k/v/z in one
+ * ssm_in, both per k-head; model/recurrent.c splits them): a hybrid decoder whose layers
  * are Gated DeltaNet (recurrent, model/recurrent.c) except every full_attention_interval-th (or as
  * attention.recurrent_layers says), which is gated attention: attn_q rows per head [q | gate], q/k RMSNorm,
  * NEOX rope on the first rope.dimension_count dims (the M-RoPE sections all carry the text position), output
@@ -66,13 +68,18 @@ static int qwen35_bind(hearth_model *m, hearth_err *err) {
             model_bind(m, &L->ffn_norm, true, err, E, 1, "blk.%d.post_attention_norm.weight", il))
             return -1;
         if (L->recurrent) {
-            if (model_bind(m, &L->ssm_qkv, true, err, E, 2 * kdim + vdim, "blk.%d.attn_qkv.weight", il) ||
-                model_bind(m, &L->ssm_z, true, err, E, vdim, "blk.%d.attn_gate.weight", il) ||
-                model_bind(m, &L->ssm_conv1d, true, err, hp->ssm_conv, 2 * kdim + vdim, "blk.%d.ssm_conv1d.weight", il) ||
+            const bool next = !strcmp(m->arch->name, "qwen3next");
+            if (next && model_bind(m, &L->ssm_in, false, err, E, 2 * kdim + 2 * vdim, "blk.%d.ssm_in.weight", il)) return -1;
+            if (!L->ssm_in.data && (model_bind(m, &L->ssm_qkv, true, err, E, 2 * kdim + vdim, "blk.%d.attn_qkv.weight", il) ||
+                                    model_bind(m, &L->ssm_z, true, err, E, vdim, "blk.%d.attn_gate.weight", il)))
+                return -1;
+            if (next ? model_bind(m, &L->ssm_ba, true, err, E, 2 * Hv, "blk.%d.ssm_ba.weight", il)
+                     : model_bind(m, &L->ssm_beta, true, err, E, Hv, "blk.%d.ssm_beta.weight", il) ||
+                       model_bind(m, &L->ssm_alpha, true, err, E, Hv, "blk.%d.ssm_alpha.weight", il))
+                return -1;
+            if (model_bind(m, &L->ssm_conv1d, true, err, hp->ssm_conv, 2 * kdim + vdim, "blk.%d.ssm_conv1d.weight", il) ||
                 model_bind(m, &L->ssm_dt, true, err, Hv, 1, "blk.%d.ssm_dt.bias", il) ||
                 model_bind(m, &L->ssm_a, true, err, Hv, 1, "blk.%d.ssm_a", il) ||
-                model_bind(m, &L->ssm_beta, true, err, E, Hv, "blk.%d.ssm_beta.weight", il) ||
-                model_bind(m, &L->ssm_alpha, true, err, E, Hv, "blk.%d.ssm_alpha.weight", il) ||
                 model_bind(m, &L->ssm_norm, true, err, hp->ssm_state, 1, "blk.%d.ssm_norm.weight", il) ||
                 model_bind(m, &L->ssm_out, true, err, vdim, E, "blk.%d.ssm_out.weight", il))
                 return -1;
@@ -125,8 +132,14 @@ static void qwen35_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
 
 static int qwen35moe_hparams(hearth_model *m, hearth_err *err) {
     if (qwen35_hparams(m, err)) return -1;
-    return m->hp.n_expert ? 0 : herr(err, "metadata qwen35moe.expert_count missing: a qwen35moe model needs experts");
+    return m->hp.n_expert ? 0 : herr(err, "metadata %s.expert_count missing: a %s model needs experts", m->arch->name, m->arch->name);
+}
+
+static int qwen3next_hparams(hearth_model *m, hearth_err *err) {
+    m->hp.ssm_v_grouped = true;   /* V head h reads q/k head h / (v/k heads), as in HF (the converter keeps that order) */
+    return qwen35moe_hparams(m, err);
 }
 
 const ht_arch ht_arch_qwen35 = { "qwen35", false, qwen35_hparams, qwen35_bind, llama_embed, qwen35_layer, llama_head };
 const ht_arch ht_arch_qwen35moe = { "qwen35moe", false, qwen35moe_hparams, qwen35_bind, llama_embed, qwen35_layer, llama_head };
+const ht_arch ht_arch_qwen3next = { "qwen3next", false, qwen3next_hparams, qwen35_bind, llama_embed, qwen35_layer, llama_head };

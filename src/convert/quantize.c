@@ -243,7 +243,8 @@ int model_quantize(const hearth_model *m, const char *out, const char *type_name
         j->user = user;
         if (m->qk_rotate_half && ends_with(t->name, "attn_q.weight")) j->permute_heads = m->hp.n_head;
         if (m->qk_rotate_half && ends_with(t->name, "attn_k.weight")) j->permute_heads = m->hp.n_head_kv;
-        if (m->hp.ssm_v_grouped && m->hp.ssm_v_heads > m->hp.ssm_k_heads) retile_v_heads(m, j);
+        /* Qwen3.5 from HF: GGUF's qwen35 wants V heads tiled (Qwen3-Next keeps HF's grouped order) */
+        if (m->hp.ssm_v_grouped && m->hp.ssm_v_heads > m->hp.ssm_k_heads && strcmp(m->arch->name, "qwen3next")) retile_v_heads(m, j);
         gguf_w_tensor_fill(w, t->name, j->dst_type, t->n_dims, t->ne, (uint64_t)j->rows * j->dst_row, fill_tensor, j);
     }
     for (int i = 0; i < nj; i++) jobs[i].total = nj;

@@ -46,6 +46,8 @@ static const synth_shape SHAPES[] = {
       10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 64, 16, 32, 128, 0 },
     { "qwen3.6-35b-a3b", "Qwen3.6 35B A3B", "35B-A3B", SYN_QWEN35, 2048, 40, 16, 2, 256, 512, 248320, 248044, 262144,
       10000000.0f, 0, 1e-6f, 0, 0, 0, 256, 8, 512, true, 64, 16, 32, 128, 512 },
+    { "qwen3-next-80b-a3b", "Qwen3 Next 80B A3B", "80B-A3B", SYN_QWEN3NEXT, 2048, 48, 16, 2, 256, 5120, 151936, 151643, 262144,
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 512, 10, 512, true, 64, 16, 32, 128, 512 },
     /* tiny shapes for tests: the same structure (tied output, GQA, q/k norms, sliding window, widths that
      * are not a multiple of 256 where the real model has them) with small dimensions */
     { "tiny-llama", "Tiny Llama", "1M", SYN_LLAMA, 256, 2, 4, 2, 64, 512, 2048, 1792, 2048,
@@ -61,6 +63,8 @@ static const synth_shape SHAPES[] = {
     { "tiny-qwen35", "Tiny Qwen3.5", "1M", SYN_QWEN35, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
       10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 16, 2, 4, 32, 0 },
     { "tiny-qwen35moe", "Tiny Qwen3.5 MoE", "8x1M", SYN_QWEN35, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256 },
+    { "tiny-qwen3next", "Tiny Qwen3 Next", "8x1M", SYN_QWEN3NEXT, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
       10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256 },
 };
 #define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
@@ -187,7 +191,8 @@ static void plan_llama_like(syn_plan *p) {
 
 /* Qwen3.5: Gated DeltaNet layers (in-projections, conv kernel in F32, decay parameters, gated norm, out) and
  * every 4th layer gated attention (attn_q rows per head [q | gate]); post_attention_norm before the FFN, which
- * is SwiGLU or routed experts plus a gated shared expert. */
+ * is SwiGLU or routed experts plus a gated shared expert. Qwen3-Next: the same, with beta and alpha in one
+ * ssm_beta_alpha (per k-head [beta x v/k | alpha x v/k]) and V heads in HF's grouped order. */
 static void plan_qwen35(syn_plan *p) {
     const synth_shape *s = p->s;
     const int64_t E = s->n_embd, QD = (int64_t)s->n_head * s->head_dim, KD = (int64_t)s->n_head_kv * s->head_dim;
@@ -201,8 +206,11 @@ static void plan_qwen35(syn_plan *p) {
             add_mat(p, 4, 2 * kd + vd, "blk.%d.ssm_conv1d.weight", il);
             add_vec(p, INIT_BIAS, s->ssm_v_heads, "blk.%d.ssm_dt.bias", il);
             add_vec(p, INIT_DECAY, s->ssm_v_heads, "blk.%d.ssm_a", il);
-            add_mat(p, E, s->ssm_v_heads, "blk.%d.ssm_beta.weight", il);
-            add_mat(p, E, s->ssm_v_heads, "blk.%d.ssm_alpha.weight", il);
+            if (s->family == SYN_QWEN3NEXT) add_mat(p, E, 2 * s->ssm_v_heads, "blk.%d.ssm_ba.weight", il);
+            else {
+                add_mat(p, E, s->ssm_v_heads, "blk.%d.ssm_beta.weight", il);
+                add_mat(p, E, s->ssm_v_heads, "blk.%d.ssm_alpha.weight", il);
+            }
             add_vec(p, INIT_NORM, s->ssm_state, "blk.%d.ssm_norm.weight", il);
             add_mat(p, vd, E, "blk.%d.ssm_out.weight", il);
         } else {
@@ -261,7 +269,7 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
     p->s = s;
     p->ft = ft;
     if (s->family == SYN_GPT2) plan_gpt2(p);
-    else if (s->family == SYN_QWEN35) plan_qwen35(p);
+    else if (s->family == SYN_QWEN35 || s->family == SYN_QWEN3NEXT) plan_qwen35(p);
     else plan_llama_like(p);
     if (p->oom) return herr(err, "out of memory");
     for (int i = 0; i < p->n; i++)
@@ -272,7 +280,7 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
 /* ---- metadata ---- */
 
 static const char *arch_name(const synth_shape *s) {
-    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe", "qwen35" };
+    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe", "qwen35", "qwen3next" };
     return s->family == SYN_QWEN35 && s->n_expert ? "qwen35moe" : names[s->family];
 }
 
@@ -319,11 +327,11 @@ static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftyp
         kv_u32(w, s, "vocab_size", (uint32_t)s->n_vocab);
         kv_u32(w, s, "rope.dimension_count", (uint32_t)s->head_dim);
     }
-    if (s->family == SYN_QWEN35) {   /* as convert_hf_to_gguf.py writes Qwen3.5 (text): M-RoPE sections 11/11/10 */
+    if (s->family == SYN_QWEN35 || s->family == SYN_QWEN3NEXT) {   /* as the converter writes them */
         char key[128];
         const int32_t sections[4] = { s->n_rot * 11 / 64, s->n_rot * 11 / 64, s->n_rot / 2 - 2 * (s->n_rot * 11 / 64), 0 };
         snprintf(key, sizeof key, "%s.rope.dimension_sections", arch_name(s));
-        gguf_w_arr_i32(w, key, sections, 4);
+        if (s->family == SYN_QWEN35) gguf_w_arr_i32(w, key, sections, 4);   /* Qwen3.5 (text): M-RoPE sections 11/11/10 */
         kv_u32(w, s, "rope.dimension_count", (uint32_t)s->n_rot);
         kv_u32(w, s, "ssm.conv_kernel", 4);
         kv_u32(w, s, "ssm.state_size", (uint32_t)s->ssm_state);
@@ -338,7 +346,7 @@ static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftyp
 }
 
 static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vocab *v) {
-    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2", "qwen2" };
+    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2", "qwen2", "qwen2" };
     gguf_w_str(w, "tokenizer.ggml.model", s->family == SYN_GEMMA3 ? "llama" : "gpt2");
     gguf_w_str(w, "tokenizer.ggml.pre", pre[s->family]);
     gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (uint64_t)v->n);
@@ -353,13 +361,13 @@ static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vo
         gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true);
         gguf_w_bool(w, "tokenizer.ggml.add_eos_token", false);
         gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", false);
-    } else if (s->family == SYN_QWEN3 || s->family == SYN_QWEN3MOE || s->family == SYN_QWEN35) {
+    } else if (s->family == SYN_QWEN3 || s->family == SYN_QWEN3MOE || s->family >= SYN_QWEN35) {
         gguf_w_bool(w, "tokenizer.ggml.add_bos_token", false);
     }
 }
 
 static int build_vocab(const synth_shape *s, synth_vocab *v, hearth_err *err) {
-    static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2, SV_BPE_QWEN, SV_BPE_QWEN };
+    static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2, SV_BPE_QWEN, SV_BPE_QWEN, SV_BPE_QWEN };
     synth_vocab_layout l = { kinds[s->family], s->n_vocab, s->n_text };
     return synth_vocab_build(&l, v, err);
 }

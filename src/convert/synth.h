@@ -7,7 +7,7 @@
 
 #include "common.h"
 
-typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2, SYN_QWEN3MOE, SYN_QWEN35 } synth_family;
+typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2, SYN_QWEN3MOE, SYN_QWEN35, SYN_QWEN3NEXT } synth_family;
 
 typedef struct {
     const char *name;          /* "llama-3.2-1b", or a tiny test shape "tiny-llama" */

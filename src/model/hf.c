@@ -87,6 +87,10 @@ static const name_map QWEN35_LAYER[] = {
     { "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", 0 },
     { "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", 0 },
     { "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", 0 }, { NULL, NULL, 0 } };
+/* Qwen3-Next: as Qwen3.5, but q/k/v/z and b/a each in one projection, per k-head (ssm_in, ssm_ba) */
+static const name_map QWEN3NEXT_LAYER[] = {
+    { "linear_attn.in_proj_qkvz.weight", "ssm_in.weight", 0 }, { "linear_attn.in_proj_ba.weight", "ssm_ba.weight", 0 },
+    { NULL, NULL, 0 } };
 static const name_map QWEN35_GLOBAL[] = {
     { "embed_tokens.weight", "token_embd.weight", 0 }, { "norm.weight", "output_norm.weight", T_PLUS_ONE },
     { "lm_head.weight", "output.weight", 0 }, { NULL, NULL, 0 } };
@@ -147,6 +151,7 @@ typedef struct {
     const char *global_prefixes;  /* prefixes stripped before matching globals, '|' separated ("" = none) */
     const name_map *layer, *global;
     bool neox_from_hf;         /* rotate-half q/k: run NEOX rope */
+    const name_map *layer_extra;   /* more layer names, tried after `layer` (or NULL) */
 } family;
 
 /* the text tower's names; model.visual.* (the vision tower) matches none and is left unread */
@@ -154,21 +159,22 @@ typedef struct {
 #define QWEN35_PREFIXES "model.language_model.|model.|"
 
 static const family FAMILIES[] = {
-    { "LlamaForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
-    { "MistralForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
-    { "MixtralForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true },
-    { "Qwen2ForCausalLM", "qwen2", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
-    { "Qwen3ForCausalLM", "qwen3", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
-    { "Qwen3MoeForCausalLM", "qwen3moe", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false },
-    { "Gemma3ForCausalLM", "gemma3", "model.layers.%d.", "", GEMMA3_LAYER, GEMMA3_GLOBAL, false },
-    { "Qwen3_5ForConditionalGeneration", "qwen35", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false },
-    { "Qwen3_5ForCausalLM", "qwen35", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false },
-    { "Qwen3_5MoeForConditionalGeneration", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false },
-    { "Qwen3_5MoeForCausalLM", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false },
-    { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false },
-    { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false },
+    { "LlamaForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true, NULL },
+    { "MistralForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true, NULL },
+    { "MixtralForCausalLM", "llama", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, true, NULL },
+    { "Qwen2ForCausalLM", "qwen2", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false, NULL },
+    { "Qwen3ForCausalLM", "qwen3", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false, NULL },
+    { "Qwen3MoeForCausalLM", "qwen3moe", "model.layers.%d.", "", LLAMA_LAYER, LLAMA_GLOBAL, false, NULL },
+    { "Gemma3ForCausalLM", "gemma3", "model.layers.%d.", "", GEMMA3_LAYER, GEMMA3_GLOBAL, false, NULL },
+    { "Qwen3_5ForConditionalGeneration", "qwen35", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false, NULL },
+    { "Qwen3_5ForCausalLM", "qwen35", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false, NULL },
+    { "Qwen3_5MoeForConditionalGeneration", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false, NULL },
+    { "Qwen3_5MoeForCausalLM", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false, NULL },
+    { "Qwen3NextForCausalLM", "qwen3next", "model.layers.%d.", "model.|", QWEN35_LAYER, QWEN35_GLOBAL, false, QWEN3NEXT_LAYER },
+    { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false, NULL },
+    { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false, NULL },
     { "DistilBertForMaskedLM", "bert", "distilbert.transformer.layer.%d.|transformer.layer.%d.", "distilbert.|",
-      DISTILBERT_LAYER, DISTILBERT_GLOBAL, false },
+      DISTILBERT_LAYER, DISTILBERT_GLOBAL, false, NULL },
 };
 
 /* ---- config.json -> GGUF metadata ---- */
@@ -310,7 +316,7 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
     const char *a = fam->arch;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");   /* a multimodal model's text tower */
     if (cJSON_IsObject(text)) cfg = text;
-    const bool qwen35 = !strncmp(a, "qwen35", 6);
+    const bool qwen35 = !strncmp(a, "qwen35", 6) || !strcmp(a, "qwen3next");
     gguf_w_str(w, "general.architecture", a);
     gguf_w_str(w, "general.name", fam->hf_arch);
     if (!strcmp(fam->hf_arch, "GPT2LMHeadModel")) {
@@ -438,7 +444,9 @@ static bool map_name(const family *fam, const char *name, char *out, size_t cap,
     const name_map *e;
     *expert = -1;
     if (match_prefix(name, fam->layer_fmt, &il, &rest)) {
-        if (!(e = lookup(fam->layer, rest)) && !(e = expert_name(rest, expert))) return false;
+        if (!(e = lookup(fam->layer, rest)) && !(fam->layer_extra && (e = lookup(fam->layer_extra, rest))) &&
+            !(e = expert_name(rest, expert)))
+            return false;
         snprintf(out, cap, "blk.%d.%s", il, e->gguf);
         *transform = e->transform;
         return true;

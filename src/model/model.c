@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_qwen35,
-                                         &ht_arch_qwen35moe, &ht_arch_gemma3, &ht_arch_gpt2, &ht_arch_bert,
+                                         &ht_arch_qwen35moe, &ht_arch_qwen3next, &ht_arch_gemma3, &ht_arch_gpt2, &ht_arch_bert,
                                          &ht_arch_smollm3, &ht_arch_phi3, &ht_arch_deepseek2, &ht_arch_gptoss };
 
 const ht_arch *ht_find_arch(const char *name) {

@@ -131,6 +131,9 @@ typedef struct {
      * ssm_conv1d [conv x channels], ssm_dt (bias), ssm_a (-exp(A_log)), ssm_beta, ssm_alpha, ssm_norm, ssm_out */
     bool recurrent;
     ht_tensor ssm_qkv, ssm_z, ssm_conv1d, ssm_dt, ssm_a, ssm_beta, ssm_alpha, ssm_norm, ssm_out;
+    /* Qwen3-Next's fused forms, per k-head: ssm_in rows [q | k | v (v/k heads) | z (v/k heads)] (older files,
+     * instead of ssm_qkv and ssm_z) and ssm_ba rows [beta (v/k) | alpha (v/k)] (instead of ssm_beta, ssm_alpha) */
+    ht_tensor ssm_in, ssm_ba;
 } ht_layer;
 
 typedef struct hearth_ctx hearth_ctx;
@@ -186,7 +189,7 @@ struct ht_arch {
 };
 
 /* Registered architectures (one file each under src/arch). */
-extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe,
+extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe, ht_arch_qwen3next,
     ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3, ht_arch_deepseek2, ht_arch_gptoss;
 /* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
  * -> tied) and the pre-norm SwiGLU forward pass. */

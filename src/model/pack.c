@@ -62,7 +62,7 @@ static void release_mapped(const hearth_model *m, const void *p, size_t n) {
  * embedding when it is tied: lookups of single rows then read the file's pages back one by one). The head
  * meets one token a step in decode and one per stream when a server batches several: every packed layout
  * is at least as fast as the file's for one token and much faster for several. */
-#define LAYER_MATRICES 25
+#define LAYER_MATRICES 27
 static int matrices(hearth_model *m, ht_tensor **out) {
     int n = 0;
     for (int il = m->layer_lo; il < m->layer_hi; il++) {   /* this process's layers only (MPI) */
@@ -70,7 +70,7 @@ static int matrices(hearth_model *m, ht_tensor **out) {
         ht_tensor *ts[LAYER_MATRICES] = {&L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
                                          &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps,
                                          &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_down_shexp,
-                                         &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
+                                         &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out, &L->ssm_in, &L->ssm_ba,
                                          &L->ffn_gate_inp_shexp, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wk_b, &L->wv_b};
         for (int i = 0; i < LAYER_MATRICES; i++) out[n++] = ts[i];
     }

@@ -43,6 +43,7 @@ struct ht_rec {
     float *beta, *alpha;      /* [n][Hv] */
     float *conv;              /* [n][conv_dim]: conv + SiLU, then q, k L2-normed (q scaled) */
     float *o;                 /* [n][v_dim] */
+    float *fin, *fba;         /* [n][2 k_dim + 2 v_dim], [n][2 Hv]: fused in-projections before their split (or NULL) */
     bool *pending;            /* [n_seq]: KV written back (hearth_kv_write), the state not yet (hearth_state_write) */
     int *order;               /* the micro-batch's rows by sequence, positions ascending */
     int *first;               /* [n_seq + 1]: each sequence's run in order */
@@ -88,6 +89,11 @@ int rec_ctx_new(hearth_ctx *c) {
     r->o = ctx_buf_calloc(B * d.v_dim, sizeof(float), &fail);
     r->beta = ctx_buf_calloc(B * d.Hv, sizeof(float), &fail);
     r->alpha = ctx_buf_calloc(B * d.Hv, sizeof(float), &fail);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const ht_layer *W = &c->m->layers[il];
+        if (W->ssm_in.data && !r->fin) r->fin = ctx_buf_calloc(B * (2 * d.k_dim + 2 * d.v_dim), sizeof(float), &fail);
+        if (W->ssm_ba.data && !r->fba) r->fba = ctx_buf_calloc(B * 2 * d.Hv, sizeof(float), &fail);
+    }
     r->order = ctx_buf_calloc(B, sizeof(int), &fail);
     r->first = ctx_buf_calloc((size_t)c->n_seq + 1, sizeof(int), &fail);
     r->pending = ctx_buf_calloc((size_t)c->n_seq, sizeof(bool), &fail);
@@ -102,7 +108,7 @@ void rec_ctx_free(hearth_ctx *c) {
         void *bufs[] = { L->S, L->raw, L->kr, L->ur, L->gr };
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ctx_buf_free(bufs[i]);
     }
-    void *bufs[] = { r->layer, r->qkv, r->conv, r->z, r->o, r->beta, r->alpha, r->order, r->first, r->pending };
+    void *bufs[] = { r->layer, r->qkv, r->conv, r->z, r->o, r->beta, r->alpha, r->fin, r->fba, r->order, r->first, r->pending };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ctx_buf_free(bufs[i]);
     ctx_buf_free(r);
     c->rec = NULL;
@@ -331,14 +337,49 @@ static void keep_rows(hearth_ctx *c, const rec_layer *L, const rec_dims *d) {
     }
 }
 
+/* Qwen3-Next's fused projections, split per k-head into the layouts the layer reads. */
+typedef struct { const ht_rec *r; const ht_layer *W; rec_dims d; } split_job;
+
+static void split_rows(const void *arg, int r0, int r1) {
+    const split_job *j = arg;
+    const ht_rec *r = j->r;
+    const int Hk = j->d.Hk, per = j->d.Hv / Hk, hk = j->d.k_dim / Hk, hv = j->d.v_dim / j->d.Hv;
+    const size_t qkvz = 2 * (size_t)j->d.k_dim + 2 * (size_t)j->d.v_dim;
+    for (int i = r0; i < r1; i++)
+        for (int g = 0; g < Hk; g++) {
+            if (j->W->ssm_in.data) {
+                const float *s = r->fin + i * qkvz + (size_t)g * (2 * hk + 2 * per * hv);
+                float *qkv = r->qkv + (size_t)i * j->d.conv_dim;
+                memcpy(qkv + (size_t)g * hk, s, (size_t)hk * sizeof(float));
+                memcpy(qkv + j->d.k_dim + (size_t)g * hk, s + hk, (size_t)hk * sizeof(float));
+                memcpy(qkv + 2 * (size_t)j->d.k_dim + (size_t)g * per * hv, s + 2 * hk, (size_t)per * hv * sizeof(float));
+                memcpy(r->z + (size_t)i * j->d.v_dim + (size_t)g * per * hv, s + 2 * hk + per * hv, (size_t)per * hv * sizeof(float));
+            }
+            if (j->W->ssm_ba.data) {
+                const float *s = r->fba + (size_t)i * 2 * j->d.Hv + (size_t)g * 2 * per;
+                memcpy(r->beta + (size_t)i * j->d.Hv + (size_t)g * per, s, (size_t)per * sizeof(float));
+                memcpy(r->alpha + (size_t)i * j->d.Hv + (size_t)g * per, s + per, (size_t)per * sizeof(float));
+            }
+        }
+}
+
 void layer_gated_deltanet(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in, float *out) {
     const ht_layer *W = &c->m->layers[il];
     ht_rec *r = c->rec;
     rec_layer *L = &r->layer[il];
     const rec_dims d = dims(&c->m->hp);
-    const ht_tensor *Ws[4] = { &W->ssm_qkv, &W->ssm_z, &W->ssm_beta, &W->ssm_alpha };
-    float *Y[4] = { r->qkv, r->z, r->beta, r->alpha };
-    matmul_multi(c, Ws, Y, 4, in, ub->n);
+    const ht_tensor *Ws[4];
+    float *Y[4];
+    int nw = 0;
+    if (W->ssm_in.data) Ws[nw] = &W->ssm_in, Y[nw++] = r->fin;
+    else Ws[nw] = &W->ssm_qkv, Y[nw++] = r->qkv, Ws[nw] = &W->ssm_z, Y[nw++] = r->z;
+    if (W->ssm_ba.data) Ws[nw] = &W->ssm_ba, Y[nw++] = r->fba;
+    else Ws[nw] = &W->ssm_beta, Y[nw++] = r->beta, Ws[nw] = &W->ssm_alpha, Y[nw++] = r->alpha;
+    matmul_multi(c, Ws, Y, nw, in, ub->n);
+    if (W->ssm_in.data || W->ssm_ba.data) {
+        split_job sj = { r, W, d };
+        pool_share(c->pool, ub->n, split_rows, &sj);
+    }
     sort_rows(c, ub);
     conv_job cj = { c, ub, W, L, d };
     pool_share(c->pool, ub->n, conv_rows, &cj);
