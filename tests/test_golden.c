@@ -38,7 +38,7 @@ static const fixture FIXTURES[] = {
     { "bert", "bert", NULL },
     { "qwen3moe", "qwen3moe", NULL }, { "qwen3moe-Q8_0", "qwen3moe-Q8_0", "qwen3moe" },
     { "mixtral", "mixtral", NULL }, { "mixtral-Q4_K_M", "mixtral-Q4_K_M", "mixtral" },
-    { "qwen35", "qwen35", NULL }, { "qwen35moe", "qwen35moe", NULL }, { "smollm3", "smollm3", NULL }, { "phi3", "phi3", NULL },
+    { "qwen35", "qwen35", NULL }, { "qwen35moe", "qwen35moe", NULL }, { "mistral3", "mistral3", NULL }, { "smollm3", "smollm3", NULL }, { "phi3", "phi3", NULL },
     { "deepseek2", "deepseek2", NULL }, { "deepseek2-v3", "deepseek2-v3", NULL },
     { "gpt-oss", "gpt-oss", NULL }, { "gpt-oss-MXFP4", "gpt-oss-MXFP4", "gpt-oss" },
 };

@@ -75,3 +75,6 @@ void llama_head(hearth_ctx *c, const ht_ubatch *ub) {
 }
 
 const ht_arch ht_arch_llama = { "llama", false, llama_hparams, llama_bind_common, llama_embed, llama_layer, llama_head };
+/* Ministral 3 (mistral3): the Llama layers with YaRN (its magnitude from yarn_log_multiplier) and Llama 4's
+ * attention temperature beyond the original context (model.c reads both; the layers apply them). */
+const ht_arch ht_arch_mistral3 = { "mistral3", false, llama_hparams, llama_bind_common, llama_embed, llama_layer, llama_head };

@@ -389,7 +389,7 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
         yarn[0] = hp->rope_yarn_corr[0], yarn[1] = hp->rope_yarn_corr[1], yarn[2] = hp->rope_yarn_ext;
     } else if (hp->rope_yarn) {   /* the ramp's pairs for this base; an interpolated rope's magnitude */
         op_rope_yarn_dims(hp->n_rot, hp->n_ctx_orig, base, hp->yarn_beta_fast, hp->yarn_beta_slow, yarn);
-        if (scale > 1.0f) mscale *= 1.0f + 0.1f * logf(scale);
+        if (scale > 1.0f) mscale *= (1.0f + 0.1f * logf(scale)) / (hp->yarn_log_mul ? 1.0f + 0.1f * hp->yarn_log_mul * logf(scale) : 1.0f);
     }
     for (int i = 0; i < ub->n; i++) {
         float *cs = c->rope_cos + (size_t)i * h, *sn = c->rope_sin + (size_t)i * h;

@@ -50,7 +50,7 @@ static void split_qkv(const ht_ubatch *ub, const float *qkv, float *q, float *k,
 
 /* Per token: the per-head RMSNorm of q and k (Qwen3, Gemma 3; when bound), then rope on both (rope: the tables'
  * row of the token, or none). */
-typedef struct { hearth_ctx *c; const ht_layer *L; float *q, *k; bool rope; } qk_job;
+typedef struct { hearth_ctx *c; const ht_layer *L; float *q, *k; bool rope; const int32_t *pos; } qk_job;
 
 static void qk_rows(const void *arg, int r0, int r1) {
     const qk_job *j = arg;
@@ -66,6 +66,10 @@ static void qk_rows(const void *arg, int r0, int r1) {
             const float *cs = j->c->rope_cos + (size_t)i * h, *sn = j->c->rope_sin + (size_t)i * h;
             op_rope(q, hp->n_head, hd, hp->n_rot, cs, sn, hp->rope_type == ROPE_NEOX);
             op_rope(k, hp->n_head_kv, hd, hp->n_rot, cs, sn, hp->rope_type == ROPE_NEOX);
+            if (hp->attn_temp_scale != 0) {   /* Mistral 3: far positions attend sharper */
+                const float t = (float)(log(floor((double)j->pos[i] / hp->n_ctx_orig) + 1.0) * hp->attn_temp_scale + 1.0);
+                op_scale(q, t, hp->n_head * hd);
+            }
         }
     }
 }
@@ -107,7 +111,7 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
     }
     if (rope_base > 0) ctx_rope_tables(c, ub, rope_base, ctx_layer_is_swa(m, il) ? hp->rope_scale_swa : hp->rope_scale);
     if (L->q_norm.data || L->k_norm.data || rope_base > 0) {
-        qk_job j = { c, L, q, k, rope_base > 0 };
+        qk_job j = { c, L, q, k, rope_base > 0, ub->pos };
         pool_share(c->pool, ub->n, qk_rows, &j);
     }
     ctx_attention(c, il, ub, q, k, v, c->att, hp->attn_scale, window);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_qwen35,
+static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_mistral3, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_qwen35,
                                          &ht_arch_qwen35moe, &ht_arch_qwen3next, &ht_arch_gemma3, &ht_arch_gpt2, &ht_arch_bert,
                                          &ht_arch_smollm3, &ht_arch_phi3, &ht_arch_deepseek2, &ht_arch_gptoss };
 
@@ -182,7 +182,10 @@ int model_common_hparams(hearth_model *m, hearth_err *err) {
         if (hp->rope_yarn || (got && st.n == 6 && !memcmp(st.p, "linear", 6))) hp->rope_scale = f;
         hp->yarn_beta_fast = 32.0f;   /* the reference's values (its loaders ignore rope.scaling.yarn_beta_* but */
         hp->yarn_beta_slow = 1.0f;    /* for Grok's and Mistral 3's; gpt-oss's config says 32 and 1 too) */
+        if (hp->rope_yarn) model_meta_f32(m, "rope.scaling.yarn_log_multiplier", &hp->yarn_log_mul);
     }
+    if (model_meta_f32(m, "attention.temperature_scale", &hp->attn_temp_scale) && !(fabsf(hp->attn_temp_scale) < 1e6f))
+        return herr(err, "implausible attention.temperature_scale %g", hp->attn_temp_scale);
     hp->rope_scale_swa = hp->rope_scale;
     hp->rope_attn_factor = 1.0f;
     if (model_meta_int(m, "rope.scaling.original_context_length", 1, 1 << 30, hp->n_ctx_train, &hp->n_ctx_orig, err) ||

@@ -68,6 +68,9 @@ typedef struct {
     float rope_base, rope_base_swa, rope_scale;   /* rope_scale: linear position scaling factor (1 = none) */
     float rope_scale_swa;     /* rope_scale of sliding-window layers (Gemma 3: 1) */
     float rope_attn_factor;   /* multiplies rope's cos and sin (LongRoPE's attention factor; 1 = none) */
+    float yarn_log_mul;       /* YaRN's mscale_all_dim (rope.scaling.yarn_log_multiplier): the magnitude is then
+                               * (1 + 0.1 ln s) / (1 + 0.1 m ln s) (0: 1 + 0.1 ln s) */
+    float attn_temp_scale;    /* Llama 4 / Mistral 3 attention temperature: q x 1 + this x ln(floor(pos / n_ctx_orig) + 1) */
     int n_ctx_orig;           /* the context trained before scaling: LongRoPE past it takes rope_freqs_long; YaRN's ramp */
     bool rope_yarn;           /* YaRN (rope.scaling.type yarn): rope_scale interpolates only the slow pairs (ramp between
                                * yarn_beta_fast and yarn_beta_slow turns), and cos/sin grow by 1 + 0.1 ln rope_scale */
@@ -189,7 +192,7 @@ struct ht_arch {
 };
 
 /* Registered architectures (one file each under src/arch). */
-extern const ht_arch ht_arch_llama, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe, ht_arch_qwen3next,
+extern const ht_arch ht_arch_llama, ht_arch_mistral3, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe, ht_arch_qwen3next,
     ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3, ht_arch_deepseek2, ht_arch_gptoss;
 /* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
  * -> tied) and the pre-norm SwiGLU forward pass. */
