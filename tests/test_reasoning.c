@@ -146,6 +146,52 @@ static void xml_calls(void) {
     cJSON_Delete(calls);
 }
 
+/* Gemma 4's calls: the grammar made from a schema accepts the template's own rendering of a call (keys sorted,
+ * strings between <|"|>, nested objects and arrays) and not a call missing a required key; parsed back typed. */
+static void gemma4_calls(void) {
+    const char *req = "{\"tool_choice\": \"required\", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"plan\", "
+                      "\"parameters\": {\"type\": \"object\", \"properties\": {\"zone\": {\"type\": \"string\"}, \"days\": "
+                      "{\"type\": \"integer\", \"minimum\": 1, \"maximum\": 9}, \"opts\": {\"type\": \"object\", \"properties\": "
+                      "{\"unit\": {\"enum\": [\"C\", \"F\"]}, \"hourly\": {\"type\": \"boolean\"}}, \"required\": [\"unit\"]}, "
+                      "\"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}}, \"required\": [\"zone\", \"days\"]}}}]}";
+    hearth_err err;
+    hearth_model *m = tu_load_model("llama");
+    chat_fmt *fmt;
+    char *tmpl = tu_read_file("data/templates/gemma4.jinja", NULL);
+    REQUIRE(!chat_fmt_new(m, tmpl, &fmt, &err), "%s", err.msg);
+    srv_api a = { .m = m, .fmt = fmt };
+    cJSON *o = cJSON_Parse(req), *msgs = cJSON_CreateArray();
+    srv_tools tt;
+    char *gbnf = NULL, *params = NULL;
+    REQUIRE(!tools_prepare(&a, o, msgs, &tt, &gbnf, &params, &err), "%s", err.msg);
+    CHECK(tt.fmt == TF_GEMMA4, "format %d", tt.fmt);
+    gram *g = gram_parse(gbnf, &err);
+    REQUIRE(g, "%s\n%s", err.msg, gbnf);
+    const char *ok = "<|tool_call>call:plan{days:3,opts:{hourly:true,unit:<|\"|>C<|\"|>},tags:[<|\"|>a b<|\"|>,<|\"|>c<|\"|>],"
+                     "zone:<|\"|>Europe/Paris<|\"|>}<tool_call|>";
+    const char *bad[] = { "<|tool_call>call:plan{days:3}<tool_call|>", "<|tool_call>call:plan{zone:<|\"|>x<|\"|>,days:3}<tool_call|>",
+                          "<|tool_call>call:plan{days:10,zone:<|\"|>x<|\"|>}<tool_call|>",
+                          "<|tool_call>call:plan{days:3,opts:{hourly:true},zone:<|\"|>x<|\"|>}<tool_call|>" };
+    CHECK(gram_matches(g, ok, strlen(ok), true), "the template's form of a call: %s\n%s", ok, gbnf);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK(!gram_matches(g, bad[i], strlen(bad[i]), true), "accepted %s", bad[i]);
+    char *content = NULL;
+    cJSON *calls = tools_parse(&tt, params, ok, strlen(ok), &content);
+    REQUIRE(calls && cJSON_GetArraySize(calls) == 1, "one call");
+    const char *args = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function"), "arguments"));
+    CHECK(args && !strcmp(args, "{\"days\":3,\"opts\":{\"hourly\":true,\"unit\":\"C\"},\"tags\":[\"a b\",\"c\"],\"zone\":\"Europe/Paris\"}"),
+          "arguments %s", args ? args : "(none)");
+    cJSON_Delete(calls);
+    free(content);
+    gram_free(g);
+    free(gbnf);
+    free(params);
+    cJSON_Delete(o);
+    cJSON_Delete(msgs);
+    chat_fmt_free(fmt);
+    free(tmpl);
+    hearth_model_free(m);
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
         const case_t *c = &CASES[i];
@@ -162,5 +208,6 @@ int main(void) {
     harmony_vocab();
     grammar_after_reasoning();
     xml_calls();
+    gemma4_calls();
     TEST_DONE();
 }

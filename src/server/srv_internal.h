@@ -123,7 +123,7 @@ typedef struct {
 
 /* Tool calling (srv_tools.c): how the request asked for tools and which call format the model's template uses. */
 typedef enum { TOOLS_OFF, TOOLS_AUTO, TOOLS_REQUIRED } tools_mode;
-typedef enum { TF_GENERIC, TF_HERMES, TF_LLAMA3, TF_HARMONY, TF_XML } tools_format;
+typedef enum { TF_GENERIC, TF_HERMES, TF_LLAMA3, TF_HARMONY, TF_XML, TF_GEMMA4 } tools_format;
 typedef struct { tools_mode mode; tools_format fmt; bool parallel; } srv_tools;
 
 /* A parsed request: the task plus how to answer. */

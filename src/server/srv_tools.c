@@ -6,8 +6,9 @@
  * mentions <tool_call>), Llama 3.x JSON (`{"name": ..., "parameters": {...}}`, when it mentions ipython), and a
  * harmony (gpt-oss: `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}`, one call per
  * reply, after an optional analysis message), Qwen3.5 / Qwen3-Coder's XML (`<tool_call>\n<function=NAME>\n
- * <parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>`, a string value raw, others as JSON), and a
- * generic one for every other model: a system message lists the tools and the reply is one JSON object,
+ * <parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>`, a string value raw, others as JSON), Gemma 4's
+ * (`<|tool_call>call:NAME{key:VALUE,...}<tool_call|>`: strings between <|"|> marks, keys bare and sorted, numbers and
+ * booleans as JSON), and a generic one for every other model: a system message lists the tools and the reply is one JSON object,
  * {"tool_calls": [{"name", "arguments"}...]} or {"response": "text"}. Each call's JSON is the tool's own
  * parameters schema through the JSON Schema converter, so arguments always parse and validate. With "required"
  * or a named function the reply is only calls; with "auto" (Hermes) it is free text that cannot contain the
@@ -267,6 +268,141 @@ static int xml_grammar(const cJSON *tools, const char *named, tools_mode mode, b
     return 0;
 }
 
+/* ---- Gemma 4's call syntax ---- */
+#define G4_Q "<|\"|>"               /* its string quote */
+#define G4_QLIT "\"<|\\\"|>\""        /* ... as a GBNF literal */
+
+static int g4_value(ht_str *b, const cJSON *s, const char *name, const char *where, hearth_err *err);
+
+/* A value's rule from the JSON Schema converter (numbers, integers, booleans: the same text in both syntaxes). */
+static int g4_json(ht_str *b, const cJSON *s, const char *name, hearth_err *err) {
+    char *stxt = cJSON_PrintUnformatted(s), *g = stxt ? json_schema_gbnf(stxt, name, err) : NULL;
+    free(stxt);
+    if (!g) return -1;
+    int rc = merge_rules(b, g, err);
+    free(g);
+    return rc;
+}
+
+/* An object's members, keys sorted as the template writes them: A_i (members i.. with at least the required,
+ * the first without a comma) and B_i (members i.., each after a comma). */
+static int g4_object(ht_str *b, const cJSON *s, const char *name, const char *where, hearth_err *err) {
+    const cJSON *props = item(s, "properties"), *req = item(s, "required"), *p, *q;
+    int n = cJSON_GetArraySize(props), rc = 0;
+    if (n > 256) return herr(err, "tools: '%s' has too many properties for Gemma 4's call format", where);
+    const cJSON *sorted[256];
+    int k = 0;
+    cJSON_ArrayForEach(p, props) {   /* insertion sort by key (dictsort) */
+        int at = k++;
+        while (at && strcmp(sorted[at - 1]->string, p->string) > 0) sorted[at] = sorted[at - 1], at--;
+        sorted[at] = p;
+    }
+    cJSON_ArrayForEach(q, req) if (!cJSON_IsString(q) || !item(props, q->valuestring))
+        return herr(err, "tools: '%s' requires a property with no schema in 'properties'", where);
+    for (int i = 0; i < n && !rc; i++) {
+        char vn[160], path[300];
+        snprintf(vn, sizeof vn, "%.100s-%d", name, i);
+        snprintf(path, sizeof path, "%.200s.%.90s", where, sorted[i]->string);
+        if (strpbrk(sorted[i]->string, ":,{}[]<> \n")) return herr(err, "tools: the key '%s' cannot be written in Gemma 4's call format", path);
+        rc = g4_value(b, sorted[i], vn, path, err);
+    }
+    ht_str_printf(b, "%s-a%d ::= \"\"\n%s-b%d ::= \"\"\n", name, n, name, n);
+    for (int i = n - 1; i >= 0 && !rc; i--) {
+        bool required = false;
+        cJSON_ArrayForEach(q, req) required |= !strcmp(q->valuestring, sorted[i]->string);
+        char m[400];   /* member i: its key, then its value */
+        snprintf(m, sizeof m, "\"%s:\" %s-%d", sorted[i]->string, name, i);
+        if (required) {
+            ht_str_printf(b, "%s-b%d ::= \",\" %s %s-b%d\n", name, i, m, name, i + 1);
+            ht_str_printf(b, "%s-a%d ::= %s %s-b%d\n", name, i, m, name, i + 1);
+        } else {
+            ht_str_printf(b, "%s-b%d ::= (\",\" %s)? %s-b%d\n", name, i, m, name, i + 1);
+            ht_str_printf(b, "%s-a%d ::= %s %s-b%d | %s-a%d\n", name, i, m, name, i + 1, name, i + 1);
+        }
+    }
+    ht_str_printf(b, "%s ::= \"{\" %s-a0 \"}\"\n", name, name);
+    return rc;
+}
+
+static int g4_value(ht_str *b, const cJSON *s, const char *name, const char *where, hearth_err *err) {
+    if (!cJSON_IsObject(s)) return herr(err, "tools: '%s' must be a schema object", where);
+    const cJSON *t = item(s, "type"), *en = item(s, "enum"), *k, *v;
+    const char *type = cJSON_IsString(t) ? t->valuestring : NULL;
+    static const char *const OK[] = { "type", "enum", "properties", "required", "items", "additionalProperties",
+                                      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems" };
+    cJSON_ArrayForEach(k, s) {
+        bool known = annotation(k->string);
+        for (size_t i = 0; !known && i < sizeof OK / sizeof *OK; i++) known = !strcmp(k->string, OK[i]);
+        if (!known) return herr(err, "tools: '%s' at '%s' cannot be enforced in Gemma 4's call format", k->string, where);
+    }
+    if (en) {   /* strings between quote marks, the rest as JSON */
+        if (!cJSON_IsArray(en) || !cJSON_GetArraySize(en)) return herr(err, "tools: '%s': enum must be a non-empty array", where);
+        ht_str_printf(b, "%s ::= ", name);
+        cJSON_ArrayForEach(v, en) {
+            if (v != en->child) ht_str_puts(b, " | ");
+            if (cJSON_IsString(v)) { ht_str_puts(b, G4_QLIT " "); tb_lit(b, v->valuestring); ht_str_puts(b, " " G4_QLIT); }
+            else {
+                char *j = cJSON_PrintUnformatted(v);
+                if (j) tb_lit(b, j);
+                free(j);
+            }
+        }
+        ht_str_puts(b, "\n");
+        return 0;
+    }
+    if (!type) return herr(err, "tools: '%s' needs a 'type' for Gemma 4's call format", where);
+    if (!strcmp(type, "string")) { ht_str_printf(b, "%s ::= " G4_QLIT " tc-q0 " G4_QLIT "\n", name); return 0; }
+    if (!strcmp(type, "integer") || !strcmp(type, "number") || !strcmp(type, "boolean")) return g4_json(b, s, name, err);
+    if (!strcmp(type, "array")) {
+        const cJSON *it = item(s, "items"), *mi = item(s, "minItems");
+        char in[160], path[300];
+        snprintf(in, sizeof in, "%.100s-item", name);
+        snprintf(path, sizeof path, "%.200s[]", where);
+        if (!it) return herr(err, "tools: '%s' needs 'items' for Gemma 4's call format", where);
+        if (g4_value(b, it, in, path, err)) return -1;
+        const bool nonempty = cJSON_IsNumber(mi) && mi->valuedouble >= 1;
+        ht_str_printf(b, "%s ::= \"[\" %s%s (\",\" %s)*%s \"]\"\n", name, nonempty ? "" : "(", in, in, nonempty ? "" : ")?");
+        return 0;
+    }
+    if (!strcmp(type, "object")) return g4_object(b, s, name, where, err);
+    return herr(err, "tools: '%s' has type '%s', which Gemma 4's call format cannot carry", where, type);
+}
+
+static int g4_grammar(const cJSON *tools, const char *named, tools_mode mode, bool parallel, char **gbnf, hearth_err *err) {
+    ht_str b = { 0 }, alt = { 0 };
+    const cJSON *t;
+    int i = 0, rc = 0;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *fn = item(t, "function"), *nm = item(fn, "name"), *ps = item(fn, "parameters");
+        if (named && strcmp(named, nm->valuestring)) continue;
+        if (strpbrk(nm->valuestring, "{}<> \n")) { rc = herr(err, "tools: the name '%s' cannot be written in Gemma 4's call format", nm->valuestring); break; }
+        char root[32];
+        snprintf(root, sizeof root, "tc-g%d", i++);
+        if (cJSON_IsObject(ps) && ps->child) rc = g4_object(&b, ps, root, nm->valuestring, err);
+        else ht_str_printf(&b, "%s ::= \"{}\"\n", root);
+        if (rc) break;
+        ht_str_puts(&alt, alt.n ? " | " : "");
+        char lit[200];
+        snprintf(lit, sizeof lit, "call:%.150s", nm->valuestring);
+        tb_lit(&alt, lit);
+        ht_str_printf(&alt, " %s", root);
+    }
+    if (!rc) {
+        ht_str_printf(&b, "tc-block ::= \"<|tool_call>\" (%s) \"<tool_call|>\"\n", alt.p ? alt.p : "\"\"");
+        ht_str_puts(&b, parallel ? "tc-blocks ::= tc-block+\n" : "tc-blocks ::= tc-block\n");
+        free_text_rules(&b, "tc-q", G4_Q);
+        if (mode == TOOLS_AUTO) {
+            ht_str_puts(&b, "root ::= tc-f0 tc-blocks?\n");
+            free_text_rules(&b, "tc-f", "<|tool_call>");
+        } else ht_str_puts(&b, "root ::= tc-blocks\n");
+        if (b.oom || alt.oom) rc = herr(err, "out of memory");
+    }
+    free(alt.p);
+    if (rc) { free(b.p); return rc; }
+    *gbnf = b.p;
+    return 0;
+}
+
 char *tools_after_reasoning(const char *gbnf, const char *close) {
     ht_str b = { 0 };
     for (const char *l = gbnf; *l;) {   /* the old root becomes tc-main */
@@ -333,6 +469,12 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
         cJSON_Delete(listing);
         tt->fmt = TF_XML;
         return xml_grammar(tools, named, tt->mode, tt->parallel, gbnf, params, err);
+    }
+    if (src && strstr(src, "<|tool_call>") && strstr(src, "call:")) {
+        cJSON_Delete(alts);
+        cJSON_Delete(listing);
+        tt->fmt = TF_GEMMA4;
+        return g4_grammar(tools, named, tt->mode, tt->parallel, gbnf, err);
     }
     if (src && strstr(src, "<|channel|>") && strstr(src, "to=")) {
         cJSON_Delete(alts);
@@ -502,6 +644,51 @@ static cJSON *xml_call(char *s, const cJSON *params) {
     return call;
 }
 
+/* A Gemma 4 value at *p (advanced past it) as JSON; NULL if malformed. */
+static cJSON *g4_parse(const char **p, int depth) {
+    const char *s = *p;
+    while (*s == ' ' || *s == '\n') s++;
+    cJSON *v = NULL;
+    if (depth > 64) return NULL;
+    if (!strncmp(s, G4_Q, strlen(G4_Q))) {
+        const char *b = s + strlen(G4_Q), *e = strstr(b, G4_Q);
+        if (!e) return NULL;
+        char *t = strndup(b, (size_t)(e - b));
+        v = t ? cJSON_CreateString(t) : NULL;
+        free(t);
+        s = e + strlen(G4_Q);
+    } else if (*s == '{' || *s == '[') {
+        const bool obj = *s == '{';
+        v = obj ? cJSON_CreateObject() : cJSON_CreateArray();
+        s++;
+        while (v && *s != (obj ? '}' : ']')) {
+            char *key = NULL;
+            if (obj) {
+                const char *c = strchr(s, ':');
+                if (!c) { cJSON_Delete(v); return NULL; }
+                key = strndup(s, (size_t)(c - s));
+                s = c + 1;
+            }
+            cJSON *x = g4_parse(&s, depth + 1);
+            if (!x || (obj && !key)) { cJSON_Delete(x); free(key); cJSON_Delete(v); return NULL; }
+            const bool ok = obj ? json_put(v, key, x) : json_push(v, x);   /* x is v's now, or gone */
+            free(key);
+            if (!ok) { cJSON_Delete(v); return NULL; }
+            if (*s == ',') s++;
+            else if (*s != (obj ? '}' : ']')) { cJSON_Delete(v); return NULL; }
+        }
+        if (v) s++;
+    } else {   /* a number, true, false or null: up to the next delimiter */
+        size_t k = strcspn(s, ",}]");
+        char *t = strndup(s, k);
+        v = t ? cJSON_Parse(t) : NULL;
+        free(t);
+        s += k;
+    }
+    *p = s;
+    return v;
+}
+
 cJSON *tools_parse(const srv_tools *tt, const char *params, const char *text, size_t n, char **content) {
     *content = NULL;
     if (!text) text = "";
@@ -531,6 +718,25 @@ cJSON *tools_parse(const srv_tools *tt, const char *params, const char *text, si
                 }
             }
             seg = next ? next + strlen("<|start|>") : NULL;
+        }
+    } else if (tt->fmt == TF_GEMMA4) {
+        static const char *const OPEN = "<|tool_call>call:", *const CLOSE = "<tool_call|>";
+        char *open = strstr(buf, OPEN);
+        *content = trimmed(buf, open ? (size_t)(open - buf) : n, &lost);
+        while (open) {
+            char *name = open + strlen(OPEN), *brace = strchr(name, '{'), *close = strstr(name, CLOSE);
+            if (!brace || !close || brace > close) break;   /* cut short */
+            const char *at = brace;
+            char *nm = strndup(name, (size_t)(brace - name));
+            cJSON *args = g4_parse(&at, 0), *j = cJSON_CreateObject(), *c = NULL;
+            bool ok = nm && j && args && at <= close && cJSON_AddStringToObject(j, "name", nm);
+            if (ok) ok = json_put(j, "arguments", args), args = NULL;
+            if (ok) c = openai_call(j, "arguments");
+            if (c) json_push(calls, c);
+            cJSON_Delete(args);
+            cJSON_Delete(j);
+            free(nm);
+            open = strstr(close + strlen(CLOSE), OPEN);
         }
     } else if (tt->fmt == TF_XML) {
         cJSON *ps = params ? cJSON_Parse(params) : NULL;
