@@ -10,6 +10,7 @@
 
 #include "model/hf.h"
 #include "model/matmul.h"
+#include "compute/ops.h"
 #include "io/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -23,6 +24,7 @@
 typedef struct {
     const void *base;         /* the adapted weight's data in the base model */
     ht_tensor a, b;
+    const float *bt;          /* F32 pairs: lora_b transposed, [rank][out] (the fused product's), else NULL */
 } lora_entry;
 
 struct hearth_lora {
@@ -65,6 +67,7 @@ static bool meta_is(const gguf_file *g, const char *key, const char *want) {
 }
 
 static int load_peft(hearth_lora *a, const char *dir, hearth_err *err);
+static int transpose_b(hearth_lora *a, hearth_err *err);
 
 int hearth_lora_load(hearth_model *m, const char *path, hearth_lora **out, hearth_err *err) {
     *out = NULL;
@@ -126,6 +129,7 @@ int hearth_lora_load(hearth_model *m, const char *path, hearth_lora **out, heart
         a->max_out = HT_MAX(a->max_out, tb->ne[1]);
     }
     if (!a->n) { hearth_lora_free(a); return herr(err, "%s: the adapter adapts no weight", path); }
+    if (transpose_b(a, err)) { hearth_lora_free(a); return -1; }
     *out = a;
     return 0;
 }
@@ -227,7 +231,7 @@ static int load_peft(hearth_lora *a, const char *dir, hearth_err *err) {
         a->max_rank = (int)HT_MAX(a->max_rank, ta->ne[1]);
         a->max_out = HT_MAX(a->max_out, tb->ne[1]);
     }
-    return a->n ? 0 : herr(err, "%s: the adapter adapts no weight", path);
+    return a->n ? transpose_b(a, err) : herr(err, "%s: the adapter adapts no weight", path);
 }
 
 int hearth_lora_count(const hearth_lora *a) { return a ? a->n : 0; }
@@ -297,6 +301,51 @@ static void axpy_rows(const void *arg, int r0, int r1) {
     }
 }
 
+/* Every F32 pair's lora_b, transposed (an owned copy): the fused product adds rank columns to y. */
+static int transpose_b(hearth_lora *a, hearth_err *err) {
+    for (int i = 0; i < a->n; i++) {
+        lora_entry *e = &a->e[i];
+        if (e->a.type != HT_F32 || e->b.type != HT_F32) continue;
+        const int64_t rank = e->b.ne[0], out = e->b.ne[1];
+        float *t = malloc((size_t)(rank * out) * sizeof(float));
+        void **o = realloc(a->owned, (size_t)(a->n_owned + 1) * sizeof *o);
+        if (o) a->owned = o;
+        if (!t || !o) { free(t); return herr(err, "out of memory"); }
+        const float *b = e->b.data;
+        for (int64_t r = 0; r < out; r++)
+            for (int64_t k = 0; k < rank; k++) t[k * out + r] = b[r * rank + k];
+        a->owned[a->n_owned++] = t;
+        e->bt = t;
+    }
+    return 0;
+}
+
+/* F32 pairs, fused (two passes, no matmul set-up): t[r][k] = A_k . x_r, one task per (row, k); then
+ * y_r += (f_r t_r[k]) B^T_k for k = 0..rank-1 in turn, a task per row and block of 256 outputs. Each value has
+ * one formula, whatever the batch or the threads. */
+typedef struct { const float *A, *Bt, *x, *f; float *t, *y; int n_in, n_out, rank; } fused_job;
+
+static void fused_t(const void *arg, int i0, int i1) {
+    const fused_job *j = arg;
+    for (int i = i0; i < i1; i++) {
+        const int r = i / j->rank, k = i % j->rank;
+        j->t[(size_t)r * j->rank + k] = j->f[r] == 0 ? 0 : op_dot_lanes(j->A + (size_t)k * j->n_in, j->x + (size_t)r * j->n_in, j->n_in);
+    }
+}
+
+#define FUSED_BLOCK 256
+static void fused_y(const void *arg, int i0, int i1) {
+    const fused_job *j = arg;
+    const int nb = (j->n_out + FUSED_BLOCK - 1) / FUSED_BLOCK;
+    for (int i = i0; i < i1; i++) {
+        const int r = i / nb, o0 = i % nb * FUSED_BLOCK, n = HT_MIN(o0 + FUSED_BLOCK, j->n_out) - o0;
+        if (j->f[r] == 0) continue;   /* a row whose sequence does not use this adapter: untouched */
+        const float *t = j->t + (size_t)r * j->rank;
+        float *y = j->y + (size_t)r * j->n_out + o0;
+        for (int k = 0; k < j->rank; k++) op_axpy(y, j->f[r] * t[k], j->Bt + (size_t)k * j->n_out + o0, n);
+    }
+}
+
 void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) {
     ht_lora_set *s = c->lora;
     if (!s) return;
@@ -313,6 +362,12 @@ void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, floa
             any |= (s->f[r] = s->scale[(size_t)q * s->n + k] * alpha / (float)rank) != 0;
         }
         if (!any) continue;
+        if (e->bt) {
+            fused_job j = { e->a.data, e->bt, x, s->f, s->t, y, (int)e->a.ne[0], (int)e->b.ne[1], rank };
+            pool_share(c->pool, n_tok * rank, fused_t, &j);
+            pool_share(c->pool, n_tok * ((j.n_out + FUSED_BLOCK - 1) / FUSED_BLOCK), fused_y, &j);
+            continue;
+        }
         matmul(c, &e->a, x, n_tok, s->t);
         matmul(c, &e->b, s->t, n_tok, s->u);
         axpy_job j = { y, s->u, s->f, (int)W->ne[1] };
