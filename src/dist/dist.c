@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "model/context.h"
+#include "model/matmul.h"
 
 /* --tp K: the ranks of each tensor group (removed from argv; *tp stays 0 when absent). */
 static int parse_tp(int *argc, char ***argv, int *tp, hearth_err *err) {
@@ -93,8 +94,9 @@ int hearth_mpi_size(void) { return 1; }
 #include <time.h>
 #include <unistd.h>
 
-enum { CMD_CTX_NEW = 1, CMD_CTX_FREE, CMD_TRUNCATE, CMD_DECODE, CMD_QUIT };
-enum { TAG_META = 1, TAG_X, TAG_ROWS, TAG_STATUS, TAG_TP };
+enum { CMD_CTX_NEW = 1, CMD_CTX_FREE, CMD_TRUNCATE, CMD_DECODE, CMD_QUIT, CMD_HEAD };
+enum { TAG_META = 1, TAG_X, TAG_ROWS, TAG_STATUS, TAG_TP, TAG_HEAD };
+#define HEAD_ROWS 16      /* rows of the output head per exchange under --tp (bounds its buffers) */
 #define MAX_CTX 16
 #define CTX_NEW_FIXED 7   /* cmd, id, n_ctx, n_seq, n_batch, n_threads, cache type; then the bounds and the path */
 
@@ -117,6 +119,8 @@ static struct {
     int ones_cap;
     MPI_Request *reqs;          /* rank 0: one receive of rows per micro-batch */
     int reqs_cap;
+    float *head_buf;            /* --tp: [HEAD_ROWS][n_vocab] logits of the group's shares of the head */
+    int head_cap;
 } D;
 
 /* The chain: a group's leader is its first rank; commands reach a leader from the previous stage's leader,
@@ -289,6 +293,14 @@ static int tp_split(hearth_model *m, int r, int K, hearth_err *err) {
         cut_rows(&L->ffn_down, e_lo, e_hi);
         cut_vector(&L->ffn_down_b, e_lo, e_hi);
     }
+    /* the output head (the token embedding when tied: its rows stay whole for the lookups) by vocabulary rows */
+    const ht_tensor *head = m->output.data ? &m->output : hp->logits ? &m->tok_embd : NULL;
+    if (head) {
+        int v_lo, v_hi;
+        tp_range(hp->n_vocab, 0, r, K, &v_lo, &v_hi);
+        m->output = ht_rows(head, v_lo, v_hi - v_lo);
+        cut_vector(&m->output_b, v_lo, v_hi);
+    }
     m->tp_n_head = hp->n_head;
     m->tp_n_head_kv = hp->n_head_kv;
     hp->n_head = (kv_hi - kv_lo) * group;
@@ -296,6 +308,55 @@ static int tp_split(hearth_model *m, int r, int K, hearth_err *err) {
     m->tp_rank = r;
     m->tp_size = K;
     return 0;
+}
+
+static float *head_room(int rows, int V) {
+    if (rows * V > D.head_cap) {
+        float *p = realloc(D.head_buf, (size_t)rows * V * sizeof *p);
+        if (!p) { fprintf(stderr, "error: rank %d: out of memory\n", D.rank); MPI_Abort(D.comm, 1); }
+        D.head_buf = p;
+        D.head_cap = rows * V;
+    }
+    return D.head_buf;
+}
+
+void dist_tp_head(hearth_ctx *c, const ht_tensor *W, const ht_tensor *b, const float *x, int n, float *out) {
+    const int K = D.tp, V = c->m->hp.n_vocab, E = c->m->hp.n_embd, rows = HT_MIN(HEAD_ROWS, c->n_batch);
+    float *buf = head_room(rows, V);
+    int lo[65], hi;
+    for (int q = 0; q < K; q++) tp_range(V, 0, q, K, &lo[q], &hi);
+    lo[K] = V;
+    MPI_Request rq[64];
+    for (int i0 = 0; i0 < n; i0 += rows) {
+        const int k = HT_MIN(rows, n - i0);
+        int32_t mt[3] = { CMD_HEAD, c->dist_id, k };
+        pass_on(mt, 3, MPI_INT32_T, TAG_META, false, "take rows for the head");
+        pass_on(x + (size_t)i0 * E, k * E, MPI_FLOAT, TAG_X, false, "take rows for the head");
+        for (int q = 1; q < K; q++)
+            MPI_Irecv(buf + (size_t)k * lo[q], k * (lo[q + 1] - lo[q]), MPI_FLOAT, q, TAG_HEAD, D.tp_comm, &rq[q - 1]);
+        matmul_bias(c, W, b, x + (size_t)i0 * E, k, buf);
+        wait_all(K - 1, rq, 1, "send its part of the output head");
+        for (int q = 0; q < K; q++) {
+            const int w = lo[q + 1] - lo[q];
+            for (int t = 0; t < k; t++)
+                memcpy(out + (size_t)(i0 + t) * V + lo[q], buf + (size_t)k * lo[q] + (size_t)t * w, (size_t)w * sizeof(float));
+        }
+    }
+}
+
+/* A rank of rank 0's group: its share of the head for the rows rank 0 sends (dist_tp_head). */
+static void worker_head(const int32_t *mt) {
+    hearth_ctx *c = mt[1] >= 0 && mt[1] < MAX_CTX ? D.ctxs[mt[1]] : NULL;
+    const int k = mt[2];
+    if (!c || k <= 0 || k > c->n_batch || !c->m->output.data) {
+        fprintf(stderr, "error: rank %d: rows for a head it does not hold\n", D.rank);
+        MPI_Abort(D.comm, 1);
+    }
+    const ht_tensor *W = &c->m->output;
+    MPI_Recv(c->x, k * c->m->hp.n_embd, MPI_FLOAT, 0, TAG_X, D.comm, MPI_STATUS_IGNORE);
+    float *buf = head_room(k, (int)W->ne[1]);
+    matmul_bias(c, W, &c->m->output_b, c->x, k, buf);
+    MPI_Send(buf, k * (int)W->ne[1], MPI_FLOAT, 0, TAG_HEAD, D.tp_comm);
 }
 
 void dist_tp_gather(hearth_ctx *c, const float *part, int n, int total, int unit, float *out) {
@@ -574,7 +635,7 @@ static void worker(void) {
         const int32_t *mt = D.meta;
         int cmd = n >= 2 ? mt[0] : -1, id = n >= 2 ? mt[1] : -1;
         /* every command but a decode goes on down the chain at once (loads then run side by side) */
-        if (cmd != CMD_DECODE) pass_on(mt, n, MPI_INT32_T, TAG_META, true, "take a command");
+        if (cmd != CMD_DECODE && cmd != CMD_HEAD) pass_on(mt, n, MPI_INT32_T, TAG_META, true, "take a command");
         hearth_ctx *c = id >= 0 && id < MAX_CTX ? D.ctxs[id] : NULL;
         switch (cmd) {
         case CMD_QUIT: return;
@@ -586,8 +647,11 @@ static void worker(void) {
         case CMD_TRUNCATE:
             if (c && n >= 4 && mt[2] >= 0 && mt[2] < c->n_seq && mt[3] >= 0 && mt[3] <= c->seq_len[mt[2]]) c->seq_len[mt[2]] = mt[3];
             break;
+        case CMD_HEAD:
+            if (n == 3 && D.rank < D.tp) { worker_head(mt); break; }
+            /* fall through */
         case CMD_DECODE:
-            if (n >= 3 && n == 3 + 3 * mt[2]) { worker_decode(mt); break; }
+            if (cmd == CMD_DECODE && n >= 3 && n == 3 + 3 * mt[2]) { worker_decode(mt); break; }
             /* fall through */
         default:
             fprintf(stderr, "error: rank %d: a message it cannot read from rank %d\n", D.rank, prev_rank());
@@ -656,6 +720,7 @@ int hearth_mpi_init(int *argc, char ***argv, hearth_model_loader load, hearth_er
     worker();
     for (int i = 0; i < MAX_CTX; i++) hearth_ctx_free(D.ctxs[i]);
     hearth_model_free(D.model);
+    free(D.head_buf);
     MPI_Finalize();
     exit(0);
 }

@@ -29,7 +29,13 @@ int dist_decode(hearth_ctx *c, const int32_t *tokens, int n, hearth_err *err);
  * (shares cut by dist_tp_range in units of unit values, or of a row unit when unit is 0); out[n][total] gets
  * all of them, on every rank, bit for bit the rows one process computes. */
 void dist_tp_gather(hearth_ctx *c, const float *part, int n, int total, int unit, float *out);
+/* Tensor parallel, rank 0's output head: out[n][n_vocab] = W x over the group, each rank multiplying its share
+ * of the vocabulary rows (W: rank 0's; the model's head is cut as the layers are). */
+void dist_tp_head(hearth_ctx *c, const ht_tensor *W, const ht_tensor *b, const float *x, int n, float *out);
 #else
+static inline void dist_tp_head(hearth_ctx *c, const ht_tensor *W, const ht_tensor *b, const float *x, int n, float *out) {
+    (void)c; (void)W; (void)b; (void)x; (void)n; (void)out;
+}
 static inline void dist_tp_gather(hearth_ctx *c, const float *part, int n, int total, int unit, float *out) {
     (void)c; (void)part; (void)n; (void)total; (void)unit; (void)out;
 }

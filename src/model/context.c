@@ -734,7 +734,8 @@ void ctx_output_head(hearth_ctx *c, const ht_ubatch *ub, const float *hidden, co
     for (int i = 0, k = 0; i < ub->n; i++)   /* the gathered rows' sequences, for adapters of the head */
         if (ub->want[i]) c->head_seq[k++] = ub->seq[i];
     c->row_seq = c->head_seq;
-    matmul_bias(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
+    if (m->tp_size > 1 && c->dist_id >= 0) dist_tp_head(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
+    else matmul_bias(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
     c->row_seq = ub->seq;
 }
 
