@@ -216,11 +216,13 @@ static void plan_by_bytes(const uint64_t *b, int n_layer, int *bounds) {
 /* Under --tp: the bytes of layer L's matrices that the split leaves to other ranks. */
 static uint64_t tp_others_bytes(const hearth_model *m, const ht_layer *L) {
     const ht_hparams *hp = &m->hp;
-    const int full[7] = { m->tp_n_head * hp->head_dim, m->tp_n_head_kv * hp->head_dim, m->tp_n_head_kv * hp->head_dim_v,
-                          hp->n_embd, hp->n_ff, hp->n_ff, hp->n_embd };
-    const ht_tensor *ts[7] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down };
+    const int full[10] = { m->tp_n_head * hp->head_dim, m->tp_n_head_kv * hp->head_dim, m->tp_n_head_kv * hp->head_dim_v,
+                           hp->n_embd, hp->n_ff, hp->n_ff, hp->n_embd, hp->n_ff_exp, hp->n_ff_exp, hp->n_embd };
+    const ht_tensor *ts[10] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down,
+                                &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps };
     uint64_t sum = 0;
-    for (int i = 0; i < 7; i++) sum += (uint64_t)(full[i] - ts[i]->ne[1]) * ts[i]->row_bytes;
+    for (int i = 0; i < 10; i++)
+        if (ts[i]->data) sum += (uint64_t)(full[i] - ts[i]->ne[1]) * ts[i]->row_bytes * (uint64_t)HT_MAX(ts[i]->ne[2], 1);
     return sum;
 }
 
@@ -257,26 +259,42 @@ static void cut_rows(ht_tensor *t, int lo, int hi) {
     if (t->data) *t = ht_rows(t, lo, hi - lo);
 }
 
+/* Rows [lo, hi) of every expert of a stack: the experts' parts lie apart, so the view lists them (slabs). */
+static int cut_stack(hearth_model *m, ht_tensor *t, int lo, int hi, hearth_err *err) {
+    const void **sl = calloc((size_t)t->ne[2], sizeof *sl);
+    if (!sl || model_own(m, (void *)sl, err)) return herr(err, "out of memory");
+    for (int e = 0; e < t->ne[2]; e++) sl[e] = ht_row(t, (int64_t)e * t->ne[1] + lo);
+    t->slabs = sl;
+    t->ne[1] = hi - lo;
+    t->nbytes = (size_t)t->ne[2] * (size_t)(hi - lo) * t->row_bytes;
+    return 0;
+}
+
 /* Makes m this rank's part r of K of every layer (see the top of this file). */
 static int tp_split(hearth_model *m, int r, int K, hearth_err *err) {
     ht_hparams *hp = &m->hp;
     const char *a = m->arch->name;
-    if (strcmp(a, "llama") && strcmp(a, "qwen3") && strcmp(a, "gemma3"))
-        return herr(err, "--tp: the %s architecture cannot be split over ranks yet (llama, qwen3, gemma3 can)", a);
-    if (hp->n_expert) return herr(err, "--tp: mixture-of-experts models cannot be split over ranks yet");
+    if (strcmp(a, "llama") && strcmp(a, "qwen3") && strcmp(a, "qwen3moe") && strcmp(a, "gemma3"))
+        return herr(err, "--tp: the %s architecture cannot be split over ranks yet (llama, qwen3, qwen3moe, gemma3 can)", a);
     if (hp->n_head_kv < K)   /* (a count that does not divide gives some ranks one kv head more) */
         return herr(err, "--tp %d: the model has %d kv heads, and each rank needs at least one: --tp %d at most", K,
                     hp->n_head_kv, hp->n_head_kv);
-    if (hp->n_embd < K || hp->n_ff < K) return herr(err, "--tp %d: the model's layers are too narrow for %d parts", K, K);
-    const int E = hp->n_embd, F = hp->n_ff, group = hp->n_head / hp->n_head_kv, hd = hp->head_dim, hdv = hp->head_dim_v;
-    int kv_lo, kv_hi, e_lo, e_hi, f_lo, f_hi;
+    if (hp->n_embd < K) return herr(err, "--tp %d: the model's layers are too narrow for %d parts", K, K);
+    const int E = hp->n_embd, F = hp->n_ff, FX = hp->n_ff_exp, group = hp->n_head / hp->n_head_kv, hd = hp->head_dim,
+              hdv = hp->head_dim_v;
+    int kv_lo, kv_hi, e_lo, e_hi, f_lo, f_hi, x_lo = 0, x_hi = 0;
     tp_range(hp->n_head_kv, 1, r, K, &kv_lo, &kv_hi);
     tp_range(E, 0, r, K, &e_lo, &e_hi);
     tp_range(F, 0, r, K, &f_lo, &f_hi);
+    if (hp->n_expert) tp_range(FX, 0, r, K, &x_lo, &x_hi);
     for (int il = 0; il < hp->n_layer; il++) {
-        ht_layer *L = &m->layers[il];
-        if (L->wqkv.data || !L->wq.data || !L->ffn_gate.data || L->ffn_down.ne[1] != E || L->ffn_up.ne[1] != F)
-            return herr(err, "--tp: layer %d of this model does not have the shape the split needs", il);
+        const ht_layer *L = &m->layers[il];
+        bool moe = L->ffn_gate_inp.data, ok = !L->wqkv.data && L->wq.data;
+        if (moe)   /* (expert biases and shared experts are other architectures') */
+            ok = ok && FX >= K && L->ffn_gate_exps.ne[1] == FX && L->ffn_up_exps.ne[1] == FX && L->ffn_down_exps.ne[1] == E &&
+                 !L->ffn_gate_exps_b.data && !L->ffn_up_exps_b.data && !L->ffn_down_exps_b.data && !L->ffn_gate_shexp.data;
+        else ok = ok && F >= K && L->ffn_gate.data && L->ffn_down.ne[1] == E && L->ffn_up.ne[1] == F;
+        if (!ok) return herr(err, "--tp: layer %d of this model does not have the shape the split needs", il);
     }
     for (int il = 0; il < hp->n_layer; il++) {
         ht_layer *L = &m->layers[il];
@@ -292,6 +310,11 @@ static int tp_split(hearth_model *m, int r, int K, hearth_err *err) {
         cut_rows(&L->ffn_up, f_lo, f_hi);
         cut_rows(&L->ffn_down, e_lo, e_hi);
         cut_vector(&L->ffn_down_b, e_lo, e_hi);
+        /* experts: each rank the same share of every expert's rows (balanced whatever the router picks) */
+        if (L->ffn_gate_inp.data && (cut_stack(m, &L->ffn_gate_exps, x_lo, x_hi, err) ||
+                                     cut_stack(m, &L->ffn_up_exps, x_lo, x_hi, err) ||
+                                     cut_stack(m, &L->ffn_down_exps, e_lo, e_hi, err)))
+            return -1;
     }
     /* the output head (the token embedding when tied: its rows stay whole for the lookups) by vocabulary rows */
     const ht_tensor *head = m->output.data ? &m->output : hp->logits ? &m->tok_embd : NULL;

@@ -148,10 +148,11 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     }
     c->max_rows = c->n_ctx * c->n_seq;
     if (m->tp_size > 1) {   /* whole rows gathered from the ranks' parts (dist_tp_gather) */
-        size_t in = HT_MAX((size_t)m->tp_n_head * hp->head_dim_v, (size_t)hp->n_ff);
+        const size_t K = (size_t)HT_MAX(hp->n_expert_used, 1);   /* experts: K rows a token */
+        size_t in = HT_MAX(HT_MAX((size_t)m->tp_n_head * hp->head_dim_v, (size_t)hp->n_ff), K * hp->n_ff_exp);
         c->tp_in = ctx_buf_calloc(B * in, sizeof(float), &fail);
-        c->tp_out = ctx_buf_calloc(B * E, sizeof(float), &fail);
-        c->tp_gather = ctx_buf_calloc(B * HT_MAX(in, E), sizeof(float), &fail);
+        c->tp_out = ctx_buf_calloc(B * K * E, sizeof(float), &fail);
+        c->tp_gather = ctx_buf_calloc(B * HT_MAX(in, K * E), sizeof(float), &fail);
     }
     c->row_out = ctx_buf_calloc((size_t)c->max_rows, sizeof(int), &fail);
     c->b_pos = ctx_buf_calloc((size_t)c->max_rows, sizeof(int32_t), &fail);

@@ -306,7 +306,12 @@ void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const 
         }
     matmul_experts(c, &L->ffn_gate_exps, &L->ffn_gate_exps_b, &L->ffn_up_exps, &L->ffn_up_exps_b, in, c->moe_src, n * K,
                    cnt, c->moe_g, c->moe_u, expert_glu(act));
-    matmul_experts(c, &L->ffn_down_exps, &L->ffn_down_exps_b, NULL, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL, NULL);
+    if (c->m->tp_size > 1) {   /* each rank its share of every expert's rows: gathered as layer_ffn_gated's are */
+        dist_tp_gather(c, c->moe_g, n * K, hp->n_ff_exp, 0, c->tp_in);
+        matmul_experts(c, &L->ffn_down_exps, &L->ffn_down_exps_b, NULL, NULL, c->tp_in, NULL, n * K, cnt, c->tp_out, NULL, NULL);
+        dist_tp_gather(c, c->tp_out, n * K, hp->n_embd, 0, c->moe_y);
+    } else
+        matmul_experts(c, &L->ffn_down_exps, &L->ffn_down_exps_b, NULL, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL, NULL);
     moe_job j = { c, out, ub->n };
     if (n == 1) moe_combine(&j, 0, 1);   /* decode: a few thousand products, less than waking a thread */
     else pool_run(c->pool, moe_combine, &j);
