@@ -150,4 +150,19 @@ err=$(cat "$tmp/stop.err")
 check "a stopped rank times out (rc=$rc, $((SECONDS - t0)) s) [$err]" \
     '[[ $rc != 0 && $((SECONDS - t0)) -lt 20 && $err == *"error: rank 1/2 did not "*" within 2 s (HEARTH_MPI_TIMEOUT): ending the job"* ]]'
 
+# The same under --tp 2, where the ranks wait on each other inside every layer.
+HEARTH_MPI_TIMEOUT=2 timeout 60 mpirun -x HEARTH_MPI_TIMEOUT --oversubscribe -np 2 "$HEARTH" bench -m "$tmp/slow.gguf" -p 64 -n 4000 -r 20 --no-bw -t 1 --tp 2 >/dev/null 2>"$tmp/stop.err" &
+job=$!
+for _ in $(seq 50); do p=$(rank1_pid); [[ -n $p ]] && grep -q "rank 1/2" "$tmp/stop.err" && break; sleep 0.1; done
+t0=$SECONDS; kill -STOP "$p"; wait $job; rc=$?
+kill -9 "$p" 2>/dev/null
+err=$(cat "$tmp/stop.err")
+check "--tp 2: a stopped rank times out (rc=$rc, $((SECONDS - t0)) s) [$err]" \
+    '[[ $rc != 0 && $((SECONDS - t0)) -lt 20 && $err == *"error: rank 1/2 did not "*" within 2 s (HEARTH_MPI_TIMEOUT): ending the job"* ]]'
+
+# info under mpirun: every rank names its share
+err=$(mpi 4 info -m data/models/mixtral.gguf --tp 2 2>&1)
+check "info -np 4 --tp 2: four ranks name their share [$err]" \
+    '[[ $(grep -c "^rank [0-3]/4 on .*: layers [01]-[01], tensor part [12]/2 (" <<<"$err") == 4 && $err == *"heads        4 (kv 2,"* ]]'
+
 exit $fail
