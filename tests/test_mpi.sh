@@ -104,21 +104,24 @@ check "--split without mpirun: refused [$err]" '[[ $err == "error: --split: star
 err=$(mpi 3 run -m data/models/llama.gguf -p hi -n 2 -t 1 2>&1 >/dev/null)
 check "more ranks than layers: refused [$err]" '[[ $err == *"error: 3 ranks for a model of 2 layers: each rank needs at least one layer"* ]]'
 
-# The server under MPI: 4 clients at once get the single process's greedy replies.
+# The server under MPI (layers split, then every layer split): 4 clients at once get the single process's
+# greedy replies.
 want=$("$HEARTH" run -m "$f" -p "hello world" -n 16 --temp 0 -t 1 2>/dev/null)
-port=$((20000 + RANDOM % 20000))
-mpirun --oversubscribe -np 2 "$HEARTH" serve -m "$f" --port $port -t 1 --parallel 4 >"$tmp/srv.log" 2>&1 &
-srv=$!
-for _ in $(seq 100); do curl -sf localhost:$port/health >/dev/null && break; sleep 0.1; done
-for i in 1 2 3 4; do
-    curl -s localhost:$port/v1/completions -d '{"prompt":"hello world","max_tokens":16,"temperature":0}' -o "$tmp/c$i.json" &
+for tp in "" "--tp 2"; do
+    port=$((20000 + RANDOM % 20000))
+    mpirun --oversubscribe -np 2 "$HEARTH" serve -m "$f" --port $port -t 1 --parallel 4 $tp >"$tmp/srv.log" 2>&1 &
+    srv=$!
+    for _ in $(seq 100); do curl -sf localhost:$port/health >/dev/null && break; sleep 0.1; done
+    for i in 1 2 3 4; do
+        curl -s localhost:$port/v1/completions -d '{"prompt":"hello world","max_tokens":16,"temperature":0}' -o "$tmp/c$i.json" &
+    done
+    wait $(jobs -p | tail -4)
+    for i in 1 2 3 4; do
+        got=$(jq -r '.choices[0].text' "$tmp/c$i.json" 2>/dev/null)
+        check "serve -np 2 $tp, client $i: same reply as one process" '[[ -n $want && $got == "$want" ]]'
+    done
+    kill $srv; wait $srv
 done
-wait $(jobs -p | tail -4)
-for i in 1 2 3 4; do
-    got=$(jq -r '.choices[0].text' "$tmp/c$i.json" 2>/dev/null)
-    check "serve -np 2, client $i: same reply as one process" '[[ -n $want && $got == "$want" ]]'
-done
-kill $srv; wait $srv
 
 # Failures end the job with the rank named. A rank that cannot load its part (started in a directory where
 # the model's relative path does not exist):
