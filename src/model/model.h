@@ -161,8 +161,9 @@ struct hearth_model {
     int layer_lo, layer_hi;
     /* Tensor parallel (--tp, src/dist): this process is part tp_rank of tp_size of every layer it runs. Its
      * attention matrices are views of its heads' rows and hp.n_head / n_head_kv count only those heads (the
-     * model's full counts in tp_n_head / tp_n_head_kv); its FFN gate/up are views of its share of the
-     * intermediate rows, its wo / ffn_down of its share of the n_embd output rows (dist_tp_split). */
+     * model's full counts in tp_n_head / tp_n_head_kv); its FFN gate/up (and every expert's) are views of its
+     * share of the intermediate rows, its wo / ffn_down of its share of the n_embd output rows, and output of
+     * its share of the vocabulary (dist.c's tp_split). */
     int tp_rank, tp_size;
     int tp_n_head, tp_n_head_kv;
     struct gram_vocab *gvocab; /* the vocabulary sorted for grammars (generate/grammar.c), built on first use */
