@@ -11,9 +11,9 @@
  * The tensor split (--tp K) is chosen so that no float sum is ever cut in pieces: a sum of partial dot
  * products added across ranks would round differently from one process's dot product (its kernels sum each
  * row in their own blocking), so only all-gathers cross the ranks. Each rank holds its kv heads (n_head_kv / K
- * of them, with their q heads; when K does not divide them, some ranks hold one more) of wq / wk / wv and the same heads of the KV cache; the heads' attention
- * outputs are gathered and each rank multiplies them by its share of wo's n_embd output rows; those outputs
- * are gathered (the residual stream is whole on every rank). The FFN's gate / up are cut by intermediate rows,
+ * of them, with their q heads; when K does not divide them, some ranks hold one more) of wq / wk / wv and the
+ * same heads of the KV cache; the heads' attention outputs are gathered and each rank multiplies them by its
+ * share of wo's n_embd output rows; those outputs are gathered (the residual stream is whole on every rank). The FFN's gate / up are cut by intermediate rows,
  * their product gathered, and ffn_down cut by its n_embd output rows, gathered again. A rank receives per
  * layer and token (K - 1) / K of (n_head * head_dim_v + n_ff + 2 n_embd) floats, against 2 n_embd for an
  * all-reduce of partial sums, which is not exact; the difference is a few tens of KB per token, small next to
@@ -83,7 +83,8 @@ int hearth_mpi_init(int *argc, char ***argv, hearth_model_loader load, hearth_er
     int *split = NULL, n = 0, tp = 0;
     if (parse_split(argc, argv, &split, &n, err) || parse_tp(argc, argv, &tp, err)) { free(split); return -1; }
     free(split);
-    if (n || tp > 1) return herr(err, "%s: this hearth was built without MPI (install libopenmpi-dev and rebuild)", n ? "--split" : "--tp");
+    if (n || tp > 1)
+        return herr(err, "%s: this hearth was built without MPI (install libopenmpi-dev and rebuild)", n ? "--split" : "--tp");
     return 0;
 }
 int hearth_mpi_rank(void) { return 0; }

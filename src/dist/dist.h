@@ -26,8 +26,8 @@ void dist_truncate(hearth_ctx *c, int seq, int pos);
  * fills the wanted rows' outputs as a single process would, bit for bit. */
 int dist_decode(hearth_ctx *c, const int32_t *tokens, int n, hearth_err *err);
 /* Tensor parallel, inside a layer: every rank of the group holds part[n][its share] of rows of width total
- * (shares cut by dist.c's tp_range in whole units of unit values, or of 32 rows when unit is 0); out[n][total] gets
- * all of them, on every rank, bit for bit the rows one process computes. */
+ * (shares cut by dist.c's tp_range in whole units of unit values, or of 32 rows when unit is 0);
+ * out[n][total] gets all of them, on every rank, bit for bit the rows one process computes. */
 void dist_tp_gather(hearth_ctx *c, const float *part, int n, int total, int unit, float *out);
 /* Tensor parallel, rank 0's output head: out[n][n_vocab] = W x over the group, each rank multiplying its share
  * of the vocabulary rows (W: rank 0's; the model's head is cut as the layers are). */
