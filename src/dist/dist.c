@@ -230,7 +230,13 @@ static uint64_t tp_others_bytes(const hearth_model *m, const ht_layer *L) {
 static void log_rank(const hearth_model *m, int lo, int hi) {
     uint64_t other, sum = 0, *b = layer_bytes(m, &other);
     for (int il = lo; b && il < hi; il++) sum += b[il] - (m->tp_size > 1 ? tp_others_bytes(m, &m->layers[il]) : 0);
-    if (lo == 0 && m->tp_rank == 0) sum += other;
+    if (lo == 0 && m->tp_size > 1) {   /* the head: each rank of the group its rows of it */
+        const ht_tensor *h = &m->output;
+        bool tied = h->data && m->tok_embd.data && (const uint8_t *)h->data >= (const uint8_t *)m->tok_embd.data &&
+                    (const uint8_t *)h->data < (const uint8_t *)m->tok_embd.data + m->tok_embd.nbytes;
+        uint64_t full = h->data && !tied ? (uint64_t)m->hp.n_vocab * h->row_bytes : 0;
+        sum += (m->tp_rank == 0 ? other - full : 0) + (h->data && (!tied || m->tp_rank) ? h->nbytes : 0);
+    } else if (lo == 0) sum += other;
     free(b);
     char part[64] = "";
     if (m->tp_size > 1) snprintf(part, sizeof part, ", tensor part %d/%d", m->tp_rank + 1, m->tp_size);
