@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One model over several processes: `mpirun -np 2|3 hearth ...` splits the layers over the ranks (src/dist), and
-# everything rank 0 prints must be identical, bit for bit, to the single process: the golden outputs of the
+# One model over several processes: `mpirun -np 2|3 hearth ...` splits the layers over the ranks (src/dist), with
+# --tp K also every layer over groups of K ranks, and everything rank 0 prints must be identical, bit for bit, to
+# the single process: the golden outputs of the
 # llama, gemma3 (sliding-window layers on several ranks) and qwen3 fixtures, batched and token by token; on
 # models synthesized deep enough for 3 ranks, the logits of long prompts cut into micro-batches (perplexity's
 # outputs via golden files), the text `run --seed 1` samples, and replies of the server under 4 concurrent
@@ -32,6 +33,33 @@ done
 check "gemma3 -np 3 (7 layers): golden identical" '"$HEARTH" golden -m data/models/gemma3.gguf -i data/golden/gemma3.golden -o "$tmp/one.golden" -t 1 2>/dev/null &&
     mpi 3 golden -m data/models/gemma3.gguf -i data/golden/gemma3.golden -o "$tmp/three.golden" -t 1 2>/dev/null && cmp -s "$tmp/one.golden" "$tmp/three.golden"'
 
+# Tensor parallel (--tp K): each rank of a group holds its kv heads and a share of every matrix's rows (of
+# every expert's, for the mixtures) and of the output head, and only copies cross the ranks, so everything is
+# identical to one process: the fixtures' goldens at --tp 2 (batched and token by token) and at -np 4 --tp 2
+# (two pipeline stages of two ranks each).
+for m in llama gemma3 qwen3 qwen3moe mixtral; do
+    for mode in "" --token-by-token; do
+        "$HEARTH" golden -m data/models/$m.gguf -i data/golden/$m.golden -o "$tmp/one.golden" -t 1 $mode 2>/dev/null
+        err=$(mpi 2 golden -m data/models/$m.gguf -i data/golden/$m.golden -o "$tmp/two.golden" -t 1 --tp 2 $mode 2>&1)
+        check "$m $mode --tp 2: golden outputs identical to one process [$err]" 'cmp -s "$tmp/one.golden" "$tmp/two.golden"'
+        rm -f "$tmp/two.golden"
+    done
+    check "$m --tp 2: each rank names its part [$err]" \
+        '[[ $err =~ "rank 0/2 on "[^:]+": layers 0-"([0-9]+)", tensor part 1/2 (" &&
+           $err =~ "rank 1/2 on "[^:]+": layers 0-"${BASH_REMATCH[1]}", tensor part 2/2 (" ]]'
+    err=$(mpi 4 golden -m data/models/$m.gguf -i data/golden/$m.golden -o "$tmp/four.golden" -t 1 --tp 2 2>&1)
+    check "$m -np 4 --tp 2 (two stages of two ranks): golden identical [$err]" \
+        'cmp -s "$tmp/one.golden" "$tmp/four.golden" && [[ $err == *"rank 3/4 on "*", tensor part 2/2 ("* ]]'
+    rm -f "$tmp/four.golden"
+done
+err=$(mpi 3 golden -m data/models/llama.gguf -i data/golden/llama.golden -o "$tmp/x.golden" -t 1 --tp 3 2>&1)
+check "--tp 3 on 2 kv heads: refused naming the constraint [$err]" \
+    '[[ $(grep -c "^error:" <<<"$err") == 1 && $err == *"error: --tp 3: the model has 2 kv heads, and each rank needs at least one: --tp 2 at most"* ]]'
+err=$(mpi 3 golden -m data/models/llama.gguf -i data/golden/llama.golden -o "$tmp/x.golden" -t 1 --tp 2 2>&1)
+check "--tp 2 on 3 ranks: refused [$err]" '[[ $err == *"error: --tp 2: the job'"'"'s 3 ranks are not a multiple of 2"* ]]'
+err=$("$HEARTH" run -m data/models/llama.gguf -p hi -n 2 --tp 2 2>&1 >/dev/null)
+check "--tp without mpirun: refused [$err]" '[[ $err == "error: --tp: start hearth with mpirun -np N"* ]]'
+
 # Deeper models (7 layers, so 3 ranks get 2-3 each): the logits of the fixture's token sequences (golden) and
 # of every position of a text (perplexity: long inputs cut into micro-batches that the ranks work on at once,
 # all rows wanted), and the text generated from a long prompt.
@@ -51,10 +79,18 @@ for spec in "tiny-llama Q4_K_M llama" "tiny-qwen3 Q8_0 qwen3" "tiny-gemma3 Q4_0 
         check "$shape -np $np: run --seed 1 gives the same text [$(tail -1 "$tmp/n.err")]" \
             '[[ -s "$tmp/one.txt" ]] && cmp -s "$tmp/one.txt" "$tmp/n.txt"'
     done
+    if [[ $shape != tiny-gemma3 ]]; then   # (one kv head: no tensor split)
+        mpi 2 run -m "$f" -p "$prompt" -n 24 --seed 1 -t 1 --tp 2 >"$tmp/n.txt" 2>"$tmp/n.err"
+        check "$shape --tp 2: run --seed 1 gives the same text [$(tail -1 "$tmp/n.err")]" '[[ -s "$tmp/one.txt" ]] && cmp -s "$tmp/one.txt" "$tmp/n.txt"'
+    fi
     # perplexity evaluates every position of a text: all rows wanted, micro-batches through 3 ranks
     "$HEARTH" perplexity -m "$f" -f "$tmp/text.txt" -c 128 -t 1 --save-logits "$tmp/one.logits" >/dev/null 2>&1
     mpi 3 perplexity -m "$f" -f "$tmp/text.txt" -c 128 -t 1 --save-logits "$tmp/three.logits" >/dev/null 2>&1
     check "$shape -np 3: perplexity's logits identical" '[[ -s "$tmp/one.logits" ]] && cmp -s "$tmp/one.logits" "$tmp/three.logits"'
+    if [[ $shape != tiny-gemma3 ]]; then
+        mpi 4 perplexity -m "$f" -f "$tmp/text.txt" -c 128 -t 1 --tp 2 --save-logits "$tmp/four.logits" >/dev/null 2>&1
+        check "$shape -np 4 --tp 2: perplexity's logits identical" '[[ -s "$tmp/one.logits" ]] && cmp -s "$tmp/one.logits" "$tmp/four.logits"'
+    fi
 done
 f="$tmp/tiny-llama.gguf"
 
@@ -68,21 +104,24 @@ check "--split without mpirun: refused [$err]" '[[ $err == "error: --split: star
 err=$(mpi 3 run -m data/models/llama.gguf -p hi -n 2 -t 1 2>&1 >/dev/null)
 check "more ranks than layers: refused [$err]" '[[ $err == *"error: 3 ranks for a model of 2 layers: each rank needs at least one layer"* ]]'
 
-# The server under MPI: 4 clients at once get the single process's greedy replies.
+# The server under MPI (layers split, then every layer split): 4 clients at once get the single process's
+# greedy replies.
 want=$("$HEARTH" run -m "$f" -p "hello world" -n 16 --temp 0 -t 1 2>/dev/null)
-port=$((20000 + RANDOM % 20000))
-mpirun --oversubscribe -np 2 "$HEARTH" serve -m "$f" --port $port -t 1 --parallel 4 >"$tmp/srv.log" 2>&1 &
-srv=$!
-for _ in $(seq 100); do curl -sf localhost:$port/health >/dev/null && break; sleep 0.1; done
-for i in 1 2 3 4; do
-    curl -s localhost:$port/v1/completions -d '{"prompt":"hello world","max_tokens":16,"temperature":0}' -o "$tmp/c$i.json" &
+for tp in "" "--tp 2"; do
+    port=$((20000 + RANDOM % 20000))
+    mpirun --oversubscribe -np 2 "$HEARTH" serve -m "$f" --port $port -t 1 --parallel 4 $tp >"$tmp/srv.log" 2>&1 &
+    srv=$!
+    for _ in $(seq 100); do curl -sf localhost:$port/health >/dev/null && break; sleep 0.1; done
+    for i in 1 2 3 4; do
+        curl -s localhost:$port/v1/completions -d '{"prompt":"hello world","max_tokens":16,"temperature":0}' -o "$tmp/c$i.json" &
+    done
+    wait $(jobs -p | tail -4)
+    for i in 1 2 3 4; do
+        got=$(jq -r '.choices[0].text' "$tmp/c$i.json" 2>/dev/null)
+        check "serve -np 2 $tp, client $i: same reply as one process" '[[ -n $want && $got == "$want" ]]'
+    done
+    kill $srv; wait $srv
 done
-wait $(jobs -p | tail -4)
-for i in 1 2 3 4; do
-    got=$(jq -r '.choices[0].text' "$tmp/c$i.json" 2>/dev/null)
-    check "serve -np 2, client $i: same reply as one process" '[[ -n $want && $got == "$want" ]]'
-done
-kill $srv; wait $srv
 
 # Failures end the job with the rank named. A rank that cannot load its part (started in a directory where
 # the model's relative path does not exist):
@@ -113,5 +152,20 @@ kill -9 "$p" 2>/dev/null
 err=$(cat "$tmp/stop.err")
 check "a stopped rank times out (rc=$rc, $((SECONDS - t0)) s) [$err]" \
     '[[ $rc != 0 && $((SECONDS - t0)) -lt 20 && $err == *"error: rank 1/2 did not "*" within 2 s (HEARTH_MPI_TIMEOUT): ending the job"* ]]'
+
+# The same under --tp 2, where the ranks wait on each other inside every layer.
+HEARTH_MPI_TIMEOUT=2 timeout 60 mpirun -x HEARTH_MPI_TIMEOUT --oversubscribe -np 2 "$HEARTH" bench -m "$tmp/slow.gguf" -p 64 -n 4000 -r 20 --no-bw -t 1 --tp 2 >/dev/null 2>"$tmp/stop.err" &
+job=$!
+for _ in $(seq 50); do p=$(rank1_pid); [[ -n $p ]] && grep -q "rank 1/2" "$tmp/stop.err" && break; sleep 0.1; done
+t0=$SECONDS; kill -STOP "$p"; wait $job; rc=$?
+kill -9 "$p" 2>/dev/null
+err=$(cat "$tmp/stop.err")
+check "--tp 2: a stopped rank times out (rc=$rc, $((SECONDS - t0)) s) [$err]" \
+    '[[ $rc != 0 && $((SECONDS - t0)) -lt 20 && $err == *"error: rank 1/2 did not "*" within 2 s (HEARTH_MPI_TIMEOUT): ending the job"* ]]'
+
+# info under mpirun: every rank names its share
+err=$(mpi 4 info -m data/models/mixtral.gguf --tp 2 2>&1)
+check "info -np 4 --tp 2: four ranks name their share [$err]" \
+    '[[ $(grep -c "^rank [0-3]/4 on .*: layers [01]-[01], tensor part [12]/2 (" <<<"$err") == 4 && $err == *"heads        4 (kv 2,"* ]]'
 
 exit $fail

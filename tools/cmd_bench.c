@@ -471,7 +471,8 @@ static double prefill_flops_per_token(const hearth_model *m, long depth, long n)
         if (t->n_dims > 2 && t->ne[2] > 1) e *= (double)hp->n_expert_used;
         macs += e;
     }
-    macs += (double)hp->n_layer * hp->n_head * (double)(hp->head_dim + hp->head_dim_v) * ((double)depth + (double)(n + 1) / 2);
+    const int heads = m->tp_size > 1 ? m->tp_n_head : hp->n_head;   /* (under --tp, rank 0's hp counts its own) */
+    macs += (double)hp->n_layer * heads * (double)(hp->head_dim + hp->head_dim_v) * ((double)depth + (double)(n + 1) / 2);
     return 2 * macs;
 }
 

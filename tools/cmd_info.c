@@ -1,4 +1,5 @@
-/* cmd_info.c — `hearth info -m MODEL`: architecture, hyperparameters, tensors by type, sizes. */
+/* cmd_info.c — `hearth info -m MODEL`: architecture, hyperparameters, tensors by type, sizes; under mpirun,
+ * each rank's share of the model (its layers, its tensor part, the MiB of weights it holds). */
 #include <string.h>
 
 #include "cli.h"
@@ -62,6 +63,17 @@ int cmd_info(int argc, char **argv) {
         printf("lora         %s: %d weights, rank %d, alpha %g, scale %g\n", lora.path[i], hearth_lora_count(lora.a[i]),
                hearth_lora_rank(lora.a[i]), hearth_lora_alpha(lora.a[i]), lora.scale[i]);
     cli_lora_free(&lora);
+    int rc = 0;
+    if (hearth_mpi_size() > 1) {   /* under mpirun: a small context makes each rank load its share, which it names */
+        fflush(stdout);
+        hearth_ctx_params p = hearth_ctx_default_params();
+        p.n_ctx = p.n_batch = 16;
+        p.n_threads = 1;
+        hearth_ctx *c = NULL;
+        hearth_err err;
+        if (hearth_ctx_new(m, &p, &c, &err)) rc = cli_fail("%s", err.msg);
+        hearth_ctx_free(c);
+    }
     hearth_model_free(m);
-    return 0;
+    return rc;
 }

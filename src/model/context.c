@@ -147,6 +147,13 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
         c->moe_qact = ctx_buf_calloc(S, c->moe_qact_row, &fail);
     }
     c->max_rows = c->n_ctx * c->n_seq;
+    if (m->tp_size > 1) {   /* whole rows gathered from the ranks' parts (dist_tp_gather) */
+        const size_t K = (size_t)HT_MAX(hp->n_expert_used, 1);   /* experts: K rows a token */
+        size_t in = HT_MAX(HT_MAX((size_t)m->tp_n_head * hp->head_dim_v, (size_t)hp->n_ff), K * hp->n_ff_exp);
+        c->tp_in = ctx_buf_calloc(B * in, sizeof(float), &fail);
+        c->tp_out = ctx_buf_calloc(B * K * E, sizeof(float), &fail);
+        c->tp_gather = ctx_buf_calloc(B * HT_MAX(in, K * E), sizeof(float), &fail);
+    }
     c->row_out = ctx_buf_calloc((size_t)c->max_rows, sizeof(int), &fail);
     c->b_pos = ctx_buf_calloc((size_t)c->max_rows, sizeof(int32_t), &fail);
     c->b_seq = ctx_buf_calloc((size_t)c->max_rows, sizeof(int32_t), &fail);
@@ -195,7 +202,7 @@ void hearth_ctx_free(hearth_ctx *c) {
     void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
                      c->rope_cos, c->rope_sin, c->rope_pos, c->head_seq, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want,
                      c->seq_next, c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt,
-                     c->moe_first, c->moe_active, c->moe_g, c->moe_u, c->moe_y, c->moe_qact };
+                     c->moe_first, c->moe_active, c->moe_g, c->moe_u, c->moe_y, c->moe_qact, c->tp_in, c->tp_out, c->tp_gather };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ctx_buf_free(bufs[i]);
     free(c->out_logits);   /* grown by realloc (ensure_outputs) */
     free(c->out_hidden);
@@ -728,7 +735,8 @@ void ctx_output_head(hearth_ctx *c, const ht_ubatch *ub, const float *hidden, co
     for (int i = 0, k = 0; i < ub->n; i++)   /* the gathered rows' sequences, for adapters of the head */
         if (ub->want[i]) c->head_seq[k++] = ub->seq[i];
     c->row_seq = c->head_seq;
-    matmul_bias(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
+    if (m->tp_size > 1 && c->dist_id >= 0) dist_tp_head(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
+    else matmul_bias(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
     c->row_seq = ub->seq;
 }
 

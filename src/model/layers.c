@@ -5,6 +5,7 @@
 
 #include "model/matmul.h"
 #include "compute/ops.h"
+#include "dist/dist.h"
 
 #include <math.h>
 
@@ -92,6 +93,17 @@ static void gate_range(const void *arg, int lo, int hi) {
     for (int i = lo; i < hi; i++) j->x[i] *= 1.0f / (1.0f + expf(-j->gate[i]));
 }
 
+/* Tensor parallel (m->tp_size > 1): out[n][n_embd] = W in, where each rank holds part[n][its share of in's D
+ * columns]: the parts are gathered to whole rows, each rank multiplies them by its share of W's output rows
+ * (complete dot products, as one process computes them), and the outputs are gathered. Only copies cross
+ * ranks, so the result is one process's bit for bit. */
+static void tp_project(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const ht_tensor *b, const float *part,
+                       int D, int unit, float *out) {
+    dist_tp_gather(c, part, ub->n, D, unit, c->tp_in);
+    matmul_bias(c, W, b, c->tp_in, ub->n, c->tp_out);
+    dist_tp_gather(c, c->tp_out, ub->n, c->m->hp.n_embd, 0, out);
+}
+
 void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in, float *out, float rope_base,
                      int window) {
     const hearth_model *m = c->m;
@@ -119,7 +131,9 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
         gate_job g = { c->att, c->hb };
         pool_share(c->pool, ub->n * hp->n_head * hp->head_dim_v, gate_range, &g);
     }
-    matmul_bias(c, &L->wo, &L->bo, c->att, ub->n, out);
+    if (m->tp_size > 1)   /* the ranks' heads, each n_head / n_head_kv q heads per kv head */
+        tp_project(c, ub, &L->wo, &L->bo, c->att, m->tp_n_head * hp->head_dim_v, hp->n_head / hp->n_head_kv * hp->head_dim_v, out);
+    else matmul_bias(c, &L->wo, &L->bo, c->att, ub->n, out);
 }
 
 static void activate(float *x, int n, int act) {
@@ -162,7 +176,8 @@ void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, cons
     float *Y[2] = { c->hb, c->hb2 };
     matmul_multi(c, W, Y, 2, in, ub->n);
     activate_par(c, c->hb, c->hb2, (size_t)ub->n * (size_t)ff, act);
-    matmul(c, &L->ffn_down, c->hb, ub->n, out);
+    if (c->m->tp_size > 1) tp_project(c, ub, &L->ffn_down, &L->ffn_down_b, c->hb, (int)L->ffn_down.ne[0], 0, out);
+    else matmul(c, &L->ffn_down, c->hb, ub->n, out);
 }
 
 void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
@@ -295,7 +310,12 @@ void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const 
         }
     matmul_experts(c, &L->ffn_gate_exps, &L->ffn_gate_exps_b, &L->ffn_up_exps, &L->ffn_up_exps_b, in, c->moe_src, n * K,
                    cnt, c->moe_g, c->moe_u, expert_glu(act));
-    matmul_experts(c, &L->ffn_down_exps, &L->ffn_down_exps_b, NULL, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL, NULL);
+    if (c->m->tp_size > 1) {   /* each rank its share of every expert's rows: gathered as layer_ffn_gated's are */
+        dist_tp_gather(c, c->moe_g, n * K, hp->n_ff_exp, 0, c->tp_in);
+        matmul_experts(c, &L->ffn_down_exps, &L->ffn_down_exps_b, NULL, NULL, c->tp_in, NULL, n * K, cnt, c->tp_out, NULL, NULL);
+        dist_tp_gather(c, c->tp_out, n * K, hp->n_embd, 0, c->moe_y);
+    } else
+        matmul_experts(c, &L->ffn_down_exps, &L->ffn_down_exps_b, NULL, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL, NULL);
     moe_job j = { c, out, ub->n };
     if (n == 1) moe_combine(&j, 0, 1);   /* decode: a few thousand products, less than waking a thread */
     else pool_run(c->pool, moe_combine, &j);

@@ -309,6 +309,7 @@ void hearth_model_get_info(const hearth_model *m, hearth_model_info *o) {
     o->name = m->name;
     o->n_vocab = hp->n_vocab; o->n_ctx_train = hp->n_ctx_train; o->n_embd = hp->n_embd; o->n_layer = hp->n_layer;
     o->n_head = hp->n_head; o->n_head_kv = hp->n_head_kv; o->head_dim = hp->head_dim; o->n_ff = hp->n_ff;
+    if (m->tp_size > 1) { o->n_head = m->tp_n_head; o->n_head_kv = m->tp_n_head_kv; }   /* the model's, not this rank's */
     o->is_encoder = m->arch && m->arch->encoder;
     if (!m->arch && m->vocab) o->n_vocab = vocab_size(m->vocab);   /* a tokenizer only */
     for (int i = 0; i < m->n_tensors; i++) {

@@ -165,6 +165,13 @@ struct hearth_model {
     /* The layers this process evaluates, [layer_lo, layer_hi): all of them, unless an MPI job gives each rank
      * a range (src/dist); the process with layer 0 also embeds the tokens and runs the output head. */
     int layer_lo, layer_hi;
+    /* Tensor parallel (--tp, src/dist): this process is part tp_rank of tp_size of every layer it runs. Its
+     * attention matrices are views of its heads' rows and hp.n_head / n_head_kv count only those heads (the
+     * model's full counts in tp_n_head / tp_n_head_kv); its FFN gate/up (and every expert's) are views of its
+     * share of the intermediate rows, its wo / ffn_down of its share of the n_embd output rows, and output of
+     * its share of the vocabulary (dist.c's tp_split). */
+    int tp_rank, tp_size;
+    int tp_n_head, tp_n_head_kv;
     struct gram_vocab *gvocab; /* the vocabulary sorted for grammars (generate/grammar.c), built on first use */
 };
 
@@ -297,6 +304,8 @@ struct hearth_ctx {
     int n_out;
     int dist_id;              /* >= 0: the context's number in an MPI job (src/dist), else -1 */
     float *dist_rows;         /* [n_out_cap][n_embd]: the wanted rows' residuals back from the last rank */
+    float *tp_in, *tp_out, *tp_gather;   /* tensor parallel: [n_batch][widest] gathered inputs, own output rows,
+                                          * the ranks' parts as received */
 };
 
 #endif

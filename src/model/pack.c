@@ -75,7 +75,7 @@ static int matrices(hearth_model *m, ht_tensor **out) {
         for (int i = 0; i < LAYER_MATRICES; i++) out[n++] = ts[i];
     }
     ht_tensor *head = m->output.data ? &m->output : m->hp.logits ? &m->tok_embd : NULL;
-    if (head && m->layer_lo == 0) out[n++] = head;
+    if (head && m->layer_lo == 0) out[n++] = head;   /* (under --tp, this rank's rows of it) */
     return n;
 }
 
