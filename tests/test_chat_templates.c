@@ -1,6 +1,7 @@
 /* test_chat_templates.c — tests of the Jinja2 chat-template renderer (src/jinja*.c):
  *  1. every case of data/chat-templates.json (real templates, rendered by Jinja2 set up as Hugging Face's
  *     apply_chat_template does it) must come out byte for byte;
+ *     so must data/chat-templates-gemma4.json's (Gemma 4's template, made the same way);
  *  2. language features the fixtures do not reach, against what Jinja2 3.1 rendered for the same input;
  *  3. error paths: syntax errors, unknown filters, raise_exception, misuse of undefined values, and the
  *     limits (nesting, work, memory, output), which must fail with a one-line message, never crash;
@@ -472,6 +473,15 @@ int main(void) {
     cJSON *cases = cJSON_Parse(json);
     REQUIRE(cJSON_IsArray(cases), "data/chat-templates.json is not a JSON array");
     test_fixtures(cases);
+    /* Gemma 4's own template (llama.cpp's copy of google/gemma-4-31B-it's), rendered by Jinja2 set up as the fixtures:
+     * the enable_thinking switch (<|think|> in the system turn, or an empty thought channel after the prompt) and
+     * its tool declarations */
+    char *g4json = tu_read_file("data/chat-templates-gemma4.json", NULL);
+    cJSON *g4 = cJSON_Parse(g4json);
+    REQUIRE(cJSON_IsArray(g4), "data/chat-templates-gemma4.json is not a JSON array");
+    test_fixtures(g4);
+    cJSON_Delete(g4);
+    free(g4json);
     test_features();
     test_errors();
     test_template_raise(cases);
