@@ -234,7 +234,7 @@ int vocab_finish(ht_vocab *v, hearth_err *err) {
     static const char *const eog_names[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
         "<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]",
         "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<|EOT|>", "<eos>", DEEPSEEK_EOS,
-        "<|fim_pad|>", "<|fim_repo|>", "<|repo_name|>", "<|file_sep|>", NULL };
+        "<|fim_pad|>", "<|fim_repo|>", "<|repo_name|>", "<|file_sep|>", "<turn|>", "<|tool_response>", NULL };
     if (v->eot < 0)
         for (int i = 0; eot_names[i] && v->eot < 0; i++) v->eot = vocab_lookup(v, eot_names[i], strlen(eot_names[i]));
     if (v->eom < 0) v->eom = vocab_lookup(v, "<|eom_id|>", 10);
