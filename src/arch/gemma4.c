@@ -4,22 +4,22 @@
  *    rope dims (key_length_swa / rope.dimension_count_swa vs key_length / rope.dimension_count, head_count_kv
  *    per layer); global layers rope with the rope_freqs divisors, sliding ones with rope.freq_base_swa and none;
  *  - q / k RMSNorm, V RMS-normed without a weight, V = the K projection where attn_v is absent; scale 1;
- *  - the last shared_kv_layers layers compute no K / V and attend the cache of the last earlier layer of their
- *    kind (sliding or global);
+ *  - the last shared_kv_layers layers compute no K / V and attend the cache of layer n_kv - 2 (sliding) or
+ *    n_kv - 1 (global), n_kv = the layers that keep one (the reference's rule);
  *  - FFN widths per layer; MoE layers run a dense GELU MLP (ffn_norm .. post_ffw_norm_1) beside routed experts
  *    (pre_ffw_norm_2 .. post_ffw_norm_2; router on RMSNorm(x) / sqrt(n_embd) * ffn_gate_inp.scale, softmax top-k
  *    renormalized, fused [gate | up] expert rows, each expert's output times ffn_down_exps.scale), summed, then
  *    post_ffw_norm;
  *  - per-layer embeddings (embedding_length_per_layer_input) added after each layer's FFN, then the whole hidden
  *    state times layer_output_scale;
- *  - embeddings times sqrt(n_embd), tied output, final logit softcap. The GGUF stores norms as used (1 + w). */
+ *  - embeddings times sqrt(n_embd), tied output (or output.weight), final logit softcap. Norm weights are used as
+ *    stored (Gemma 4's converter shifts none). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "model/layers.h"
 #include "compute/ops.h"
-
-#include <stdio.h>
 
 static int gemma4_hparams(hearth_model *m, hearth_err *err) {
     if (model_common_hparams(m, err)) return -1;
