@@ -2,7 +2,8 @@
  *  1. every case of data/chat-templates.json (real templates, rendered by Jinja2 set up as Hugging Face's
  *     apply_chat_template does it) must come out byte for byte; so must data/chat-templates-2026.json's (gpt-oss's
  *     harmony, Qwen3.5 and Gemma 4 over tools, tool calls and results, reasoning, the thinking switch and reasoning
- *     effort; made by data/templates/render.py the same way);
+ *     effort; made by data/templates/render.py the same way), and data/chat-templates-gemma4.json's (its
+ *     thinking switch and tool declarations);
  *  2. language features the fixtures do not reach, against what Jinja2 3.1 rendered for the same input;
  *  3. error paths: syntax errors, unknown filters, raise_exception, misuse of undefined values, and the
  *     limits (nesting, work, memory, output), which must fail with a one-line message, never crash;
@@ -480,6 +481,15 @@ int main(void) {
     test_fixtures(cases26);
     cJSON_Delete(cases26);
     free(json26);
+    /* Gemma 4's own template (llama.cpp's copy of google/gemma-4-31B-it's), rendered by Jinja2 set up as the fixtures:
+     * the enable_thinking switch (<|think|> in the system turn, or an empty thought channel after the prompt) and
+     * its tool declarations */
+    char *g4json = tu_read_file("data/chat-templates-gemma4.json", NULL);
+    cJSON *g4 = cJSON_Parse(g4json);
+    REQUIRE(cJSON_IsArray(g4), "data/chat-templates-gemma4.json is not a JSON array");
+    test_fixtures(g4);
+    cJSON_Delete(g4);
+    free(g4json);
     test_features();
     test_errors();
     test_template_raise(cases);

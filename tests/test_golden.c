@@ -41,12 +41,20 @@ static const fixture FIXTURES[] = {
     { "qwen35", "qwen35", NULL }, { "qwen35moe", "qwen35moe", NULL }, { "mistral3", "mistral3", NULL }, { "smollm3", "smollm3", NULL }, { "phi3", "phi3", NULL },
     { "deepseek2", "deepseek2", NULL }, { "deepseek2-v3", "deepseek2-v3", NULL },
     { "gpt-oss", "gpt-oss", NULL }, { "gpt-oss-MXFP4", "gpt-oss-MXFP4", "gpt-oss" },
+    { "gemma4", "gemma4", NULL }, { "gemma4-moe", "gemma4-moe", NULL },
 };
 
 /* The max rel diff allowed with the F16 cache. Storing K and V in F16 costs some models more than others: on gpt-oss
  * the F32 cache fed K and V rounded to F16 gives the F16 cache's figure (7.3e-3) to the digit, so that is the
  * storage's rounding, not the engine's arithmetic (the F32 cache, as the reference ran, meets the F32 rule). */
 static double f16_bar(const fixture *f) { return !strcmp(f->model, "gpt-oss") ? 1e-2 : 5e-3; }
+
+/* The max rel diff allowed with the F32 cache. gemma4 (dense): the reference's GELU rounds its input and output to
+ * F16 (ggml's table), and this model amplifies that: each layer's per-layer embedding is a 16-wide GELU product
+ * RMS-normed back to full size. Ours (exact GELU) lands at 1.0e-2 on the 100-token case; the same code with the
+ * table's rounding emulated lands at 2.8e-3 at worst and 0 on the 1-token case, so the gap is the table's, not the
+ * engine's arithmetic. */
+static double f32_bar(const fixture *f) { return !strcmp(f->model, "gemma4") ? 1.5e-2 : 5e-3; }
 
 #define SMALL_BATCH 7   /* micro-batches that do not divide the cases and cross an 8-token window */
 
@@ -89,7 +97,7 @@ static void check_fixture(const fixture *f) {
             else
                 printf("%-14s %s cache: max rel diff %.2e, argmax %d/%d, batch vs token %.1e, vs n_batch %d %.1e\n", f->model,
                        tn, worst, agree, total, bs, SMALL_BATCH, bb);
-            const double bar = types[ti] == HEARTH_CACHE_F16 ? f16_bar(f) : 5e-3;
+            const double bar = types[ti] == HEARTH_CACHE_F16 ? HT_MAX(f16_bar(f), f32_bar(f)) : f32_bar(f);
             CHECK(worst <= bar, "%s (%s cache): max rel diff %.3g > %.0e", f->model, tn, worst, bar);
             CHECK(agree >= 0.99 * total, "%s (%s cache): argmax agrees at %d/%d", f->model, tn, agree, total);
         } else {

@@ -11,7 +11,10 @@
  *    past the limit, one expert, more experts used per token than there are;
  *  - latent attention (deepseek2.gguf) whose sizes disagree: a cache row that is not latent + rope key, a
  *    per-head q wider than the row, no latent rank at all (a file from before the split attn_k_b / attn_v_b),
- *    expert groups that do not divide the experts, a gating function hearth does not know. */
+ *    expert groups that do not divide the experts, a gating function hearth does not know;
+ *  - Gemma 4 (gemma4.gguf) whose per-layer metadata disagrees: pattern or kv-head arrays of the wrong length, kv
+ *    heads that do not divide the heads, KV-sharing layers whose source is of the other kind, rope divisors of
+ *    another size. */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -197,6 +200,24 @@ int main(void) {
                    "expert groups");
     expect_refused(&(lie){.kv_key = "deepseek2.expert_gating_func", .kv_type = GGUF_U32, .kv_val = &gating3}, "gating-3",
                    "expert_gating_func 3");
+
+    /* Gemma 4's per-layer metadata: a sliding pattern or kv-head array of the wrong length, kv heads that do not
+     * divide the heads, KV-sharing layers whose source is a layer of the other kind, rope divisors of another size */
+    SRC = "data/models/gemma4.gguf";
+    const uint8_t pat5[5] = { 1, 1, 0, 1, 1 };
+    const int32_t kv3[6] = { 1, 3, 2, 1, 1, 2 }, kv5[5] = { 1, 1, 2, 1, 1 };
+    const uint32_t shared2 = 2;
+    static const float freqs[16] = { 1 };
+    expect_refused(&(lie){.kv_key = "gemma4.attention.sliding_window_pattern", .kv_type = GGUF_BOOL, .kv_val = pat5, .kv_n = 5},
+                   "g4-pattern-5", "sliding_window_pattern");
+    expect_refused(&(lie){.kv_key = "gemma4.attention.head_count_kv", .kv_type = GGUF_I32, .kv_val = kv5, .kv_n = 5},
+                   "g4-kv-5", "head_count_kv");
+    expect_refused(&(lie){.kv_key = "gemma4.attention.head_count_kv", .kv_type = GGUF_I32, .kv_val = kv3, .kv_n = 6},
+                   "g4-kv-3", "does not divide");
+    expect_refused(&(lie){.kv_key = "gemma4.attention.shared_kv_layers", .kv_type = GGUF_U32, .kv_val = &shared2},
+                   "g4-shared-2", "not a");
+    expect_refused(&(lie){.t_name = "rope_freqs.weight", .t_type = HT_F32, .t_dims = 1, .t_ne = {16, 1, 1, 1}, .t_data = freqs},
+                   "g4-freqs-16", "rope_freqs");
 
     free(nn); free(tt); free(h); free(junk); free(want); free(got);
     hearth_model_free(ref);

@@ -52,7 +52,26 @@ int cmd_info(int argc, char **argv) {
         printf("recurrent    %d of %d layers Gated DeltaNet (conv %d, %d k-heads, %d v-heads of %d)%s\n", hp->n_recurrent,
                hp->n_layer, hp->ssm_conv, hp->ssm_k_heads, hp->ssm_v_heads, hp->ssm_state,
                hp->n_ff_shexp ? "; a shared expert" : "");
-    if (hp->sliding_window) printf("sliding win  %d (every %d-th layer global, local base %g)\n", hp->sliding_window, hp->swa_period, hp->rope_base_swa);
+    if (hp->sliding_window && hp->swa_per_layer) {   /* Gemma 4: a pattern, and each kind its own geometry */
+        printf("sliding win  %d, layers ", hp->sliding_window);
+        int n_shared = 0;
+        for (int il = 0; il < hp->n_layer; il++) {
+            putchar(m->layers[il].swa ? 'S' : 'G');
+            n_shared += m->layers[il].kv_shared;
+        }
+        for (int k = 0; k < 2; k++)
+            for (int il = 0; il < hp->n_layer; il++)
+                if (m->layers[il].swa == (k == 0)) {
+                    const ht_layer *L = &m->layers[il];
+                    printf("; %s: kv %d, head dim %d, rope %d dims, base %g", L->swa ? "sliding" : "global", L->n_head_kv,
+                           L->head_dim, L->n_rot, L->swa ? hp->rope_base_swa : hp->rope_base);
+                    break;
+                }
+        printf("\n");
+        if (n_shared) printf("kv sharing   the last %d layers read earlier layers' caches\n", n_shared);
+        if (hp->n_embd_per_layer) printf("per-layer    embeddings of %d per layer\n", hp->n_embd_per_layer);
+    } else if (hp->sliding_window)
+        printf("sliding win  %d (every %d-th layer global, local base %g)\n", hp->sliding_window, hp->swa_period, hp->rope_base_swa);
     int count[HT_NTYPES] = { 0 };
     for (int i = 0; i < m->n_tensors; i++) if (m->tensors[i].type < HT_NTYPES) count[m->tensors[i].type]++;
     printf("tensors      %d:", m->n_tensors);

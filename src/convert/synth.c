@@ -33,39 +33,60 @@
 
 static const synth_shape SHAPES[] = {
     { "llama-3.2-1b", "Llama 3.2 1B", "1B", SYN_LLAMA, 2048, 16, 32, 8, 64, 8192, 128256, 128000, 131072,
-      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false, 0, 0, 0, 0, 0 },
+      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
     { "qwen3-0.6b", "Qwen3 0.6B", "0.6B", SYN_QWEN3, 1024, 28, 16, 8, 128, 3072, 151936, 151643, 40960,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
     { "gemma-3-1b", "Gemma 3 1b", "1B", SYN_GEMMA3, 1152, 26, 4, 1, 256, 6912, 262144, 262144, 32768,
-      1000000.0f, 10000.0f, 1e-6f, 512, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
+      1000000.0f, 10000.0f, 1e-6f, 512, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
     { "gpt2-124m", "GPT2", "124M", SYN_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 50256, 1024,
-      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
+      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
     { "qwen3-30b-a3b", "Qwen3 30B A3B", "30B-A3B", SYN_QWEN3MOE, 2048, 48, 32, 4, 128, 6144, 151936, 151643, 40960,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 128, 8, 768, true, 0, 0, 0, 0, 0 },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 128, 8, 768, true, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
     { "qwen3.5-4b", "Qwen3.5 4B", "4B", SYN_QWEN35, 2560, 32, 16, 4, 256, 9216, 248320, 248044, 262144,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 64, 16, 32, 128, 0 },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 64, 16, 32, 128, 0, 0, 0, 0, 0, 0, false, false },
     { "qwen3.6-35b-a3b", "Qwen3.6 35B A3B", "35B-A3B", SYN_QWEN35, 2048, 40, 16, 2, 256, 512, 248320, 248044, 262144,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 256, 8, 512, true, 64, 16, 32, 128, 512 },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 256, 8, 512, true, 64, 16, 32, 128, 512, 0, 0, 0, 0, 0, false, false },
     { "qwen3-next-80b-a3b", "Qwen3 Next 80B A3B", "80B-A3B", SYN_QWEN3NEXT, 2048, 48, 16, 2, 256, 5120, 151936, 151643, 262144,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 512, 10, 512, true, 64, 16, 32, 128, 512 },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 512, 10, 512, true, 64, 16, 32, 128, 512, 0, 0, 0, 0, 0, false, false },
+    /* Gemma 4 E2B and 26B-A4B, from their config.json (text_config) */
+    { .name = "gemma-4-e2b", .label = "Gemma 4 E2B", .size_label = "E2B", .family = SYN_GEMMA4, .n_embd = 1536,
+      .n_layer = 35, .n_head = 8, .n_head_kv = 1, .head_dim = 512, .n_ff = 6144, .n_vocab = 262144, .n_text = 262144,
+      .n_ctx = 131072, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f, .sliding_window = 512,
+      .head_dim_swa = 256, .n_head_kv_swa = 1, .swa_period = 5, .n_kv_shared = 20, .n_embd_per_layer = 256,
+      .wide_shared = true },
+    { .name = "gemma-4-26b-a4b", .label = "Gemma 4 26B A4B", .size_label = "26B-A4B", .family = SYN_GEMMA4,
+      .n_embd = 2816, .n_layer = 30, .n_head = 16, .n_head_kv = 2, .head_dim = 512, .n_ff = 2112, .n_vocab = 262144,
+      .n_text = 262144, .n_ctx = 262144, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f,
+      .sliding_window = 1024, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 704, .head_dim_swa = 256,
+      .n_head_kv_swa = 8, .swa_period = 6, .k_eq_v = true },
     /* tiny shapes for tests: the same structure (tied output, GQA, q/k norms, sliding window, widths that
      * are not a multiple of 256 where the real model has them) with small dimensions */
     { "tiny-llama", "Tiny Llama", "1M", SYN_LLAMA, 256, 2, 4, 2, 64, 512, 2048, 1792, 2048,
-      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false, 0, 0, 0, 0, 0 },
+      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
     { "tiny-qwen3", "Tiny Qwen3", "1M", SYN_QWEN3, 256, 2, 4, 2, 128, 512, 1320, 1280, 4096,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
     { "tiny-gemma3", "Tiny Gemma 3", "2M", SYN_GEMMA3, 384, 7, 2, 1, 128, 768, 2048, 2048, 2048,
-      1000000.0f, 10000.0f, 1e-6f, 16, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
+      1000000.0f, 10000.0f, 1e-6f, 16, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
     { "tiny-gpt2", "Tiny GPT2", "1M", SYN_GPT2, 128, 2, 4, 4, 32, 512, 1025, 1024, 256,
-      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0 },
+      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
     { "tiny-qwen3moe", "Tiny Qwen3 MoE", "8x1M", SYN_QWEN3MOE, 256, 2, 4, 2, 64, 768, 1320, 1280, 4096,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 256, true, 0, 0, 0, 0, 0 },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 256, true, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
     { "tiny-qwen35", "Tiny Qwen3.5", "1M", SYN_QWEN35, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 16, 2, 4, 32, 0 },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 16, 2, 4, 32, 0, 0, 0, 0, 0, 0, false, false },
+    { .name = "tiny-gemma4", .label = "Tiny Gemma 4", .size_label = "2M", .family = SYN_GEMMA4, .n_embd = 256,
+      .n_layer = 6, .n_head = 4, .n_head_kv = 2, .head_dim = 128, .n_ff = 512, .n_vocab = 2048, .n_text = 2048,
+      .n_ctx = 4096, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f, .sliding_window = 16,
+      .head_dim_swa = 64, .n_head_kv_swa = 1, .swa_period = 3, .n_kv_shared = 3, .n_embd_per_layer = 32,
+      .wide_shared = true },
+    { .name = "tiny-gemma4moe", .label = "Tiny Gemma 4 MoE", .size_label = "8x1M", .family = SYN_GEMMA4, .n_embd = 256,
+      .n_layer = 4, .n_head = 4, .n_head_kv = 1, .head_dim = 128, .n_ff = 256, .n_vocab = 2048, .n_text = 2048,
+      .n_ctx = 4096, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f, .sliding_window = 16,
+      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 96, .head_dim_swa = 64, .n_head_kv_swa = 2, .swa_period = 4,
+      .k_eq_v = true },
     { "tiny-qwen35moe", "Tiny Qwen3.5 MoE", "8x1M", SYN_QWEN35, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256 },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256, 0, 0, 0, 0, 0, false, false },
     { "tiny-qwen3next", "Tiny Qwen3 Next", "8x1M", SYN_QWEN3NEXT, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256 },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256, 0, 0, 0, 0, 0, false, false },
 };
 #define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
 
@@ -87,7 +108,7 @@ int synth_parse_ftype(const char *s, bool pure, synth_ftype *out, hearth_err *er
 
 /* ---- tensor plan ---- */
 
-enum { INIT_WEIGHT, INIT_NORM, INIT_BIAS, INIT_ROPE_LLAMA3, INIT_DECAY };
+enum { INIT_WEIGHT, INIT_NORM, INIT_BIAS, INIT_ROPE_LLAMA3, INIT_DECAY, INIT_ROPE_PROP };
 
 typedef struct {
     char name[64];
@@ -241,6 +262,60 @@ static void plan_qwen35(syn_plan *p) {
     if (s->untied) add_mat(p, E, s->n_vocab, "output.weight", 0);
 }
 
+static bool g4_swa(const synth_shape *s, int il) { return (il + 1) % s->swa_period != 0; }
+
+/* Gemma 4 as convert_hf_to_gguf.py writes it: per-layer geometry (sliding / global), the KV-sharing layers
+ * without K / V, rope_freqs for the global layers' proportional rope, per-layer embeddings, and in MoE models a
+ * dense MLP beside routed experts with fused [gate | up] rows, router input scale and per-expert output scales. */
+static void plan_gemma4(syn_plan *p) {
+    const synth_shape *s = p->s;
+    const int64_t E = s->n_embd, NL = s->n_layer, P = s->n_embd_per_layer, FE = s->n_ff_exp;
+    add_mat(p, E, s->n_vocab, "token_embd.weight", 0);
+    if (P) {
+        add_mat(p, NL * P, s->n_vocab, "per_layer_token_embd.weight", 0);
+        add_mat(p, E, NL * P, "per_layer_model_proj.weight", 0);
+        add_vec(p, INIT_NORM, P, "per_layer_proj_norm.weight", 0);
+    }
+    add_vec(p, INIT_ROPE_PROP, s->head_dim / 2, "rope_freqs.weight", 0);
+    for (int il = 0; il < NL; il++) {
+        const bool swa = g4_swa(s, il), shared = il >= NL - s->n_kv_shared;
+        const int64_t hd = swa ? s->head_dim_swa : s->head_dim, KD = (swa ? s->n_head_kv_swa : s->n_head_kv) * hd;
+        const int64_t QD = s->n_head * hd, F = shared && s->wide_shared ? 2 * s->n_ff : s->n_ff;
+        add_vec(p, INIT_NORM, E, "blk.%d.attn_norm.weight", il);
+        add_mat(p, E, QD, "blk.%d.attn_q.weight", il);
+        add_vec(p, INIT_NORM, hd, "blk.%d.attn_q_norm.weight", il);
+        if (!shared) {
+            add_mat(p, E, KD, "blk.%d.attn_k.weight", il);
+            if (swa || !s->k_eq_v) add_mat(p, E, KD, "blk.%d.attn_v.weight", il);
+            add_vec(p, INIT_NORM, hd, "blk.%d.attn_k_norm.weight", il);
+        }
+        add_mat(p, QD, E, "blk.%d.attn_output.weight", il);
+        add_vec(p, INIT_NORM, E, "blk.%d.post_attention_norm.weight", il);
+        add_vec(p, INIT_NORM, E, "blk.%d.ffn_norm.weight", il);
+        add_mat(p, E, F, "blk.%d.ffn_gate.weight", il);
+        add_mat(p, E, F, "blk.%d.ffn_up.weight", il);
+        add_mat(p, F, E, "blk.%d.ffn_down.weight", il);
+        add_vec(p, INIT_NORM, E, "blk.%d.post_ffw_norm.weight", il);
+        if (s->n_expert) {
+            add_mat(p, E, s->n_expert, "blk.%d.ffn_gate_inp.weight", il);
+            add_vec(p, INIT_NORM, E, "blk.%d.ffn_gate_inp.scale", il);
+            add_vec(p, INIT_NORM, E, "blk.%d.pre_ffw_norm_2.weight", il);
+            add_vec(p, INIT_NORM, E, "blk.%d.post_ffw_norm_1.weight", il);
+            add_vec(p, INIT_NORM, E, "blk.%d.post_ffw_norm_2.weight", il);
+            add_stack(p, E, 2 * FE, "blk.%d.ffn_gate_up_exps.weight", il);
+            add_stack(p, FE, E, "blk.%d.ffn_down_exps.weight", il);
+            add_vec(p, INIT_NORM, s->n_expert, "blk.%d.ffn_down_exps.scale", il);
+        }
+        if (P) {
+            add_mat(p, E, P, "blk.%d.inp_gate.weight", il);
+            add_mat(p, P, E, "blk.%d.proj.weight", il);
+            add_vec(p, INIT_NORM, E, "blk.%d.post_norm.weight", il);
+        }
+        add_vec(p, INIT_NORM, 1, "blk.%d.layer_output_scale.weight", il);
+    }
+    add_vec(p, INIT_NORM, E, "output_norm.weight", 0);
+}
+
 static void plan_gpt2(syn_plan *p) {
     const synth_shape *s = p->s;
     int64_t E = s->n_embd, F = s->n_ff, QKV = 3 * E;
@@ -270,6 +345,7 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
     p->ft = ft;
     if (s->family == SYN_GPT2) plan_gpt2(p);
     else if (s->family == SYN_QWEN35 || s->family == SYN_QWEN3NEXT) plan_qwen35(p);
+    else if (s->family == SYN_GEMMA4) plan_gemma4(p);
     else plan_llama_like(p);
     if (p->oom) return herr(err, "out of memory");
     for (int i = 0; i < p->n; i++)
@@ -280,7 +356,7 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
 /* ---- metadata ---- */
 
 static const char *arch_name(const synth_shape *s) {
-    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe", "qwen35", "qwen3next" };
+    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe", "qwen35", "qwen3next", "gemma4" };
     return s->family == SYN_QWEN35 && s->n_expert ? "qwen35moe" : names[s->family];
 }
 
@@ -296,6 +372,36 @@ static void kv_f32(gguf_writer *w, const synth_shape *s, const char *suffix, flo
     gguf_w_f32(w, key, v);
 }
 
+/* Gemma 4's per-layer metadata, as its converter writes it (partial rotary factor 0.25 on the global layers:
+ * rope_freqs, INIT_ROPE_PROP, leaves the rest of the pairs unrotated). */
+static void write_gemma4_hparams(gguf_writer *w, const synth_shape *s) {
+    char key[128];
+    int32_t *kv = malloc((size_t)s->n_layer * sizeof *kv), *ff = malloc((size_t)s->n_layer * sizeof *ff);
+    uint8_t *pat = malloc((size_t)s->n_layer);
+    if (!kv || !ff || !pat) { free(kv); free(ff); free(pat); return; }   /* the file then fails to load: no key */
+    for (int il = 0; il < s->n_layer; il++) {
+        pat[il] = g4_swa(s, il);
+        kv[il] = pat[il] ? s->n_head_kv_swa : s->n_head_kv;
+        ff[il] = il >= s->n_layer - s->n_kv_shared && s->wide_shared ? 2 * s->n_ff : s->n_ff;
+    }
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", arch_name(s));
+    gguf_w_arr_i32(w, key, kv, (uint64_t)s->n_layer);
+    if (s->wide_shared) {
+        snprintf(key, sizeof key, "%s.feed_forward_length", arch_name(s));
+        gguf_w_arr_i32(w, key, ff, (uint64_t)s->n_layer);
+    }
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", arch_name(s));
+    gguf_w_arr(w, key, GGUF_BOOL, pat, (uint64_t)s->n_layer);
+    kv_u32(w, s, "attention.key_length_swa", (uint32_t)s->head_dim_swa);
+    kv_u32(w, s, "attention.value_length_swa", (uint32_t)s->head_dim_swa);
+    kv_u32(w, s, "rope.dimension_count", (uint32_t)s->head_dim);
+    kv_u32(w, s, "rope.dimension_count_swa", (uint32_t)s->head_dim_swa);
+    kv_u32(w, s, "attention.shared_kv_layers", (uint32_t)s->n_kv_shared);
+    kv_u32(w, s, "embedding_length_per_layer_input", (uint32_t)s->n_embd_per_layer);
+    kv_f32(w, s, "final_logit_softcapping", 30.0f);
+    free(kv); free(ff); free(pat);
+}
+
 /* The hyperparameters as convert_hf_to_gguf.py writes them for the family. */
 static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftype *ft) {
     gguf_w_str(w, "general.architecture", arch_name(s));
@@ -305,12 +411,13 @@ static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftyp
     kv_u32(w, s, "block_count", (uint32_t)s->n_layer);
     kv_u32(w, s, "context_length", (uint32_t)s->n_ctx);
     kv_u32(w, s, "embedding_length", (uint32_t)s->n_embd);
-    if (s->family != SYN_QWEN35 || !s->n_expert) kv_u32(w, s, "feed_forward_length", (uint32_t)s->n_ff);
+    if ((s->family != SYN_QWEN35 || !s->n_expert) && !(s->family == SYN_GEMMA4 && s->wide_shared))
+        kv_u32(w, s, "feed_forward_length", (uint32_t)s->n_ff);
     kv_u32(w, s, "attention.head_count", (uint32_t)s->n_head);
     if (s->family == SYN_GPT2) {
         kv_f32(w, s, "attention.layer_norm_epsilon", s->norm_eps);
     } else {
-        kv_u32(w, s, "attention.head_count_kv", (uint32_t)s->n_head_kv);
+        if (s->family != SYN_GEMMA4) kv_u32(w, s, "attention.head_count_kv", (uint32_t)s->n_head_kv);
         kv_f32(w, s, "rope.freq_base", s->rope_base);
         if (s->rope_base_swa > 0) kv_f32(w, s, "rope.freq_base_swa", s->rope_base_swa);
         kv_f32(w, s, "attention.layer_norm_rms_epsilon", s->norm_eps);
@@ -341,13 +448,15 @@ static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftyp
         kv_u32(w, s, "full_attention_interval", 4);
         if (s->n_ff_shexp) kv_u32(w, s, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp);
     }
+    if (s->family == SYN_GEMMA4) write_gemma4_hparams(w, s);
     gguf_w_u32(w, "general.file_type", ft->file_type);
     gguf_w_u32(w, "general.quantization_version", GGUF_QUANT_VERSION);
 }
 
 static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vocab *v) {
-    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2", "qwen2", "qwen2" };
-    gguf_w_str(w, "tokenizer.ggml.model", s->family == SYN_GEMMA3 ? "llama" : "gpt2");
+    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2", "qwen2", "qwen2", "default" };
+    const bool spm = s->family == SYN_GEMMA3 || s->family == SYN_GEMMA4;
+    gguf_w_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
     gguf_w_str(w, "tokenizer.ggml.pre", pre[s->family]);
     gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (uint64_t)v->n);
     if (v->scores) gguf_w_arr_f32(w, "tokenizer.ggml.scores", v->scores, (uint64_t)v->n);
@@ -357,17 +466,20 @@ static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vo
     if (v->eos >= 0) gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos);
     if (v->unk >= 0) gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)v->unk);
     if (v->pad >= 0) gguf_w_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad);
-    if (s->family == SYN_GEMMA3) {
+    if (spm) {
         gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true);
         gguf_w_bool(w, "tokenizer.ggml.add_eos_token", false);
         gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", false);
-    } else if (s->family == SYN_QWEN3 || s->family == SYN_QWEN3MOE || s->family >= SYN_QWEN35) {
+    } else if (s->family == SYN_QWEN3 || s->family == SYN_QWEN3MOE || s->family == SYN_QWEN35 || s->family == SYN_QWEN3NEXT) {
         gguf_w_bool(w, "tokenizer.ggml.add_bos_token", false);
     }
 }
 
 static int build_vocab(const synth_shape *s, synth_vocab *v, hearth_err *err) {
-    static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2, SV_BPE_QWEN, SV_BPE_QWEN, SV_BPE_QWEN };
+    /* Gemma 4 takes Gemma 3's synthetic SentencePiece vocabulary (of the same 262144 tokens): its own BPE merges are
+     * not synthesized */
+    static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2, SV_BPE_QWEN, SV_BPE_QWEN,
+                                              SV_BPE_QWEN, SV_SPM_GEMMA };
     synth_vocab_layout l = { kinds[s->family], s->n_vocab, s->n_text };
     return synth_vocab_build(&l, v, err);
 }
@@ -517,6 +629,8 @@ static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, i
     uint64_t st = seed ^ name_hash(t->name);
     st = splitmix64(&st) ^ ((uint64_t)row * 0xd1b54a32d192ed03ull);
     if (t->init == INIT_ROPE_LLAMA3) fill_rope_llama3(x, t->ne[0], s);
+    else if (t->init == INIT_ROPE_PROP)   /* the first quarter of the pairs rotate, the rest not (divisor 1e30) */
+        for (int64_t i = 0; i < t->ne[0]; i++) x[i] = i < t->ne[0] / 4 ? 1.0f : 1e30f;
     else if (t->init == INIT_DECAY)   /* ssm_a = -exp(A_log), A_log spread over log 1 .. log 16 as initialized */
         for (int64_t i = 0; i < t->ne[0]; i++) x[i] = -expf(logf(16.0f) * (float)i / (float)HT_MAX(t->ne[0] - 1, 1));
     else if (t->init == INIT_NORM) fill_noise(x, t->ne[0], st, 1.0f, WEIGHT_STD);

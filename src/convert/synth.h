@@ -7,7 +7,7 @@
 
 #include "common.h"
 
-typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2, SYN_QWEN3MOE, SYN_QWEN35, SYN_QWEN3NEXT } synth_family;
+typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2, SYN_QWEN3MOE, SYN_QWEN35, SYN_QWEN3NEXT, SYN_GEMMA4 } synth_family;
 
 typedef struct {
     const char *name;          /* "llama-3.2-1b", or a tiny test shape "tiny-llama" */
@@ -26,6 +26,11 @@ typedef struct {
     bool untied;               /* a separate output.weight (the others tie it to the embedding) */
     /* qwen35 (qwen35moe with experts): Gated DeltaNet layers but every 4th; rope on n_rot dims of each head */
     int n_rot, ssm_k_heads, ssm_v_heads, ssm_state, n_ff_shexp;
+    /* gemma4: head_dim / n_head_kv are the global layers'; every swa_period-th layer is global; the last
+     * n_kv_shared layers read earlier caches (their FFN twice as wide with wide_shared); per-layer embeddings of
+     * n_embd_per_layer; k_eq_v: global layers have no attn_v; with experts, a dense MLP of n_ff beside them */
+    int head_dim_swa, n_head_kv_swa, swa_period, n_kv_shared, n_embd_per_layer;
+    bool wide_shared, k_eq_v;
 } synth_shape;
 
 /* NULL if unknown. synth_shape_at(i) lists them (NULL past the end). */

@@ -305,6 +305,7 @@ static int tp_split(hearth_model *m, int r, int K, hearth_err *err) {
     }
     for (int il = 0; il < hp->n_layer; il++) {
         ht_layer *L = &m->layers[il];
+        L->n_head_kv = kv_hi - kv_lo;   /* the layer's own count (the cache and attention read it) */
         cut_rows(&L->wq, kv_lo * group * hd, kv_hi * group * hd);
         cut_vector(&L->bq, kv_lo * group * hd, kv_hi * group * hd);
         cut_rows(&L->wk, kv_lo * hd, kv_hi * hd);

@@ -68,7 +68,8 @@ static size_t att_scratch_floats(const hearth_ctx *c);
 
 bool ctx_layer_is_swa(const hearth_model *m, int il) {
     const ht_hparams *hp = &m->hp;
-    return hp->sliding_window > 0 && hp->swa_period > 0 && (il + 1) % hp->swa_period != 0;
+    if (hp->sliding_window <= 0) return false;
+    return hp->swa_per_layer ? m->layers[il].swa : hp->swa_period > 0 && (il + 1) % hp->swa_period != 0;
 }
 
 int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **out, hearth_err *err) {
@@ -100,11 +101,18 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     if (p.n_threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); p.n_threads = nc > 0 ? (int)HT_MIN(nc, 64) : 1; }
     if (p.cache_type != HEARTH_CACHE_F32 && p.cache_type != HEARTH_CACHE_F16 && p.cache_type != HEARTH_CACHE_Q8_0)
         return herr(err, "unsupported KV cache type %d (f32, f16 or q8_0)", (int)p.cache_type);
-    if (p.cache_type == HEARTH_CACHE_Q8_0 && (hp->head_dim % QK8_0 || (!hp->kv_lora_rank && hp->head_dim_v % QK8_0)))
-        return herr(err, "a Q8_0 KV cache needs head sizes that are multiples of %d (this model's K %d, V %d): use f16 or f32",
-                    QK8_0, hp->head_dim, hp->head_dim_v);
+    for (int il = 0; p.cache_type == HEARTH_CACHE_Q8_0 && il < hp->n_layer; il++) {
+        const ht_layer *L = &m->layers[il];
+        if (L->head_dim % QK8_0 || (!hp->kv_lora_rank && L->head_dim_v % QK8_0))
+            return herr(err, "a Q8_0 KV cache needs head sizes that are multiples of %d (this model's K %d, V %d): use f16 or f32",
+                        QK8_0, L->head_dim, L->head_dim_v);
+    }
 
     if (dist_plan(m, err)) return -1;   /* under MPI: this rank's layers, before their cache is sized */
+    for (int il = m->layer_lo; il < m->layer_hi; il++)
+        if (m->layers[il].kv_src < m->layer_lo)
+            return herr(err, "layer %d attends layer %d's KV cache, which another process holds: split the layers elsewhere",
+                        il, m->layers[il].kv_src);
     hearth_ctx *c = calloc(1, sizeof *c);
     if (!c) return herr(err, "out of memory");
     c->m = m;
@@ -120,8 +128,8 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->k = ctx_buf_calloc(B * KD, sizeof(float), &fail);
     c->v = ctx_buf_calloc(B * KVD, sizeof(float), &fail);
     c->att = ctx_buf_calloc(B * VD, sizeof(float), &fail);
-    c->hb = ctx_buf_calloc(B * HT_MAX((size_t)hp->n_ff, QD + 2 * KD), sizeof(float), &fail);
-    c->hb2 = ctx_buf_calloc(B * (size_t)hp->n_ff, sizeof(float), &fail);
+    c->hb = ctx_buf_calloc(B * HT_MAX(HT_MAX((size_t)hp->n_ff, QD + 2 * KD), E), sizeof(float), &fail);
+    c->hb2 = ctx_buf_calloc(B * HT_MAX((size_t)hp->n_ff, E), sizeof(float), &fail);   /* E: per-layer embeddings */
     c->qact_row_cap = matmul_act_row_bytes((int64_t)wide);
     c->qact = ctx_buf_calloc(B, c->qact_row_cap, &fail);
     c->att_stride = att_scratch_floats(c);
@@ -130,6 +138,11 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->rope_sin = ctx_buf_calloc(B * (size_t)(hp->head_dim / 2 + 1) * 2, sizeof(float), &fail);
     c->rope_pos = ctx_buf_calloc(B, sizeof(int32_t), &fail);
     c->head_seq = ctx_buf_calloc(B, sizeof(int32_t), &fail);
+    if (hp->n_embd_per_layer) {
+        const size_t P = (size_t)hp->n_layer * hp->n_embd_per_layer;
+        c->ple = ctx_buf_calloc(B * P, sizeof(float), &fail);
+        c->ple_row = ctx_buf_calloc(P, sizeof(float), &fail);
+    }
     if (hp->n_expert) {
         size_t S = B * (size_t)hp->n_expert_used, NE = (size_t)hp->n_expert, F = (size_t)hp->n_ff_exp, W = HT_MAX(E, F);
         c->moe_logits = ctx_buf_calloc(B * NE, sizeof(float), &fail);
@@ -161,18 +174,21 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->seq_next = ctx_buf_calloc((size_t)c->n_seq, sizeof(int), &fail);
     c->seq_len = ctx_buf_calloc((size_t)c->n_seq, sizeof(int), &fail);
     c->kv = ctx_buf_calloc((size_t)hp->n_layer, sizeof *c->kv, &fail);
-    size_t krow = ht_row_size(c->kv_type, hp->head_dim), vrow = ht_row_size(c->kv_type, hp->head_dim_v);
     for (int il = 0; !fail && il < hp->n_layer; il++) {
         ht_kv_layer *L = &c->kv[il];
+        const ht_layer *ML = &m->layers[il];
+        if (ML->kv_shared) continue;   /* it reads layer kv_src's cache */
+        const size_t krow = ht_row_size(c->kv_type, ML->head_dim), vrow = ht_row_size(c->kv_type, ML->head_dim_v);
+        L->n_kv = ML->n_head_kv, L->hd = ML->head_dim, L->hdv = ML->head_dim_v;
         L->cap = c->n_ctx;
         if (ctx_layer_is_swa(m, il) && hp->sliding_window + c->n_batch < c->n_ctx) {
             L->cap = hp->sliding_window + c->n_batch;   /* ring: a window plus one micro-batch of new rows */
             L->ring = true;
         }
         if (il < m->layer_lo || il >= m->layer_hi || m->layers[il].recurrent) continue;   /* another rank's (MPI) */
-        L->k = ctx_buf_calloc((size_t)c->n_seq * L->cap * hp->n_head_kv, krow, &fail);
+        L->k = ctx_buf_calloc((size_t)c->n_seq * L->cap * L->n_kv, krow, &fail);
         if (hp->kv_lora_rank) continue;   /* latent attention: V is part of the K row (model/mla.c) */
-        L->v = ctx_buf_calloc((size_t)c->n_seq * L->cap * hp->n_head_kv, vrow, &fail);
+        L->v = ctx_buf_calloc((size_t)c->n_seq * L->cap * L->n_kv, vrow, &fail);
         L->span = ctx_buf_calloc((size_t)c->n_seq, sizeof(int), &fail);
     }
     if (!fail && rec_ctx_new(c)) fail = true;
@@ -201,7 +217,7 @@ void hearth_ctx_free(hearth_ctx *c) {
     lora_ctx_free(c);
     void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
                      c->rope_cos, c->rope_sin, c->rope_pos, c->head_seq, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want,
-                     c->seq_next, c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt,
+                     c->seq_next, c->ple, c->ple_row, c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt,
                      c->moe_first, c->moe_active, c->moe_g, c->moe_u, c->moe_y, c->moe_qact, c->tp_in, c->tp_out, c->tp_gather };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ctx_buf_free(bufs[i]);
     free(c->out_logits);   /* grown by realloc (ensure_outputs) */
@@ -258,13 +274,12 @@ static inline size_t vt_cell(int ne, int cap, int span, int seq, int e, int slot
 }
 
 static void kv_widen(hearth_ctx *c, ht_kv_layer *L, int seq, int need) {
-    const ht_hparams *hp = &c->m->hp;
     if (c->kv_type == HT_Q8_0 || !L->v || HT_MIN(need, L->cap) <= L->span[seq]) return;
     int old = L->span[seq], span = 64;
     while (span < need && span < L->cap) span *= 2;
     span = HT_MIN(span, L->cap);
     const size_t esz = ht_row_size(c->kv_type, 1);
-    const int ne = hp->n_head_kv * hp->head_dim_v;
+    const int ne = L->n_kv * L->hdv;
     uint8_t *x = (uint8_t *)L->v + vt_cell(ne, L->cap, 0, seq, 0, 0) * esz;
     for (int r = ne - 1; r > 0 && old > 0; r--) memmove(x + (size_t)r * span * esz, x + (size_t)r * old * esz, (size_t)old * esz);
     L->span[seq] = span;
@@ -279,23 +294,27 @@ static bool kv_portable(const hearth_ctx *c) {
     return true;
 }
 
-/* Bytes an attention layer caches per token: K and V rows, or the latent row alone (latent attention). */
-static size_t kv_layer_token_bytes(const hearth_ctx *c) {
+/* Bytes layer il caches per token: K and V rows, or the latent row alone (latent attention); none for a recurrent
+ * layer or one that reads another's cache. */
+static size_t kv_layer_token_bytes(const hearth_ctx *c, int il) {
     const ht_hparams *hp = &c->m->hp;
-    return (size_t)hp->n_head_kv *
-           (ht_row_size(c->kv_type, hp->head_dim) + (hp->kv_lora_rank ? 0 : ht_row_size(c->kv_type, hp->head_dim_v)));
+    const ht_layer *L = &c->m->layers[il];
+    if (L->recurrent || L->kv_shared) return 0;
+    return (size_t)L->n_head_kv *
+           (ht_row_size(c->kv_type, L->head_dim) + (hp->kv_lora_rank ? 0 : ht_row_size(c->kv_type, L->head_dim_v)));
 }
 
-size_t hearth_kv_token_bytes(const hearth_ctx *c) {   /* the attention layers' (recurrent ones keep no KV) */
-    return (size_t)(c->m->hp.n_layer - c->m->hp.n_recurrent) * kv_layer_token_bytes(c);
+size_t hearth_kv_token_bytes(const hearth_ctx *c) {
+    size_t sum = 0;
+    for (int il = 0; il < c->m->hp.n_layer; il++) sum += kv_layer_token_bytes(c, il);
+    return sum;
 }
 
 /* Positions pos0.. pos0 + n - 1 of one cache (K or V) of sequence seq to buf (out) or back: rows as stored
  * (Q8_0), or gathered from / scattered to the transposed layouts (below). */
 static uint8_t *kv_copy_rows(const hearth_ctx *c, const ht_kv_layer *L, bool is_k, int seq, int pos0, int n,
                              uint8_t *buf, bool out) {
-    const ht_hparams *hp = &c->m->hp;
-    const int n_kv = hp->n_head_kv, hd = is_k ? hp->head_dim : hp->head_dim_v, ne = n_kv * hd;
+    const int n_kv = L->n_kv, hd = is_k ? L->hd : L->hdv, ne = n_kv * hd;
     uint8_t *X = is_k ? L->k : L->v;
     if (c->kv_type == HT_Q8_0 || c->m->hp.kv_lora_rank) {   /* rows as stored (latent rows: model/mla.c) */
         const size_t row = ht_row_size(c->kv_type, hd) * n_kv;
@@ -321,7 +340,7 @@ static int kv_copy(hearth_ctx *c, int seq, int pos0, int n, uint8_t *buf, bool o
     if (!kv_portable(c) || seq < 0 || seq >= c->n_seq || pos0 < 0 || n < 0 || pos0 + n > c->n_ctx) return -1;
     for (int il = 0; il < c->m->hp.n_layer; il++) {
         ht_kv_layer *L = &c->kv[il];
-        if (c->m->layers[il].recurrent) continue;
+        if (c->m->layers[il].recurrent || c->m->layers[il].kv_shared) continue;
         if (!out) kv_widen(c, L, seq, pos0 + n);
         buf = kv_copy_rows(c, L, true, seq, pos0, n, buf, out);
         if (L->v) buf = kv_copy_rows(c, L, false, seq, pos0, n, buf, out);
@@ -349,7 +368,7 @@ size_t ctx_kv_bytes(const hearth_ctx *c, int il) {
         return sum;
     }
     if (!c->kv[il].k) return 0;   /* another rank's layer */
-    return (size_t)c->n_seq * (size_t)c->kv[il].cap * kv_layer_token_bytes(c);
+    return (size_t)c->n_seq * (size_t)c->kv[il].cap * kv_layer_token_bytes(c, il);
 }
 
 const float *hearth_logits(const hearth_ctx *c, int i) {
@@ -382,25 +401,25 @@ void ctx_embed_rows(const ht_ubatch *ub, const ht_tensor *T, const int32_t *ids,
 /* ---- rope ---- */
 /* Computed once for a micro-batch's positions and kept while the layers that follow share base and scale
  * (each table entry costs a pow and a sincos in double). */
-void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale) {
+void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale, int n_rot, const float *ff) {
     const ht_hparams *hp = &c->m->hp;
-    if (c->rope_n == ub->n && c->rope_key[0] == base && c->rope_key[1] == scale &&
-        !memcmp(c->rope_pos, ub->pos, (size_t)ub->n * sizeof *ub->pos))
-        return;
     const hearth_model *m = c->m;
-    const float *ff = m->rope_freqs_long.data && c->n_ctx > hp->n_ctx_orig ? m->rope_freqs_long.data : m->rope_freqs.data;
-    int h = hp->n_rot / 2;
+    if (!ff) ff = m->rope_freqs_long.data && c->n_ctx > hp->n_ctx_orig ? m->rope_freqs_long.data : m->rope_freqs.data;
+    if (c->rope_n == ub->n && c->rope_key[0] == base && c->rope_key[1] == scale && c->rope_key_rot == n_rot &&
+        c->rope_key_ff == ff && !memcmp(c->rope_pos, ub->pos, (size_t)ub->n * sizeof *ub->pos))
+        return;
+    int h = n_rot / 2;
     float yarn[3] = { 0, 0, 1 }, mscale = hp->rope_attn_factor;
     const bool use_yarn = hp->rope_yarn || hp->rope_yarn_ext != 0;
     if (hp->rope_yarn_ext != 0) {   /* deepseek2: its correction range and weight; the magnitude rope_attn_factor */
         yarn[0] = hp->rope_yarn_corr[0], yarn[1] = hp->rope_yarn_corr[1], yarn[2] = hp->rope_yarn_ext;
     } else if (hp->rope_yarn) {   /* the ramp's pairs for this base; an interpolated rope's magnitude */
-        op_rope_yarn_dims(hp->n_rot, hp->n_ctx_orig, base, hp->yarn_beta_fast, hp->yarn_beta_slow, yarn);
+        op_rope_yarn_dims(n_rot, hp->n_ctx_orig, base, hp->yarn_beta_fast, hp->yarn_beta_slow, yarn);
         if (scale > 1.0f) mscale *= (1.0f + 0.1f * logf(scale)) / (hp->yarn_log_mul ? 1.0f + 0.1f * hp->yarn_log_mul * logf(scale) : 1.0f);
     }
     for (int i = 0; i < ub->n; i++) {
         float *cs = c->rope_cos + (size_t)i * h, *sn = c->rope_sin + (size_t)i * h;
-        op_rope_table(cs, sn, ub->pos[i], hp->n_rot, base, scale, ff, use_yarn ? yarn : NULL);
+        op_rope_table(cs, sn, ub->pos[i], n_rot, base, scale, ff, use_yarn ? yarn : NULL);
         if (mscale != 1.0f)
             for (int k = 0; k < h; k++) cs[k] *= mscale, sn[k] *= mscale;
     }
@@ -408,6 +427,8 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
     c->rope_n = ub->n;
     c->rope_key[0] = base;
     c->rope_key[1] = scale;
+    c->rope_key_rot = n_rot;
+    c->rope_key_ff = ff;
 }
 
 /* ---- attention over the KV cache ----
@@ -450,11 +471,15 @@ static int att_score_tokens(const hearth_ctx *c) { return c->kv_type == HT_Q8_0 
  * V rows and the task's quantized q vectors; rounded up to a cache line. */
 static size_t att_scratch_floats(const hearth_ctx *c) {
     const ht_hparams *hp = &c->m->hp;
-    size_t heads = (size_t)HT_MIN(hp->n_head / hp->n_head_kv, HT_TILE_MAX), n = (size_t)c->n_ctx;
+    size_t heads = 1, hd = 1, hdv = 1, n = (size_t)c->n_ctx;   /* the most any layer needs */
+    for (int il = 0; il < hp->n_layer; il++) {
+        const ht_layer *L = &c->m->layers[il];
+        heads = HT_MAX(heads, (size_t)HT_MIN(hp->n_head / L->n_head_kv, HT_TILE_MAX));
+        hd = HT_MAX(hd, (size_t)L->head_dim), hdv = HT_MAX(hdv, (size_t)L->head_dim_v);
+    }
     size_t extra = c->kv_type == HT_Q8_0
-                       ? PV_ROWS * hp->head_dim_v * sizeof(float) + heads * ht_row_size(HT_Q8_0, hp->head_dim)
-                       : HT_MAX(HT_TILE_MAX * n * ht_row_size(c->kv_type, 1),
-                                ATT_QB * heads * hp->head_dim * sizeof(float));
+                       ? PV_ROWS * hdv * sizeof(float) + heads * ht_row_size(HT_Q8_0, (int64_t)hd)
+                       : HT_MAX(HT_TILE_MAX * n * ht_row_size(c->kv_type, 1), ATT_QB * heads * hd * sizeof(float));
     extra = HT_MAX(extra, mla_scratch_bytes(hp, c->n_ctx));
     return ((size_t)att_score_tokens(c) * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
 }
@@ -553,7 +578,7 @@ static int att_range(const att_job *j, int t, int *lo) {
 static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float *sc, uint8_t *tmp) {
     hearth_ctx *c = j->c;
     const ht_hparams *hp = &c->m->hp;
-    const int hd = hp->head_dim, hdv = hp->head_dim_v, n_kv = hp->n_head_kv, cap = j->L->cap, s = j->ub->seq[a];
+    const int hd = j->L->hd, hdv = j->L->hdv, n_kv = j->L->n_kv, cap = j->L->cap, s = j->ub->seq[a];
     const ht_traits *tr = ht_get_traits(c->kv_type);
     const size_t esz = ht_row_size(c->kv_type, 1);
     int lo[ATT_QB], n[ATT_QB], LO = INT32_MAX, HI = -1;
@@ -598,7 +623,7 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
 static void att_token_q8(att_job *j, int t, int kvh, int h0, int nh, float *sc, uint8_t *tmp) {
     hearth_ctx *c = j->c;
     const ht_hparams *hp = &c->m->hp;
-    const int hd = hp->head_dim, hdv = hp->head_dim_v, n_kv = hp->n_head_kv, cap = j->L->cap;
+    const int hd = j->L->hd, hdv = j->L->hdv, n_kv = j->L->n_kv, cap = j->L->cap;
     const ht_traits *tr = ht_get_traits(HT_Q8_0);
     const size_t krs = ht_row_size(HT_Q8_0, hd), vrs = ht_row_size(HT_Q8_0, hdv), qrs = ht_row_size(HT_Q8_0, hd);
     const size_t ld = (size_t)c->n_ctx, kstride = (size_t)n_kv * krs;
@@ -621,7 +646,7 @@ static void att_token_q8(att_job *j, int t, int kvh, int h0, int nh, float *sc, 
 static void attention_job(void *arg, int ith, int nth) {
     att_job *j = arg;
     hearth_ctx *c = j->c;
-    const int n_kv = c->m->hp.n_head_kv, group = c->m->hp.n_head / n_kv;
+    const int n_kv = j->L->n_kv, group = c->m->hp.n_head / n_kv;
     float *sc = c->att_scores + (size_t)ith * c->att_stride;
     uint8_t *tmp = (uint8_t *)(sc + (size_t)att_score_tokens(c) * j->heads * c->n_ctx);   /* gather rows, or Q8_0 scratch */
     const int per_block = n_kv * j->n_chunks, total = (j->ub->n + ATT_QB - 1) / ATT_QB * per_block;
@@ -695,16 +720,19 @@ static void kv_store_range(const void *arg, int u0, int u1) {
 void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,
                    float *out, float scale, int window) {
     const ht_hparams *hp = &c->m->hp;
-    ht_kv_layer *L = &c->kv[il];
-    int KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
+    const bool shared = c->m->layers[il].kv_shared;   /* reads (and stores nothing in) an earlier layer's cache */
+    ht_kv_layer *L = &c->kv[c->m->layers[il].kv_src];
+    int KD = L->n_kv * L->hd, VD = L->n_kv * L->hdv;
     int seq_end[256] = { 0 };
     for (int i = 0; i < ub->n; i++) seq_end[ub->seq[i]] = HT_MAX(seq_end[ub->seq[i]], ub->pos[i] + 1);
-    for (int s = 0; s < c->n_seq; s++) if (seq_end[s]) kv_widen(c, L, s, seq_end[s]);
-    kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, hp->n_head_kv, hp->head_dim, L->span, c->kv_type, ub };
-    pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
+    if (!shared) {
+        for (int s = 0; s < c->n_seq; s++) if (seq_end[s]) kv_widen(c, L, s, seq_end[s]);
+        kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, L->n_kv, L->hd, L->span, c->kv_type, ub };
+        pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
+    }
     /* the whole group per task (at most a tile's width), split further only to give every thread work */
-    int group = hp->n_head / hp->n_head_kv, heads = HT_MIN(group, HT_TILE_MAX);
-    while (heads > 1 && (long)(ub->n + ATT_QB - 1) / ATT_QB * hp->n_head_kv * ((group + heads - 1) / heads) < c->n_threads)
+    int group = hp->n_head / L->n_kv, heads = HT_MIN(group, HT_TILE_MAX);
+    while (heads > 1 && (long)(ub->n + ATT_QB - 1) / ATT_QB * L->n_kv * ((group + heads - 1) / heads) < c->n_threads)
         heads = (heads + 1) / 2;
     att_job j = { .c = c, .ub = ub, .L = L, .q = q, .out = out, .scale = scale, .sinks = c->m->layers[il].attn_sinks.data,
                   .window = window, .causal = c->m->hp.causal, .heads = heads, .n_chunks = (group + heads - 1) / heads,
@@ -735,9 +763,14 @@ void ctx_output_head(hearth_ctx *c, const ht_ubatch *ub, const float *hidden, co
     for (int i = 0, k = 0; i < ub->n; i++)   /* the gathered rows' sequences, for adapters of the head */
         if (ub->want[i]) c->head_seq[k++] = ub->seq[i];
     c->row_seq = c->head_seq;
-    if (m->tp_size > 1 && c->dist_id >= 0) dist_tp_head(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
-    else matmul_bias(c, W, &m->output_b, c->xb2, n, c->out_logits + (size_t)first * m->hp.n_vocab);
+    float *lg = c->out_logits + (size_t)first * m->hp.n_vocab;
+    if (m->tp_size > 1 && c->dist_id >= 0) dist_tp_head(c, W, &m->output_b, c->xb2, n, lg);
+    else matmul_bias(c, W, &m->output_b, c->xb2, n, lg);
     c->row_seq = ub->seq;
+    if (m->hp.logit_softcap > 0) {
+        const float cap = m->hp.logit_softcap;
+        for (size_t i = 0; i < (size_t)n * m->hp.n_vocab; i++) lg[i] = cap * tanhf(lg[i] / cap);
+    }
 }
 
 void ctx_output(hearth_ctx *c, const ht_ubatch *ub, const float *x) { ctx_output_head(c, ub, x, x); }

@@ -18,8 +18,8 @@ void ctx_embed_tokens(hearth_ctx *c, const ht_ubatch *ub, float *x);
  * (ids = ub->pos) and token-type embeddings (type 0). Rows were range-checked by the caller. */
 void ctx_embed_rows(const ht_ubatch *ub, const ht_tensor *T, const int32_t *ids, float *x);
 /* Computes the cos/sin tables (c->rope_cos / rope_sin, a row per token) for the micro-batch's positions with
- * the given base and linear scale. */
-void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale);
+ * the given base and linear scale, over n_rot dims, with frequency divisors ff (NULL: the model's, if any). */
+void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale, int n_rot, const float *ff);
 /* Stores k, v ([n][n_head_kv * head_dim(_v)]) in layer il's cache, then out[i] = softmax(q·K^T·scale)·V
  * per head over the positions token i may see (causal or not per the model; window > 0 limits it to
  * the last `window` positions); when the layer has attn_sinks, head h's sink is one more logit in its

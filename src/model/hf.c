@@ -652,6 +652,7 @@ int hf_load(hearth_model *m, const char *dir, hearth_err *err) {
     if (!m->layers) { herr(err, "out of memory"); goto out; }
     m->layer_hi = m->hp.n_layer;
     if (m->arch->bind(m, err) || add_rope_freqs(m, cfg, err) || hf_load_tokenizer(m, dir, err)) goto out;
+    model_layer_defaults(m);
     model_apply_generation_eog(m);
     for (int i = 0; i < st->n_shards; i++) m->file_bytes += st->shards[i].size;
     m->st = st;

@@ -49,24 +49,30 @@ static void split_qkv(const ht_ubatch *ub, const float *qkv, float *q, float *k,
     }
 }
 
-/* Per token: the per-head RMSNorm of q and k (Qwen3, Gemma 3; when bound), then rope on both (rope: the tables'
- * row of the token, or none). */
-typedef struct { hearth_ctx *c; const ht_layer *L; float *q, *k; bool rope; const int32_t *pos; } qk_job;
+/* Per token: the per-head RMSNorm of q and k (Qwen3, Gemma 3; when bound) and of v without a weight (Gemma 4), then
+ * rope on q and k (rope: the tables' row of the token, or none) and the attention temperature on q (Mistral 3).
+ * k and v NULL: a layer that reads another's cache. */
+typedef struct { hearth_ctx *c; const ht_layer *L; float *q, *k, *v; bool rope; const int32_t *pos; } qk_job;
 
 static void qk_rows(const void *arg, int r0, int r1) {
     const qk_job *j = arg;
     const ht_hparams *hp = &j->c->m->hp;
-    const int hd = hp->head_dim, h = hp->n_rot / 2;
+    const ht_layer *L = j->L;
+    const int hd = L->head_dim, hdv = L->head_dim_v, nkv = L->n_head_kv, h = L->n_rot / 2;
     for (int i = r0; i < r1; i++) {
-        float *q = j->q + (size_t)i * hp->n_head * hd, *k = j->k + (size_t)i * hp->n_head_kv * hd;
-        for (int t = 0; j->L->q_norm.data && t < hp->n_head; t++)
-            op_rmsnorm(q + (size_t)t * hd, q + (size_t)t * hd, j->L->q_norm.data, hd, hp->norm_eps);
-        for (int t = 0; j->L->k_norm.data && t < hp->n_head_kv; t++)
-            op_rmsnorm(k + (size_t)t * hd, k + (size_t)t * hd, j->L->k_norm.data, hd, hp->norm_eps);
+        float *q = j->q + (size_t)i * hp->n_head * hd, *k = j->k ? j->k + (size_t)i * nkv * hd : NULL;
+        for (int t = 0; L->q_norm.data && t < hp->n_head; t++)
+            op_rmsnorm(q + (size_t)t * hd, q + (size_t)t * hd, L->q_norm.data, hd, hp->norm_eps);
+        for (int t = 0; k && L->k_norm.data && t < nkv; t++)
+            op_rmsnorm(k + (size_t)t * hd, k + (size_t)t * hd, L->k_norm.data, hd, hp->norm_eps);
+        for (int t = 0; j->v && t < nkv; t++) {
+            float *v = j->v + ((size_t)i * nkv + t) * hdv;
+            op_rmsnorm(v, v, NULL, hdv, hp->norm_eps);
+        }
         if (j->rope) {
             const float *cs = j->c->rope_cos + (size_t)i * h, *sn = j->c->rope_sin + (size_t)i * h;
-            op_rope(q, hp->n_head, hd, hp->n_rot, cs, sn, hp->rope_type == ROPE_NEOX);
-            op_rope(k, hp->n_head_kv, hd, hp->n_rot, cs, sn, hp->rope_type == ROPE_NEOX);
+            op_rope(q, hp->n_head, hd, L->n_rot, cs, sn, hp->rope_type == ROPE_NEOX);
+            if (k) op_rope(k, nkv, hd, L->n_rot, cs, sn, hp->rope_type == ROPE_NEOX);
             if (hp->attn_temp_scale != 0) {   /* Mistral 3: far positions attend sharper */
                 const float t = (float)(log(floor((double)j->pos[i] / hp->n_ctx_orig) + 1.0) * hp->attn_temp_scale + 1.0);
                 op_scale(q, t, hp->n_head * hd);
@@ -109,27 +115,33 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
     const hearth_model *m = c->m;
     const ht_hparams *hp = &m->hp;
     const ht_layer *L = &m->layers[il];
-    int QD = hp->n_head * hp->head_dim, KD = hp->n_head_kv * hp->head_dim, VD = hp->n_head_kv * hp->head_dim_v;
+    int QD = hp->n_head * L->head_dim, KD = L->n_head_kv * L->head_dim, VD = L->n_head_kv * L->head_dim_v;
     float *q = c->q, *k = c->k, *v = c->v;
     if (L->wqkv.data) {
         matmul_bias(c, &L->wqkv, &L->bqkv, in, ub->n, c->hb);
         split_qkv(ub, c->hb, q, k, v, QD, KD, VD);
-    } else {   /* one job for the three where they share a format */
+    } else {   /* one job for the three where they share a format; q alone for a layer that reads another's cache;
+                * no attn_v (Gemma 4's global layers): V is the K projection, before k's norm and rope */
         const ht_tensor *W[3] = { &L->wq, &L->wk, &L->wv }, *B[3] = { &L->bq, &L->bk, &L->bv };
         float *Y[3] = { q, k, v };
-        matmul_multi(c, W, Y, 3, in, ub->n);
-        for (int i = 0; i < 3; i++) matmul_add_bias(B[i], Y[i], ub->n, (int)W[i]->ne[1]);
-        if (hp->attn_gate) split_gate(ub->n, q, c->hb, hp->n_head, hp->head_dim);
+        const int nw = L->kv_shared ? 1 : L->wv.data ? 3 : 2;
+        matmul_multi(c, W, Y, nw, in, ub->n);
+        for (int i = 0; i < nw; i++) matmul_add_bias(B[i], Y[i], ub->n, (int)W[i]->ne[1]);
+        if (nw == 2) memcpy(v, k, (size_t)ub->n * KD * sizeof(float));
+        if (hp->attn_gate) split_gate(ub->n, q, c->hb, hp->n_head, L->head_dim);
     }
-    if (rope_base > 0) ctx_rope_tables(c, ub, rope_base, ctx_layer_is_swa(m, il) ? hp->rope_scale_swa : hp->rope_scale);
-    if (L->q_norm.data || L->k_norm.data || rope_base > 0) {
-        qk_job j = { c, L, q, k, rope_base > 0, ub->pos };
+    if (L->kv_shared) k = v = NULL;
+    if (rope_base > 0)
+        ctx_rope_tables(c, ub, rope_base, ctx_layer_is_swa(m, il) ? hp->rope_scale_swa : hp->rope_scale, L->n_rot,
+                        L->rope_freqs.data);
+    if (L->q_norm.data || L->k_norm.data || rope_base > 0 || (hp->v_norm && v)) {
+        qk_job j = { c, L, q, k, hp->v_norm ? v : NULL, rope_base > 0, ub->pos };
         pool_share(c->pool, ub->n, qk_rows, &j);
     }
     ctx_attention(c, il, ub, q, k, v, c->att, hp->attn_scale, window);
     if (hp->attn_gate) {
         gate_job g = { c->att, c->hb };
-        pool_share(c->pool, ub->n * hp->n_head * hp->head_dim_v, gate_range, &g);
+        pool_share(c->pool, ub->n * hp->n_head * L->head_dim_v, gate_range, &g);
     }
     if (m->tp_size > 1)   /* the ranks' heads, each n_head / n_head_kv q heads per kv head */
         tp_project(c, ub, &L->wo, &L->bo, c->att, m->tp_n_head * hp->head_dim_v, hp->n_head / hp->n_head_kv * hp->head_dim_v, out);
@@ -242,7 +254,7 @@ static void moe_route(const ht_hparams *hp, const float *logits, const float *bi
 
 /* out[t] = the router-weighted sum of token t's expert outputs, in the router's order whatever the batch; each
  * thread a share of the tokens. */
-typedef struct { hearth_ctx *c; float *out; int n; } moe_job;
+typedef struct { hearth_ctx *c; float *out; int n; const float *escale; } moe_job;
 
 static void moe_combine(void *arg, int ith, int nth) {
     const moe_job *j = arg;
@@ -252,7 +264,11 @@ static void moe_combine(void *arg, int ith, int nth) {
         float *o = j->out + (size_t)t * E;
         for (int k = 0; k < K; k++) {
             const float wk = c->moe_w[t * K + k], *y = c->moe_y + (size_t)c->moe_row[t * K + k] * E;
-            if (k == 0) for (int i = 0; i < E; i++) o[i] = wk * y[i];
+            if (j->escale) {   /* the expert's output scale first, then its weight */
+                const float s = j->escale[c->moe_sel[t * K + k]];
+                if (k == 0) for (int i = 0; i < E; i++) o[i] = wk * (y[i] * s);
+                else for (int i = 0; i < E; i++) o[i] += wk * (y[i] * s);
+            } else if (k == 0) for (int i = 0; i < E; i++) o[i] = wk * y[i];
             else for (int i = 0; i < E; i++) o[i] += wk * y[i];
         }
     }
@@ -290,10 +306,15 @@ static void (*expert_glu(int act))(float *, const float *, int) {
 }
 
 void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
+    layer_ffn_moe_routed(c, ub, L, in, in, out, act);
+}
+
+void layer_ffn_moe_routed(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *router_in, const float *in,
+                          float *out, int act) {
     const ht_hparams *hp = &c->m->hp;
     const int n = ub->n, NE = hp->n_expert, K = hp->n_expert_used;
     int *sel = c->moe_sel, *cnt = c->moe_cnt, *next = c->moe_first, *row = c->moe_row;
-    matmul_bias(c, &L->ffn_gate_inp, &L->ffn_gate_inp_b, in, n, c->moe_logits);
+    matmul_bias(c, &L->ffn_gate_inp, &L->ffn_gate_inp_b, router_in, n, c->moe_logits);
     memset(cnt, 0, (size_t)NE * sizeof *cnt);
     for (int t = 0; t < n; t++) {
         moe_route(hp, c->moe_logits + (size_t)t * NE, L->exp_probs_b.data, sel + (size_t)t * K, c->moe_w + (size_t)t * K);
@@ -316,8 +337,64 @@ void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const 
         dist_tp_gather(c, c->tp_out, n * K, hp->n_embd, 0, c->moe_y);
     } else
         matmul_experts(c, &L->ffn_down_exps, &L->ffn_down_exps_b, NULL, NULL, c->moe_g, NULL, n * K, cnt, c->moe_y, NULL, NULL);
-    moe_job j = { c, out, ub->n };
+    moe_job j = { c, out, ub->n, L->ffn_down_exps_s.data };
     if (n == 1) moe_combine(&j, 0, 1);   /* decode: a few thousand products, less than waking a thread */
     else pool_run(c->pool, moe_combine, &j);
     if (L->ffn_gate_shexp.data) moe_shared_expert(c, ub, L, in, out);
+}
+
+/* ---- per-layer embeddings (Gemma 4) ---- */
+/* Token i's row of the table into c->ple_row, times sqrt(P), added to its normed projection, times 1/sqrt(2). */
+void layer_ple_inputs(hearth_ctx *c, const ht_ubatch *ub, const float *x0) {
+    const hearth_model *m = c->m;
+    const ht_hparams *hp = &m->hp;
+    const int E = hp->n_embd, P = hp->n_embd_per_layer, NL = hp->n_layer, W = NL * P;
+    const ht_tensor *T = &m->ple_tok_embd;
+    const ht_traits *tr = ht_get_traits(T->type);
+    const float ts = sqrtf((float)P), is2 = 1.0f / sqrtf(2.0f);
+    matmul(c, &m->ple_model_proj, x0, ub->n, c->ple);
+    op_scale(c->ple, 1.0f / sqrtf((float)E), ub->n * W);
+    const ht_ubatch rows = { .n = ub->n * NL };   /* every (token, layer) chunk a row of P */
+    layer_norm_rows(c, &rows, c->ple, c->ple, &m->ple_proj_norm, NULL, P, hp->norm_eps, NORM_RMS);
+    for (int i = 0; i < ub->n; i++) {
+        float *e = c->ple + (size_t)i * W;
+        tr->to_float(ht_row(T, ub->tokens[i]), c->ple_row, W);
+        for (int k = 0; k < W; k++) e[k] = (e[k] + c->ple_row[k] * ts) * is2;
+    }
+}
+
+typedef struct { float *g; const float *e; int P, W; } ple_mul_job;
+
+static void ple_mul_rows(const void *arg, int r0, int r1) {
+    const ple_mul_job *j = arg;
+    for (int i = r0; i < r1; i++) {
+        float *g = j->g + (size_t)i * j->P;
+        const float *e = j->e + (size_t)i * j->W;
+        op_gelu_tanh(g, j->P);
+        for (int k = 0; k < j->P; k++) g[k] *= e[k];
+    }
+}
+
+void layer_ple_apply(hearth_ctx *c, const ht_ubatch *ub, int il, float *x) {
+    const ht_hparams *hp = &c->m->hp;
+    const ht_layer *L = &c->m->layers[il];
+    const int E = hp->n_embd, P = hp->n_embd_per_layer;
+    matmul(c, &L->ple_gate, x, ub->n, c->hb);
+    ple_mul_job j = { c->hb, c->ple + (size_t)il * P, P, hp->n_layer * P };
+    pool_share(c->pool, ub->n, ple_mul_rows, &j);
+    matmul(c, &L->ple_proj, c->hb, ub->n, c->hb2);
+    layer_norm_rows(c, ub, c->hb2, c->hb2, &L->ple_norm, NULL, E, hp->norm_eps, NORM_RMS);
+    layer_residual(c, ub, x, c->hb2, E);
+}
+
+typedef struct { float *x; float s; int width; } scale_job;
+
+static void scale_rows(const void *arg, int r0, int r1) {
+    const scale_job *j = arg;
+    op_scale(j->x + (size_t)r0 * j->width, j->s, (r1 - r0) * j->width);
+}
+
+void layer_scale_rows(hearth_ctx *c, const ht_ubatch *ub, float *x, float s, int width) {
+    scale_job j = { x, s, width };
+    pool_share(c->pool, ub->n, scale_rows, &j);
 }

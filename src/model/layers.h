@@ -28,11 +28,23 @@ void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, cons
  * each + its bias when bound; act ACT_SILU, ACT_GELU_TANH or ACT_SWIGLU_OAI) weighted by the router, plus the
  * shared expert (ffn_*_shexp; gated by ffn_gate_inp_shexp when bound). */
 void layer_ffn_moe(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
+/* The same with the router reading router_in (Gemma 4: a normed, scaled copy of the residual) while the experts
+ * read in; out may be router_in. Each expert's output is scaled by ffn_down_exps_s when bound. */
+void layer_ffn_moe_routed(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *router_in, const float *in,
+                          float *out, int act);
 /* Plain FFN with biases: out = down(act(up(in) + b_up)) + b_down. */
 void layer_ffn_plain(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
 /* out = act(W·in + b) over the micro-batch (b may be absent): a dense layer, e.g. a head transform. */
 void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const ht_tensor *b, const float *in, float *out,
                  int act);
+/* Per-layer embeddings (Gemma 4): c->ple[i][l] = (RMSNorm_{ple_proj_norm}(ple_model_proj . x0[i] / sqrt(n_embd))_l
+ * + ple_tok_embd[token i]_l * sqrt(P)) / sqrt(2) for every layer l, x0 the scaled token embeddings; made once per
+ * micro-batch, before the first layer. */
+void layer_ple_inputs(hearth_ctx *c, const ht_ubatch *ub, const float *x0);
+/* x += RMSNorm_{ple_norm}(ple_proj(GELU(ple_gate . x) * c->ple[.][il])): layer il's per-layer embedding. */
+void layer_ple_apply(hearth_ctx *c, const ht_ubatch *ub, int il, float *x);
+/* x *= s over n rows of width. */
+void layer_scale_rows(hearth_ctx *c, const ht_ubatch *ub, float *x, float s, int width);
 /* x += y over n rows of width (rows split over the pool). */
 void layer_residual(hearth_ctx *c, const ht_ubatch *ub, float *x, const float *y, int width);
 

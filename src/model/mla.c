@@ -143,7 +143,7 @@ void layer_mla_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float
         layer_norm_rows(c, ub, c->hb, c->hb, &L->q_a_norm, NULL, hp->q_lora_rank, hp->norm_eps, NORM_RMS);
         matmul(c, &L->wq_b, c->hb, n, c->q);
     }
-    ctx_rope_tables(c, ub, hp->rope_base, hp->rope_scale);
+    ctx_rope_tables(c, ub, hp->rope_base, hp->rope_scale, hp->n_rot, NULL);
     mla_rope_job rj = { c, L, c->q, c->k };
     pool_share(c->pool, n, mla_rope_rows, &rj);
     mla_store(c, ub, il, c->k);

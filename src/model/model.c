@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_mistral3, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_qwen35,
-                                         &ht_arch_qwen35moe, &ht_arch_qwen3next, &ht_arch_gemma3, &ht_arch_gpt2, &ht_arch_bert,
+                                         &ht_arch_qwen35moe, &ht_arch_qwen3next, &ht_arch_gemma3, &ht_arch_gemma4, &ht_arch_gpt2, &ht_arch_bert,
                                          &ht_arch_smollm3, &ht_arch_phi3, &ht_arch_deepseek2, &ht_arch_gptoss };
 
 const ht_arch *ht_find_arch(const char *name) {
@@ -95,6 +95,15 @@ int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, 
     return bind_named(m, dst, required, err, ne0, ne1, 1, name);
 }
 
+bool model_has_tensor(const hearth_model *m, const char *fmt, int il) {
+    char name[256];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(name, sizeof name, fmt, il);
+#pragma GCC diagnostic pop
+    return find_tensor(m, name) != NULL;
+}
+
 int model_bind_experts(hearth_model *m, ht_tensor *dst, hearth_err *err, int64_t ne0, int64_t ne1, const char *fmt, int il) {
     char name[256];
 #pragma GCC diagnostic push
@@ -134,6 +143,51 @@ int model_meta_int(const hearth_model *m, const char *suffix, int lo, int hi, in
     return 0;
 }
 
+int model_meta_layer_ints(const hearth_model *m, const char *suffix, int lo, int hi, int def, int *out, int *max,
+                          hearth_err *err) {
+    char key[256];
+    const gguf_kv *kv = meta_key(m, suffix, key, sizeof key) ? gguf_find(m->gguf, key) : NULL;
+    const int n = m->hp.n_layer;
+    *max = INT32_MIN;
+    if (kv && kv->type == GGUF_ARR) {
+        if (kv->arr_n != (uint64_t)n) return herr(err, "metadata %s: an array of %d values expected", key, n);
+        for (int il = 0; il < n; il++) {
+            int64_t v;
+            if (!gguf_arr_int(kv, (uint64_t)il, lo, hi, &v))
+                return herr(err, "metadata %s[%d] is not an integer in %d..%d", key, il, lo, hi);
+            out[il] = (int)v;
+        }
+    } else {
+        int v;
+        if (model_meta_int(m, suffix, lo, hi, def, &v, err)) return -1;
+        for (int il = 0; il < n; il++) out[il] = v;
+    }
+    for (int il = 0; il < n; il++) *max = HT_MAX(*max, out[il]);
+    return 0;
+}
+
+/* A per-layer count's largest value (scalar or array): what buffers are sized by; the architecture reads the
+ * values per layer when it has them. */
+static int meta_int_max(hearth_model *m, const char *suffix, int lo, int hi, int def, int *out, hearth_err *err) {
+    int *v = malloc((size_t)m->hp.n_layer * sizeof *v);
+    if (!v) return herr(err, "out of memory");
+    int rc = model_meta_layer_ints(m, suffix, lo, hi, def, v, out, err);
+    free(v);
+    return rc;
+}
+
+void model_layer_defaults(hearth_model *m) {
+    const ht_hparams *hp = &m->hp;
+    for (int il = 0; il < hp->n_layer; il++) {
+        ht_layer *L = &m->layers[il];
+        if (!L->head_dim) L->head_dim = hp->head_dim;
+        if (!L->head_dim_v) L->head_dim_v = hp->head_dim_v;
+        if (!L->n_head_kv) L->n_head_kv = hp->n_head_kv;
+        if (!L->n_rot) L->n_rot = hp->n_rot;
+        if (!L->kv_shared) L->kv_src = il;
+    }
+}
+
 int model_common_hparams(hearth_model *m, hearth_err *err) {
     ht_hparams *hp = &m->hp;
     const char *need[] = { "embedding_length", "block_count", "attention.head_count" };
@@ -145,8 +199,8 @@ int model_common_hparams(hearth_model *m, hearth_err *err) {
     if (model_meta_int(m, "embedding_length", 1, 1 << 20, 0, &hp->n_embd, err) ||
         model_meta_int(m, "block_count", 1, 1 << 16, 0, &hp->n_layer, err) ||
         model_meta_int(m, "attention.head_count", 1, 1 << 16, 0, &hp->n_head, err) ||
-        model_meta_int(m, "attention.head_count_kv", 1, hp->n_head, hp->n_head, &hp->n_head_kv, err) ||
-        model_meta_int(m, "feed_forward_length", 1, 1 << 24, (int)HT_MIN(4ll * hp->n_embd, 1 << 24), &hp->n_ff, err) ||
+        meta_int_max(m, "attention.head_count_kv", 1, hp->n_head, hp->n_head, &hp->n_head_kv, err) ||
+        meta_int_max(m, "feed_forward_length", 1, 1 << 24, (int)HT_MIN(4ll * hp->n_embd, 1 << 24), &hp->n_ff, err) ||
         model_meta_int(m, "context_length", 1, 1 << 30, 2048, &hp->n_ctx_train, err) ||
         model_meta_int(m, "attention.key_length", 1, 4096, HT_MAX(hp->n_embd / hp->n_head, 1), &hp->head_dim, err) ||
         model_meta_int(m, "attention.value_length", 1, 4096, hp->head_dim, &hp->head_dim_v, err))
@@ -243,6 +297,7 @@ static int load_from_gguf(hearth_model *m, hearth_err *err) {
     if (!m->layers) return herr(err, "out of memory");
     m->layer_hi = m->hp.n_layer;
     if (m->arch->bind(m, err)) return -1;
+    model_layer_defaults(m);
     if (!gguf_find(m->gguf, "tokenizer.ggml.model")) return 0;   /* no tokenizer: ids only */
     if (vocab_from_gguf(m->gguf, &m->vocab, err)) return -1;
     if (vocab_size(m->vocab) < m->hp.n_vocab) return herr(err, "vocabulary has %d tokens, embeddings have %d", vocab_size(m->vocab), m->hp.n_vocab);

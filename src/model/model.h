@@ -78,8 +78,12 @@ typedef struct {
     int rope_type, n_rot;
     int sliding_window;       /* 0 = none */
     int swa_period;           /* layer il is global when (il + 1) % swa_period == 0; 0 = all global */
+    bool swa_per_layer;       /* the pattern is ht_layer.swa instead (Gemma 4's sliding_window_pattern array) */
     float attn_scale;         /* multiplies q·k; default 1/sqrt(head_dim) */
     float embd_scale;         /* multiplies token embeddings; default 1 */
+    float logit_softcap;      /* logits = cap * tanh(logits / cap) when > 0 (Gemma 4) */
+    bool v_norm;              /* V rows RMS-normed per head without a weight (Gemma 4) */
+    int n_embd_per_layer;     /* per-layer embeddings (Gemma 4 E2B / E4B): each layer's input width, 0 = none */
     bool causal;
     bool logits;              /* produces logits: decoders, and encoders with a language-model head */
     int pooling;
@@ -116,6 +120,16 @@ typedef struct {
     ht_tensor wq, wk, wv, wqkv, wo;
     ht_tensor bq, bk, bv, bqkv, bo;
     ht_tensor q_norm, k_norm;
+    /* attention geometry of this layer: the model's (hp) unless the architecture sets it per layer (Gemma 4's
+     * sliding and global layers differ in head size, kv heads and rope dims; model_layer_defaults fills it) */
+    int head_dim, head_dim_v, n_head_kv, n_rot;
+    bool swa;                                     /* sliding window, when hp.swa_per_layer */
+    bool kv_shared;                               /* attends the KV cache of layer kv_src < il, stores none and
+                                                   * computes no K / V (Gemma 4's last shared_kv_layers) */
+    int kv_src;                                   /* whose cache it attends: il unless kv_shared */
+    ht_tensor rope_freqs;                         /* this layer's rope frequency divisors (else the model's) */
+    ht_tensor out_scale;                          /* [1]: multiplies the layer's output (Gemma 4) */
+    ht_tensor ple_gate, ple_proj, ple_norm;       /* per-layer embeddings: inp_gate, proj, post_norm (Gemma 4) */
     ht_tensor attn_sinks;                         /* [n_head] a logit per head in the softmax's denominator (gpt-oss) */
     ht_tensor attn_post_norm, attn_post_norm_b;   /* gemma3 post-attention norm; bert attention-output LayerNorm */
     ht_tensor ffn_norm, ffn_norm_b;
@@ -127,6 +141,10 @@ typedef struct {
     ht_tensor ffn_gate_exps_b, ffn_up_exps_b, ffn_down_exps_b;   /* their biases (gpt-oss): [rows, n_expert] */
     ht_tensor ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;   /* shared expert and its gate */
     ht_tensor exp_probs_b;                        /* per-expert bias added to the scores for the choice only */
+    ht_tensor ffn_gate_up_exps;                   /* fused [gate | up] rows per expert; gate / up_exps are views of it */
+    ht_tensor ffn_gate_inp_s;                     /* [n_embd]: scales the router's input (Gemma 4) */
+    ht_tensor ffn_down_exps_s;                    /* [n_expert]: scales each expert's output (Gemma 4) */
+    ht_tensor ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;   /* Gemma 4: dense MLP and experts side by side */
     /* latent attention (model/mla.c): q directly (wq) or through a LoRA (wq_a, q_a_norm, wq_b); attn_kv_a_mqa to
      * the latent + shared rope key, its norm; per-head stacks k_b [nope, kv_lora_rank], v_b [kv_lora_rank, v] */
     ht_tensor wq_a, q_a_norm, wq_b, wkv_a, kv_a_norm, wk_b, wv_b;
@@ -152,6 +170,7 @@ struct hearth_model {
     int n_tensors;
     ht_tensor tok_embd, pos_embd, type_embd, tok_embd_norm, tok_embd_norm_b, output_norm, output_norm_b, output,
               output_b, rope_freqs, rope_freqs_long;
+    ht_tensor ple_tok_embd, ple_model_proj, ple_proj_norm;   /* per-layer embeddings' tables (Gemma 4) */
     ht_layer *layers;
     void **owned;             /* buffers the model owns (converted tensors, HF metadata image, ...) */
     int n_owned;
@@ -199,8 +218,9 @@ struct ht_arch {
 };
 
 /* Registered architectures (one file each under src/arch). */
-extern const ht_arch ht_arch_llama, ht_arch_mistral3, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe, ht_arch_qwen3next,
-    ht_arch_gemma3, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3, ht_arch_deepseek2, ht_arch_gptoss;
+extern const ht_arch ht_arch_llama, ht_arch_mistral3, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe,
+    ht_arch_qwen3next, ht_arch_gemma3, ht_arch_gemma4, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3, ht_arch_deepseek2,
+    ht_arch_gptoss;
 /* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
  * -> tied) and the pre-norm SwiGLU forward pass. */
 int llama_bind_common(hearth_model *m, hearth_err *err);
@@ -217,6 +237,8 @@ bool model_meta_f32(const hearth_model *m, const char *suffix, float *out);
  * the expected dims (pass -1 to accept any). Returns 0, or -1 with err set. */
 int model_bind(hearth_model *m, ht_tensor *dst, bool required, hearth_err *err, int64_t ne0, int64_t ne1,
                const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* True when the model has the tensor named by fmt (taking il). */
+bool model_has_tensor(const hearth_model *m, const char *fmt, int il);
 /* Binds an expert stack: ne[0] = ne0, ne[1] = ne1, ne[2] = the model's n_expert (a 3-D tensor). */
 int model_bind_experts(hearth_model *m, ht_tensor *dst, hearth_err *err, int64_t ne0, int64_t ne1, const char *fmt, int il);
 /* Binds a stack of ne2 matrices [ne0, ne1] that is not a set of experts (latent attention's per-head attn_k_b). */
@@ -228,6 +250,13 @@ int model_bind_norm_wb(hearth_model *m, ht_tensor *w, ht_tensor *b, hearth_err *
 /* Integer metadata "<arch>.<suffix>" in [lo, hi] into *out (def when the key is absent); -1 with err set
  * when present but not an integer in range. */
 int model_meta_int(const hearth_model *m, const char *suffix, int lo, int hi, int def, int *out, hearth_err *err);
+/* Per-layer integer metadata "<arch>.<suffix>": a scalar for every layer or an array of n_layer values, each in
+ * [lo, hi] (def when absent) into out[n_layer]; *max gets the largest. -1 with err set otherwise. */
+int model_meta_layer_ints(const hearth_model *m, const char *suffix, int lo, int hi, int def, int *out, int *max,
+                          hearth_err *err);
+/* After binding: every layer's attention geometry not set by the architecture is the model's, and its KV cache
+ * its own. */
+void model_layer_defaults(hearth_model *m);
 /* Reads the hyperparameters common to decoder families (n_embd, n_layer, heads, ff, context, eps, rope). */
 int model_common_hparams(hearth_model *m, hearth_err *err);
 /* 0 when the model has a tokenizer; otherwise -1 with a message naming the model and what it lacks. */
@@ -248,6 +277,7 @@ typedef struct {
     void *v;                  /* F32 / F16: [n_seq][n_head_kv][head_dim_v][span[seq]] at the start of each
                                * sequence's room for cap positions; Q8_0: as K, rows of head_dim_v */
     int *span;                /* F32 / F16 per sequence: positions a V^T row holds now (<= cap) */
+    int n_kv, hd, hdv;        /* the layer's kv heads and K / V head sizes */
                               /* latent attention (model/mla.c): k holds [n_seq][cap] rows of head_dim values in
                                * the cache type (latent | rope key), v and span are NULL */
 } ht_kv_layer;
@@ -276,6 +306,10 @@ struct hearth_ctx {
     int32_t *rope_pos;        /* [n_batch]: the positions the tables hold (rope_n of them, for rope_key) */
     int rope_n;
     float rope_key[2];        /* base and scale of the tables: layers that share them reuse them */
+    int rope_key_rot;         /* and their rope dims */
+    const float *rope_key_ff; /* and frequency divisors */
+    float *ple;               /* per-layer embeddings: [n_batch][n_layer][n_embd_per_layer], made by the first layer */
+    float *ple_row;           /* [n_layer * n_embd_per_layer]: a token's row of the table, dequantized */
     /* mixture of experts (n_expert > 0): a micro-batch's n_batch × n_expert_used choices ("slots") */
     float *moe_logits;        /* [n_batch][n_expert] router outputs */
     int *moe_sel;             /* [slot] the chosen expert, best first per token */

@@ -304,6 +304,10 @@ static bool char_symbols(const ht_vocab *v, const char *s, size_t n, tok_ws *w, 
 
 static int bpe_chunk(const ht_vocab *v, const char *s, size_t n, tok_ws *w, ht_ivec *out) {
     bool affixes = v->cont_len || v->suffix_len;
+    if (v->newline_runs_whole && n && s[0] == '\n') {   /* pieces are all newlines or have none */
+        int32_t id = vocab_lookup(v, s, n);
+        if (id >= 0) return ivec_push(out, id) ? 0 : -1;
+    }
     if (v->ignore_merges || (v->byte_level && affixes)) {
         ht_sbuf *t = &w->tmp;
         t->n = 0;

@@ -152,6 +152,7 @@ struct ht_vocab {
     /* BPE */
     ht_pairmap merges;
     bool byte_level, byte_fallback, ignore_merges, fuse_unk;
+    bool newline_runs_whole;   /* Gemma 4: a piece of newlines only that is a token is that token */
     char *cont_prefix, *word_suffix; size_t cont_len, suffix_len;
     /* WordPiece */
     const char *wpm_start, *wpm_cont;   /* affix for word-initial / continuation lookups */

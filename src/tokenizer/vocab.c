@@ -321,6 +321,29 @@ static void get_id(const gguf_file *f, const char *key, int32_t *id, int n) {
     if (*id >= n) *id = -1;
 }
 
+/* Gemma 4's tokenizer (GGUF model "gemma4", as llama.cpp reads it): BPE over raw UTF-8 with <0xNN> byte
+ * fallback, spaces replaced by "▁" first (no prefix space), the text cut only into runs of newlines and runs of
+ * anything else; a run of newlines that is a token stays whole. Always a BOS. */
+static int gemma4_setup(ht_vocab *v, hearth_err *err) {
+    v->byte_fallback = true;
+    v->newline_runs_whole = true;
+    v->dec = DEC_SPM;
+    v->add_bos = true;
+    v->add_space_prefix = false;
+    v->pipe.norm = calloc(1, sizeof(ht_norm));
+    v->pipe.pre = calloc(1, sizeof(ht_pre));
+    if (!v->pipe.norm || !v->pipe.pre) return herr(err, "out of memory");
+    ht_norm *nm = &v->pipe.norm[0];
+    v->pipe.n_norm = 1;
+    *nm = (ht_norm){ .type = NS_REPLACE, .a = strdup(" "), .b = strdup("\xe2\x96\x81"), .alen = 1, .blen = 3 };
+    if (!nm->a || !nm->b) return herr(err, "out of memory");
+    static const char re[] = "[^\\n]+|[\\n]+";
+    v->pipe.pre[0] = (ht_pre){ .type = PS_SPLIT, .behavior = SB_ISOLATED };
+    if (!(v->pipe.pre[0].re = regex_compile(re, strlen(re), err))) return -1;
+    v->pipe.n_pre = 1;
+    return 0;
+}
+
 int vocab_from_gguf(const gguf_file *f, ht_vocab **out, hearth_err *err) {
     *out = NULL;
     gguf_str model;
@@ -330,6 +353,7 @@ int vocab_from_gguf(const gguf_file *f, ht_vocab **out, hearth_err *err) {
     if (gstr_eq(model, "llama")) kind = TOK_SPM;
     else if (gstr_eq(model, "gpt2")) kind = TOK_BPE;
     else if (gstr_eq(model, "bert")) kind = TOK_WPM;
+    else if (gstr_eq(model, "gemma4")) kind = TOK_BPE;   /* SentencePiece-style BPE: set up below */
     else return herr(err, "unsupported tokenizer model '%.*s'", (int)HT_MIN(model.n, 64), model.p);
 
     const gguf_kv *tk = gguf_find(f, "tokenizer.ggml.tokens");
@@ -393,9 +417,11 @@ int vocab_from_gguf(const gguf_file *f, ht_vocab **out, hearth_err *err) {
         v->pipe.pre[0] = (ht_pre){ .type = PS_BERT };
         v->pipe.n_pre = 1;
     } else {
-        v->byte_level = true;
-        v->dec = DEC_BYTELEVEL;
-        if (bpe_setup_pre(v, pre.p, pre.n, err)) { vocab_free(v); return -1; }
+        if (gstr_eq(model, "gemma4") ? gemma4_setup(v, err) : (v->byte_level = true, v->dec = DEC_BYTELEVEL,
+                                                               bpe_setup_pre(v, pre.p, pre.n, err))) {
+            vocab_free(v);
+            return -1;
+        }
         const gguf_kv *mk = gguf_find(f, "tokenizer.ggml.merges");
         if (!mk || mk->type != GGUF_ARR || mk->arr_type != GGUF_STR) {
             vocab_free(v);
@@ -429,6 +455,7 @@ int vocab_from_gguf(const gguf_file *f, ht_vocab **out, hearth_err *err) {
     gguf_get_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos);
     gguf_get_bool(f, "tokenizer.ggml.add_sep_token", &v->add_sep);
     gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix);
+    if (gstr_eq(model, "gemma4")) v->add_bos = true;   /* as llama.cpp, whatever add_bos_token says */
     if (v->add_bos && v->bos < 0) v->add_bos = false;
     if (v->add_eos && v->eos < 0) v->add_eos = false;
     int32_t fim[3] = { -1, -1, -1 };
