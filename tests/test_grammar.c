@@ -206,6 +206,78 @@ static void token_masks(hearth_model *m, const char *gbnf, int seeds) {
     hearth_grammar_free(G);
 }
 
+/* One reply under a budget of `budget` tokens (< 0: none), with random logits that keep the end of text
+ * unlikely (so replies run long unless the budget stops them); the text in out, the tokens it took in *n_tok.
+ * True when it ended complete: an end-of-generation token, or a grammar that may end when the budget ran out. */
+static bool budget_reply(hearth_model *m, hearth_grammar *G, int budget, int seed, char *out, size_t cap, size_t *n_out,
+                         int *n_tok) {
+    hearth_model_info info;
+    hearth_model_get_info(m, &info);
+    int nv = info.n_vocab;
+    float *logits = malloc((size_t)nv * sizeof *logits);
+    hearth_sampler_params sp = hearth_sampler_default_params();
+    sp.seed = (uint64_t)seed;
+    sp.top_k = 0, sp.top_p = 1, sp.min_p = 0, sp.temperature = 1;
+    hearth_sampler *smp = hearth_sampler_new(&sp, nv);
+    hearth_grammar_reset(G);
+    hearth_grammar_set_budget(G, -1);
+    hearth_sampler_set_grammar(smp, G);
+    uint64_t rng = (uint64_t)seed * 0x9e3779b97f4a7c15ull;
+    size_t n = 0;
+    int gen = 0, limit = budget >= 0 ? budget : 400;
+    bool ended = false;
+    char piece[256];
+    while (!ended && gen < limit) {
+        if (budget >= 0) hearth_grammar_set_budget(G, budget - gen);
+        for (int t = 0; t < nv; t++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            logits[t] = (float)(rng % 1000) / 100.0f;
+            if (hearth_token_is_eog(m, t)) logits[t] = -5.0f;
+        }
+        hearth_token t = hearth_sample(smp, logits, NULL, 0);
+        if (t < 0) break;
+        hearth_sampler_accept(smp, t);
+        if (hearth_token_is_eog(m, t)) { ended = true; break; }
+        int k = hearth_token_piece(m, t, piece, sizeof piece);
+        if (k < 0 || n + (size_t)k >= cap) break;
+        memcpy(out + n, piece, (size_t)k);
+        n += (size_t)k;
+        gen++;
+        ended = hearth_grammar_done(G);
+    }
+    if (!ended && gen == limit) ended = hearth_grammar_can_end(G);
+    *n_out = n, *n_tok = gen;
+    hearth_sampler_free(smp);
+    free(logits);
+    return ended;
+}
+
+/* The budget rule: with the budget at the grammar's min_tokens and a little above, every reply ends complete
+ * within it; without a budget the same replies run past it (so the rule is what makes them end). */
+static void budget_rule(hearth_model *m, const char *gbnf, int extra_max) {
+    hearth_err err;
+    hearth_grammar *G = hearth_grammar_new(m, gbnf, &err);
+    REQUIRE(G, "%s", err.msg);
+    gram *ref = gram_parse(gbnf, &err);
+    REQUIRE(ref, "%s", err.msg);
+    int need = hearth_grammar_min_tokens(G);
+    REQUIRE(need > 0, "min_tokens %d for a grammar that cannot be empty", need);
+    char text[8192];
+    size_t n;
+    int gen, unbounded_over = 0;
+    for (int extra = 0; extra <= extra_max; extra += extra_max / 4 > 0 ? extra_max / 4 : 1)
+        for (int seed = 1; seed <= 3; seed++) {
+            bool ok = budget_reply(m, G, need + extra, seed, text, sizeof text, &n, &gen);
+            CHECK(ok && gen <= need + extra && gram_matches(ref, text, n, true),
+                  "budget %d seed %d: %d tokens, '%.*s' is not a whole sentence", need + extra, seed, gen, (int)n, text);
+            bool free_ok = budget_reply(m, G, -1, seed, text, sizeof text, &n, &gen);
+            unbounded_over += !free_ok || gen > need + extra;
+        }
+    CHECK(unbounded_over > 0, "no reply without a budget ran past it: the test shows nothing");
+    gram_free(ref);
+    hearth_grammar_free(G);
+}
+
 int main(void) {
     gbnf_tables();
     gbnf_errors();
@@ -216,6 +288,16 @@ int main(void) {
     char *json = hearth_json_schema_to_grammar(S[0].schema, &err);
     REQUIRE(json, "%s", err.msg);
     token_masks(m, json, 4);
+    budget_rule(m, json, 12);
+    free(json);
+    budget_rule(m, "root ::= \"<\" [a-z]+ (\",\" [a-z]+)* \">\"", 8);
+    const char *deep = "{\"type\":\"object\",\"properties\":{\"items\":{\"type\":\"array\",\"minItems\":2,"
+        "\"items\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\","
+        "\"items\":{\"type\":\"string\"}}},\"required\":[\"id\",\"tags\"]}},\"note\":{\"type\":\"string\"}},"
+        "\"required\":[\"items\",\"note\"]}";
+    json = hearth_json_schema_to_grammar(deep, &err);
+    REQUIRE(json, "%s", err.msg);
+    budget_rule(m, json, 40);
     free(json);
     hearth_model_free(m);
     TEST_DONE();

@@ -437,6 +437,15 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
     if (t->n_prompt == 0) return herr(err, "the prompt is empty (and the model has no BOS token)");
     if (t->n_prompt >= n_ctx)
         return herr(err, "the prompt is %d tokens, but the context is %d tokens (per slot)", t->n_prompt, n_ctx);
+    if (t->grammar) {   /* a constrained reply ends complete within its budget, so the budget must allow one */
+        int need = hearth_grammar_min_tokens(t->grammar), room = n_ctx - t->n_prompt;
+        if (t->max_tokens >= 0 && t->max_tokens < room) room = t->max_tokens;
+        if (need < 0) return herr(err, "the grammar (or schema) has no finite document the model can write");
+        if (need > room)
+            return herr(err, "max_tokens is too small for a complete %s: %d tokens %s, and the shortest takes up to %d",
+                        r->tools.mode != TOOLS_OFF ? "tool call" : "document of the schema (or grammar)", room,
+                        room == t->max_tokens ? "asked" : "left in the context", need);
+    }
     return 0;
 }
 
