@@ -720,7 +720,24 @@ struct gram_vocab {
     int n_order;
     uint8_t *eog;
     uint8_t one[32];           /* bytes that some token is exactly (one token per byte: the budget's unit) */
+    int32_t *ph;               /* open addressing over the pieces' hashes: token id + 1, 0 = empty */
+    uint32_t ph_cap;
 };
+
+static uint64_t piece_hash(const unsigned char *b, uint32_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint32_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Whether some (non-control) token's piece is exactly b[0..n). */
+static bool is_piece(const struct gram_vocab *v, const unsigned char *b, uint32_t n) {
+    for (uint32_t k = (uint32_t)piece_hash(b, n) & (v->ph_cap - 1); v->ph[k]; k = (k + 1) & (v->ph_cap - 1)) {
+        int32_t t = v->ph[k] - 1;
+        if (v->len[t] == n && !memcmp(v->bytes + v->off[t], b, n)) return true;
+    }
+    return false;
+}
 
 static const struct gram_vocab *sort_ctx;
 static int cmp_piece(const void *a, const void *b) {
@@ -734,7 +751,7 @@ static int cmp_piece(const void *a, const void *b) {
 
 void gram_vocab_free(struct gram_vocab *v) {
     if (!v) return;
-    free(v->bytes); free(v->off); free(v->len); free(v->order); free(v->lcp); free(v->eog);
+    free(v->bytes); free(v->off); free(v->len); free(v->order); free(v->lcp); free(v->eog); free(v->ph);
     free(v);
 }
 
@@ -776,6 +793,16 @@ static const struct gram_vocab *model_vocab(hearth_model *m, hearth_err *err) {
         if (k == 1 && !v->eog[t]) v->one[(unsigned char)piece[0] >> 3] |= (uint8_t)(1u << (piece[0] & 7));
     }
     if (ok) {
+        for (v->ph_cap = 1024; v->ph_cap < 2u * (uint32_t)n; v->ph_cap *= 2) {}
+        ok = (v->ph = calloc(v->ph_cap, sizeof *v->ph)) != NULL;
+        for (int i = 0; ok && i < v->n_order; i++) {
+            int32_t t = v->order[i];
+            uint32_t k = (uint32_t)piece_hash((const unsigned char *)v->bytes + v->off[t], v->len[t]) & (v->ph_cap - 1);
+            while (v->ph[k]) k = (k + 1) & (v->ph_cap - 1);
+            v->ph[k] = t + 1;
+        }
+    }
+    if (ok) {
         sort_ctx = v;   /* under vocab_lock */
         qsort(v->order, (size_t)v->n_order, sizeof *v->order, cmp_piece);
         for (int i = 0; i < v->n_order; i++) {
@@ -807,11 +834,13 @@ static const struct gram_vocab *model_vocab(hearth_model *m, hearth_err *err) {
 typedef struct { gstate s; uint64_t hash; int32_t *next; uint32_t dist; } istate;
 
 /* ---- the token budget ----
- * dist(state): tokens enough to reach a state where the grammar may end, counting one token per byte along the
- * shortest way there through bytes that are tokens of their own (so it is always achievable). From per-element
- * suffix lengths, suf[p] = the fewest bytes from element p to the end of its alternative, by a fixpoint over
- * the rules' shortest lengths; a stack's completion is the sum of its positions' suffixes. Where the fixpoint
- * is cut short the values are still lengths of real completions (upper bounds), so the rule stays sound. */
+ * dist(state): tokens enough to reach a state where the grammar may end, along a completion the matcher allows
+ * token by token: a literal's bytes spelled by the fewest tokens that lie within it, any other byte by a token
+ * that is that byte alone. From per-element suffix costs, suf[p] = the tokens from element p to the end of its
+ * alternative, by a fixpoint over the rules' minimums; a stack's cost is the sum of its positions' suffixes, and
+ * each token of such a completion lowers it by exactly one, so a state within budget always has an allowed
+ * token that keeps it within. Where the fixpoint is cut short the values are still costs of real completions
+ * (upper bounds), so the rule stays sound. */
 #define GR_INF (UINT32_MAX / 4)
 
 static uint32_t sat_add(uint32_t a, uint32_t b) { return a >= GR_INF || b >= GR_INF || a + b >= GR_INF ? GR_INF : a + b; }
@@ -823,29 +852,78 @@ static uint32_t el_cost(const gram *g, const uint32_t *minlen, const uint8_t one
     return GR_INF;
 }
 
-/* suf (g->n_el entries) for a vocabulary whose single-byte tokens are `one`. False when out of memory. */
-static bool suffix_lengths(const gram *g, const uint8_t one[32], uint32_t *suf) {
+/* The byte element p stands for when its set holds exactly one byte (a literal's character), else -1. */
+static int literal_byte(const gram *g, uint32_t p) {
+    if (g->el[p].type != GE_BYTES) return -1;
+    const uint8_t *set = g->sets[g->el[p].val];
+    int b = -1;
+    for (int i = 0; i < 256; i++)
+        if (set[i >> 3] >> (i & 7) & 1) { if (b >= 0) return -1; b = i; }
+    return b;
+}
+
+#define GR_MAX_PIECE 63
+/* Per element: bit l-1 set when the literal bytes from p on (within one alternative) begin with a token of l
+ * bytes; 0 for elements that are not literal bytes. */
+static uint64_t *literal_tokens(const gram *g, const struct gram_vocab *v) {
+    uint64_t *tl = calloc((size_t)g->n_el + 1, sizeof *tl);
+    int16_t *lb = malloc(((size_t)g->n_el + 1) * sizeof *lb);
+    if (!tl || !lb) { free(tl); free(lb); return NULL; }
+    for (uint32_t p = 0; p < g->n_el; p++) lb[p] = (int16_t)literal_byte(g, p);
+    lb[g->n_el] = -1;
+    unsigned char run[GR_MAX_PIECE];
+    for (uint32_t p = 0; p < g->n_el; p++) {
+        uint32_t n = 0;
+        for (; n < GR_MAX_PIECE && lb[p + n] >= 0; n++) run[n] = (unsigned char)lb[p + n];
+        for (uint32_t l = 1; l <= n; l++) if (is_piece(v, run, l)) tl[p] |= 1ull << (l - 1);
+    }
+    free(lb);
+    return tl;
+}
+
+/* suf[p] for the elements of the alternative starting at a, from its end back: a literal's bytes cost the fewest
+ * tokens that spell them (each token within the literal), other byte sets one token, a reference its rule's
+ * minimum. Returns the alternative's cost. */
+static uint32_t alt_suffix(const gram *g, const uint32_t *minlen, const uint8_t one[32], const uint64_t *tl,
+                           uint32_t a, uint32_t *suf) {
+    uint32_t end = a;
+    while (g->el[end].type > GE_ALT) end++;
+    suf[end] = 0;
+    for (uint32_t p = end; p-- > a;) {
+        uint32_t best = sat_add(el_cost(g, minlen, one, g->el[p]), suf[p + 1]);
+        for (uint64_t m = tl[p]; m; m &= m - 1) {
+            uint32_t l = (uint32_t)__builtin_ctzll(m) + 1, c = sat_add(1, suf[p + l]);
+            if (c < best) best = c;
+        }
+        suf[p] = best;
+    }
+    return suf[a];
+}
+
+/* suf (g->n_el + 1 entries) for vocabulary v. False when out of memory. */
+static bool suffix_lengths(const gram *g, const struct gram_vocab *v, uint32_t *suf) {
     uint32_t *minlen = malloc((g->n_rules + 1) * sizeof *minlen);
-    if (!minlen) return false;
+    uint64_t *tl = literal_tokens(g, v);
+    if (!minlen || !tl) { free(minlen); free(tl); return false; }
     for (uint32_t r = 0; r < g->n_rules; r++) minlen[r] = GR_INF;
     bool changed = true;
     uint64_t work = 0;
-    for (int pass = 0; changed && work < 200000000u; pass++) {   /* alternate directions: chains settle fast */
+    for (int pass = 0; changed && work < 20000000u; pass++) {   /* alternate directions: chains settle fast */
         changed = false;
         for (uint32_t i = 0; i < g->n_rules; i++) {
             uint32_t r = pass & 1 ? g->n_rules - 1 - i : i, best = GR_INF;
             for (uint32_t a = g->alt_at[r]; a < g->alt_at[r + 1]; a++) {
-                uint32_t sum = 0;
-                for (uint32_t p = g->alts[a]; g->el[p].type > GE_ALT && sum < best; p++, work++)
-                    sum = sat_add(sum, el_cost(g, minlen, one, g->el[p]));
-                if (sum < best) best = sum;
+                uint32_t c = alt_suffix(g, minlen, v->one, tl, g->alts[a], suf);
+                if (c < best) best = c;
             }
+            work += g->alt_at[r + 1] - g->alt_at[r] + 1;
             if (best < minlen[r]) minlen[r] = best, changed = true;
         }
     }
-    for (uint32_t p = g->n_el; p-- > 0;)
-        suf[p] = g->el[p].type <= GE_ALT ? 0 : sat_add(el_cost(g, minlen, one, g->el[p]), suf[p + 1]);
+    for (uint32_t r = 0; r < g->n_rules; r++)   /* the final suffixes, all from the same minimums */
+        for (uint32_t a = g->alt_at[r]; a < g->alt_at[r + 1]; a++) alt_suffix(g, minlen, v->one, tl, g->alts[a], suf);
     free(minlen);
+    free(tl);
     return true;
 }
 
@@ -1068,7 +1146,7 @@ hearth_grammar *hearth_grammar_new(hearth_model *m, const char *gbnf, hearth_err
     }
     G->g = g, G->v = v;
     G->budget = -1;
-    if (!(G->suf = malloc(((size_t)g->n_el + 1) * sizeof *G->suf)) || !suffix_lengths(g, v->one, G->suf)) {
+    if (!(G->suf = malloc(((size_t)g->n_el + 1) * sizeof *G->suf)) || !suffix_lengths(g, v, G->suf)) {
         hearth_grammar_free(G);
         herr(err, "out of memory");
         return NULL;

@@ -29,6 +29,7 @@ typedef struct {
     int depth;
     char path[256];                                      /* where in the schema, for messages */
     const char *root_name;                               /* the top rule's name ("root") */
+    ht_str warn;                                         /* what was read as an annotation only, "; "-joined */
 } conv;
 
 static char *fail(conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -482,54 +483,217 @@ static char *pattern_string(conv *c, const char *pat, const char *hint) {
     return add_rule(c, hint, b.p);
 }
 
-/* Grammars for the string formats, each stricter than its definition where that is simpler. */
-static const struct { const char *name, *body; } FORMATS[] = {
-    { "date", "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])" },
-    { "time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])" },
-    { "date-time", "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]) \"T\" ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])" },
-    { "uuid", "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}" },
-    { "email", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \"@\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \".\" [a-z]{2,6}" },
-    { "idn-email", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \"@\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \".\" [a-z]{2,6}" },
-    { "hostname", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4}" },
-    { "idn-hostname", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4}" },
-    { "ipv4", "ipv4-octet \".\" ipv4-octet \".\" ipv4-octet \".\" ipv4-octet" },
-    { "ipv6", "[0-9a-f]{1,4} (\":\" [0-9a-f]{1,4}){7}" },
-    { "uri", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
-    { "iri", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
-    { "uri-reference", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
-    { "iri-reference", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
-    { "duration", "\"P\" ([1-9] [0-9]{0,3} \"D\")? \"T\" [1-9] [0-9]{0,3} \"H\"" },
+/* Grammars for the string formats, each stricter than its definition where that is simpler, with the least and
+ * most characters they write (for minLength/maxLength beside a format). */
+#define URI_BODY "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}"
+#define DATE_BODY "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])"
+#define TIME_BODY "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"
+#define EMAIL_BODY "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \"@\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \".\" [a-z]{2,6}"
+#define HOST_BODY "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4}"
+/* per: formats whose parts are written {1,32} can be narrowed for a maxLength, each such part taking per more
+ * characters of the most for each more character allowed in the parts. */
+static const struct { const char *name, *body; int min, max, per; } FORMATS[] = {
+    { "date", DATE_BODY, 10, 10, 0 },
+    { "time", TIME_BODY, 9, 21, 0 },
+    { "iso-time", TIME_BODY, 9, 21, 0 },
+    { "date-time", DATE_BODY " \"T\" " TIME_BODY, 20, 32, 0 },
+    { "iso-date-time", DATE_BODY " \"T\" " TIME_BODY, 20, 32, 0 },
+    { "uuid", "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}", 36, 36, 0 },
+    { "email", EMAIL_BODY, 6, 138, 4 },
+    { "idn-email", EMAIL_BODY, 6, 138, 4 },
+    { "hostname", HOST_BODY, 1, 164, 5 },
+    { "idn-hostname", HOST_BODY, 1, 164, 5 },
+    { "ipv4", "ipv4-octet \".\" ipv4-octet \".\" ipv4-octet \".\" ipv4-octet", 7, 15, 0 },
+    { "ipv6", "[0-9a-f]{1,4} (\":\" [0-9a-f]{1,4}){7}", 15, 39, 0 },
+    { "uri", URI_BODY, 8, 436, 13 },
+    { "url", URI_BODY, 8, 436, 13 },
+    { "iri", URI_BODY, 8, 436, 13 },
+    { "uri-reference", URI_BODY, 8, 436, 13 },
+    { "iri-reference", URI_BODY, 8, 436, 13 },
+    { "duration", "\"P\" ([1-9] [0-9]{0,3} \"D\")? \"T\" [1-9] [0-9]{0,3} \"H\"", 4, 12, 0 },
+    { "json-pointer", "(\"/\" ([^\"\\\\~/\\x00-\\x1F\\x7F] | \"~\" [01]){0,32}){0,8}", 0, 520, 0 },
+    { "byte", "([A-Za-z0-9+/]{4}){0,64}", 0, 256, 0 },
 };
+/* Formats with a syntax hearth does not write: refused rather than read as annotations (validators check them). */
+static const char *const HARD_FORMATS[] = { "regex", "uri-template", "relative-json-pointer", "json-pointer-uri-fragment" };
+
+/* The fewest and most characters a pattern's grammar (as pattern_string writes it, unbounded repetitions capped)
+ * can hold, and for a plain sequence of quantified single characters, where its one variable part is. Only the
+ * syntax rx_atom reads; *ok false on anything else. */
+typedef struct { long min, max; } rx_len;
+static rx_len rx_len_alt(const char **p, bool *ok);
+
+static rx_len rx_len_atom(const char **p, bool *ok, bool *single) {
+    const char *q = *p;
+    *single = true;
+    if (q[0] == '\\' && (unsigned char)q[1] >= 0x80) q++;
+    if (*q == '(') {
+        q++;
+        if (q[0] == '?' && q[1] == ':') q += 2;
+        rx_len in = rx_len_alt(&q, ok);
+        if (*q != ')') *ok = false; else q++;
+        *single = false;
+        *p = q;
+        return in;
+    }
+    if (*q == '[') {
+        q++;
+        if (*q == '^') q++;
+        if (*q == ']') q++;
+        while (*q && *q != ']') q += q[0] == '\\' && q[1] ? 2 : 1;
+        if (!*q) *ok = false; else q++;
+    } else if (*q == '\\') {
+        if (!q[1]) *ok = false;
+        q += q[1] ? 2 : 1;
+    } else {
+        int n = (unsigned char)*q < 0x80 ? 1 : ((unsigned char)*q >> 5) == 6 ? 2 : ((unsigned char)*q >> 4) == 14 ? 3 : 4;
+        for (int i = 0; i < n && *q; i++) q++;
+    }
+    *p = q;
+    return (rx_len){ 1, 1 };
+}
+
+/* One quantifier after an atom: its counts (the grammar's: unbounded ones capped), and where it is in the text. */
+static bool rx_quant(const char **p, long *lo, long *hi) {
+    const char *q = *p;
+    *lo = *hi = 1;
+    if (*q == '*' || *q == '+') *lo = *q == '+', *hi = RX_MAX_REPEAT, q++;
+    else if (*q == '?') *lo = 0, q++;
+    else if (*q == '{') {
+        char *end;
+        *lo = *hi = strtol(q + 1, &end, 10);
+        if (*end == ',') {
+            if (end[1] == '}') *hi = *lo + RX_MAX_REPEAT, end++;
+            else *hi = strtol(end + 1, &end, 10);
+        }
+        if (*end != '}') return false;
+        q = end + 1;
+    } else return true;
+    if (*q == '?') q++;
+    *p = q;
+    return true;
+}
+
+static rx_len rx_len_seq(const char **p, bool *ok) {
+    rx_len t = { 0, 0 };
+    while (**p && **p != '|' && **p != ')' && *ok) {
+        bool single;
+        rx_len a = rx_len_atom(p, ok, &single);
+        long lo, hi;
+        if (!rx_quant(p, &lo, &hi)) *ok = false;
+        t.min += a.min * lo, t.max += a.max * hi;
+        if (t.max > 1000000) *ok = false;
+    }
+    return t;
+}
+
+static rx_len rx_len_alt(const char **p, bool *ok) {
+    rx_len t = rx_len_seq(p, ok);
+    while (**p == '|' && *ok) {
+        (*p)++;
+        rx_len u = rx_len_seq(p, ok);
+        if (u.min < t.min) t.min = u.min;
+        if (u.max > t.max) t.max = u.max;
+    }
+    return t;
+}
+
+/* A pattern within minLength lo .. maxLength hi (hi < 0: none), as a pattern whose grammar keeps to them: itself
+ * when every string its grammar writes fits, or, for an anchored sequence of quantified single characters with
+ * one variable part, that part's count narrowed. NULL when neither (the caller refuses). malloc'd. */
+static char *pattern_within(const char *pat, long lo, long hi) {
+    size_t n = strlen(pat);
+    bool head = n && pat[0] == '^', tail = n > 1 && pat[n - 1] == '$' && pat[n - 2] != '\\';
+    if (!head || !tail) return NULL;   /* unanchored: any text around it, of any length */
+    char *body = strndup(pat + 1, n - 2);
+    if (!body) return NULL;
+    const char *p = body;
+    bool ok = true;
+    rx_len all = rx_len_alt(&p, &ok);
+    if (!ok || *p) { free(body); return NULL; }
+    if (all.min >= lo && (hi < 0 || all.max <= hi)) { free(body); return strdup(pat); }
+    /* one variable single-character item among fixed ones */
+    long fixed = 0, vlo = 0, vhi = 0;
+    const char *vstart = NULL, *vq = NULL, *vend = NULL;
+    for (p = body; *p && ok;) {
+        bool single;
+        const char *st = p;
+        rx_len a = rx_len_atom(&p, &ok, &single);
+        const char *q0 = p;
+        long qlo, qhi;
+        if (!rx_quant(&p, &qlo, &qhi) || *st == '|' || *st == ')') ok = false;
+        if (!ok) break;
+        if (a.min == a.max && qlo == qhi) fixed += a.min * qlo;
+        else if (single && !vstart) vstart = st, vq = q0, vend = p, vlo = qlo, vhi = qhi;
+        else ok = false;
+    }
+    if (!ok || !vstart) { free(body); return NULL; }
+    long nlo = lo - fixed > vlo ? lo - fixed : vlo, nhi = hi >= 0 && hi - fixed < vhi ? hi - fixed : vhi;
+    if (nlo > nhi || nhi < 0) { free(body); return NULL; }
+    ht_str o = { 0 };
+    ht_str_printf(&o, "^%.*s{%ld,%ld}%s$", (int)(vq - body), body, nlo, nhi, vend);
+    (void)vstart;
+    free(body);
+    return o.oom ? (free(o.p), NULL) : o.p;
+}
 
 static char *string_rule(conv *c, const cJSON *s, const char *hint) {
     const cJSON *fmt = get(s, "format"), *pat = get(s, "pattern"), *mn = get(s, "minLength"), *mx = get(s, "maxLength");
     if (pat && !cJSON_IsString(pat)) return fail(c, "\"pattern\" must be a string");
-    if (pat && (fmt || mn || mx)) return fail(c, "\"pattern\" together with format/minLength/maxLength is not supported");
-    if (pat) return pattern_string(c, pat->valuestring, hint);
+    if ((mn && !cJSON_IsNumber(mn)) || (mx && !cJSON_IsNumber(mx)))
+        return fail(c, "\"minLength\"/\"maxLength\" must be numbers");
+    double lo = mn ? mn->valuedouble : 0, hi = mx ? mx->valuedouble : -1;
+    if (lo < 0 || hi > 1e9 || (mx && hi < 0)) return fail(c, "\"minLength\"/\"maxLength\" must not be negative");
+    if (mx && hi < lo) return fail(c, "maxLength %g is below minLength %g: no string fits", hi, lo);
+    long ilo = (long)ceil(lo), ihi = mx ? (long)floor(hi) : -1;
+    int fi = -1;
     if (fmt && cJSON_IsString(fmt)) {
         const char *f = fmt->valuestring;
-        for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++) {
-            if (strcmp(FORMATS[i].name, f)) continue;
-            if (mn || mx) return fail(c, "\"format\" together with minLength/maxLength is not supported");
-            if (!strcmp(f, "ipv4")) free(add_rule(c, "ipv4-octet", xstrdup(c, "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]")));
-            free(prim(c, "space"));
-            ht_str b = { 0 };
-            ht_str_printf(&b, "\"\\\"\" %s \"\\\"\" space", FORMATS[i].body);
-            char tmp[64];
-            snprintf(tmp, sizeof tmp, "%.40s-string", f);
-            return b.oom ? fail(c, "out of memory") : add_rule(c, tmp, b.p);
-        }
-        return fail(c, "string format '%s' is not supported", f);
+        for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++) if (!strcmp(FORMATS[i].name, f)) fi = (int)i;
+        for (size_t i = 0; i < sizeof HARD_FORMATS / sizeof HARD_FORMATS[0]; i++)
+            if (!strcmp(HARD_FORMATS[i], f)) return fail(c, "string format '%s' is not supported", f);
+        if (fi < 0)   /* an unknown format is an annotation (the specification's default): a plain string, said so */
+            ht_str_printf(&c->warn, "%sformat '%.60s' at #%s is not checked (an annotation): any string",
+                          c->warn.n ? "; " : "", f, c->path);
+    }
+    if (pat && fi >= 0) return fail(c, "\"pattern\" together with \"format\" is not supported");
+    if (pat) {
+        char *within = mn || mx ? pattern_within(pat->valuestring, ilo, ihi) : NULL;
+        if ((mn || mx) && !within)
+            return fail(c, "\"pattern\" with minLength/maxLength that cut into it is not supported (an anchored "
+                           "pattern with one variable repetition of a single character is)");
+        char *r = pattern_string(c, within ? within : pat->valuestring, hint);
+        free(within);
+        return r;
+    }
+    if (fi >= 0) {
+        const char *f = FORMATS[fi].name;
+        int k = 32;   /* the parts' longest */
+        if (ihi >= 0 && FORMATS[fi].max > ihi && FORMATS[fi].per)
+            k = (int)((ihi - (FORMATS[fi].max - 32 * FORMATS[fi].per)) / FORMATS[fi].per);
+        int most = FORMATS[fi].max - (32 - k) * FORMATS[fi].per;
+        if (k < 1 || FORMATS[fi].min < ilo || (ihi >= 0 && most > ihi))
+            return fail(c, "format '%s' writes %d to %d characters; minLength/maxLength that cut into that are not "
+                           "supported", f, FORMATS[fi].min, FORMATS[fi].max);
+        if (!strcmp(f, "ipv4")) free(add_rule(c, "ipv4-octet", xstrdup(c, "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]")));
+        free(prim(c, "space"));
+        ht_str b = { 0 };
+        ht_str_puts(&b, "\"\\\"\" ");
+        for (const char *q = FORMATS[fi].body; *q;)   /* {1,32} as {1,k} */
+            if (!strncmp(q, "{1,32}", 6)) ht_str_printf(&b, "{1,%d}", k), q += 6;
+            else ht_str_add(&b, q++, 1);
+        ht_str_puts(&b, " \"\\\"\" space");
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "%.40s-string%s", f, k < 32 ? "-short" : "");
+        return b.oom ? fail(c, "out of memory") : add_rule(c, tmp, b.p);
     }
     if (!mn && !mx) return prim(c, "string");
-    double lo = cJSON_IsNumber(mn) ? mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? mx->valuedouble : -1;
-    if ((mn && !cJSON_IsNumber(mn)) || (mx && !cJSON_IsNumber(mx)) || lo < 0 || lo > 10000 || hi > 10000 || (mx && hi < lo))
-        return fail(c, "bad minLength/maxLength");
+    if (ilo > 10000 || ihi > 10000) return fail(c, "minLength/maxLength above 10000 are not supported");
     free(prim(c, "char"));
     free(prim(c, "space"));
     ht_str b = { 0 };
-    if (mx) ht_str_printf(&b, "\"\\\"\" char{%d,%d} \"\\\"\" space", (int)ceil(lo), (int)floor(hi));
-    else ht_str_printf(&b, "\"\\\"\" char{%d,} \"\\\"\" space", (int)ceil(lo));
+    if (mx) ht_str_printf(&b, "\"\\\"\" char{%ld,%ld} \"\\\"\" space", ilo, ihi);
+    else ht_str_printf(&b, "\"\\\"\" char{%ld,} \"\\\"\" space", ilo);
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
@@ -1193,10 +1357,11 @@ static void mark_used(conv *c, int r, bool *used) {
 }
 
 char *hearth_json_schema_to_grammar(const char *schema, hearth_err *err) {
-    return json_schema_gbnf(schema, "root", err);
+    return json_schema_gbnf(schema, "root", NULL, err);
 }
 
-char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *err) {
+char *json_schema_gbnf(const char *schema, const char *root_name, char **warnings, hearth_err *err) {
+    if (warnings) *warnings = NULL;
     if (!schema || !ht_utf8_valid(schema, strlen(schema))) return herr(err, "JSON Schema: not valid UTF-8"), NULL;
     errno = 0;
     cJSON *root = cJSON_Parse(schema);
@@ -1252,6 +1417,8 @@ char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *er
     for (int i = 0; i < c.n_refs; i++) free(c.refs[i].name);
     free(c.refs);
     cJSON_Delete(root);
+    if (warnings && out.p && c.warn.n && !c.warn.oom) *warnings = c.warn.p, c.warn.p = NULL;
+    free(c.warn.p);
     if (errno == ENOMEM) {   /* an allocation failed on the way: whatever was made or said then is not to be trusted */
         free(out.p);
         out.p = NULL;

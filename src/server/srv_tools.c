@@ -209,7 +209,7 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
     char *stxt = oom || api_json_oom() ? NULL : cJSON_PrintUnformatted(schema);
     cJSON_Delete(schema);
     if (!stxt) return herr(err, "out of memory");
-    char *g = json_schema_gbnf(stxt, tt->fmt == TF_GENERIC ? "root" : "tc-call", err);
+    char *g = json_schema_gbnf(stxt, tt->fmt == TF_GENERIC ? "root" : "tc-call", NULL, err);
     free(stxt);
     if (!g) {
         char msg[sizeof err->msg];
