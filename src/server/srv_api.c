@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "generate/grammar.h"
 #include "server/srv_internal.h"
 
 /* ---- building JSON when memory may run out ----
@@ -360,7 +361,7 @@ static int parse_grammar(const srv_api *a, const cJSON *o, srv_task *t, hearth_e
     else {
         char *s = any_object ? strdup("{\"type\":\"object\"}") : cJSON_PrintUnformatted(schema);
         if (!s) return herr(err, "out of memory");
-        text = hearth_json_schema_to_grammar(s, err);
+        text = json_schema_gbnf(s, "root", &t->warning, err);
         free(s);
         if (!text) return -1;
     }
@@ -689,6 +690,7 @@ char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
     json_push(choices, c);
     add_usage(o, t->n_prompt, t->n_gen);
     add_timings(o, t);
+    if (t->warning) cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "warnings"), cJSON_CreateString(t->warning));
     return api_print(o);
 }
 

@@ -43,6 +43,7 @@ typedef struct srv_task {
     float lora[HEARTH_MAX_LORA];    /* the server's adapters' scales for this request (the global ones, then "lora") */
     hearth_token bias_id[SRV_MAX_BIAS]; float bias[SRV_MAX_BIAS]; int n_bias;   /* logit_bias */
     hearth_grammar *grammar;        /* response_format / grammar / json_schema: the reply follows it */
+    char *warning;                  /* what the schema said that is not enforced (unknown formats), or NULL */
     hearth_token **in; int *n_in; int n_inputs;   /* embeddings: one token list per input */
 
     pthread_mutex_t mu;
