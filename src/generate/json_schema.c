@@ -12,6 +12,8 @@
 
 #include <errno.h>
 #include <cjson/cJSON.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,7 +256,8 @@ static int types_of(conv *c, const cJSON *s) {
     else {
         static const char *const OBJ[] = { "properties", "required", "additionalProperties", "minProperties",
                                            "maxProperties", "patternProperties", "propertyNames",
-                                           "unevaluatedProperties", "dependentRequired", "dependencies" };
+                                           "unevaluatedProperties", "dependentRequired", "dependencies",
+                                           "dependentSchemas" };
         static const char *const ARR[] = { "items", "prefixItems", "minItems", "maxItems", "uniqueItems",
                                            "additionalItems", "contains", "unevaluatedItems" };
         static const char *const STR[] = { "minLength", "maxLength", "pattern", "format" };
@@ -948,14 +951,119 @@ static bool object_shapes_ok(conv *c, const cJSON *s) {
     return true;
 }
 
+static cJSON *merge(conv *c, const cJSON *a, const cJSON *b);
+
+/* dependentRequired, dependentSchemas and draft-07 dependencies, made into the object's own keywords, stricter
+ * but exact: a trigger property's required ones become required always, its schema applies always (merged), and
+ * a trigger whose dependency cannot be met is never written (or, if required, refused). */
+static char *dependencies(conv *c, const cJSON *s, const char *hint) {
+    cJSON *m = cJSON_Duplicate(s, true);
+    if (!m) return fail(c, "out of memory");
+    cJSON *dep[3] = { cJSON_DetachItemFromObjectCaseSensitive(m, "dependentRequired"),
+                      cJSON_DetachItemFromObjectCaseSensitive(m, "dependencies"),
+                      cJSON_DetachItemFromObjectCaseSensitive(m, "dependentSchemas") };
+    if (!cJSON_IsObject(get(m, "properties")))
+        fail(c, "dependencies on an object without \"properties\" are not supported");
+    if (has(m, "type")) cJSON_ReplaceItemInObjectCaseSensitive(m, "type", cJSON_CreateString("object"));
+    else cJSON_AddStringToObject(m, "type", "object");
+    for (int d = 0; d < 3 && !c->failed; d++) {
+        if (dep[d] && !cJSON_IsObject(dep[d])) { fail(c, "dependencies must be an object"); break; }
+        for (const cJSON *x = dep[d] ? dep[d]->child : NULL; x && !c->failed; x = x->next) {
+            cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties");
+            if (!get(props, x->string)) continue;   /* never written: the dependency never applies */
+            bool a_req = in_required(get(m, "required"), x->string), drop = false;
+            if (cJSON_IsArray(x)) {   /* names */
+                const cJSON *y;
+                cJSON_ArrayForEach(y, x) drop |= !cJSON_IsString(y) || !get(props, y->valuestring);
+                if (!drop) {
+                    cJSON *req = cJSON_GetObjectItemCaseSensitive(m, "required");
+                    if (!req) req = cJSON_AddArrayToObject(m, "required");
+                    cJSON_ArrayForEach(y, x) if (!in_required(req, y->valuestring))
+                        cJSON_AddItemToArray(req, cJSON_CreateString(y->valuestring));
+                }
+            } else if (cJSON_IsFalse(x)) drop = true;
+            else if (cJSON_IsObject(x)) {
+                cJSON *n = merge(c, m, x);
+                if (n) { cJSON_Delete(m); m = n; }
+            } else if (!cJSON_IsTrue(x)) fail(c, "a dependency must be an array of names or a schema");
+            if (drop && a_req) fail(c, "required property '%s' has a dependency that cannot be met", x->string);
+            else if (drop) cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "properties"), x->string);
+        }
+    }
+    for (int d = 0; d < 3; d++) cJSON_Delete(dep[d]);
+    char *out = c->failed ? NULL : visit(c, m, hint);
+    cJSON_Delete(m);
+    return out;
+}
+
+/* Whether the ECMA-style pattern matches somewhere in key: 1 yes, 0 no, -1 after failing (does not compile). */
+static int pattern_matches(conv *c, const char *pat, const char *key) {
+    int ec;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &off, NULL);
+    if (!re) return fail(c, "pattern '%.80s' does not compile", pat), -1;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int rc = md ? pcre2_match(re, (PCRE2_SPTR)key, strlen(key), 0, 0, md, NULL) : -1;
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    if (!md) return fail(c, "out of memory"), -1;
+    return rc >= 0;
+}
+
+/* Whether key satisfies the propertyNames schema pn: 1 yes, 0 no, -1 after failing (a keyword not checked here). */
+static int key_ok(conv *c, const cJSON *pn, const char *key) {
+    if (cJSON_IsBool(pn)) return cJSON_IsTrue(pn);
+    if (!cJSON_IsObject(pn)) return fail(c, "\"propertyNames\" must be a schema"), -1;
+    const cJSON *ref = get(pn, "$ref");
+    if (cJSON_IsString(ref)) { const cJSON *t = resolve_ref(c, ref->valuestring); return t ? key_ok(c, t, key) : -1; }
+    for (const cJSON *x = pn->child; x; x = x->next) {
+        const char *k = x->string;
+        if (annotation(k)) continue;
+        if (!strcmp(k, "type")) { if (!(types_of(c, pn) & T_STRING)) return 0; }
+        else if (!strcmp(k, "pattern") && cJSON_IsString(x)) { int m = pattern_matches(c, x->valuestring, key); if (m <= 0) return m; }
+        else if ((!strcmp(k, "minLength") || !strcmp(k, "maxLength")) && cJSON_IsNumber(x)) {
+            double n = 0;
+            for (const unsigned char *q = (const unsigned char *)key; *q; q++) n += (*q & 0xc0) != 0x80;
+            if (k[1] == 'i' ? n < x->valuedouble : n > x->valuedouble) return 0;
+        } else if (!strcmp(k, "const")) { if (!cJSON_IsString(x) || strcmp(x->valuestring, key)) return 0; }
+        else if (!strcmp(k, "enum") && cJSON_IsArray(x)) {
+            const cJSON *e;
+            bool in = false;
+            cJSON_ArrayForEach(e, x) in |= cJSON_IsString(e) && !strcmp(e->valuestring, key);
+            if (!in) return 0;
+        } else return fail(c, "\"propertyNames\" with '%s' cannot be checked against the declared properties", k), -1;
+    }
+    return 1;
+}
+
+/* The schema for the value of declared property k: its own, and every patternProperties schema whose pattern
+ * matches k. A new object (caller deletes), or NULL after failing. */
+static cJSON *declared_value(conv *c, const cJSON *own, const cJSON *pp, const char *k) {
+    cJSON *all = cJSON_CreateObject(), *arr = all ? cJSON_AddArrayToObject(all, "allOf") : NULL;
+    if (!arr) { cJSON_Delete(all); return fail(c, "out of memory"), NULL; }
+    cJSON_AddItemToArray(arr, cJSON_Duplicate(own, true));
+    const cJSON *x;
+    cJSON_ArrayForEach(x, pp) {
+        int m = pattern_matches(c, x->string, k);
+        if (m < 0) { cJSON_Delete(all); return NULL; }
+        if (m) cJSON_AddItemToArray(arr, cJSON_Duplicate(x, true));
+    }
+    if (cJSON_GetArraySize(arr) == 1) {   /* its own schema alone */
+        cJSON *one = cJSON_DetachItemFromArray(arr, 0);
+        cJSON_Delete(all);
+        return one;
+    }
+    return all;
+}
+
 static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     const cJSON *props = get(s, "properties"), *req = get(s, "required"), *addl = get(s, "additionalProperties"),
                 *mn = get(s, "minProperties"), *mx = get(s, "maxProperties"), *pp = get(s, "patternProperties"),
                 *up = get(s, "unevaluatedProperties");
-    if (pp && cJSON_GetArraySize(pp) > 0) return fail(c, "\"patternProperties\" is not supported");
-    if (has(s, "propertyNames")) return fail(c, "\"propertyNames\" is not supported");
-    if (has(s, "dependentRequired") || has(s, "dependencies") || has(s, "dependentSchemas"))
-        return fail(c, "\"dependencies\"/\"dependentRequired\" are not supported");
+    const cJSON *pn = get(s, "propertyNames");
+    if (pp && !cJSON_IsObject(pp)) return fail(c, "\"patternProperties\" must be an object");
+    if (pp && !cJSON_GetArraySize(pp)) pp = NULL;
+    if (has(s, "dependentRequired") || has(s, "dependencies") || has(s, "dependentSchemas")) return dependencies(c, s, hint);
     if (up && !cJSON_IsBool(up)) return fail(c, "\"unevaluatedProperties\" with a schema is not supported");
     if (!object_shapes_ok(c, s)) return NULL;
     int n_props = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
@@ -969,13 +1077,45 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     free(prim(c, "space"));
     ht_str b = { 0 };
     ht_str_puts(&b, "\"{\" space");
-    if (n_props == 0 && !cJSON_IsFalse(addl)) {
-        /* a map: any keys, values per additionalProperties; lo..hi entries */
+    if (n_props == 0 && (!cJSON_IsFalse(addl) || pp)) {
+        /* a map: keys from patternProperties' patterns (values: all their schemas at once, so a key that matches
+         * several is right), else from propertyNames, else any; values per additionalProperties; lo..hi entries */
         char tmp[128];
         snprintf(tmp, sizeof tmp, "%.40s-value", hint);
-        char *val = cJSON_IsObject(addl) ? visit(c, addl, tmp) : prim(c, "value");
-        free(prim(c, "char"));   /* keys of at most 64 characters (stricter than any key) */
-        char *str = add_rule(c, "map-key", xstrdup(c, "\"\\\"\" char{0,64} \"\\\"\" space"));
+        char *val = NULL, *str = NULL;
+        if (pp && pn && !cJSON_IsTrue(pn)) return fail(c, "\"propertyNames\" together with \"patternProperties\" is not supported");
+        if (pp) {
+            cJSON *all = cJSON_CreateObject(), *arr = all ? cJSON_AddArrayToObject(all, "allOf") : NULL;
+            ht_str keys = { 0 };
+            if (!arr) fail(c, "out of memory");
+            cJSON_ArrayForEach(x, pp) {
+                if (c->failed) break;
+                cJSON_AddItemToArray(arr, cJSON_Duplicate(x, true));
+                snprintf(tmp, sizeof tmp, "%.40s-key", hint);
+                char *k = pattern_string(c, x->string, tmp);
+                if (k) ht_str_printf(&keys, "%s%s", keys.n ? " | " : "", k);
+                free(k);
+            }
+            snprintf(tmp, sizeof tmp, "%.40s-value", hint);
+            if (!c->failed) val = visit(c, cJSON_GetArraySize(arr) == 1 ? arr->child : all, tmp);
+            cJSON_Delete(all);
+            snprintf(tmp, sizeof tmp, "%.40s-keys", hint);
+            str = c->failed || keys.oom ? (free(keys.p), NULL) : add_rule(c, tmp, keys.p);
+        } else {
+            val = cJSON_IsObject(addl) ? visit(c, addl, tmp) : prim(c, "value");
+            if (pn && !cJSON_IsTrue(pn)) {   /* keys: the propertyNames schema, as a string */
+                cJSON *ks = cJSON_IsObject(pn) ? cJSON_Duplicate(pn, true) : NULL;
+                if (ks && !has(ks, "type")) cJSON_AddStringToObject(ks, "type", "string");
+                snprintf(tmp, sizeof tmp, "%.40s-key", hint);
+                if (!ks) fail(c, "\"propertyNames\" false: no key is allowed, so only {} is");
+                else if (types_of(c, ks) != T_STRING) fail(c, "\"propertyNames\" must describe strings");
+                else str = visit(c, ks, tmp);
+                cJSON_Delete(ks);
+            } else {
+                free(prim(c, "char"));   /* keys of at most 64 characters (stricter than any key) */
+                str = add_rule(c, "map-key", xstrdup(c, "\"\\\"\" char{0,64} \"\\\"\" space"));
+            }
+        }
         int n_req = req ? cJSON_GetArraySize(req) : 0;
         if (n_req) { free(val); free(str); free(b.p); return fail(c, "\"required\" without \"properties\" is not supported"); }
         if (lo > 100 || (hi >= 0 && hi < lo)) { free(val); free(str); free(b.p); return fail(c, "bad minProperties/maxProperties"); }
@@ -1007,12 +1147,19 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
             snprintf(tmp, sizeof tmp, "%.40s-%s", hint, x->string);
             size_t plen = strlen(c->path);
             snprintf(c->path + plen, sizeof c->path - plen, "/properties/%s", x->string);
-            key[n] = x->string;
-            isreq[n] = in_required(req, x->string);
-            n_req += isreq[n];
-            val[n] = visit(c, x, tmp);
+            bool r = in_required(req, x->string);
+            int named = pn ? key_ok(c, pn, x->string) : 1;   /* a key propertyNames forbids is never written */
+            if (!named && r) fail(c, "required property '%s' is forbidden by \"propertyNames\"", x->string);
+            cJSON *vs = named > 0 && pp ? declared_value(c, x, pp, x->string) : NULL;
+            if (named > 0 && !c->failed) {
+                key[n] = x->string;
+                isreq[n] = r;
+                n_req += isreq[n];
+                val[n] = visit(c, vs ? vs : x, tmp);
+                n++;
+            }
+            cJSON_Delete(vs);
             c->path[plen] = 0;
-            n++;
         }
         if (!c->failed && lo > n_req) {
             if (lo > n) fail(c, "minProperties %ld cannot be met by the declared properties", lo);
@@ -1216,6 +1363,99 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
+/* A part of an allOf with its own $ref and allOf merged in, recursively: a new object without either, or NULL. */
+static cJSON *flat(conv *c, const cJSON *x, int depth) {
+    if (depth > 16) return fail(c, "allOf: $ref/allOf nested more than 16 deep (recursion) is not supported"), NULL;
+    if (cJSON_IsTrue(x)) return cJSON_CreateObject();
+    if (!cJSON_IsObject(x)) return fail(c, "allOf holds a schema that matches nothing"), NULL;
+    cJSON *m = cJSON_Duplicate(x, true);
+    if (!m) return fail(c, "out of memory"), NULL;
+    cJSON *ref = cJSON_DetachItemFromObjectCaseSensitive(m, "$ref"), *all = cJSON_DetachItemFromObjectCaseSensitive(m, "allOf");
+    if (ref) {
+        const cJSON *t = cJSON_IsString(ref) ? resolve_ref(c, ref->valuestring) : (fail(c, "\"$ref\" must be a string"), NULL);
+        cJSON *ft = t ? flat(c, t, depth + 1) : NULL, *n = ft ? merge(c, ft, m) : NULL;
+        cJSON_Delete(ft);
+        cJSON_Delete(m);
+        m = n;
+    }
+    const cJSON *p;
+    if (m && all && !cJSON_IsArray(all)) fail(c, "\"allOf\" must be an array");
+    if (m && cJSON_IsArray(all)) cJSON_ArrayForEach(p, all) {
+        cJSON *fp = flat(c, p, depth + 1), *n = fp ? merge(c, m, fp) : NULL;
+        cJSON_Delete(fp);
+        cJSON_Delete(m);
+        m = n;
+        if (!m) break;
+    }
+    cJSON_Delete(ref);
+    cJSON_Delete(all);
+    if (c->failed) { cJSON_Delete(m); return NULL; }
+    return m;
+}
+
+/* Removes from m a property that names lists (one not required), so an object never holds them all. */
+static bool not_all_of(conv *c, cJSON *m, const cJSON *names) {
+    cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    if (!cJSON_IsObject(props)) return fail(c, "\"not\" with \"required\" on an object without \"properties\" is not supported"), false;
+    const cJSON *y;
+    cJSON_ArrayForEach(y, names) {
+        if (!cJSON_IsString(y)) return fail(c, "\"required\" must hold strings"), false;
+        if (!get(props, y->valuestring)) return true;   /* never written: they are never all there */
+    }
+    cJSON_ArrayForEach(y, names) if (!in_required(get(m, "required"), y->valuestring)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(props, y->valuestring);
+        return true;
+    }
+    return fail(c, "\"not\": the properties it forbids together are all required"), false;
+}
+
+/* s without its "not", made stricter so that nothing it allows matches the negated schema. The forms read: not
+ * type, not required (and not anyOf of requireds), not enum/const beside an enum. A new object, or NULL. */
+static cJSON *negated(conv *c, const cJSON *s) {
+    const cJSON *n = get(s, "not");
+    cJSON *m = cJSON_Duplicate(s, true);
+    if (!m) return fail(c, "out of memory"), NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "not");
+    const char *kw = NULL;
+    int n_kw = 0;
+    for (const cJSON *x = cJSON_IsObject(n) ? n->child : NULL; x; x = x->next)
+        if (!annotation(x->string)) kw = x->string, n_kw++;
+    if (cJSON_IsFalse(n)) { /* not false: no constraint */ }
+    else if (cJSON_IsTrue(n) || (cJSON_IsObject(n) && !n_kw)) fail(c, "\"not\" of a schema that matches everything: nothing matches");
+    else if (n_kw == 1 && !strcmp(kw, "type")) {
+        int nt = types_of(c, n), mt = types_of(c, m);
+        if (nt & T_NUMBER) nt |= T_INTEGER;
+        int r = mt & ~nt;
+        if ((mt & T_NUMBER) && (nt & T_INTEGER) && !(nt & T_NUMBER)) r &= ~T_NUMBER;   /* non-integers: none (stricter) */
+        if (!r && !c->failed) fail(c, "\"not\" excludes every type the schema allows");
+        cJSON *arr = cJSON_CreateArray();
+        static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
+        for (int i = 0; i < 7; i++) if (r & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
+        if (has(m, "type")) cJSON_ReplaceItemInObjectCaseSensitive(m, "type", arr);
+        else cJSON_AddItemToObject(m, "type", arr);
+    } else if (n_kw == 1 && !strcmp(kw, "required")) not_all_of(c, m, get(n, "required"));
+    else if (n_kw == 1 && (!strcmp(kw, "anyOf") || !strcmp(kw, "oneOf")) && cJSON_IsArray(get(n, kw))) {
+        const cJSON *alt;
+        cJSON_ArrayForEach(alt, get(n, kw)) {
+            int k = 0;
+            for (const cJSON *x = cJSON_IsObject(alt) ? alt->child : NULL; x; x = x->next) k += !annotation(x->string);
+            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, enum are)"); break; }
+            if (!not_all_of(c, m, get(alt, "required"))) break;
+        }
+    } else if (n_kw == 1 && (!strcmp(kw, "enum") || !strcmp(kw, "const")) && cJSON_IsArray(get(m, "enum"))) {
+        cJSON *en = cJSON_GetObjectItemCaseSensitive(m, "enum");
+        for (int i = cJSON_GetArraySize(en) - 1; i >= 0; i--) {
+            const cJSON *v = cJSON_GetArrayItem(en, i), *y;
+            bool out = kw[0] == 'c' && cJSON_Compare(v, get(n, "const"), true);
+            if (kw[0] == 'e') cJSON_ArrayForEach(y, get(n, "enum")) out |= cJSON_Compare(v, y, true);
+            if (out) cJSON_DeleteItemFromArray(en, i);
+        }
+        if (!cJSON_GetArraySize(en)) fail(c, "\"not\" excludes every value of the \"enum\"");
+    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, enum are)");
+    if (c->failed) { cJSON_Delete(m); return NULL; }
+    return m;
+}
+
 /* The grammar expression for schema s (a rule name, usually). */
 static char *visit(conv *c, const cJSON *s, const char *hint) {
     if (c->failed) return NULL;
@@ -1263,8 +1503,14 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         out = body ? xstrdup(c, name) : NULL;
         goto done;
     }
-    static const char *const UNSUPPORTED[] = { "not", "if", "then", "else", "contains", "minContains", "maxContains",
-                                               "dependentSchemas", "unevaluatedItems", "$dynamicRef", "$recursiveRef" };
+    if (has(s, "not")) {
+        cJSON *m = negated(c, s);
+        if (m) out = visit(c, m, hint);
+        cJSON_Delete(m);
+        goto done;
+    }
+    static const char *const UNSUPPORTED[] = { "if", "then", "else", "contains", "minContains", "maxContains",
+                                               "unevaluatedItems", "$dynamicRef", "$recursiveRef" };
     for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof *UNSUPPORTED; i++)
         if (has(s, UNSUPPORTED[i])) { out = fail(c, "\"%s\" is not supported", UNSUPPORTED[i]); goto done; }
     if (has(s, "allOf")) {
@@ -1273,13 +1519,10 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         cJSON *m = cJSON_Duplicate(s, true);
         cJSON_DeleteItemFromObjectCaseSensitive(m, "allOf");
         cJSON_ArrayForEach(x, all) {
-            const cJSON *xs = x;
-            if (cJSON_IsObject(x) && cJSON_IsString(get(x, "$ref"))) xs = resolve_ref(c, get(x, "$ref")->valuestring);
-            if (!xs || c->failed) break;
-            if (cJSON_IsTrue(xs)) continue;
-            if (!cJSON_IsObject(xs)) { fail(c, "allOf holds a schema that matches nothing"); break; }
-            if (has(xs, "allOf") || has(xs, "$ref")) { fail(c, "nested allOf/$ref inside allOf is not supported"); break; }
+            cJSON *xs = flat(c, x, 0);
+            if (!xs) break;
             cJSON *n = merge(c, m, xs);
+            cJSON_Delete(xs);
             cJSON_Delete(m);
             m = n;
             if (!m) break;
