@@ -806,18 +806,19 @@ static bool bounds(conv *c, const cJSON *s, bool *has_lo, double *lo, bool *lo_e
 
 /* Decimals without exponent (after `prefix`) whose whole part is in [a, top - 1] with any fraction, or top itself
  * when top_exact; top < 0: no upper bound. Appended as alternatives; *sep becomes " | " once one is written. */
-static void magnitudes(ht_str *b, long long a, long long top, bool top_exact, const char **sep, const char *prefix) {
+static void magnitudes(ht_str *b, long long a, long long top, bool top_exact, const char **sep, const char *prefix,
+                       const char *dec) {
     if (top < 0) {
         ht_str_printf(b, "%s%s(", *sep, prefix);
         uint_range(b, a, -1);
-        ht_str_puts(b, ") (\".\" decimal-part)?");
+        ht_str_printf(b, ") (\".\" %s)?", dec);
         *sep = " | ";
         return;
     }
     if (top - 1 >= a) {
         ht_str_printf(b, "%s%s(", *sep, prefix);
         uint_range(b, a, top - 1);
-        ht_str_puts(b, ") (\".\" decimal-part)?");
+        ht_str_printf(b, ") (\".\" %s)?", dec);
         *sep = " | ";
     }
     if (top_exact && top >= a) {
@@ -826,9 +827,81 @@ static void magnitudes(ht_str *b, long long a, long long top, bool top_exact, co
     }
 }
 
+/* Integers that are multiples of k within the bounds: listed when few, else by the remainders of the digits
+ * read so far (one rule per remainder) when the bounds only fix the sign. */
+static char *multiple_rule(conv *c, long long k, bool has_lo, long long lo, bool has_hi, long long hi, const char *hint) {
+    free(prim(c, "space"));
+    ht_str b = { 0 };
+    if (has_lo && has_hi) {
+        long long first = lo >= 0 ? (lo + k - 1) / k : -((-lo) / k), last = hi >= 0 ? hi / k : -((-hi + k - 1) / k);
+        if (first > last) return fail(c, "no multiple of %lld lies within the bounds", k);
+        if (last - first < 1000) {
+            ht_str_puts(&b, "(");
+            for (long long i = first; i <= last; i++) ht_str_printf(&b, "%s\"%lld\"", i > first ? " | " : "", i * k);
+            ht_str_puts(&b, ") space");
+            return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+        }
+    }
+    if (k > 1000) return fail(c, "\"multipleOf\" %lld above 1000 with wide bounds is not supported", k);
+    bool neg = !has_lo || lo <= -k, zero = (!has_lo || lo <= 0) && (!has_hi || hi >= 0), pos = !has_hi || hi >= k;
+    if ((has_lo && lo < 0 && lo > -k) || (has_lo && lo > k) || (has_hi && hi > 0 && hi < k) || (has_hi && hi < -k))
+        return fail(c, "\"multipleOf\" with bounds inside the numbers is not supported (few multiples, or sign-only bounds are)");
+    char name[64];
+    for (long long r = 0; r < k; r++) {   /* rule mult-k-r: digits that bring a remainder r to 0 */
+        ht_str x = { 0 };
+        for (long long t = 0; t < k; t++) {
+            char cls[16];
+            int n = 0;
+            for (int d = 0; d <= 9; d++) if ((r * 10 + d) % k == t) cls[n++] = (char)('0' + d);
+            if (!n) continue;
+            cls[n] = 0;
+            ht_str_printf(&x, "%s[%s] mult-%lld-%lld", x.n ? " | " : "", cls, k, t);
+        }
+        if (!r && x.p) { char *w = x.p; x = (ht_str){ 0 }; ht_str_printf(&x, "(%s)?", w); free(w); }
+        snprintf(name, sizeof name, "mult-%lld-%lld", k, r);
+        bool have = false;   /* under exactly this name (rules with equal bodies are not merged: others name it) */
+        for (int i = 0; i < c->n_rules && !have; i++) have = !strcmp(c->rules[i].name, name);
+        if (!have && !x.oom && c->n_rules == c->cap_rules) {
+            int cap = c->cap_rules ? c->cap_rules * 2 : 32;
+            grule *nr = cap > 100000 ? NULL : realloc(c->rules, (size_t)cap * sizeof *nr);
+            if (nr) c->rules = nr, c->cap_rules = cap;
+        }
+        if (have) free(x.p);
+        else if (x.oom || c->n_rules == c->cap_rules || !(c->rules[c->n_rules].name = strdup(name))) {
+            free(x.p);
+            fail(c, "out of memory");
+            break;
+        } else c->rules[c->n_rules++].body = x.p;
+    }
+    ht_str nz = { 0 };   /* a non-zero magnitude: its first digit, then the rest */
+    for (int d = 1; d <= 9; d++) ht_str_printf(&nz, "%s\"%d\" mult-%lld-%lld", d > 1 ? " | " : "", d, k, d % k);
+    ht_str_puts(&b, "(");
+    const char *sep = "";
+    if (zero) ht_str_puts(&b, "\"0\""), sep = " | ";
+    if (pos) ht_str_printf(&b, "%s%s", sep, nz.p), sep = " | ";
+    if (neg) ht_str_printf(&b, "%s\"-\" (%s)", sep, nz.p);
+    ht_str_puts(&b, ") space");
+    free(nz.p);
+    if (c->failed) { free(b.p); return NULL; }
+    return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
 static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint) {
     const cJSON *mo = get(s, "multipleOf");
-    if (mo && !(cJSON_IsNumber(mo) && integer && mo->valuedouble == 1)) return fail(c, "\"multipleOf\" is not supported");
+    int frac = 16;   /* fraction digits written */
+    double k = 1;
+    if (mo) {
+        if (!cJSON_IsNumber(mo) || !(mo->valuedouble > 0)) return fail(c, "\"multipleOf\" must be a positive number");
+        k = mo->valuedouble;
+        if (k != floor(k)) {   /* 0.1, 0.01, ...: at most that many fraction digits; integers are multiples anyway */
+            int d = 0;
+            for (int i = 1; i <= 8 && !d; i++) if (fabs(k * pow(10, i) - 1) < 1e-9) d = i;
+            if (!d) return fail(c, "\"multipleOf\" %g is not supported (integers and 0.1, 0.01, ... are)", k);
+            frac = d, k = 1;
+        } else if (k > 1) integer = true;   /* a multiple of a whole number is whole: written as an integer */
+    }
+    char dec[32];
+    snprintf(dec, sizeof dec, frac == 16 ? "decimal-part" : "[0-9]{1,%d}", frac);
     bool has_lo, lo_ex, has_hi, hi_ex;
     double lo = 0, hi = 0;
     if (!bounds(c, s, &has_lo, &lo, &lo_ex, &has_hi, &hi, &hi_ex)) return NULL;
@@ -837,13 +910,24 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
         if (!has_lo || lo < -2147483648.0) has_lo = true, lo = -2147483648.0, lo_ex = false;
         if (!has_hi || hi > 2147483647.0) has_hi = true, hi = 2147483647.0, hi_ex = false;
     }
-    if (fabs(lo) > 1e15 || fabs(hi) > 1e15) return fail(c, "numeric bounds beyond 1e15 are not supported");
+    /* bounds beyond what is written (15 digits) are narrowed to it: stricter, and the same for any real reply */
+    if (has_lo && lo < -999999999999999.0) lo = -999999999999999.0, lo_ex = false;
+    if (has_hi && hi > 999999999999999.0) hi = 999999999999999.0, hi_ex = false;
+    if (fabs(lo) > 1e15 || fabs(hi) > 1e15) return fail(c, "a minimum above 1e15 (or a maximum below -1e15) is not supported");
     /* integer bounds: the smallest and largest allowed integers */
     long long ilo = 0, ihi = 0;
     if (has_lo) ilo = (long long)ceil(lo), ilo += lo_ex && (double)ilo == lo;
     if (has_hi) ihi = (long long)floor(hi), ihi -= hi_ex && (double)ihi == hi;
+    if (integer && k > 1) return multiple_rule(c, (long long)k, has_lo, ilo, has_hi, ihi, hint);
     if (integer) return int_rule(c, has_lo, ilo, has_hi, ihi, hint);
-    if (!has_lo && !has_hi) return prim(c, "number");
+    if (!has_lo && !has_hi && frac == 16) return prim(c, "number");
+    if (!has_lo && !has_hi) {
+        free(prim(c, "integral-part"));
+        free(prim(c, "space"));
+        ht_str b = { 0 };
+        ht_str_printf(&b, "\"-\"? integral-part (\".\" %s)? space", dec);
+        return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+    }
     /* numbers with bounds: no exponent, and bounds met by whole-number parts (stricter than non-integer bounds):
      * v >= 0 and v < 0 are written as magnitudes, each a whole part in [a, top - 1] with any fraction or top itself */
     free(prim(c, "decimal-part"));
@@ -855,14 +939,14 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
         long long a = 0;
         if (has_lo && lo >= 0) a = (long long)ceil(lo) + (lo_ex && floor(lo) == lo);
         if (has_lo && lo_ex && floor(lo) == lo && lo >= 0 && (!has_hi || lo < hi)) {   /* v > lo: lo.000x too */
-            ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,15} [1-9]", sep, (long long)lo);
+            ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sep, (long long)lo, frac - 1);
             sep = " | ";
         }
-        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "");
+        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "", dec);
     }
     if (!has_lo || lo < 0) {                            /* v < 0: "-" and a magnitude */
         long long a = has_hi && hi < 0 ? (long long)ceil(-hi) + (hi_ex && floor(hi) == hi) : 0;
-        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ");
+        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ", dec);
     }
     ht_str_puts(&b, ") space");
     if (!*sep) { free(b.p); return fail(c, "the bounds leave no number whose whole part hearth can enforce"); }
@@ -1161,9 +1245,9 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
             cJSON_Delete(vs);
             c->path[plen] = 0;
         }
-        if (!c->failed && lo > n_req) {
+        if (!c->failed && lo > n_req) {   /* the first optional ones become required (stricter) */
             if (lo > n) fail(c, "minProperties %ld cannot be met by the declared properties", lo);
-            else fail(c, "\"minProperties\" above the required count is not supported");
+            for (int i = 0; i < n && n_req < lo; i++) if (!isreq[i]) isreq[i] = true, n_req++;
         }
         if (!c->failed && hi >= 0 && n_req > hi) fail(c, "maxProperties %ld is below the required count", hi);
         if (!c->failed && hi >= 0 && n > hi) fail(c, "\"maxProperties\" below the number of declared properties is not supported");
