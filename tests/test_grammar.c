@@ -151,7 +151,17 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":20}", { "\"ab@cd.ef\"" }, { "\"abcdefgh@cdefghij.kl\"" } },
     { "{\"type\":\"string\",\"format\":\"feed-onestop-id\",\"maxLength\":3}", { "\"abc\"" }, { "\"abcd\"" } },
     { "{\"type\":\"string\",\"pattern\":\"^(ab|c)+$\",\"maxLength\":3}", { 0 }, { 0 }, "pattern" },
-    { "{\"if\":{},\"then\":{}}", { 0 }, { 0 }, "\"if\"" },
+    { "{\"if\":{\"minimum\":3},\"then\":{}}", { 0 }, { 0 }, "\"if\"" },
+    { "{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"required\":[\"c\"]}",   /* optional ones before a required one */
+      { "{\"c\":1}", "{\"a\":1,\"c\":1}", "{\"b\":1,\"c\":1}" }, { "{}", "{\"a\":1}", "{\"a\":1,\"b\":1}" } },
+    { "{\"type\":\"object\",\"properties\":{\"country\":{\"enum\":[\"US\",\"FR\"]},\"zip\":{\"type\":\"string\"},\"post\":{\"type\":\"string\"}},"
+      "\"required\":[\"country\"],\"if\":{\"properties\":{\"country\":{\"const\":\"US\"}}},\"then\":{\"required\":[\"zip\"]},"
+      "\"else\":{\"required\":[\"post\"]}}",
+      { "{\"country\":\"US\",\"zip\":\"1\"}", "{\"country\":\"FR\",\"post\":\"x\"}" },
+      { "{\"country\":\"US\"}", "{\"country\":\"FR\"}", "{\"country\":\"FR\",\"zip\":\"1\"}" } },
+    { "{\"properties\":{\"flag\":{\"type\":\"boolean\"},\"a\":{\"type\":\"integer\"}},\"if\":{\"properties\":{\"flag\":{\"const\":true}}},"
+      "\"then\":{\"required\":[\"a\"]}}",
+      { "{\"flag\":true,\"a\":1}", "{\"flag\":false}", "{\"a\":1}" }, { "{\"flag\":true}", "{}" } },
 };
 
 static void schemas(void) {

@@ -1254,6 +1254,7 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
         /* rules tail_i_first / tail_i_more: the properties from i on, before or after the first one written */
         char **first = calloc((size_t)n + 1, sizeof *first), **more = calloc((size_t)n + 1, sizeof *more);
         if (!first || !more) fail(c, "out of memory");
+        bool later_req = false;   /* a required property comes after i */
         for (int i = n - 1; i >= 0 && !c->failed; i--) {
             ht_str kv = { 0 }, f = { 0 }, m = { 0 };
             sb_key(&kv, key[i]);
@@ -1262,11 +1263,13 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
             if (isreq[i]) {   /* F ::= kv M',  M ::= "," kv M' */
                 ht_str_printf(&f, "%s%s%s", kv.p, nm ? " " : "", nm ? nm : "");
                 ht_str_printf(&m, "\",\" space %s%s%s", kv.p, nm ? " " : "", nm ? nm : "");
-            } else {          /* F ::= (kv M' | F')?,  M ::= ("," kv M' | M')? */
-                ht_str_printf(&f, "(%s%s%s%s%s)?", kv.p, nm ? " " : "", nm ? nm : "", nf ? " | " : "", nf ? nf : "");
-                ht_str_printf(&m, "(\",\" space %s%s%s%s%s)?", kv.p, nm ? " " : "", nm ? nm : "", nm ? " | " : "",
-                          nm ? nm : "");
+            } else {          /* F ::= (kv M' | F')?,  M ::= ("," kv M' | M')?; no "?" when a required one follows */
+                const char *opt = later_req ? "" : "?";
+                ht_str_printf(&f, "(%s%s%s%s%s)%s", kv.p, nm ? " " : "", nm ? nm : "", nf ? " | " : "", nf ? nf : "", opt);
+                ht_str_printf(&m, "(\",\" space %s%s%s%s%s)%s", kv.p, nm ? " " : "", nm ? nm : "", nm ? " | " : "",
+                          nm ? nm : "", opt);
             }
+            later_req |= isreq[i];
             free(kv.p);
             char tmp[128];
             snprintf(tmp, sizeof tmp, "%.40s-%d-first", hint, i);
@@ -1540,6 +1543,105 @@ static cJSON *negated(conv *c, const cJSON *s) {
     return m;
 }
 
+/* A copy of base whose property k only takes values from vals (an enum array); required too when req. */
+static cJSON *with_values(const cJSON *base, const char *k, const cJSON *vals, bool req) {
+    cJSON *m = cJSON_Duplicate(base, true), *props = m ? cJSON_GetObjectItemCaseSensitive(m, "properties") : NULL;
+    cJSON *own = props ? cJSON_GetObjectItemCaseSensitive(props, k) : NULL, *v = cJSON_CreateArray(), *both = NULL;
+    const cJSON *x, *y;
+    if (!own || !v) { cJSON_Delete(m); cJSON_Delete(v); return NULL; }
+    cJSON_ArrayForEach(x, vals) {   /* the values the property's own enum or const allows too */
+        bool ok = true;
+        if (get(own, "enum")) { ok = false; cJSON_ArrayForEach(y, get(own, "enum")) ok |= cJSON_Compare(x, y, true); }
+        if (get(own, "const")) ok &= cJSON_Compare(x, get(own, "const"), true);
+        if (ok) cJSON_AddItemToArray(v, cJSON_Duplicate(x, true));
+    }
+    if (get(own, "enum") || get(own, "const")) {   /* the listed values replace the property's own */
+        both = cJSON_CreateObject();
+        cJSON_AddItemToObject(both, "enum", v);
+    } else {
+        both = cJSON_CreateObject();
+        cJSON *arr = cJSON_AddArrayToObject(both, "allOf"), *e = cJSON_CreateObject();
+        cJSON_AddItemToObject(e, "enum", v);
+        cJSON_AddItemToArray(arr, cJSON_Duplicate(own, true));
+        cJSON_AddItemToArray(arr, e);
+    }
+    if (!cJSON_GetArraySize(get(both, "enum") ? get(both, "enum") : v)) { cJSON_Delete(m); cJSON_Delete(both); return NULL; }
+    cJSON_ReplaceItemInObjectCaseSensitive(props, k, both);   /* in place: properties are written in order */
+    if (req) {
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "required");
+        if (!r) r = cJSON_AddArrayToObject(m, "required");
+        if (r && !in_required(r, k)) cJSON_AddItemToArray(r, cJSON_CreateString(k));
+    }
+    return m;
+}
+
+/* if/then/else in its common form, an "if" on one declared property's const or enum (maybe required): the
+ * anyOf of the objects where it holds (with "then") and those where it does not (with "else"), each exact. */
+static cJSON *conditional(conv *c, const cJSON *s) {
+    const cJSON *I = get(s, "if"), *T = get(s, "then"), *E = get(s, "else");
+    cJSON *base = cJSON_Duplicate(s, true);
+    if (!base) return fail(c, "out of memory"), NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(base, "if");
+    cJSON_DeleteItemFromObjectCaseSensitive(base, "then");
+    cJSON_DeleteItemFromObjectCaseSensitive(base, "else");
+    const cJSON *ip = cJSON_IsObject(I) ? get(I, "properties") : NULL, *x;
+    bool form = cJSON_IsObject(ip) && cJSON_GetArraySize(ip) == 1;
+    for (x = cJSON_IsObject(I) ? I->child : NULL; x && form; x = x->next)
+        form = annotation(x->string) || !strcmp(x->string, "properties") || !strcmp(x->string, "required");
+    const cJSON *cond = form ? ip->child : NULL;
+    const char *k = cond ? cond->string : NULL;
+    const cJSON *iv = cond ? get(cond, "enum") : NULL, *ic = cond ? get(cond, "const") : NULL;
+    form = form && cJSON_IsObject(cond) && cJSON_GetArraySize(cond) == 1 && (cJSON_IsArray(iv) || ic);
+    const cJSON *ir = form ? get(I, "required") : NULL;
+    form = form && (!ir || (cJSON_GetArraySize(ir) == 1 && cJSON_IsString(ir->child) && !strcmp(ir->child->valuestring, k)));
+    const cJSON *own = form ? get(get(base, "properties"), k) : NULL;
+    if (!form || !own) {
+        cJSON_Delete(base);
+        return fail(c, "\"if\" of this form is not supported (an if on one declared property's const or enum is)"), NULL;
+    }
+    bool if_req = ir != NULL, base_req = in_required(get(base, "required"), k);
+    cJSON *ivals = cJSON_CreateArray(), *rest = cJSON_CreateArray(), *any = cJSON_CreateObject();
+    cJSON *alts = any ? cJSON_AddArrayToObject(any, "anyOf") : NULL;
+    if (ic) cJSON_AddItemToArray(ivals, cJSON_Duplicate(ic, true));
+    else cJSON_ArrayForEach(x, iv) cJSON_AddItemToArray(ivals, cJSON_Duplicate(x, true));
+    const cJSON *known = get(own, "enum");   /* the property's own values, when listed */
+    cJSON *ob = NULL;
+    if (!known && cJSON_IsBool(get(own, "const"))) known = NULL;
+    if (!known && get(own, "const")) { ob = cJSON_CreateArray(); cJSON_AddItemToArray(ob, cJSON_Duplicate(get(own, "const"), true)); known = ob; }
+    if (!known && cJSON_IsString(get(own, "type")) && !strcmp(get(own, "type")->valuestring, "boolean")) {
+        ob = cJSON_CreateArray();
+        cJSON_AddItemToArray(ob, cJSON_CreateTrue());
+        cJSON_AddItemToArray(ob, cJSON_CreateFalse());
+        known = ob;
+    }
+    cJSON_ArrayForEach(x, known) {
+        bool in = false;
+        const cJSON *y;
+        cJSON_ArrayForEach(y, ivals) in |= cJSON_Compare(x, y, true);
+        if (!in) cJSON_AddItemToArray(rest, cJSON_Duplicate(x, true));
+    }
+    /* then: k's value in the if's (present, when the if requires it; absent k also satisfies an if that does not) */
+    cJSON *t = with_values(base, k, ivals, if_req || base_req), *tm = t && cJSON_IsObject(T) ? merge(c, t, T) : NULL;
+    if (t && cJSON_IsFalse(T)) { cJSON_Delete(t); t = NULL; }
+    if (tm) { cJSON_Delete(t); t = tm; }
+    if (t && !c->failed) cJSON_AddItemToArray(alts, t); else cJSON_Delete(t);
+    /* else: k's value outside the if's (present, unless the if requires k: then absent counts too) */
+    cJSON *e = NULL;
+    if (known && cJSON_GetArraySize(rest)) e = with_values(base, k, rest, !if_req || base_req);
+    else if (if_req && !base_req) {   /* k absent */
+        e = cJSON_Duplicate(base, true);
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "properties"), k);
+    }
+    if (e && cJSON_IsFalse(E)) { cJSON_Delete(e); e = NULL; }
+    cJSON *em = e && cJSON_IsObject(E) && !c->failed ? merge(c, e, E) : NULL;
+    if (em) { cJSON_Delete(e); e = em; }
+    if (e && !c->failed) cJSON_AddItemToArray(alts, e); else cJSON_Delete(e);
+    cJSON_Delete(ivals); cJSON_Delete(rest); cJSON_Delete(ob); cJSON_Delete(base);
+    if (!c->failed && !cJSON_GetArraySize(alts)) fail(c, "if/then/else: no object can satisfy it");
+    if (c->failed) { cJSON_Delete(any); return NULL; }
+    return any;
+}
+
 /* The grammar expression for schema s (a rule name, usually). */
 static char *visit(conv *c, const cJSON *s, const char *hint) {
     if (c->failed) return NULL;
@@ -1593,7 +1695,13 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         cJSON_Delete(m);
         goto done;
     }
-    static const char *const UNSUPPORTED[] = { "if", "then", "else", "contains", "minContains", "maxContains",
+    if (has(s, "if")) {
+        cJSON *m = conditional(c, s);
+        if (m) out = visit(c, m, hint);
+        cJSON_Delete(m);
+        goto done;
+    }
+    static const char *const UNSUPPORTED[] = { "then", "else", "contains", "minContains", "maxContains",
                                                "unevaluatedItems", "$dynamicRef", "$recursiveRef" };
     for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof *UNSUPPORTED; i++)
         if (has(s, UNSUPPORTED[i])) { out = fail(c, "\"%s\" is not supported", UNSUPPORTED[i]); goto done; }
