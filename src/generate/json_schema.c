@@ -1430,7 +1430,7 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
         for (int a = 0; a < n && !c->failed; a++)
             for (int b2 = a + 1; b2 < n && !c->failed; b2++)
                 if (check[a] && check[b2] && !disjoint(c, check[a], check[b2]))
-                    fail(c, "oneOf: alternatives %d and %d may both match, and 'exactly one' cannot be enforced", a, b2);
+                    fail(c, "oneOf: alternatives %d and %d may both match ('exactly one' cannot be enforced): not supported", a, b2);
     for (int a = 0; a < n; a++) cJSON_Delete(check[a]);
     free(check);
     ht_str b = { 0 };
