@@ -690,7 +690,7 @@ char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
     json_push(choices, c);
     add_usage(o, t->n_prompt, t->n_gen);
     add_timings(o, t);
-    if (t->warning) cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "warnings"), cJSON_CreateString(t->warning));
+    if (t->warning) json_push(cJSON_AddArrayToObject(o, "warnings"), cJSON_CreateString(t->warning));
     return api_print(o);
 }
 
