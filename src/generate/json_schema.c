@@ -635,7 +635,6 @@ static char *pattern_within(const char *pat, long lo, long hi) {
     if (nlo > nhi || nhi < 0) { free(body); return NULL; }
     ht_str o = { 0 };
     ht_str_printf(&o, "^%.*s{%ld,%ld}%s$", (int)(vq - body), body, nlo, nhi, vend);
-    (void)vstart;
     free(body);
     return o.oom ? (free(o.p), NULL) : o.p;
 }
