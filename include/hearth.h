@@ -272,6 +272,12 @@ HEARTH_API bool hearth_grammar_done(const hearth_grammar *g);
 /* Memory ran out while following the text: the grammar allows nothing from then on (sampling says -1), and the
  * reply should end with an error rather than as if complete. */
 HEARTH_API bool hearth_grammar_failed(const hearth_grammar *g);
+/* The token budget: with n_tokens (>= 0) left for the reply, only tokens after which the grammar can still end
+ * within the rest are allowed, so a constrained reply ends complete at or before the budget (set it before each
+ * token; < 0: no budget). min_tokens: tokens that surely finish the grammar from here, along its cheapest
+ * completion (-1: no token sequence can), e.g. to refuse a max_tokens too small before generating. */
+HEARTH_API void hearth_grammar_set_budget(hearth_grammar *g, int n_tokens);
+HEARTH_API int hearth_grammar_min_tokens(const hearth_grammar *g);
 /* A JSON Schema (text) as GBNF, malloc'd: NULL with a one-line error naming the keyword or construct that
  * cannot be enforced; a schema is never loosened. "{}" or "true" mean any JSON value; see the README for the
  * keywords supported. */

@@ -111,14 +111,57 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", { "[]", "[\"a\"]" }, { "[\"a\",\"b\"]" } },
     { "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":2}",
       { "{}", "{\"a\":1,\"b\":2}" }, { "{\"a\":\"x\"}", "{\"a\":1,\"b\":2,\"c\":3}" } },
-    { "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}}", { 0 }, { 0 }, "\"not\"" },
+    { "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}}", { 0 }, { 0 }, "\"not\"" },   /* nothing matches */
     { "{\"type\":\"number\",\"multipleOf\":0.5}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"integer\",\"multipleOf\":7}", { "0", "14", "-21", "700" }, { "15", "-1", "0014", "7.0" } },
+    { "{\"type\":\"integer\",\"multipleOf\":5,\"exclusiveMinimum\":0}", { "5", "1000" }, { "0", "-5", "4" } },
+    { "{\"type\":\"integer\",\"multipleOf\":15,\"minimum\":0,\"maximum\":60}", { "0", "45", "60" }, { "50", "75", "-15" } },
+    { "{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0}", { "1.25", "3", "0.5" }, { "1.255", "-1" } },
+    { "{\"type\":\"integer\",\"multipleOf\":3,\"minimum\":10}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"integer\",\"minimum\":-9223372036854775808,\"maximum\":9223372036854775807}",
+      { "5", "-999999999999999" }, { "1.5" } },
+    { "{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"minProperties\":2}", { "{\"a\":1,\"b\":2}" }, { "{\"a\":1}", "{}" } },
     { "{\"type\":\"string\",\"format\":\"regex\"}", { 0 }, { 0 }, "'regex'" },
     { "{\"oneOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":{\"b\":{}}}]}", { 0 }, { 0 }, "oneOf" },
     { "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", { 0 }, { 0 }, "lookaround" },
     { "{\"$ref\":\"http://example.com/s.json\"}", { 0 }, { 0 }, "local" },
-    { "{\"type\":\"object\",\"patternProperties\":{\"^x\":{}}}", { 0 }, { 0 }, "patternProperties" },
-    { "{\"if\":{},\"then\":{}}", { 0 }, { 0 }, "\"if\"" },
+    { "{\"type\":\"object\",\"patternProperties\":{\"^x\":{\"type\":\"integer\"}}}",
+      { "{}", "{\"x\":1}", "{\"xa\":1,\"xb\":2}" }, { "{\"a\":1}", "{\"x\":\"1\"}" } },
+    { "{\"properties\":{\"x_a\":{\"type\":\"number\"},\"b\":{}},\"patternProperties\":{\"^x_\":{\"minimum\":0,\"type\":\"integer\"}}}",
+      { "{\"x_a\":3}", "{\"b\":1}" }, { "{\"x_a\":-1}", "{\"x_a\":1.5}" } },
+    { "{\"type\":\"object\",\"propertyNames\":{\"pattern\":\"^[a-z]{1,8}$\"},\"additionalProperties\":{\"type\":\"boolean\"}}",
+      { "{\"abc\":true}", "{}" }, { "{\"ABC\":true}", "{\"abcdefghi\":true}", "{\"a\":1}" } },
+    { "{\"properties\":{\"Bad\":{},\"ok\":{}},\"propertyNames\":{\"maxLength\":2}}", { "{\"ok\":1}" }, { "{\"Bad\":1}" } },
+    { "{\"properties\":{\"Bad\":{}},\"required\":[\"Bad\"],\"propertyNames\":{\"maxLength\":2}}", { 0 }, { 0 }, "propertyNames" },
+    { "{\"properties\":{\"card\":{},\"bill\":{}},\"dependentRequired\":{\"card\":[\"bill\"]}}",
+      { "{\"card\":1,\"bill\":2}", "{\"bill\":2}" }, { "{\"card\":1}" } },
+    { "{\"properties\":{\"card\":{},\"bill\":{}},\"dependencies\":{\"card\":{\"required\":[\"bill\"]}}}",
+      { "{\"card\":1,\"bill\":2}" }, { "{\"card\":1}" } },
+    { "{\"properties\":{\"card\":{},\"bill\":{}},\"dependentSchemas\":{\"card\":{\"properties\":{\"bill\":{\"type\":\"string\"}}}}}",
+      { "{\"card\":1,\"bill\":\"x\"}", "{\"card\":1}" }, { "{\"card\":1,\"bill\":2}" } },
+    { "{\"properties\":{\"a\":{},\"b\":{}},\"required\":[\"a\"],\"not\":{\"required\":[\"a\",\"b\"]}}",
+      { "{\"a\":1}" }, { "{\"a\":1,\"b\":2}" } },
+    { "{\"type\":[\"string\",\"null\"],\"not\":{\"type\":\"null\"}}", { "\"x\"" }, { "null" } },
+    { "{\"enum\":[\"a\",\"b\"],\"not\":{\"enum\":[\"b\"]}}", { "\"a\"" }, { "\"b\"" } },
+    { "{\"not\":{\"minimum\":3}}", { 0 }, { 0 }, "\"not\"" },
+    { "{\"$defs\":{\"b\":{\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"]},\"n\":{\"allOf\":[{\"$ref\":\"#/$defs/b\"},"
+      "{\"properties\":{\"nm\":{\"type\":\"string\"}},\"required\":[\"nm\"]}]}},\"allOf\":[{\"$ref\":\"#/$defs/n\"}],\"type\":\"object\"}",
+      { "{\"id\":1,\"nm\":\"x\"}" }, { "{\"id\":1}", "{\"nm\":\"x\"}" } },
+    { "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":5}", { "\"abcde\"" }, { "\"abcdef\"", "\"\"" } },
+    { "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":20}", { "\"ab@cd.ef\"" }, { "\"abcdefgh@cdefghij.kl\"" } },
+    { "{\"type\":\"string\",\"format\":\"feed-onestop-id\",\"maxLength\":3}", { "\"abc\"" }, { "\"abcd\"" } },
+    { "{\"type\":\"string\",\"pattern\":\"^(ab|c)+$\",\"maxLength\":3}", { 0 }, { 0 }, "pattern" },
+    { "{\"if\":{\"minimum\":3},\"then\":{}}", { 0 }, { 0 }, "\"if\"" },
+    { "{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"required\":[\"c\"]}",   /* optional ones before a required one */
+      { "{\"c\":1}", "{\"a\":1,\"c\":1}", "{\"b\":1,\"c\":1}" }, { "{}", "{\"a\":1}", "{\"a\":1,\"b\":1}" } },
+    { "{\"type\":\"object\",\"properties\":{\"country\":{\"enum\":[\"US\",\"FR\"]},\"zip\":{\"type\":\"string\"},\"post\":{\"type\":\"string\"}},"
+      "\"required\":[\"country\"],\"if\":{\"properties\":{\"country\":{\"const\":\"US\"}}},\"then\":{\"required\":[\"zip\"]},"
+      "\"else\":{\"required\":[\"post\"]}}",
+      { "{\"country\":\"US\",\"zip\":\"1\"}", "{\"country\":\"FR\",\"post\":\"x\"}" },
+      { "{\"country\":\"US\"}", "{\"country\":\"FR\"}", "{\"country\":\"FR\",\"zip\":\"1\"}" } },
+    { "{\"properties\":{\"flag\":{\"type\":\"boolean\"},\"a\":{\"type\":\"integer\"}},\"if\":{\"properties\":{\"flag\":{\"const\":true}}},"
+      "\"then\":{\"required\":[\"a\"]}}",
+      { "{\"flag\":true,\"a\":1}", "{\"flag\":false}", "{\"a\":1}" }, { "{\"flag\":true}", "{}" } },
 };
 
 static void schemas(void) {
@@ -206,6 +249,78 @@ static void token_masks(hearth_model *m, const char *gbnf, int seeds) {
     hearth_grammar_free(G);
 }
 
+/* One reply under a budget of `budget` tokens (< 0: none), with random logits that keep the end of text
+ * unlikely (so replies run long unless the budget stops them); the text in out, the tokens it took in *n_tok.
+ * True when it ended complete: an end-of-generation token, or a grammar that may end when the budget ran out. */
+static bool budget_reply(hearth_model *m, hearth_grammar *G, int budget, int seed, char *out, size_t cap, size_t *n_out,
+                         int *n_tok) {
+    hearth_model_info info;
+    hearth_model_get_info(m, &info);
+    int nv = info.n_vocab;
+    float *logits = malloc((size_t)nv * sizeof *logits);
+    hearth_sampler_params sp = hearth_sampler_default_params();
+    sp.seed = (uint64_t)seed;
+    sp.top_k = 0, sp.top_p = 1, sp.min_p = 0, sp.temperature = 1;
+    hearth_sampler *smp = hearth_sampler_new(&sp, nv);
+    hearth_grammar_reset(G);
+    hearth_grammar_set_budget(G, -1);
+    hearth_sampler_set_grammar(smp, G);
+    uint64_t rng = (uint64_t)seed * 0x9e3779b97f4a7c15ull;
+    size_t n = 0;
+    int gen = 0, limit = budget >= 0 ? budget : 400;
+    bool ended = false;
+    char piece[256];
+    while (!ended && gen < limit) {
+        if (budget >= 0) hearth_grammar_set_budget(G, budget - gen);
+        for (int t = 0; t < nv; t++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            logits[t] = (float)(rng % 1000) / 100.0f;
+            if (hearth_token_is_eog(m, t)) logits[t] = -5.0f;
+        }
+        hearth_token t = hearth_sample(smp, logits, NULL, 0);
+        if (t < 0) break;
+        hearth_sampler_accept(smp, t);
+        if (hearth_token_is_eog(m, t)) { ended = true; break; }
+        int k = hearth_token_piece(m, t, piece, sizeof piece);
+        if (k < 0 || n + (size_t)k >= cap) break;
+        memcpy(out + n, piece, (size_t)k);
+        n += (size_t)k;
+        gen++;
+        ended = hearth_grammar_done(G);
+    }
+    if (!ended && gen == limit) ended = hearth_grammar_can_end(G);
+    *n_out = n, *n_tok = gen;
+    hearth_sampler_free(smp);
+    free(logits);
+    return ended;
+}
+
+/* The budget rule: with the budget at the grammar's min_tokens and a little above, every reply ends complete
+ * within it; without a budget the same replies run past it (so the rule is what makes them end). */
+static void budget_rule(hearth_model *m, const char *gbnf, int extra_max) {
+    hearth_err err;
+    hearth_grammar *G = hearth_grammar_new(m, gbnf, &err);
+    REQUIRE(G, "%s", err.msg);
+    gram *ref = gram_parse(gbnf, &err);
+    REQUIRE(ref, "%s", err.msg);
+    int need = hearth_grammar_min_tokens(G);
+    REQUIRE(need > 0, "min_tokens %d for a grammar that cannot be empty", need);
+    char text[8192];
+    size_t n;
+    int gen, unbounded_over = 0;
+    for (int extra = 0; extra <= extra_max; extra += extra_max / 4 > 0 ? extra_max / 4 : 1)
+        for (int seed = 1; seed <= 3; seed++) {
+            bool ok = budget_reply(m, G, need + extra, seed, text, sizeof text, &n, &gen);
+            CHECK(ok && gen <= need + extra && gram_matches(ref, text, n, true),
+                  "budget %d seed %d: %d tokens, '%.*s' is not a whole sentence", need + extra, seed, gen, (int)n, text);
+            bool free_ok = budget_reply(m, G, -1, seed, text, sizeof text, &n, &gen);
+            unbounded_over += !free_ok || gen > need + extra;
+        }
+    CHECK(unbounded_over > 0, "no reply without a budget ran past it: the test shows nothing");
+    gram_free(ref);
+    hearth_grammar_free(G);
+}
+
 int main(void) {
     gbnf_tables();
     gbnf_errors();
@@ -216,6 +331,16 @@ int main(void) {
     char *json = hearth_json_schema_to_grammar(S[0].schema, &err);
     REQUIRE(json, "%s", err.msg);
     token_masks(m, json, 4);
+    budget_rule(m, json, 12);
+    free(json);
+    budget_rule(m, "root ::= \"<\" [a-z]+ (\",\" [a-z]+)* \">\"", 8);
+    const char *deep = "{\"type\":\"object\",\"properties\":{\"items\":{\"type\":\"array\",\"minItems\":2,"
+        "\"items\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\","
+        "\"items\":{\"type\":\"string\"}}},\"required\":[\"id\",\"tags\"]}},\"note\":{\"type\":\"string\"}},"
+        "\"required\":[\"items\",\"note\"]}";
+    json = hearth_json_schema_to_grammar(deep, &err);
+    REQUIRE(json, "%s", err.msg);
+    budget_rule(m, json, 40);
     free(json);
     hearth_model_free(m);
     TEST_DONE();

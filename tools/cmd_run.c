@@ -438,6 +438,14 @@ static int generate(run_state *r, const run_opts *o, int last_row) {
     char buf[512];
     while (o->n_predict < 0 || n_gen < o->n_predict) {
         const float *logits = hearth_logits(r->ctx, last_row);
+        if (r->grammar) {   /* the reply must end complete within -n and the context */
+            int left = r->cap - r->n;
+            if (o->n_predict >= 0 && o->n_predict - n_gen < left) left = o->n_predict - n_gen;
+            if (!n_gen && hearth_grammar_min_tokens(r->grammar) > left)
+                return cli_fail("-n (or the context) leaves %d tokens, too few for a complete reply of the grammar "
+                                "(it needs up to %d)", left, hearth_grammar_min_tokens(r->grammar)), -1;
+            hearth_grammar_set_budget(r->grammar, left);
+        }
         hearth_token t = hearth_sample(r->smp, logits, r->toks, r->n);
         if (t < 0) {
             if (!o->json) printf("\n");

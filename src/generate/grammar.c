@@ -32,7 +32,7 @@ struct gram {
     gel *el;                   /* every rule's alternatives, flattened; each ends with GE_ALT or GE_END */
     uint32_t *alts, *alt_at;   /* alternatives of rule r: alts[alt_at[r] .. alt_at[r + 1]) (element indices) */
     uint8_t (*sets)[32];       /* byte sets of the GE_BYTES elements */
-    uint32_t root;
+    uint32_t root, n_rules, n_el;
 };
 
 /* ---- parsing ---- */
@@ -537,6 +537,7 @@ gram *gram_parse(const char *text, hearth_err *err) {
         if (!ps.failed) g->alt_at[ps.n_rules] = k;
         free(base);
         g->root = (uint32_t)root;
+        g->n_rules = (uint32_t)ps.n_rules, g->n_el = n_el;
         g->sets = ps.sets, ps.sets = NULL;
     }
     if (!ps.failed) {
@@ -718,7 +719,25 @@ struct gram_vocab {
     uint32_t *lcp;             /* bytes order[i] shares with order[i - 1] */
     int n_order;
     uint8_t *eog;
+    uint8_t one[32];           /* bytes that some token is exactly (one token per byte: the budget's unit) */
+    int32_t *ph;               /* open addressing over the pieces' hashes: token id + 1, 0 = empty */
+    uint32_t ph_cap;
 };
+
+static uint64_t piece_hash(const unsigned char *b, uint32_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint32_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Whether some (non-control) token's piece is exactly b[0..n). */
+static bool is_piece(const struct gram_vocab *v, const unsigned char *b, uint32_t n) {
+    for (uint32_t k = (uint32_t)piece_hash(b, n) & (v->ph_cap - 1); v->ph[k]; k = (k + 1) & (v->ph_cap - 1)) {
+        int32_t t = v->ph[k] - 1;
+        if (v->len[t] == n && !memcmp(v->bytes + v->off[t], b, n)) return true;
+    }
+    return false;
+}
 
 static const struct gram_vocab *sort_ctx;
 static int cmp_piece(const void *a, const void *b) {
@@ -732,7 +751,7 @@ static int cmp_piece(const void *a, const void *b) {
 
 void gram_vocab_free(struct gram_vocab *v) {
     if (!v) return;
-    free(v->bytes); free(v->off); free(v->len); free(v->order); free(v->lcp); free(v->eog);
+    free(v->bytes); free(v->off); free(v->len); free(v->order); free(v->lcp); free(v->eog); free(v->ph);
     free(v);
 }
 
@@ -771,6 +790,17 @@ static const struct gram_vocab *model_vocab(hearth_model *m, hearth_err *err) {
         v->off[t] = (uint32_t)used, v->len[t] = (uint32_t)k;
         used += (size_t)k;
         if (k && !v->eog[t]) v->order[v->n_order++] = t;
+        if (k == 1 && !v->eog[t]) v->one[(unsigned char)piece[0] >> 3] |= (uint8_t)(1u << (piece[0] & 7));
+    }
+    if (ok) {
+        for (v->ph_cap = 1024; v->ph_cap < 2u * (uint32_t)n; v->ph_cap *= 2) {}
+        ok = (v->ph = calloc(v->ph_cap, sizeof *v->ph)) != NULL;
+        for (int i = 0; ok && i < v->n_order; i++) {
+            int32_t t = v->order[i];
+            uint32_t k = (uint32_t)piece_hash((const unsigned char *)v->bytes + v->off[t], v->len[t]) & (v->ph_cap - 1);
+            while (v->ph[k]) k = (k + 1) & (v->ph_cap - 1);
+            v->ph[k] = t + 1;
+        }
     }
     if (ok) {
         sort_ctx = v;   /* under vocab_lock */
@@ -801,7 +831,101 @@ static const struct gram_vocab *model_vocab(hearth_model *m, hearth_err *err) {
  * emptied between tokens when it grows past GR_MAX_STATES. */
 #define GR_MAX_STATES 8192
 
-typedef struct { gstate s; uint64_t hash; int32_t *next; } istate;
+typedef struct { gstate s; uint64_t hash; int32_t *next; uint32_t dist; } istate;
+
+/* ---- the token budget ----
+ * dist(state): tokens enough to reach a state where the grammar may end, along a completion the matcher allows
+ * token by token: a literal's bytes spelled by the fewest tokens that lie within it, any other byte by a token
+ * that is that byte alone. From per-element suffix costs, suf[p] = the tokens from element p to the end of its
+ * alternative, by a fixpoint over the rules' minimums; a stack's cost is the sum of its positions' suffixes, and
+ * each token of such a completion lowers it by exactly one, so a state within budget always has an allowed
+ * token that keeps it within. Where the fixpoint is cut short the values are still costs of real completions
+ * (upper bounds), so the rule stays sound. */
+#define GR_INF (UINT32_MAX / 4)
+
+static uint32_t sat_add(uint32_t a, uint32_t b) { return a >= GR_INF || b >= GR_INF || a + b >= GR_INF ? GR_INF : a + b; }
+
+static uint32_t el_cost(const gram *g, const uint32_t *minlen, const uint8_t one[32], gel e) {
+    if (e.type == GE_REF) return minlen[e.val];
+    const uint8_t *set = g->sets[e.val];
+    for (int i = 0; i < 32; i++) if (set[i] & one[i]) return 1;
+    return GR_INF;
+}
+
+/* The byte element p stands for when its set holds exactly one byte (a literal's character), else -1. */
+static int literal_byte(const gram *g, uint32_t p) {
+    if (g->el[p].type != GE_BYTES) return -1;
+    const uint8_t *set = g->sets[g->el[p].val];
+    int b = -1;
+    for (int i = 0; i < 256; i++)
+        if (set[i >> 3] >> (i & 7) & 1) { if (b >= 0) return -1; b = i; }
+    return b;
+}
+
+#define GR_MAX_PIECE 63
+/* Per element: bit l-1 set when the literal bytes from p on (within one alternative) begin with a token of l
+ * bytes; 0 for elements that are not literal bytes. */
+static uint64_t *literal_tokens(const gram *g, const struct gram_vocab *v) {
+    uint64_t *tl = calloc((size_t)g->n_el + 1, sizeof *tl);
+    int16_t *lb = malloc(((size_t)g->n_el + 1) * sizeof *lb);
+    if (!tl || !lb) { free(tl); free(lb); return NULL; }
+    for (uint32_t p = 0; p < g->n_el; p++) lb[p] = (int16_t)literal_byte(g, p);
+    lb[g->n_el] = -1;
+    unsigned char run[GR_MAX_PIECE];
+    for (uint32_t p = 0; p < g->n_el; p++) {
+        uint32_t n = 0;
+        for (; n < GR_MAX_PIECE && lb[p + n] >= 0; n++) run[n] = (unsigned char)lb[p + n];
+        for (uint32_t l = 1; l <= n; l++) if (is_piece(v, run, l)) tl[p] |= 1ull << (l - 1);
+    }
+    free(lb);
+    return tl;
+}
+
+/* suf[p] for the elements of the alternative starting at a, from its end back: a literal's bytes cost the fewest
+ * tokens that spell them (each token within the literal), other byte sets one token, a reference its rule's
+ * minimum. Returns the alternative's cost. */
+static uint32_t alt_suffix(const gram *g, const uint32_t *minlen, const uint8_t one[32], const uint64_t *tl,
+                           uint32_t a, uint32_t *suf) {
+    uint32_t end = a;
+    while (g->el[end].type > GE_ALT) end++;
+    suf[end] = 0;
+    for (uint32_t p = end; p-- > a;) {
+        uint32_t best = sat_add(el_cost(g, minlen, one, g->el[p]), suf[p + 1]);
+        for (uint64_t m = tl[p]; m; m &= m - 1) {
+            uint32_t l = (uint32_t)__builtin_ctzll(m) + 1, c = sat_add(1, suf[p + l]);
+            if (c < best) best = c;
+        }
+        suf[p] = best;
+    }
+    return suf[a];
+}
+
+/* suf (g->n_el + 1 entries) for vocabulary v. False when out of memory. */
+static bool suffix_lengths(const gram *g, const struct gram_vocab *v, uint32_t *suf) {
+    uint32_t *minlen = malloc((g->n_rules + 1) * sizeof *minlen);
+    uint64_t *tl = literal_tokens(g, v);
+    if (!minlen || !tl) { free(minlen); free(tl); return false; }
+    for (uint32_t r = 0; r < g->n_rules; r++) minlen[r] = GR_INF;
+    bool changed = true;
+    uint64_t work = 0;
+    for (int pass = 0; changed && work < 20000000u; pass++) {   /* alternate directions: chains settle fast */
+        changed = false;
+        for (uint32_t i = 0; i < g->n_rules; i++) {
+            uint32_t r = pass & 1 ? g->n_rules - 1 - i : i, best = GR_INF;
+            for (uint32_t a = g->alt_at[r]; a < g->alt_at[r + 1]; a++) {
+                uint32_t c = alt_suffix(g, minlen, v->one, tl, g->alts[a], suf);
+                if (c < best) best = c;
+            }
+            work += g->alt_at[r + 1] - g->alt_at[r] + 1;
+            if (best < minlen[r]) minlen[r] = best, changed = true;
+        }
+    }
+    for (uint32_t r = 0; r < g->n_rules; r++)   /* the final suffixes, all from the same minimums */
+        for (uint32_t a = g->alt_at[r]; a < g->alt_at[r + 1]; a++) alt_suffix(g, minlen, v->one, tl, g->alts[a], suf);
+    free(minlen);
+    free(tl);
+    return true;
+}
 
 struct hearth_grammar {
     gram *g;
@@ -818,8 +942,23 @@ struct hearth_grammar {
     int mask_of[GR_CACHE];     /* the state id each cached mask belongs to, -1 none */
     uint64_t used[GR_CACHE], tick;
     int mask;                  /* cache slot of cur's mask, -1 not computed */
+    uint32_t limit_of[GR_CACHE];  /* the budget limit each cached mask was made under, GR_INF none */
+    uint32_t dmax[GR_CACHE];   /* for masks without a limit: the largest dist after an allowed token */
+    uint32_t *suf;             /* per element, see suffix_lengths */
+    long budget;               /* tokens left for the reply, < 0 unlimited */
     bool oom;
 };
+
+static uint32_t state_dist(const hearth_grammar *G, const gstate *st) {
+    if (st->can_end) return 0;
+    uint32_t best = GR_INF;
+    for (size_t o = 0; o < st->n; o += st->d[o] + 1) {
+        uint32_t sum = 0;
+        for (uint32_t i = 0; i < st->d[o] && sum < best; i++) sum = sat_add(sum, G->suf[st->d[o + 1 + i]]);
+        if (sum < best) best = sum;
+    }
+    return best;
+}
 
 static uint64_t state_hash(const gstate *st) {   /* independent of the stacks' order */
     uint64_t h = st->can_end ? 0x51ed27 : 0;
@@ -875,6 +1014,7 @@ static int intern(hearth_grammar *G, const gstate *s) {
     memset(x, 0, sizeof *x);
     if (!state_copy(&x->s, s)) { state_free(&x->s); return -1; }
     x->hash = h;
+    x->dist = state_dist(G, s);
     G->ht[k] = ++G->n_st;
     return G->n_st - 1;
 }
@@ -895,12 +1035,15 @@ static int step(hearth_grammar *G, int id, unsigned char b) {
 
 static bool live(const hearth_grammar *G, int id) { return G->st[id].s.n_stacks > 0; }
 
-/* The walk of the sorted vocabulary described at the top of the file. False when out of memory. */
-static bool compute_mask(hearth_grammar *G, uint64_t *mask) {
+/* The walk of the sorted vocabulary described at the top of the file, keeping only tokens after which the
+ * grammar can end within `limit` more tokens (GR_INF: any); *dmax gets the largest such dist. False when out of
+ * memory. */
+static bool compute_mask(hearth_grammar *G, uint64_t *mask, uint32_t limit, uint32_t *dmax) {
     const struct gram_vocab *v = G->v;
     memset(mask, 0, (size_t)(v->n + 63) / 64 * 8);
     if (G->st[G->cur].s.can_end)
         for (int t = 0; t < v->n; t++) if (v->eog[t]) mask[t >> 6] |= 1ull << (t & 63);
+    *dmax = 0;
     if (!live(G, G->cur)) return true;
     uint32_t valid = 0, dead_at = UINT32_MAX;
     bool dead_alive = false;   /* a token of exactly dead_at bytes (a duplicate piece) is allowed */
@@ -934,30 +1077,60 @@ static bool compute_mask(hearth_grammar *G, uint64_t *mask) {
             }
         }
         valid = d;
-        if (alive && d == len) mask[t >> 6] |= 1ull << (t & 63);
+        if (alive && d == len) {
+            uint32_t dist = G->st[G->lv[d]].dist;
+            if (dist > limit) continue;
+            if (dist > *dmax) *dmax = dist;
+            mask[t >> 6] |= 1ull << (t & 63);
+        }
     }
     return true;
 }
 
+/* The cache slot of cur's mask under limit, computed when missing; -1 when out of memory. */
+static int mask_slot(hearth_grammar *G, uint32_t limit) {
+    int victim = 0;
+    for (int i = 0; i < GR_CACHE; i++) {
+        if (G->mask_of[i] == G->cur && G->limit_of[i] == limit) { G->used[i] = ++G->tick; return i; }
+        if (G->used[i] < G->used[victim]) victim = i;
+    }
+    if (!G->masks[victim] && !(G->masks[victim] = malloc((size_t)(G->v->n + 63) / 64 * 8))) return -1;
+    G->mask_of[victim] = -1;
+    if (!compute_mask(G, G->masks[victim], limit, &G->dmax[victim])) return -1;
+    G->mask_of[victim] = G->cur;
+    G->limit_of[victim] = limit;
+    G->used[victim] = ++G->tick;
+    return victim;
+}
+
+/* The plain mask, unless some token it allows would leave more to finish than the budget has: then the mask
+ * under the budget's limit (one token of the budget is the one being chosen). */
 const uint64_t *grammar_mask(hearth_grammar *G) {
     if (G->oom) return NULL;
     if (G->mask >= 0) return G->masks[G->mask];
-    int victim = 0;
-    for (int i = 0; i < GR_CACHE; i++) {
-        if (G->mask_of[i] == G->cur) {
-            G->used[i] = ++G->tick;
-            G->mask = i;
-            return G->masks[i];
-        }
-        if (G->used[i] < G->used[victim]) victim = i;
+    int i = mask_slot(G, GR_INF);
+    if (i >= 0 && G->budget >= 0 && G->dmax[i] + 1 > (uint64_t)G->budget)
+        i = mask_slot(G, G->budget > 0 ? (uint32_t)(G->budget - 1) : 0);
+    if (i < 0) { G->oom = true; return NULL; }
+    if (G->budget == 0) {   /* nothing more may be generated: only the end */
+        uint64_t *m = G->masks[i];
+        for (int t = 0; t < G->v->n; t++) if (!G->v->eog[t]) m[t >> 6] &= ~(1ull << (t & 63));
+        G->mask_of[i] = -1;   /* not reusable as the cache entry it was */
     }
-    if (!G->masks[victim] && !(G->masks[victim] = malloc((size_t)(G->v->n + 63) / 64 * 8))) { G->oom = true; return NULL; }
-    G->mask_of[victim] = -1;
-    if (!compute_mask(G, G->masks[victim])) { G->oom = true; return NULL; }
-    G->mask_of[victim] = G->cur;
-    G->used[victim] = ++G->tick;
-    G->mask = victim;
-    return G->masks[victim];
+    G->mask = i;
+    return G->masks[i];
+}
+
+void hearth_grammar_set_budget(hearth_grammar *G, int n_tokens) {
+    if (!G || (long)(n_tokens < 0 ? -1 : n_tokens) == G->budget) return;
+    G->budget = n_tokens < 0 ? -1 : n_tokens;
+    G->mask = -1;
+}
+
+int hearth_grammar_min_tokens(const hearth_grammar *G) {
+    if (!G || G->oom) return -1;
+    uint32_t d = G->st[G->cur].dist;
+    return d >= GR_INF ? -1 : (int)d;
 }
 
 hearth_grammar *hearth_grammar_new(hearth_model *m, const char *gbnf, hearth_err *err) {
@@ -972,6 +1145,12 @@ hearth_grammar *hearth_grammar_new(hearth_model *m, const char *gbnf, hearth_err
         return NULL;
     }
     G->g = g, G->v = v;
+    G->budget = -1;
+    if (!(G->suf = malloc(((size_t)g->n_el + 1) * sizeof *G->suf)) || !suffix_lengths(g, v, G->suf)) {
+        hearth_grammar_free(G);
+        herr(err, "out of memory");
+        return NULL;
+    }
     hearth_grammar_reset(G);
     if (G->oom) { hearth_grammar_free(G); herr(err, "out of memory"); return NULL; }
     return G;
@@ -991,6 +1170,7 @@ void hearth_grammar_free(hearth_grammar *G) {
     free(G->st);
     free(G->ht);
     free(G->lv);
+    free(G->suf);
     state_free(&G->tmp);
     for (int i = 0; i < GR_CACHE; i++) free(G->masks[i]);
     gram_free(G->g);

@@ -14,8 +14,10 @@ void gram_free(gram *g);
 bool gram_matches(const gram *g, const char *s, size_t n, bool complete);
 
 /* hearth_json_schema_to_grammar with the top rule named root_name, to embed in a larger grammar (whose own
- * rule names must not collide: the converter's are root_name-..., ref-..., and the JSON primitives). */
-char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *err);
+ * rule names must not collide: the converter's are root_name-..., ref-..., and the JSON primitives). When
+ * warnings is not NULL it gets what the schema said that is not enforced because it is only an annotation
+ * (unknown formats), malloc'd, or NULL. */
+char *json_schema_gbnf(const char *schema, const char *root_name, char **warnings, hearth_err *err);
 
 /* The tokens the grammar allows next, one bit per token id (n_vocab bits); cached by parse state. NULL when
  * out of memory. Used by the sampler's constraint stage. */

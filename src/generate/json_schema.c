@@ -12,6 +12,8 @@
 
 #include <errno.h>
 #include <cjson/cJSON.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@ typedef struct {
     int depth;
     char path[256];                                      /* where in the schema, for messages */
     const char *root_name;                               /* the top rule's name ("root") */
+    ht_str warn;                                         /* what was read as an annotation only, "; "-joined */
 } conv;
 
 static char *fail(conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -253,7 +256,8 @@ static int types_of(conv *c, const cJSON *s) {
     else {
         static const char *const OBJ[] = { "properties", "required", "additionalProperties", "minProperties",
                                            "maxProperties", "patternProperties", "propertyNames",
-                                           "unevaluatedProperties", "dependentRequired", "dependencies" };
+                                           "unevaluatedProperties", "dependentRequired", "dependencies",
+                                           "dependentSchemas" };
         static const char *const ARR[] = { "items", "prefixItems", "minItems", "maxItems", "uniqueItems",
                                            "additionalItems", "contains", "unevaluatedItems" };
         static const char *const STR[] = { "minLength", "maxLength", "pattern", "format" };
@@ -482,54 +486,216 @@ static char *pattern_string(conv *c, const char *pat, const char *hint) {
     return add_rule(c, hint, b.p);
 }
 
-/* Grammars for the string formats, each stricter than its definition where that is simpler. */
-static const struct { const char *name, *body; } FORMATS[] = {
-    { "date", "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])" },
-    { "time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])" },
-    { "date-time", "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]) \"T\" ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])" },
-    { "uuid", "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}" },
-    { "email", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \"@\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \".\" [a-z]{2,6}" },
-    { "idn-email", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \"@\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \".\" [a-z]{2,6}" },
-    { "hostname", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4}" },
-    { "idn-hostname", "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4}" },
-    { "ipv4", "ipv4-octet \".\" ipv4-octet \".\" ipv4-octet \".\" ipv4-octet" },
-    { "ipv6", "[0-9a-f]{1,4} (\":\" [0-9a-f]{1,4}){7}" },
-    { "uri", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
-    { "iri", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
-    { "uri-reference", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
-    { "iri-reference", "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}" },
-    { "duration", "\"P\" ([1-9] [0-9]{0,3} \"D\")? \"T\" [1-9] [0-9]{0,3} \"H\"" },
+/* Grammars for the string formats, each stricter than its definition where that is simpler, with the least and
+ * most characters they write (for minLength/maxLength beside a format). */
+#define URI_BODY "(\"https\" | \"http\") \"://\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4} (\"/\" [a-zA-Z0-9_-]{1,32}){0,8}"
+#define DATE_BODY "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])"
+#define TIME_BODY "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"
+#define EMAIL_BODY "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \"@\" [a-z0-9]{1,32} (\".\" [a-z0-9]{1,32})? \".\" [a-z]{2,6}"
+#define HOST_BODY "[a-z0-9]{1,32} (\".\" [a-z0-9]{1,32}){0,4}"
+/* per: formats whose parts are written {1,32} can be narrowed for a maxLength, each such part taking per more
+ * characters of the most for each more character allowed in the parts. */
+static const struct { const char *name, *body; int min, max, per; } FORMATS[] = {
+    { "date", DATE_BODY, 10, 10, 0 },
+    { "time", TIME_BODY, 9, 21, 0 },
+    { "iso-time", TIME_BODY, 9, 21, 0 },
+    { "date-time", DATE_BODY " \"T\" " TIME_BODY, 20, 32, 0 },
+    { "iso-date-time", DATE_BODY " \"T\" " TIME_BODY, 20, 32, 0 },
+    { "uuid", "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}", 36, 36, 0 },
+    { "email", EMAIL_BODY, 6, 138, 4 },
+    { "idn-email", EMAIL_BODY, 6, 138, 4 },
+    { "hostname", HOST_BODY, 1, 164, 5 },
+    { "idn-hostname", HOST_BODY, 1, 164, 5 },
+    { "ipv4", "ipv4-octet \".\" ipv4-octet \".\" ipv4-octet \".\" ipv4-octet", 7, 15, 0 },
+    { "ipv6", "[0-9a-f]{1,4} (\":\" [0-9a-f]{1,4}){7}", 15, 39, 0 },
+    { "uri", URI_BODY, 8, 436, 13 },
+    { "url", URI_BODY, 8, 436, 13 },
+    { "iri", URI_BODY, 8, 436, 13 },
+    { "uri-reference", URI_BODY, 8, 436, 13 },
+    { "iri-reference", URI_BODY, 8, 436, 13 },
+    { "duration", "\"P\" ([1-9] [0-9]{0,3} \"D\")? \"T\" [1-9] [0-9]{0,3} \"H\"", 4, 12, 0 },
+    { "json-pointer", "(\"/\" ([^\"\\\\~/\\x00-\\x1F\\x7F] | \"~\" [01]){0,32}){0,8}", 0, 520, 0 },
+    { "byte", "([A-Za-z0-9+/]{4}){0,64}", 0, 256, 0 },
 };
+/* Formats with a syntax hearth does not write: refused rather than read as annotations (validators check them). */
+static const char *const HARD_FORMATS[] = { "regex", "uri-template", "relative-json-pointer", "json-pointer-uri-fragment" };
+
+/* The fewest and most characters a pattern's grammar (as pattern_string writes it, unbounded repetitions capped)
+ * can hold, and for a plain sequence of quantified single characters, where its one variable part is. Only the
+ * syntax rx_atom reads; *ok false on anything else. */
+typedef struct { long min, max; } rx_len;
+static rx_len rx_len_alt(const char **p, bool *ok);
+
+static rx_len rx_len_atom(const char **p, bool *ok, bool *single) {
+    const char *q = *p;
+    *single = true;
+    if (q[0] == '\\' && (unsigned char)q[1] >= 0x80) q++;
+    if (*q == '(') {
+        q++;
+        if (q[0] == '?' && q[1] == ':') q += 2;
+        rx_len in = rx_len_alt(&q, ok);
+        if (*q != ')') *ok = false; else q++;
+        *single = false;
+        *p = q;
+        return in;
+    }
+    if (*q == '[') {
+        q++;
+        if (*q == '^') q++;
+        if (*q == ']') q++;
+        while (*q && *q != ']') q += q[0] == '\\' && q[1] ? 2 : 1;
+        if (!*q) *ok = false; else q++;
+    } else if (*q == '\\') {
+        if (!q[1]) *ok = false;
+        q += q[1] ? 2 : 1;
+    } else {
+        int n = (unsigned char)*q < 0x80 ? 1 : ((unsigned char)*q >> 5) == 6 ? 2 : ((unsigned char)*q >> 4) == 14 ? 3 : 4;
+        for (int i = 0; i < n && *q; i++) q++;
+    }
+    *p = q;
+    return (rx_len){ 1, 1 };
+}
+
+/* One quantifier after an atom: its counts (the grammar's: unbounded ones capped), and where it is in the text. */
+static bool rx_quant(const char **p, long *lo, long *hi) {
+    const char *q = *p;
+    *lo = *hi = 1;
+    if (*q == '*' || *q == '+') *lo = *q == '+', *hi = RX_MAX_REPEAT, q++;
+    else if (*q == '?') *lo = 0, q++;
+    else if (*q == '{') {
+        char *end;
+        *lo = *hi = strtol(q + 1, &end, 10);
+        if (*end == ',') {
+            if (end[1] == '}') *hi = *lo + RX_MAX_REPEAT, end++;
+            else *hi = strtol(end + 1, &end, 10);
+        }
+        if (*end != '}') return false;
+        q = end + 1;
+    } else return true;
+    if (*q == '?') q++;
+    *p = q;
+    return true;
+}
+
+static rx_len rx_len_seq(const char **p, bool *ok) {
+    rx_len t = { 0, 0 };
+    while (**p && **p != '|' && **p != ')' && *ok) {
+        bool single;
+        rx_len a = rx_len_atom(p, ok, &single);
+        long lo, hi;
+        if (!rx_quant(p, &lo, &hi)) *ok = false;
+        t.min += a.min * lo, t.max += a.max * hi;
+        if (t.max > 1000000) *ok = false;
+    }
+    return t;
+}
+
+static rx_len rx_len_alt(const char **p, bool *ok) {
+    rx_len t = rx_len_seq(p, ok);
+    while (**p == '|' && *ok) {
+        (*p)++;
+        rx_len u = rx_len_seq(p, ok);
+        if (u.min < t.min) t.min = u.min;
+        if (u.max > t.max) t.max = u.max;
+    }
+    return t;
+}
+
+/* A pattern within minLength lo .. maxLength hi (hi < 0: none), as a pattern whose grammar keeps to them: itself
+ * when every string its grammar writes fits, or, for an anchored sequence of quantified single characters with
+ * one variable part, that part's count narrowed. NULL when neither (the caller refuses). malloc'd. */
+static char *pattern_within(const char *pat, long lo, long hi) {
+    size_t n = strlen(pat);
+    bool head = n && pat[0] == '^', tail = n > 1 && pat[n - 1] == '$' && pat[n - 2] != '\\';
+    if (!head || !tail) return NULL;   /* unanchored: any text around it, of any length */
+    char *body = strndup(pat + 1, n - 2);
+    if (!body) return NULL;
+    const char *p = body;
+    bool ok = true;
+    rx_len all = rx_len_alt(&p, &ok);
+    if (!ok || *p) { free(body); return NULL; }
+    if (all.min >= lo && (hi < 0 || all.max <= hi)) { free(body); return strdup(pat); }
+    /* one variable single-character item among fixed ones */
+    long fixed = 0, vlo = 0, vhi = 0;
+    const char *vstart = NULL, *vq = NULL, *vend = NULL;
+    for (p = body; *p && ok;) {
+        bool single;
+        const char *st = p;
+        rx_len a = rx_len_atom(&p, &ok, &single);
+        const char *q0 = p;
+        long qlo, qhi;
+        if (!rx_quant(&p, &qlo, &qhi) || *st == '|' || *st == ')') ok = false;
+        if (!ok) break;
+        if (a.min == a.max && qlo == qhi) fixed += a.min * qlo;
+        else if (single && !vstart) vstart = st, vq = q0, vend = p, vlo = qlo, vhi = qhi;
+        else ok = false;
+    }
+    if (!ok || !vstart) { free(body); return NULL; }
+    long nlo = lo - fixed > vlo ? lo - fixed : vlo, nhi = hi >= 0 && hi - fixed < vhi ? hi - fixed : vhi;
+    if (nlo > nhi || nhi < 0) { free(body); return NULL; }
+    ht_str o = { 0 };
+    ht_str_printf(&o, "^%.*s{%ld,%ld}%s$", (int)(vq - body), body, nlo, nhi, vend);
+    free(body);
+    return o.oom ? (free(o.p), NULL) : o.p;
+}
 
 static char *string_rule(conv *c, const cJSON *s, const char *hint) {
     const cJSON *fmt = get(s, "format"), *pat = get(s, "pattern"), *mn = get(s, "minLength"), *mx = get(s, "maxLength");
     if (pat && !cJSON_IsString(pat)) return fail(c, "\"pattern\" must be a string");
-    if (pat && (fmt || mn || mx)) return fail(c, "\"pattern\" together with format/minLength/maxLength is not supported");
-    if (pat) return pattern_string(c, pat->valuestring, hint);
+    if ((mn && !cJSON_IsNumber(mn)) || (mx && !cJSON_IsNumber(mx)))
+        return fail(c, "\"minLength\"/\"maxLength\" must be numbers");
+    double lo = mn ? mn->valuedouble : 0, hi = mx ? mx->valuedouble : -1;
+    if (lo < 0 || hi > 1e9 || (mx && hi < 0)) return fail(c, "\"minLength\"/\"maxLength\" must not be negative");
+    if (mx && hi < lo) return fail(c, "maxLength %g is below minLength %g: no string fits", hi, lo);
+    long ilo = (long)ceil(lo), ihi = mx ? (long)floor(hi) : -1;
+    int fi = -1;
     if (fmt && cJSON_IsString(fmt)) {
         const char *f = fmt->valuestring;
-        for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++) {
-            if (strcmp(FORMATS[i].name, f)) continue;
-            if (mn || mx) return fail(c, "\"format\" together with minLength/maxLength is not supported");
-            if (!strcmp(f, "ipv4")) free(add_rule(c, "ipv4-octet", xstrdup(c, "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]")));
-            free(prim(c, "space"));
-            ht_str b = { 0 };
-            ht_str_printf(&b, "\"\\\"\" %s \"\\\"\" space", FORMATS[i].body);
-            char tmp[64];
-            snprintf(tmp, sizeof tmp, "%.40s-string", f);
-            return b.oom ? fail(c, "out of memory") : add_rule(c, tmp, b.p);
-        }
-        return fail(c, "string format '%s' is not supported", f);
+        for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++) if (!strcmp(FORMATS[i].name, f)) fi = (int)i;
+        for (size_t i = 0; i < sizeof HARD_FORMATS / sizeof HARD_FORMATS[0]; i++)
+            if (!strcmp(HARD_FORMATS[i], f)) return fail(c, "string format '%s' is not supported", f);
+        if (fi < 0)   /* an unknown format is an annotation (the specification's default): a plain string, said so */
+            ht_str_printf(&c->warn, "%sformat '%.60s' at #%s is not checked (an annotation): any string",
+                          c->warn.n ? "; " : "", f, c->path);
+    }
+    if (pat && fi >= 0) return fail(c, "\"pattern\" together with \"format\" is not supported");
+    if (pat) {
+        char *within = mn || mx ? pattern_within(pat->valuestring, ilo, ihi) : NULL;
+        if ((mn || mx) && !within)
+            return fail(c, "\"pattern\" with minLength/maxLength that cut into it is not supported (an anchored "
+                           "pattern with one variable repetition of a single character is)");
+        char *r = pattern_string(c, within ? within : pat->valuestring, hint);
+        free(within);
+        return r;
+    }
+    if (fi >= 0) {
+        const char *f = FORMATS[fi].name;
+        int k = 32;   /* the parts' longest */
+        if (ihi >= 0 && FORMATS[fi].max > ihi && FORMATS[fi].per)
+            k = (int)((ihi - (FORMATS[fi].max - 32 * FORMATS[fi].per)) / FORMATS[fi].per);
+        int most = FORMATS[fi].max - (32 - k) * FORMATS[fi].per;
+        if (k < 1 || FORMATS[fi].min < ilo || (ihi >= 0 && most > ihi))
+            return fail(c, "format '%s' writes %d to %d characters; minLength/maxLength that cut into that are not "
+                           "supported", f, FORMATS[fi].min, FORMATS[fi].max);
+        if (!strcmp(f, "ipv4")) free(add_rule(c, "ipv4-octet", xstrdup(c, "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]")));
+        free(prim(c, "space"));
+        ht_str b = { 0 };
+        ht_str_puts(&b, "\"\\\"\" ");
+        for (const char *q = FORMATS[fi].body; *q;)   /* {1,32} as {1,k} */
+            if (!strncmp(q, "{1,32}", 6)) ht_str_printf(&b, "{1,%d}", k), q += 6;
+            else ht_str_add(&b, q++, 1);
+        ht_str_puts(&b, " \"\\\"\" space");
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "%.40s-string%s", f, k < 32 ? "-short" : "");
+        return b.oom ? fail(c, "out of memory") : add_rule(c, tmp, b.p);
     }
     if (!mn && !mx) return prim(c, "string");
-    double lo = cJSON_IsNumber(mn) ? mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? mx->valuedouble : -1;
-    if ((mn && !cJSON_IsNumber(mn)) || (mx && !cJSON_IsNumber(mx)) || lo < 0 || lo > 10000 || hi > 10000 || (mx && hi < lo))
-        return fail(c, "bad minLength/maxLength");
+    if (ilo > 10000 || ihi > 10000) return fail(c, "minLength/maxLength above 10000 are not supported");
     free(prim(c, "char"));
     free(prim(c, "space"));
     ht_str b = { 0 };
-    if (mx) ht_str_printf(&b, "\"\\\"\" char{%d,%d} \"\\\"\" space", (int)ceil(lo), (int)floor(hi));
-    else ht_str_printf(&b, "\"\\\"\" char{%d,} \"\\\"\" space", (int)ceil(lo));
+    if (mx) ht_str_printf(&b, "\"\\\"\" char{%ld,%ld} \"\\\"\" space", ilo, ihi);
+    else ht_str_printf(&b, "\"\\\"\" char{%ld,} \"\\\"\" space", ilo);
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
@@ -639,18 +805,19 @@ static bool bounds(conv *c, const cJSON *s, bool *has_lo, double *lo, bool *lo_e
 
 /* Decimals without exponent (after `prefix`) whose whole part is in [a, top - 1] with any fraction, or top itself
  * when top_exact; top < 0: no upper bound. Appended as alternatives; *sep becomes " | " once one is written. */
-static void magnitudes(ht_str *b, long long a, long long top, bool top_exact, const char **sep, const char *prefix) {
+static void magnitudes(ht_str *b, long long a, long long top, bool top_exact, const char **sep, const char *prefix,
+                       const char *dec) {
     if (top < 0) {
         ht_str_printf(b, "%s%s(", *sep, prefix);
         uint_range(b, a, -1);
-        ht_str_puts(b, ") (\".\" decimal-part)?");
+        ht_str_printf(b, ") (\".\" %s)?", dec);
         *sep = " | ";
         return;
     }
     if (top - 1 >= a) {
         ht_str_printf(b, "%s%s(", *sep, prefix);
         uint_range(b, a, top - 1);
-        ht_str_puts(b, ") (\".\" decimal-part)?");
+        ht_str_printf(b, ") (\".\" %s)?", dec);
         *sep = " | ";
     }
     if (top_exact && top >= a) {
@@ -659,9 +826,81 @@ static void magnitudes(ht_str *b, long long a, long long top, bool top_exact, co
     }
 }
 
+/* Integers that are multiples of k within the bounds: listed when few, else by the remainders of the digits
+ * read so far (one rule per remainder) when the bounds only fix the sign. */
+static char *multiple_rule(conv *c, long long k, bool has_lo, long long lo, bool has_hi, long long hi, const char *hint) {
+    free(prim(c, "space"));
+    ht_str b = { 0 };
+    if (has_lo && has_hi) {
+        long long first = lo >= 0 ? (lo + k - 1) / k : -((-lo) / k), last = hi >= 0 ? hi / k : -((-hi + k - 1) / k);
+        if (first > last) return fail(c, "no multiple of %lld lies within the bounds", k);
+        if (last - first < 1000) {
+            ht_str_puts(&b, "(");
+            for (long long i = first; i <= last; i++) ht_str_printf(&b, "%s\"%lld\"", i > first ? " | " : "", i * k);
+            ht_str_puts(&b, ") space");
+            return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+        }
+    }
+    if (k > 1000) return fail(c, "\"multipleOf\" %lld above 1000 with wide bounds is not supported", k);
+    bool neg = !has_lo || lo <= -k, zero = (!has_lo || lo <= 0) && (!has_hi || hi >= 0), pos = !has_hi || hi >= k;
+    if ((has_lo && lo < 0 && lo > -k) || (has_lo && lo > k) || (has_hi && hi > 0 && hi < k) || (has_hi && hi < -k))
+        return fail(c, "\"multipleOf\" with bounds inside the numbers is not supported (few multiples, or sign-only bounds are)");
+    char name[64];
+    for (long long r = 0; r < k; r++) {   /* rule mult-k-r: digits that bring a remainder r to 0 */
+        ht_str x = { 0 };
+        for (long long t = 0; t < k; t++) {
+            char cls[16];
+            int n = 0;
+            for (int d = 0; d <= 9; d++) if ((r * 10 + d) % k == t) cls[n++] = (char)('0' + d);
+            if (!n) continue;
+            cls[n] = 0;
+            ht_str_printf(&x, "%s[%s] mult-%lld-%lld", x.n ? " | " : "", cls, k, t);
+        }
+        if (!r && x.p) { char *w = x.p; x = (ht_str){ 0 }; ht_str_printf(&x, "(%s)?", w); free(w); }
+        snprintf(name, sizeof name, "mult-%lld-%lld", k, r);
+        bool have = false;   /* under exactly this name (rules with equal bodies are not merged: others name it) */
+        for (int i = 0; i < c->n_rules && !have; i++) have = !strcmp(c->rules[i].name, name);
+        if (!have && !x.oom && c->n_rules == c->cap_rules) {
+            int cap = c->cap_rules ? c->cap_rules * 2 : 32;
+            grule *nr = cap > 100000 ? NULL : realloc(c->rules, (size_t)cap * sizeof *nr);
+            if (nr) c->rules = nr, c->cap_rules = cap;
+        }
+        if (have) free(x.p);
+        else if (x.oom || c->n_rules == c->cap_rules || !(c->rules[c->n_rules].name = strdup(name))) {
+            free(x.p);
+            fail(c, "out of memory");
+            break;
+        } else c->rules[c->n_rules++].body = x.p;
+    }
+    ht_str nz = { 0 };   /* a non-zero magnitude: its first digit, then the rest */
+    for (int d = 1; d <= 9; d++) ht_str_printf(&nz, "%s\"%d\" mult-%lld-%lld", d > 1 ? " | " : "", d, k, d % k);
+    ht_str_puts(&b, "(");
+    const char *sep = "";
+    if (zero) ht_str_puts(&b, "\"0\""), sep = " | ";
+    if (pos) ht_str_printf(&b, "%s%s", sep, nz.p), sep = " | ";
+    if (neg) ht_str_printf(&b, "%s\"-\" (%s)", sep, nz.p);
+    ht_str_puts(&b, ") space");
+    free(nz.p);
+    if (c->failed) { free(b.p); return NULL; }
+    return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
 static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint) {
     const cJSON *mo = get(s, "multipleOf");
-    if (mo && !(cJSON_IsNumber(mo) && integer && mo->valuedouble == 1)) return fail(c, "\"multipleOf\" is not supported");
+    int frac = 16;   /* fraction digits written */
+    double k = 1;
+    if (mo) {
+        if (!cJSON_IsNumber(mo) || !(mo->valuedouble > 0)) return fail(c, "\"multipleOf\" must be a positive number");
+        k = mo->valuedouble;
+        if (k != floor(k)) {   /* 0.1, 0.01, ...: at most that many fraction digits; integers are multiples anyway */
+            int d = 0;
+            for (int i = 1; i <= 8 && !d; i++) if (fabs(k * pow(10, i) - 1) < 1e-9) d = i;
+            if (!d) return fail(c, "\"multipleOf\" %g is not supported (integers and 0.1, 0.01, ... are)", k);
+            frac = d, k = 1;
+        } else if (k > 1) integer = true;   /* a multiple of a whole number is whole: written as an integer */
+    }
+    char dec[32];
+    snprintf(dec, sizeof dec, frac == 16 ? "decimal-part" : "[0-9]{1,%d}", frac);
     bool has_lo, lo_ex, has_hi, hi_ex;
     double lo = 0, hi = 0;
     if (!bounds(c, s, &has_lo, &lo, &lo_ex, &has_hi, &hi, &hi_ex)) return NULL;
@@ -670,13 +909,24 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
         if (!has_lo || lo < -2147483648.0) has_lo = true, lo = -2147483648.0, lo_ex = false;
         if (!has_hi || hi > 2147483647.0) has_hi = true, hi = 2147483647.0, hi_ex = false;
     }
-    if (fabs(lo) > 1e15 || fabs(hi) > 1e15) return fail(c, "numeric bounds beyond 1e15 are not supported");
+    /* bounds beyond what is written (15 digits) are narrowed to it: stricter, and the same for any real reply */
+    if (has_lo && lo < -999999999999999.0) lo = -999999999999999.0, lo_ex = false;
+    if (has_hi && hi > 999999999999999.0) hi = 999999999999999.0, hi_ex = false;
+    if (fabs(lo) > 1e15 || fabs(hi) > 1e15) return fail(c, "a minimum above 1e15 (or a maximum below -1e15) is not supported");
     /* integer bounds: the smallest and largest allowed integers */
     long long ilo = 0, ihi = 0;
     if (has_lo) ilo = (long long)ceil(lo), ilo += lo_ex && (double)ilo == lo;
     if (has_hi) ihi = (long long)floor(hi), ihi -= hi_ex && (double)ihi == hi;
+    if (integer && k > 1) return multiple_rule(c, (long long)k, has_lo, ilo, has_hi, ihi, hint);
     if (integer) return int_rule(c, has_lo, ilo, has_hi, ihi, hint);
-    if (!has_lo && !has_hi) return prim(c, "number");
+    if (!has_lo && !has_hi && frac == 16) return prim(c, "number");
+    if (!has_lo && !has_hi) {
+        free(prim(c, "integral-part"));
+        free(prim(c, "space"));
+        ht_str b = { 0 };
+        ht_str_printf(&b, "\"-\"? integral-part (\".\" %s)? space", dec);
+        return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+    }
     /* numbers with bounds: no exponent, and bounds met by whole-number parts (stricter than non-integer bounds):
      * v >= 0 and v < 0 are written as magnitudes, each a whole part in [a, top - 1] with any fraction or top itself */
     free(prim(c, "decimal-part"));
@@ -688,14 +938,14 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
         long long a = 0;
         if (has_lo && lo >= 0) a = (long long)ceil(lo) + (lo_ex && floor(lo) == lo);
         if (has_lo && lo_ex && floor(lo) == lo && lo >= 0 && (!has_hi || lo < hi)) {   /* v > lo: lo.000x too */
-            ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,15} [1-9]", sep, (long long)lo);
+            ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sep, (long long)lo, frac - 1);
             sep = " | ";
         }
-        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "");
+        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "", dec);
     }
     if (!has_lo || lo < 0) {                            /* v < 0: "-" and a magnitude */
         long long a = has_hi && hi < 0 ? (long long)ceil(-hi) + (hi_ex && floor(hi) == hi) : 0;
-        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ");
+        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ", dec);
     }
     ht_str_puts(&b, ") space");
     if (!*sep) { free(b.p); return fail(c, "the bounds leave no number whose whole part hearth can enforce"); }
@@ -784,14 +1034,119 @@ static bool object_shapes_ok(conv *c, const cJSON *s) {
     return true;
 }
 
+static cJSON *merge(conv *c, const cJSON *a, const cJSON *b);
+
+/* dependentRequired, dependentSchemas and draft-07 dependencies, made into the object's own keywords, stricter
+ * but exact: a trigger property's required ones become required always, its schema applies always (merged), and
+ * a trigger whose dependency cannot be met is never written (or, if required, refused). */
+static char *dependencies(conv *c, const cJSON *s, const char *hint) {
+    cJSON *m = cJSON_Duplicate(s, true);
+    if (!m) return fail(c, "out of memory");
+    cJSON *dep[3] = { cJSON_DetachItemFromObjectCaseSensitive(m, "dependentRequired"),
+                      cJSON_DetachItemFromObjectCaseSensitive(m, "dependencies"),
+                      cJSON_DetachItemFromObjectCaseSensitive(m, "dependentSchemas") };
+    if (!cJSON_IsObject(get(m, "properties")))
+        fail(c, "dependencies on an object without \"properties\" are not supported");
+    if (has(m, "type")) cJSON_ReplaceItemInObjectCaseSensitive(m, "type", cJSON_CreateString("object"));
+    else cJSON_AddStringToObject(m, "type", "object");
+    for (int d = 0; d < 3 && !c->failed; d++) {
+        if (dep[d] && !cJSON_IsObject(dep[d])) { fail(c, "dependencies must be an object"); break; }
+        for (const cJSON *x = dep[d] ? dep[d]->child : NULL; x && !c->failed; x = x->next) {
+            cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties");
+            if (!get(props, x->string)) continue;   /* never written: the dependency never applies */
+            bool a_req = in_required(get(m, "required"), x->string), drop = false;
+            if (cJSON_IsArray(x)) {   /* names */
+                const cJSON *y;
+                cJSON_ArrayForEach(y, x) drop |= !cJSON_IsString(y) || !get(props, y->valuestring);
+                if (!drop) {
+                    cJSON *req = cJSON_GetObjectItemCaseSensitive(m, "required");
+                    if (!req) req = cJSON_AddArrayToObject(m, "required");
+                    cJSON_ArrayForEach(y, x) if (!in_required(req, y->valuestring))
+                        cJSON_AddItemToArray(req, cJSON_CreateString(y->valuestring));
+                }
+            } else if (cJSON_IsFalse(x)) drop = true;
+            else if (cJSON_IsObject(x)) {
+                cJSON *n = merge(c, m, x);
+                if (n) { cJSON_Delete(m); m = n; }
+            } else if (!cJSON_IsTrue(x)) fail(c, "a dependency must be an array of names or a schema");
+            if (drop && a_req) fail(c, "required property '%s' has a dependency that cannot be met", x->string);
+            else if (drop) cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "properties"), x->string);
+        }
+    }
+    for (int d = 0; d < 3; d++) cJSON_Delete(dep[d]);
+    char *out = c->failed ? NULL : visit(c, m, hint);
+    cJSON_Delete(m);
+    return out;
+}
+
+/* Whether the ECMA-style pattern matches somewhere in key: 1 yes, 0 no, -1 after failing (does not compile). */
+static int pattern_matches(conv *c, const char *pat, const char *key) {
+    int ec;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &off, NULL);
+    if (!re) return fail(c, "pattern '%.80s' does not compile", pat), -1;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int rc = md ? pcre2_match(re, (PCRE2_SPTR)key, strlen(key), 0, 0, md, NULL) : -1;
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    if (!md) return fail(c, "out of memory"), -1;
+    return rc >= 0;
+}
+
+/* Whether key satisfies the propertyNames schema pn: 1 yes, 0 no, -1 after failing (a keyword not checked here). */
+static int key_ok(conv *c, const cJSON *pn, const char *key) {
+    if (cJSON_IsBool(pn)) return cJSON_IsTrue(pn);
+    if (!cJSON_IsObject(pn)) return fail(c, "\"propertyNames\" must be a schema"), -1;
+    const cJSON *ref = get(pn, "$ref");
+    if (cJSON_IsString(ref)) { const cJSON *t = resolve_ref(c, ref->valuestring); return t ? key_ok(c, t, key) : -1; }
+    for (const cJSON *x = pn->child; x; x = x->next) {
+        const char *k = x->string;
+        if (annotation(k)) continue;
+        if (!strcmp(k, "type")) { if (!(types_of(c, pn) & T_STRING)) return 0; }
+        else if (!strcmp(k, "pattern") && cJSON_IsString(x)) { int m = pattern_matches(c, x->valuestring, key); if (m <= 0) return m; }
+        else if ((!strcmp(k, "minLength") || !strcmp(k, "maxLength")) && cJSON_IsNumber(x)) {
+            double n = 0;
+            for (const unsigned char *q = (const unsigned char *)key; *q; q++) n += (*q & 0xc0) != 0x80;
+            if (k[1] == 'i' ? n < x->valuedouble : n > x->valuedouble) return 0;
+        } else if (!strcmp(k, "const")) { if (!cJSON_IsString(x) || strcmp(x->valuestring, key)) return 0; }
+        else if (!strcmp(k, "enum") && cJSON_IsArray(x)) {
+            const cJSON *e;
+            bool in = false;
+            cJSON_ArrayForEach(e, x) in |= cJSON_IsString(e) && !strcmp(e->valuestring, key);
+            if (!in) return 0;
+        } else return fail(c, "\"propertyNames\" with '%s' cannot be checked against the declared properties", k), -1;
+    }
+    return 1;
+}
+
+/* The schema for the value of declared property k: its own, and every patternProperties schema whose pattern
+ * matches k. A new object (caller deletes), or NULL after failing. */
+static cJSON *declared_value(conv *c, const cJSON *own, const cJSON *pp, const char *k) {
+    cJSON *all = cJSON_CreateObject(), *arr = all ? cJSON_AddArrayToObject(all, "allOf") : NULL;
+    if (!arr) { cJSON_Delete(all); return fail(c, "out of memory"), NULL; }
+    cJSON_AddItemToArray(arr, cJSON_Duplicate(own, true));
+    const cJSON *x;
+    cJSON_ArrayForEach(x, pp) {
+        int m = pattern_matches(c, x->string, k);
+        if (m < 0) { cJSON_Delete(all); return NULL; }
+        if (m) cJSON_AddItemToArray(arr, cJSON_Duplicate(x, true));
+    }
+    if (cJSON_GetArraySize(arr) == 1) {   /* its own schema alone */
+        cJSON *one = cJSON_DetachItemFromArray(arr, 0);
+        cJSON_Delete(all);
+        return one;
+    }
+    return all;
+}
+
 static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     const cJSON *props = get(s, "properties"), *req = get(s, "required"), *addl = get(s, "additionalProperties"),
                 *mn = get(s, "minProperties"), *mx = get(s, "maxProperties"), *pp = get(s, "patternProperties"),
                 *up = get(s, "unevaluatedProperties");
-    if (pp && cJSON_GetArraySize(pp) > 0) return fail(c, "\"patternProperties\" is not supported");
-    if (has(s, "propertyNames")) return fail(c, "\"propertyNames\" is not supported");
-    if (has(s, "dependentRequired") || has(s, "dependencies") || has(s, "dependentSchemas"))
-        return fail(c, "\"dependencies\"/\"dependentRequired\" are not supported");
+    const cJSON *pn = get(s, "propertyNames");
+    if (pp && !cJSON_IsObject(pp)) return fail(c, "\"patternProperties\" must be an object");
+    if (pp && !cJSON_GetArraySize(pp)) pp = NULL;
+    if (has(s, "dependentRequired") || has(s, "dependencies") || has(s, "dependentSchemas")) return dependencies(c, s, hint);
     if (up && !cJSON_IsBool(up)) return fail(c, "\"unevaluatedProperties\" with a schema is not supported");
     if (!object_shapes_ok(c, s)) return NULL;
     int n_props = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
@@ -805,13 +1160,45 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     free(prim(c, "space"));
     ht_str b = { 0 };
     ht_str_puts(&b, "\"{\" space");
-    if (n_props == 0 && !cJSON_IsFalse(addl)) {
-        /* a map: any keys, values per additionalProperties; lo..hi entries */
+    if (n_props == 0 && (!cJSON_IsFalse(addl) || pp)) {
+        /* a map: keys from patternProperties' patterns (values: all their schemas at once, so a key that matches
+         * several is right), else from propertyNames, else any; values per additionalProperties; lo..hi entries */
         char tmp[128];
         snprintf(tmp, sizeof tmp, "%.40s-value", hint);
-        char *val = cJSON_IsObject(addl) ? visit(c, addl, tmp) : prim(c, "value");
-        free(prim(c, "char"));   /* keys of at most 64 characters (stricter than any key) */
-        char *str = add_rule(c, "map-key", xstrdup(c, "\"\\\"\" char{0,64} \"\\\"\" space"));
+        char *val = NULL, *str = NULL;
+        if (pp && pn && !cJSON_IsTrue(pn)) return fail(c, "\"propertyNames\" together with \"patternProperties\" is not supported");
+        if (pp) {
+            cJSON *all = cJSON_CreateObject(), *arr = all ? cJSON_AddArrayToObject(all, "allOf") : NULL;
+            ht_str keys = { 0 };
+            if (!arr) fail(c, "out of memory");
+            cJSON_ArrayForEach(x, pp) {
+                if (c->failed) break;
+                cJSON_AddItemToArray(arr, cJSON_Duplicate(x, true));
+                snprintf(tmp, sizeof tmp, "%.40s-key", hint);
+                char *k = pattern_string(c, x->string, tmp);
+                if (k) ht_str_printf(&keys, "%s%s", keys.n ? " | " : "", k);
+                free(k);
+            }
+            snprintf(tmp, sizeof tmp, "%.40s-value", hint);
+            if (!c->failed) val = visit(c, cJSON_GetArraySize(arr) == 1 ? arr->child : all, tmp);
+            cJSON_Delete(all);
+            snprintf(tmp, sizeof tmp, "%.40s-keys", hint);
+            str = c->failed || keys.oom ? (free(keys.p), NULL) : add_rule(c, tmp, keys.p);
+        } else {
+            val = cJSON_IsObject(addl) ? visit(c, addl, tmp) : prim(c, "value");
+            if (pn && !cJSON_IsTrue(pn)) {   /* keys: the propertyNames schema, as a string */
+                cJSON *ks = cJSON_IsObject(pn) ? cJSON_Duplicate(pn, true) : NULL;
+                if (ks && !has(ks, "type")) cJSON_AddStringToObject(ks, "type", "string");
+                snprintf(tmp, sizeof tmp, "%.40s-key", hint);
+                if (!ks) fail(c, "\"propertyNames\" false: no key is allowed, so only {} is");
+                else if (types_of(c, ks) != T_STRING) fail(c, "\"propertyNames\" must describe strings");
+                else str = visit(c, ks, tmp);
+                cJSON_Delete(ks);
+            } else {
+                free(prim(c, "char"));   /* keys of at most 64 characters (stricter than any key) */
+                str = add_rule(c, "map-key", xstrdup(c, "\"\\\"\" char{0,64} \"\\\"\" space"));
+            }
+        }
         int n_req = req ? cJSON_GetArraySize(req) : 0;
         if (n_req) { free(val); free(str); free(b.p); return fail(c, "\"required\" without \"properties\" is not supported"); }
         if (lo > 100 || (hi >= 0 && hi < lo)) { free(val); free(str); free(b.p); return fail(c, "bad minProperties/maxProperties"); }
@@ -843,22 +1230,30 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
             snprintf(tmp, sizeof tmp, "%.40s-%s", hint, x->string);
             size_t plen = strlen(c->path);
             snprintf(c->path + plen, sizeof c->path - plen, "/properties/%s", x->string);
-            key[n] = x->string;
-            isreq[n] = in_required(req, x->string);
-            n_req += isreq[n];
-            val[n] = visit(c, x, tmp);
+            bool r = in_required(req, x->string);
+            int named = pn ? key_ok(c, pn, x->string) : 1;   /* a key propertyNames forbids is never written */
+            if (!named && r) fail(c, "required property '%s' is forbidden by \"propertyNames\"", x->string);
+            cJSON *vs = named > 0 && pp ? declared_value(c, x, pp, x->string) : NULL;
+            if (named > 0 && !c->failed) {
+                key[n] = x->string;
+                isreq[n] = r;
+                n_req += isreq[n];
+                val[n] = visit(c, vs ? vs : x, tmp);
+                n++;
+            }
+            cJSON_Delete(vs);
             c->path[plen] = 0;
-            n++;
         }
-        if (!c->failed && lo > n_req) {
+        if (!c->failed && lo > n_req) {   /* the first optional ones become required (stricter) */
             if (lo > n) fail(c, "minProperties %ld cannot be met by the declared properties", lo);
-            else fail(c, "\"minProperties\" above the required count is not supported");
+            for (int i = 0; i < n && n_req < lo; i++) if (!isreq[i]) isreq[i] = true, n_req++;
         }
         if (!c->failed && hi >= 0 && n_req > hi) fail(c, "maxProperties %ld is below the required count", hi);
         if (!c->failed && hi >= 0 && n > hi) fail(c, "\"maxProperties\" below the number of declared properties is not supported");
         /* rules tail_i_first / tail_i_more: the properties from i on, before or after the first one written */
         char **first = calloc((size_t)n + 1, sizeof *first), **more = calloc((size_t)n + 1, sizeof *more);
         if (!first || !more) fail(c, "out of memory");
+        bool later_req = false;   /* a required property comes after i */
         for (int i = n - 1; i >= 0 && !c->failed; i--) {
             ht_str kv = { 0 }, f = { 0 }, m = { 0 };
             sb_key(&kv, key[i]);
@@ -867,11 +1262,13 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
             if (isreq[i]) {   /* F ::= kv M',  M ::= "," kv M' */
                 ht_str_printf(&f, "%s%s%s", kv.p, nm ? " " : "", nm ? nm : "");
                 ht_str_printf(&m, "\",\" space %s%s%s", kv.p, nm ? " " : "", nm ? nm : "");
-            } else {          /* F ::= (kv M' | F')?,  M ::= ("," kv M' | M')? */
-                ht_str_printf(&f, "(%s%s%s%s%s)?", kv.p, nm ? " " : "", nm ? nm : "", nf ? " | " : "", nf ? nf : "");
-                ht_str_printf(&m, "(\",\" space %s%s%s%s%s)?", kv.p, nm ? " " : "", nm ? nm : "", nm ? " | " : "",
-                          nm ? nm : "");
+            } else {          /* F ::= (kv M' | F')?,  M ::= ("," kv M' | M')?; no "?" when a required one follows */
+                const char *opt = later_req ? "" : "?";
+                ht_str_printf(&f, "(%s%s%s%s%s)%s", kv.p, nm ? " " : "", nm ? nm : "", nf ? " | " : "", nf ? nf : "", opt);
+                ht_str_printf(&m, "(\",\" space %s%s%s%s%s)%s", kv.p, nm ? " " : "", nm ? nm : "", nm ? " | " : "",
+                          nm ? nm : "", opt);
             }
+            later_req |= isreq[i];
             free(kv.p);
             char tmp[128];
             snprintf(tmp, sizeof tmp, "%.40s-%d-first", hint, i);
@@ -1032,7 +1429,7 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
         for (int a = 0; a < n && !c->failed; a++)
             for (int b2 = a + 1; b2 < n && !c->failed; b2++)
                 if (check[a] && check[b2] && !disjoint(c, check[a], check[b2]))
-                    fail(c, "oneOf: alternatives %d and %d may both match, and 'exactly one' cannot be enforced", a, b2);
+                    fail(c, "oneOf: alternatives %d and %d may both match ('exactly one' cannot be enforced): not supported", a, b2);
     for (int a = 0; a < n; a++) cJSON_Delete(check[a]);
     free(check);
     ht_str b = { 0 };
@@ -1050,6 +1447,198 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
     if (c->failed) { free(b.p); return NULL; }
     if (!b.n) { free(b.p); return fail(c, "\"%s\": no alternative can match", kw); }
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
+/* A part of an allOf with its own $ref and allOf merged in, recursively: a new object without either, or NULL. */
+static cJSON *flat(conv *c, const cJSON *x, int depth) {
+    if (depth > 16) return fail(c, "allOf: $ref/allOf nested more than 16 deep (recursion) is not supported"), NULL;
+    if (cJSON_IsTrue(x)) return cJSON_CreateObject();
+    if (!cJSON_IsObject(x)) return fail(c, "allOf holds a schema that matches nothing"), NULL;
+    cJSON *m = cJSON_Duplicate(x, true);
+    if (!m) return fail(c, "out of memory"), NULL;
+    cJSON *ref = cJSON_DetachItemFromObjectCaseSensitive(m, "$ref"), *all = cJSON_DetachItemFromObjectCaseSensitive(m, "allOf");
+    if (ref) {
+        const cJSON *t = cJSON_IsString(ref) ? resolve_ref(c, ref->valuestring) : (fail(c, "\"$ref\" must be a string"), NULL);
+        cJSON *ft = t ? flat(c, t, depth + 1) : NULL, *n = ft ? merge(c, ft, m) : NULL;
+        cJSON_Delete(ft);
+        cJSON_Delete(m);
+        m = n;
+    }
+    const cJSON *p;
+    if (m && all && !cJSON_IsArray(all)) fail(c, "\"allOf\" must be an array");
+    if (m && cJSON_IsArray(all)) cJSON_ArrayForEach(p, all) {
+        cJSON *fp = flat(c, p, depth + 1), *n = fp ? merge(c, m, fp) : NULL;
+        cJSON_Delete(fp);
+        cJSON_Delete(m);
+        m = n;
+        if (!m) break;
+    }
+    cJSON_Delete(ref);
+    cJSON_Delete(all);
+    if (c->failed) { cJSON_Delete(m); return NULL; }
+    return m;
+}
+
+/* Removes from m a property that names lists (one not required), so an object never holds them all. */
+static bool not_all_of(conv *c, cJSON *m, const cJSON *names) {
+    cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    if (!cJSON_IsObject(props)) return fail(c, "\"not\" with \"required\" on an object without \"properties\" is not supported"), false;
+    const cJSON *y;
+    cJSON_ArrayForEach(y, names) {
+        if (!cJSON_IsString(y)) return fail(c, "\"required\" must hold strings"), false;
+        if (!get(props, y->valuestring)) return true;   /* never written: they are never all there */
+    }
+    cJSON_ArrayForEach(y, names) if (!in_required(get(m, "required"), y->valuestring)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(props, y->valuestring);
+        return true;
+    }
+    return fail(c, "\"not\": the properties it forbids together are all required"), false;
+}
+
+/* s without its "not", made stricter so that nothing it allows matches the negated schema. The forms read: not
+ * type, not required (and not anyOf of requireds), not enum/const beside an enum. A new object, or NULL. */
+static cJSON *negated(conv *c, const cJSON *s) {
+    const cJSON *n = get(s, "not");
+    cJSON *m = cJSON_Duplicate(s, true);
+    if (!m) return fail(c, "out of memory"), NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "not");
+    const char *kw = NULL;
+    int n_kw = 0;
+    for (const cJSON *x = cJSON_IsObject(n) ? n->child : NULL; x; x = x->next)
+        if (!annotation(x->string)) kw = x->string, n_kw++;
+    if (cJSON_IsFalse(n)) { /* not false: no constraint */ }
+    else if (cJSON_IsTrue(n) || (cJSON_IsObject(n) && !n_kw)) fail(c, "\"not\" of a schema that matches everything: nothing matches");
+    else if (n_kw == 1 && !strcmp(kw, "type")) {
+        int nt = types_of(c, n), mt = types_of(c, m);
+        if (nt & T_NUMBER) nt |= T_INTEGER;
+        int r = mt & ~nt;
+        if ((mt & T_NUMBER) && (nt & T_INTEGER) && !(nt & T_NUMBER)) r &= ~T_NUMBER;   /* non-integers: none (stricter) */
+        if (!r && !c->failed) fail(c, "\"not\" excludes every type the schema allows");
+        cJSON *arr = cJSON_CreateArray();
+        static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
+        for (int i = 0; i < 7; i++) if (r & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
+        if (has(m, "type")) cJSON_ReplaceItemInObjectCaseSensitive(m, "type", arr);
+        else cJSON_AddItemToObject(m, "type", arr);
+    } else if (n_kw == 1 && !strcmp(kw, "required")) not_all_of(c, m, get(n, "required"));
+    else if (n_kw == 1 && (!strcmp(kw, "anyOf") || !strcmp(kw, "oneOf")) && cJSON_IsArray(get(n, kw))) {
+        const cJSON *alt;
+        cJSON_ArrayForEach(alt, get(n, kw)) {
+            int k = 0;
+            for (const cJSON *x = cJSON_IsObject(alt) ? alt->child : NULL; x; x = x->next) k += !annotation(x->string);
+            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, enum are)"); break; }
+            if (!not_all_of(c, m, get(alt, "required"))) break;
+        }
+    } else if (n_kw == 1 && (!strcmp(kw, "enum") || !strcmp(kw, "const")) && cJSON_IsArray(get(m, "enum"))) {
+        cJSON *en = cJSON_GetObjectItemCaseSensitive(m, "enum");
+        for (int i = cJSON_GetArraySize(en) - 1; i >= 0; i--) {
+            const cJSON *v = cJSON_GetArrayItem(en, i), *y;
+            bool out = kw[0] == 'c' && cJSON_Compare(v, get(n, "const"), true);
+            if (kw[0] == 'e') cJSON_ArrayForEach(y, get(n, "enum")) out |= cJSON_Compare(v, y, true);
+            if (out) cJSON_DeleteItemFromArray(en, i);
+        }
+        if (!cJSON_GetArraySize(en)) fail(c, "\"not\" excludes every value of the \"enum\"");
+    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, enum are)");
+    if (c->failed) { cJSON_Delete(m); return NULL; }
+    return m;
+}
+
+/* A copy of base whose property k only takes values from vals (an enum array); required too when req. */
+static cJSON *with_values(const cJSON *base, const char *k, const cJSON *vals, bool req) {
+    cJSON *m = cJSON_Duplicate(base, true), *props = m ? cJSON_GetObjectItemCaseSensitive(m, "properties") : NULL;
+    cJSON *own = props ? cJSON_GetObjectItemCaseSensitive(props, k) : NULL, *v = cJSON_CreateArray(), *both = NULL;
+    const cJSON *x, *y;
+    if (!own || !v) { cJSON_Delete(m); cJSON_Delete(v); return NULL; }
+    cJSON_ArrayForEach(x, vals) {   /* the values the property's own enum or const allows too */
+        bool ok = true;
+        if (get(own, "enum")) { ok = false; cJSON_ArrayForEach(y, get(own, "enum")) ok |= cJSON_Compare(x, y, true); }
+        if (get(own, "const")) ok &= cJSON_Compare(x, get(own, "const"), true);
+        if (ok) cJSON_AddItemToArray(v, cJSON_Duplicate(x, true));
+    }
+    if (get(own, "enum") || get(own, "const")) {   /* the listed values replace the property's own */
+        both = cJSON_CreateObject();
+        cJSON_AddItemToObject(both, "enum", v);
+    } else {
+        both = cJSON_CreateObject();
+        cJSON *arr = cJSON_AddArrayToObject(both, "allOf"), *e = cJSON_CreateObject();
+        cJSON_AddItemToObject(e, "enum", v);
+        cJSON_AddItemToArray(arr, cJSON_Duplicate(own, true));
+        cJSON_AddItemToArray(arr, e);
+    }
+    if (!cJSON_GetArraySize(get(both, "enum") ? get(both, "enum") : v)) { cJSON_Delete(m); cJSON_Delete(both); return NULL; }
+    cJSON_ReplaceItemInObjectCaseSensitive(props, k, both);   /* in place: properties are written in order */
+    if (req) {
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "required");
+        if (!r) r = cJSON_AddArrayToObject(m, "required");
+        if (r && !in_required(r, k)) cJSON_AddItemToArray(r, cJSON_CreateString(k));
+    }
+    return m;
+}
+
+/* if/then/else in its common form, an "if" on one declared property's const or enum (maybe required): the
+ * anyOf of the objects where it holds (with "then") and those where it does not (with "else"), each exact. */
+static cJSON *conditional(conv *c, const cJSON *s) {
+    const cJSON *I = get(s, "if"), *T = get(s, "then"), *E = get(s, "else");
+    cJSON *base = cJSON_Duplicate(s, true);
+    if (!base) return fail(c, "out of memory"), NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(base, "if");
+    cJSON_DeleteItemFromObjectCaseSensitive(base, "then");
+    cJSON_DeleteItemFromObjectCaseSensitive(base, "else");
+    const cJSON *ip = cJSON_IsObject(I) ? get(I, "properties") : NULL, *x;
+    bool form = cJSON_IsObject(ip) && cJSON_GetArraySize(ip) == 1;
+    for (x = cJSON_IsObject(I) ? I->child : NULL; x && form; x = x->next)
+        form = annotation(x->string) || !strcmp(x->string, "properties") || !strcmp(x->string, "required");
+    const cJSON *cond = form ? ip->child : NULL;
+    const char *k = cond ? cond->string : NULL;
+    const cJSON *iv = cond ? get(cond, "enum") : NULL, *ic = cond ? get(cond, "const") : NULL;
+    form = form && cJSON_IsObject(cond) && cJSON_GetArraySize(cond) == 1 && (cJSON_IsArray(iv) || ic);
+    const cJSON *ir = form ? get(I, "required") : NULL;
+    form = form && (!ir || (cJSON_GetArraySize(ir) == 1 && cJSON_IsString(ir->child) && !strcmp(ir->child->valuestring, k)));
+    const cJSON *own = form ? get(get(base, "properties"), k) : NULL;
+    if (!form || !own) {
+        cJSON_Delete(base);
+        return fail(c, "\"if\" of this form is not supported (an if on one declared property's const or enum is)"), NULL;
+    }
+    bool if_req = ir != NULL, base_req = in_required(get(base, "required"), k);
+    cJSON *ivals = cJSON_CreateArray(), *rest = cJSON_CreateArray(), *any = cJSON_CreateObject();
+    cJSON *alts = any ? cJSON_AddArrayToObject(any, "anyOf") : NULL;
+    if (ic) cJSON_AddItemToArray(ivals, cJSON_Duplicate(ic, true));
+    else cJSON_ArrayForEach(x, iv) cJSON_AddItemToArray(ivals, cJSON_Duplicate(x, true));
+    const cJSON *known = get(own, "enum");   /* the property's own values, when listed */
+    cJSON *ob = NULL;
+    if (!known && cJSON_IsBool(get(own, "const"))) known = NULL;
+    if (!known && get(own, "const")) { ob = cJSON_CreateArray(); cJSON_AddItemToArray(ob, cJSON_Duplicate(get(own, "const"), true)); known = ob; }
+    if (!known && cJSON_IsString(get(own, "type")) && !strcmp(get(own, "type")->valuestring, "boolean")) {
+        ob = cJSON_CreateArray();
+        cJSON_AddItemToArray(ob, cJSON_CreateTrue());
+        cJSON_AddItemToArray(ob, cJSON_CreateFalse());
+        known = ob;
+    }
+    cJSON_ArrayForEach(x, known) {
+        bool in = false;
+        const cJSON *y;
+        cJSON_ArrayForEach(y, ivals) in |= cJSON_Compare(x, y, true);
+        if (!in) cJSON_AddItemToArray(rest, cJSON_Duplicate(x, true));
+    }
+    /* then: k's value in the if's (present, when the if requires it; absent k also satisfies an if that does not) */
+    cJSON *t = with_values(base, k, ivals, if_req || base_req), *tm = t && cJSON_IsObject(T) ? merge(c, t, T) : NULL;
+    if (t && cJSON_IsFalse(T)) { cJSON_Delete(t); t = NULL; }
+    if (tm) { cJSON_Delete(t); t = tm; }
+    if (t && !c->failed) cJSON_AddItemToArray(alts, t); else cJSON_Delete(t);
+    /* else: k's value outside the if's (present, unless the if requires k: then absent counts too) */
+    cJSON *e = NULL;
+    if (known && cJSON_GetArraySize(rest)) e = with_values(base, k, rest, !if_req || base_req);
+    else if (if_req && !base_req) {   /* k absent */
+        e = cJSON_Duplicate(base, true);
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "properties"), k);
+    }
+    if (e && cJSON_IsFalse(E)) { cJSON_Delete(e); e = NULL; }
+    cJSON *em = e && cJSON_IsObject(E) && !c->failed ? merge(c, e, E) : NULL;
+    if (em) { cJSON_Delete(e); e = em; }
+    if (e && !c->failed) cJSON_AddItemToArray(alts, e); else cJSON_Delete(e);
+    cJSON_Delete(ivals); cJSON_Delete(rest); cJSON_Delete(ob); cJSON_Delete(base);
+    if (!c->failed && !cJSON_GetArraySize(alts)) fail(c, "if/then/else: no object can satisfy it");
+    if (c->failed) { cJSON_Delete(any); return NULL; }
+    return any;
 }
 
 /* The grammar expression for schema s (a rule name, usually). */
@@ -1099,8 +1688,20 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         out = body ? xstrdup(c, name) : NULL;
         goto done;
     }
-    static const char *const UNSUPPORTED[] = { "not", "if", "then", "else", "contains", "minContains", "maxContains",
-                                               "dependentSchemas", "unevaluatedItems", "$dynamicRef", "$recursiveRef" };
+    if (has(s, "not")) {
+        cJSON *m = negated(c, s);
+        if (m) out = visit(c, m, hint);
+        cJSON_Delete(m);
+        goto done;
+    }
+    if (has(s, "if")) {
+        cJSON *m = conditional(c, s);
+        if (m) out = visit(c, m, hint);
+        cJSON_Delete(m);
+        goto done;
+    }
+    static const char *const UNSUPPORTED[] = { "then", "else", "contains", "minContains", "maxContains",
+                                               "unevaluatedItems", "$dynamicRef", "$recursiveRef" };
     for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof *UNSUPPORTED; i++)
         if (has(s, UNSUPPORTED[i])) { out = fail(c, "\"%s\" is not supported", UNSUPPORTED[i]); goto done; }
     if (has(s, "allOf")) {
@@ -1109,13 +1710,10 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         cJSON *m = cJSON_Duplicate(s, true);
         cJSON_DeleteItemFromObjectCaseSensitive(m, "allOf");
         cJSON_ArrayForEach(x, all) {
-            const cJSON *xs = x;
-            if (cJSON_IsObject(x) && cJSON_IsString(get(x, "$ref"))) xs = resolve_ref(c, get(x, "$ref")->valuestring);
-            if (!xs || c->failed) break;
-            if (cJSON_IsTrue(xs)) continue;
-            if (!cJSON_IsObject(xs)) { fail(c, "allOf holds a schema that matches nothing"); break; }
-            if (has(xs, "allOf") || has(xs, "$ref")) { fail(c, "nested allOf/$ref inside allOf is not supported"); break; }
+            cJSON *xs = flat(c, x, 0);
+            if (!xs) break;
             cJSON *n = merge(c, m, xs);
+            cJSON_Delete(xs);
             cJSON_Delete(m);
             m = n;
             if (!m) break;
@@ -1193,10 +1791,11 @@ static void mark_used(conv *c, int r, bool *used) {
 }
 
 char *hearth_json_schema_to_grammar(const char *schema, hearth_err *err) {
-    return json_schema_gbnf(schema, "root", err);
+    return json_schema_gbnf(schema, "root", NULL, err);
 }
 
-char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *err) {
+char *json_schema_gbnf(const char *schema, const char *root_name, char **warnings, hearth_err *err) {
+    if (warnings) *warnings = NULL;
     if (!schema || !ht_utf8_valid(schema, strlen(schema))) return herr(err, "JSON Schema: not valid UTF-8"), NULL;
     errno = 0;
     cJSON *root = cJSON_Parse(schema);
@@ -1252,6 +1851,8 @@ char *json_schema_gbnf(const char *schema, const char *root_name, hearth_err *er
     for (int i = 0; i < c.n_refs; i++) free(c.refs[i].name);
     free(c.refs);
     cJSON_Delete(root);
+    if (warnings && out.p && c.warn.n && !c.warn.oom) *warnings = c.warn.p, c.warn.p = NULL;
+    free(c.warn.p);
     if (errno == ENOMEM) {   /* an allocation failed on the way: whatever was made or said then is not to be trusted */
         free(out.p);
         out.p = NULL;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "generate/grammar.h"
 #include "server/srv_internal.h"
 
 /* ---- building JSON when memory may run out ----
@@ -377,10 +378,10 @@ static int parse_bias(const srv_api *a, const cJSON *o, srv_task *t, hearth_err 
 }
 
 /* The reply's grammar: OpenAI's response_format ({type: text | json_object | json_schema, json_schema: {schema}}),
- * or llama-server's "grammar" (GBNF) and "json_schema" fields; at most one. A schema keyword that cannot be
- * enforced is a 400 naming it. */
-/* response_format / grammar / json_schema as GBNF text (*text, malloc'd; NULL when the reply is free). */
-static int parse_grammar(const cJSON *o, char **out, hearth_err *err) {
+ * or llama-server's "grammar" (GBNF) and "json_schema" fields; at most one. As GBNF text (*out, malloc'd; NULL
+ * when the reply is free); what the schema says that is not enforced (unknown formats) in *warning. A schema
+ * keyword that cannot be enforced is a 400 naming it. */
+static int parse_grammar(const cJSON *o, char **out, char **warning, hearth_err *err) {
     const cJSON *rf = field(o, "response_format"), *gbnf = field(o, "grammar"), *js = field(o, "json_schema");
     if (cJSON_IsNull(rf)) rf = NULL;
     if (cJSON_IsNull(gbnf)) gbnf = NULL;
@@ -410,7 +411,7 @@ static int parse_grammar(const cJSON *o, char **out, hearth_err *err) {
     else {
         char *s = any_object ? strdup("{\"type\":\"object\"}") : cJSON_PrintUnformatted(schema);
         if (!s) return herr(err, "out of memory");
-        text = hearth_json_schema_to_grammar(s, err);
+        text = json_schema_gbnf(s, "root", warning, err);
         free(s);
         if (!text) return -1;
     }
@@ -471,7 +472,7 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
     char *grammar = NULL;
     if (parse_sampling(o, t, err) || parse_limits(o, t, r, err) || parse_logprobs(o, kind, t, err) ||
         get_bool(o, "echo", &echo, err) || get_bool(o, "cache_prompt", &cache_prompt, err) || parse_bias(a, o, t, err) ||
-        parse_grammar(o, &grammar, err))
+        parse_grammar(o, &grammar, &t->warning, err))
         return -1;
     t->no_cache = !cache_prompt;
     if (echo) { free(grammar); return herr(err, "'echo' is not supported"); }
@@ -491,6 +492,15 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
     if (t->n_prompt == 0) return herr(err, "the prompt is empty (and the model has no BOS token)");
     if (t->n_prompt >= n_ctx)
         return herr(err, "the prompt is %d tokens, but the context is %d tokens (per slot)", t->n_prompt, n_ctx);
+    if (t->grammar) {   /* a constrained reply ends complete within its budget, so the budget must allow one */
+        int need = hearth_grammar_min_tokens(t->grammar), room = n_ctx - t->n_prompt;
+        if (t->max_tokens >= 0 && t->max_tokens < room) room = t->max_tokens;
+        if (need < 0) return herr(err, "the grammar (or schema) has no finite document the model can write");
+        if (need > room)
+            return herr(err, "max_tokens is too small for a complete %s: %d tokens %s, and the shortest takes up to %d",
+                        r->tools.mode != TOOLS_OFF ? "tool call" : "document of the schema (or grammar)", room,
+                        room == t->max_tokens ? "asked" : "left in the context", need);
+    }
     return 0;
 }
 
@@ -763,6 +773,7 @@ char *api_response(const srv_api *a, const api_req *r, srv_task *t) {
     json_push(choices, c);
     add_usage(o, t->n_prompt, t->n_gen);
     add_timings(o, t);
+    if (t->warning) json_push(cJSON_AddArrayToObject(o, "warnings"), cJSON_CreateString(t->warning));
     return api_print(o);
 }
 

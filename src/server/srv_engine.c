@@ -86,6 +86,7 @@ static void task_free(srv_task *t) {
     free(t->text); free(t->toks); free(t->emb);
     hearth_grammar_free(t->grammar);
     free(t->tool_params);
+    free(t->warning);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);
@@ -398,6 +399,11 @@ static int build_batch(srv_engine *e) {
  * so slots are picked in parallel. */
 static void slot_pick(srv_engine *e, slot *s) {
     const float *logits = hearth_logits(e->ctx, s->row);
+    if (s->task->grammar) {   /* what is left of max_tokens and of the context: the reply must end within it */
+        int left = e->n_ctx - s->n_cache;
+        if (s->task->max_tokens >= 0) left = HT_MIN(left, s->task->max_tokens - s->task->n_gen);
+        hearth_grammar_set_budget(s->task->grammar, HT_MAX(left, 0));
+    }
     s->pick = (srv_tok){ .id = hearth_sample(s->smp, logits, s->cache, s->n_cache) };
     if (s->pick.id >= 0 && s->task->n_probs >= 0)
         s->pick.n_top = HT_MAX(0, hearth_logprobs(logits, e->n_vocab, s->pick.id, s->task->n_probs, &s->pick.logprob,
@@ -436,6 +442,9 @@ static void slot_take(srv_engine *e, slot *s) {
     if (oom) slot_end(e, s, NULL, 500, "out of memory");
     else if (stopped) slot_end(e, s, "stop_string", 0, NULL);
     else if (t->grammar && hearth_grammar_done(t->grammar)) slot_end(e, s, "stop", 0, NULL);   /* nothing may follow */
+    else if (t->grammar && hearth_grammar_can_end(t->grammar) &&
+             ((t->max_tokens >= 0 && t->n_gen >= t->max_tokens) || s->n_cache >= e->n_ctx))
+        slot_end(e, s, "stop", 0, NULL);   /* the budget is spent on a complete document */
     else if (t->max_tokens >= 0 && t->n_gen >= t->max_tokens) slot_end(e, s, "length", 0, NULL);
     else if (s->n_cache >= e->n_ctx) slot_end(e, s, "length", 0, NULL);
     else { s->next = tok; s->generating = true; }

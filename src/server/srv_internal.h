@@ -45,6 +45,7 @@ typedef struct srv_task {
     hearth_token bias_id[SRV_MAX_BIAS]; float bias[SRV_MAX_BIAS]; int n_bias;   /* logit_bias */
     hearth_grammar *grammar;        /* response_format / grammar / json_schema: the reply follows it */
     char *tool_params;              /* XML tool calls: {name: parameters schema} of the tools, to type the values */
+    char *warning;                  /* what the schema said that is not enforced (unknown formats), or NULL */
     hearth_token **in; int *n_in; int n_inputs;   /* embeddings: one token list per input */
 
     pthread_mutex_t mu;

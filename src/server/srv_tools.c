@@ -133,7 +133,7 @@ static int harmony_grammar(const cJSON *tools, const char *named, tools_mode mod
         char *stxt = cJSON_IsObject(ps) && ps->child ? cJSON_PrintUnformatted(ps) : strdup("{\"type\":\"object\",\"additionalProperties\":false}");
         char root[32];
         snprintf(root, sizeof root, "tc-a%d", i++);
-        char *g = stxt ? json_schema_gbnf(stxt, root, err) : NULL;
+        char *g = stxt ? json_schema_gbnf(stxt, root, NULL, err) : NULL;
         free(stxt);
         if (!g) {
             char msg[sizeof err->msg];
@@ -224,7 +224,7 @@ static int xml_grammar(const cJSON *tools, const char *named, tools_mode mode, b
             } else {   /* the value as JSON, by the converter */
                 char root[48], *stxt = cJSON_PrintUnformatted(p), *g;
                 snprintf(root, sizeof root, "tc-x%d-%d", i, j);
-                g = stxt ? json_schema_gbnf(stxt, root, err) : NULL;
+                g = stxt ? json_schema_gbnf(stxt, root, NULL, err) : NULL;
                 free(stxt);
                 if (!g) {
                     char msg[sizeof err->msg];
@@ -276,7 +276,7 @@ static int g4_value(ht_str *b, const cJSON *s, const char *name, const char *whe
 
 /* A value's rule from the JSON Schema converter (numbers, integers, booleans: the same text in both syntaxes). */
 static int g4_json(ht_str *b, const cJSON *s, const char *name, hearth_err *err) {
-    char *stxt = cJSON_PrintUnformatted(s), *g = stxt ? json_schema_gbnf(stxt, name, err) : NULL;
+    char *stxt = cJSON_PrintUnformatted(s), *g = stxt ? json_schema_gbnf(stxt, name, NULL, err) : NULL;
     free(stxt);
     if (!g) return -1;
     int rc = merge_rules(b, g, err);
@@ -558,7 +558,7 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
     char *stxt = oom || api_json_oom() ? NULL : cJSON_PrintUnformatted(schema);
     cJSON_Delete(schema);
     if (!stxt) return herr(err, "out of memory");
-    char *g = json_schema_gbnf(stxt, tt->fmt == TF_GENERIC ? "root" : "tc-call", err);
+    char *g = json_schema_gbnf(stxt, tt->fmt == TF_GENERIC ? "root" : "tc-call", NULL, err);
     free(stxt);
     if (!g) {
         char msg[sizeof err->msg];

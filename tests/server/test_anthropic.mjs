@@ -46,6 +46,15 @@ for (const seed of [1, 2, 3]) {
 }
 check(`tool_choice any: a tool_use whose input validates (${good}/3, one streamed)`, good === 3);
 
+let tight = 0;   /* max_tokens 64: the tool_use still completes */
+for (const stream of [false, true]) {
+  const req = { model, max_tokens: 64, messages, tools, temperature: 1, tool_choice: { type: 'any', disable_parallel_tool_use: true } };
+  const r = stream ? await client.messages.stream(req).finalMessage() : await client.messages.create(req);
+  const tu = r.content.find((b) => b.type === 'tool_use');
+  if (tu && r.stop_reason === 'tool_use' && validate(tu.input)) tight++;
+  else console.log(`  max_tokens 64: ${JSON.stringify(r).slice(0, 300)}`);
+}
+check(`tool_choice any with max_tokens 64: a complete, valid tool_use (${tight}/2)`, tight === 2);
 const named = await client.messages.create({ model, max_tokens: 300, messages, tools,
   tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true } });
 const nu = named.content.find((b) => b.type === 'tool_use');

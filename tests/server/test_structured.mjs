@@ -1,6 +1,7 @@
 // Structured output through the official openai client: every reply constrained by response_format json_schema
 // (the schemas of tests/data/schemas, several seeds, plain and streamed) must parse and validate (ajv, with
-// ajv-formats) unless the reply was cut by max_tokens; json_object replies are objects; llama-server's "grammar"
+// ajv-formats), none cut by max_tokens; a max_tokens too small is a 400 and one just large enough gives a valid
+// reply; unknown formats are named in "warnings"; json_object replies are objects; llama-server's "grammar"
 // field is obeyed; a keyword that cannot be enforced is a 400 naming it; Ollama's "format" too.
 // Usage: GEN_URL=... API_KEY=... node test_structured.mjs
 import OpenAI from 'openai';
@@ -18,8 +19,9 @@ const check = (name, ok, detail = '') => {
 };
 const validator = (schema) => {
   const s = schema.$schema || '';
-  const ajv = s.includes('draft-04') ? new AjvDraft04({ strict: false }) : s.includes('2020-12') ? new Ajv2020({ strict: false })
-    : new Ajv({ strict: false });
+  // multipleOfPrecision: ajv checks multipleOf 0.01 by a float division (1.07 / 0.01 is not a whole double)
+  const o = { strict: false, multipleOfPrecision: 9 };
+  const ajv = s.includes('draft-04') ? new AjvDraft04(o) : s.includes('2020-12') ? new Ajv2020(o) : new Ajv(o);
   addFormats(ajv);
   return ajv.compile(schema);
 };
@@ -64,6 +66,7 @@ for (const f of files) {
 }
 console.log(`  schema corpus (${files.length} schemas): ${total} replies, ${valid} valid, ${cut} cut by max_tokens, ${broken} broken; ${refused} schemas refused`);
 check('json_schema: no reply breaks its schema', broken === 0, `${broken} broken`);
+check('json_schema: no reply cut by max_tokens (the grammar ends within the budget)', cut === 0, `${cut} cut`);
 check('json_schema: at least 90% of replies are complete and valid', valid >= 0.9 * total, `${valid}/${total}`);
 check('json_schema: supported schemas accepted, unsupported ones refused with a 400', !wrongly.length, wrongly.join('; '));
 
@@ -79,8 +82,32 @@ const g = await (await post('/v1/completions', { prompt: 'Once upon a time', max
 check('grammar (GBNF): the reply follows it and ends there', /^ there was a (cat|dog)\.$/.test(g.choices?.[0]?.text) &&
   g.choices[0].finish_reason === 'stop', JSON.stringify(g));
 
+// the budget rule: a max_tokens too small for any valid document is a 400 saying how many it takes; with exactly
+// that many (and a few more) the reply is complete and valid, and ends with "stop"
+const invoice = JSON.parse(readFileSync(new URL('invoice.json', dir)));
+const invFormat = { type: 'json_schema', json_schema: { name: 'invoice', schema: invoice } };
+const small = await post('/v1/chat/completions', { messages, max_tokens: 5, response_format: invFormat });
+const sm = (await small.json()).error?.message ?? '';
+const need = Number(/takes up to (\d+)/.exec(sm)?.[1]);
+check('budget: max_tokens too small for any document is a 400 saying so', small.status === 400 && /too small/.test(sm) && need > 5, sm);
+let fits = 0;
+for (const [seed, extra] of [[1, 0], [2, 0], [3, 4], [4, 16]]) {
+  const r = await client.chat.completions.create({ model: 'hearth', messages, seed, temperature: 1, max_tokens: need + extra,
+    response_format: invFormat });
+  let d = null;
+  try { d = JSON.parse(r.choices[0].message.content); } catch {}
+  if (d && validator(invoice)(d) && r.choices[0].finish_reason === 'stop' && r.usage.completion_tokens <= need + extra) fits++;
+  else console.log(`  budget ${need + extra}: ${r.choices[0].finish_reason} ${r.choices[0].message.content.slice(0, 200)}`);
+}
+check(`budget: with max_tokens at the shortest document's bound (${need}) and a little above, complete and valid, "stop"`, fits === 4, `${fits}/4`);
+
+const unk = await (await post('/v1/chat/completions', { messages, max_tokens: 200, seed: 1, response_format: { type: 'json_schema',
+  json_schema: { name: 'u', schema: JSON.parse(readFileSync(new URL('unknown_format.json', dir))) } } })).json();
+check('an unknown format is an annotation: answered, and named in "warnings"', unk.choices?.[0]?.finish_reason === 'stop' &&
+  /feed-onestop-id/.test(unk.warnings?.[0]), JSON.stringify(unk).slice(0, 300));
+
 const bad = await post('/v1/chat/completions', { messages, response_format: { type: 'json_schema',
-  json_schema: { name: 'x', schema: JSON.parse(readFileSync(new URL('unsupported.json', dir))) } } });
+  json_schema: { name: 'x', schema: JSON.parse(readFileSync(new URL('unsupported_not_minimum.json', dir))) } } });
 const be = await bad.json();
 check('an unenforceable keyword: 400 naming it', bad.status === 400 && /"not"/.test(be.error?.message), JSON.stringify(be));
 const badg = await post('/v1/completions', { prompt: 'x', grammar: 'root ::= "a" b' });

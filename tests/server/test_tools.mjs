@@ -65,6 +65,15 @@ for (const [label, url] of [['generic', process.env.GEN_URL], ['hermes', process
   }
   check(`${label}: tool_choice required, one call, valid arguments (${ok}/${n}, plain and streamed)`, ok === n);
 
+  let tight = 0;   /* max_tokens 64: the call still completes (the grammar's budget), required / named, plain / streamed */
+  for (const [seed, stream, choice] of [[1, false, 'required'], [2, true, 'required'], [3, false, { type: 'function', function: { name: 'add' } }],
+    [4, true, { type: 'function', function: { name: 'get_weather' } }]]) {
+    const { msg, finish } = await ask(client, { model: 'm', messages, tools, tool_choice: choice, parallel_tool_calls: false,
+      seed, temperature: 1, max_tokens: 64 }, stream);
+    if (callsValid(msg.tool_calls, choice.function?.name) && finish === 'tool_calls') tight++;
+    else console.log(`  ${label} max_tokens 64: ${finish} ${JSON.stringify(msg).slice(0, 200)}`);
+  }
+  check(`${label}: with max_tokens 64 a forced call is still complete and valid (${tight}/4)`, tight === 4);
   const named = await ask(client, { model: 'm', messages, tools, tool_choice: { type: 'function', function: { name: 'add' } },
     parallel_tool_calls: false, seed: 4, max_tokens: 300 }, false);
   check(`${label}: a named function is the one called`, named.finish === 'tool_calls' && callsValid(named.msg.tool_calls, 'add'),
