@@ -2,8 +2,8 @@
 # Speculative decoding changes nothing but the speed: `hearth run` with a draft model (the llama fixture's Q4_0 copy
 # drafting for its F16) and with n-gram lookup (stories260K) prints the same token ids and text as without, greedy
 # and seeded, over every sampler stage (temperature, top-k/p, min-p, typical-p, penalties, logit bias, word
-# constraint, grammar, JSON schema); the runs really draft and accept; a drafter with another vocabulary, a
-# recurrent target and bad flags get one error line.
+# constraint, grammar, JSON schema), and `chat` the same replies; the runs really draft and accept; a drafter with
+# another vocabulary, a recurrent target and bad flags get one error line.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 T=data/models/llama-F16.gguf D=data/models/llama-Q4_0.gguf S=data/models/stories260K.gguf
@@ -57,6 +57,20 @@ SPEC="--spec ngram --ngram-min 1 --ngram-max 6 --draft-max 16"
 same "ngram 1..6, 16 a step, seed 5" "$S" -p "$P" -n 150 --seed 5 --temp 0.4
 SPEC="--model-draft $D --spec ngram"
 same "draft + ngram with a grammar" "$T" -n 40 --seed 2 --grammar-file "$tmp/g.gbnf"
+
+# chat: a conversation of three turns (the KV cache kept between them) gives the same replies.
+chat_same() {
+    local name=$1; shift
+    printf '%s\n' "$P" "Lily was happy." "The end." | "$HEARTH" chat -t 2 "$@" >"$tmp/ca.txt" 2>/dev/null
+    printf '%s\n' "$P" "Lily was happy." "The end." | "$HEARTH" chat -t 2 "$@" $SPEC >"$tmp/cb.txt" 2>"$tmp/cstats"
+    check "chat, $name: same replies" '[[ -s $tmp/ca.txt ]] && cmp -s "$tmp/ca.txt" "$tmp/cb.txt"'
+    check "chat, $name: accepted proposals" 'grep -q "accepted [1-9][0-9]*/" "$tmp/cstats"'
+}
+SPEC="--spec ngram"
+chat_same "ngram, seed 1" -m "$S" -n 60 --seed 1
+chat_same "ngram, greedy" -m "$S" -n 60 --temp 0
+SPEC="--model-draft $D"
+chat_same "draft, seed 2" -m "$T" -n 40 --seed 2 --repeat-penalty 1.2
 
 check "another vocabulary: one line naming the token" 'one_error_line "$HEARTH" run -m "$T" --model-draft data/models/qwen2.gguf -n 4 && [[ $LAST_ERR == *"differs from the target"*"at token "* ]]'
 check "a recurrent target: one line" 'one_error_line "$HEARTH" run -m data/models/qwen35.gguf --spec ngram -n 4'
