@@ -72,6 +72,23 @@ chat_same "ngram, greedy" -m "$S" -n 60 --temp 0
 SPEC="--model-draft $D"
 chat_same "draft, seed 2" -m "$T" -n 40 --seed 2 --repeat-penalty 1.2
 
+# synth --layer-scale: a tiny F16 model and its Q4_0 copy agree on more greedy tokens when the layers' output
+# projections are scaled down; bench --model-draft prints the verify-k curve and a speculative run with the plain
+# run's tokens.
+declare -A acc dra
+for x in 10 0.01; do
+    "$HEARTH" synth --shape tiny-llama --type F16 --layer-scale $x -o "$tmp/t$x.gguf" 2>/dev/null
+    "$HEARTH" synth --shape tiny-llama --type Q4_0 --layer-scale $x -o "$tmp/d$x.gguf" 2>/dev/null
+    "$HEARTH" run -m "$tmp/t$x.gguf" --model-draft "$tmp/d$x.gguf" -n 64 --temp 0 -t 2 >/dev/null 2>"$tmp/stats"
+    read -r acc[$x] dra[$x] < <(accepted)
+done
+check "--layer-scale 0.01 agrees more than 10 (${acc[0.01]}/${dra[0.01]} vs ${acc[10]}/${dra[10]})" \
+    '(( ${dra[0.01]:-0} > 0 && ${dra[10]:-0} > 0 && ${acc[0.01]} * ${dra[10]} > ${acc[10]} * ${dra[0.01]} ))'
+check "bad --layer-scale" 'one_error_line "$HEARTH" synth --shape tiny-llama --type F16 --layer-scale 0 -o "$tmp/x.gguf"'
+"$HEARTH" bench -m "$tmp/t0.01.gguf" --model-draft "$tmp/d0.01.gguf" -t 2 -p 0 -n 16 -r 1 --no-bw >"$tmp/bench" 2>&1
+check "bench --model-draft: the verify curve" 'grep -q "^verify: .* k16 [0-9.]*$" "$tmp/bench"'
+check "bench --model-draft: acceptance, same tokens" 'grep -q "^speculative: greedy tg16 .* accepted [0-9]*/[0-9]* drafted .* tokens identical$" "$tmp/bench"'
+
 check "another vocabulary: one line naming the token" 'one_error_line "$HEARTH" run -m "$T" --model-draft data/models/qwen2.gguf -n 4 && [[ $LAST_ERR == *"differs from the target"*"at token "* ]]'
 check "a recurrent target: one line" 'one_error_line "$HEARTH" run -m data/models/qwen35.gguf --spec ngram -n 4'
 check "bad --spec" 'one_error_line "$HEARTH" run -m "$S" --spec maybe'

@@ -204,7 +204,11 @@ int spec_propose(spec_drafter *d, int seq, const spec_params *p, const hearth_to
     int k = 0;
     if (d && p->draft && (k = drafter_propose(d, seq, p, toks, n, k_max, out, err)) < 0) return -1;
     int floor = p->n_min > 1 ? p->n_min : 1;
-    if (k < floor && p->ngram) k = spec_ngram(p, toks, n, k_max, out);
+    if (k < floor && p->ngram) {   /* the lookup's proposals when it has more */
+        hearth_token alt[SPEC_MAX_DRAFT];
+        int k2 = spec_ngram(p, toks, n, k_max, alt);
+        if (k2 > k) memcpy(out, alt, (size_t)k2 * sizeof *alt), k = k2;
+    }
     k = grammar_allowed_prefix(g, out, k);
     return k < p->n_min ? 0 : k;
 }
