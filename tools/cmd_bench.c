@@ -439,18 +439,19 @@ static int bench_spec(const bench_args *a, hearth_ctx *c, hearth_err *err) {
     hearth_seq_truncate(c, 0, 0);
     hearth_batch b = { .n = depth, .tokens = toks };
     if (!rc) rc = hearth_decode(c, &b, err);
-    double t_k[17] = { 0 };
+    double t_k[2][17] = { { 0 } };   /* logits for every row (verification), for the last row only (a prompt) */
     for (int rep = -1; rep < (int)a->reps && !rc; rep++)
-        for (int k = 1; k <= 16 && !rc; k++) {
-            hearth_batch v = { .n = k, .tokens = toks + 1, .want_logits = want };
-            double t0 = now_ms();
-            rc = hearth_decode(c, &v, err);
-            if (rep >= 0) t_k[k] += now_ms() - t0;
-            hearth_seq_truncate(c, 0, depth);
-        }
-    if (!rc) {
-        INFO("verify: k tokens in one batch / one decode step (depth %d):", depth);
-        for (int k = 1; k <= 16; k++) INFO(" k%d %.2f", k, t_k[k] / t_k[1]);
+        for (int k = 1; k <= 16 && !rc; k++)
+            for (int all = 0; all < 2 && !rc; all++) {
+                hearth_batch v = { .n = k, .tokens = toks + 1, .want_logits = all ? want : NULL };
+                double t0 = now_ms();
+                rc = hearth_decode(c, &v, err);
+                if (rep >= 0) t_k[all][k] += now_ms() - t0;
+                hearth_seq_truncate(c, 0, depth);
+            }
+    for (int all = 1; all >= 0 && !rc; all--) {
+        INFO("%s: k tokens in one batch / one decode step (depth %d):", all ? "verify" : "batch, last row's logits", depth);
+        for (int k = 1; k <= 16; k++) INFO(" k%d %.2f", k, t_k[all][k] / t_k[0][1]);
         INFO("\n");
     }
     spec_params sp = spec_default_params();
@@ -504,7 +505,7 @@ static int load(const bench_args *a, loaded *l, hearth_err *err) {
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_threads = (int)a->threads;
     cp.n_ctx = (int)(a->n_ctx ? a->n_ctx : HT_MAX(2048, a->depth + a->n_prompt + a->n_gen));
-    cp.n_batch = (int)HT_MAX(1, a->n_prompt);
+    cp.n_batch = (int)HT_MAX(a->draft_path ? SPEC_MAX_DRAFT + 1 : 1, a->n_prompt);   /* verification batches whole */
     cp.cache_type = a->cache_type;
     if (hearth_ctx_new(l->m, &cp, &l->c, err)) { hearth_model_free(l->m); return -1; }
     for (int i = 0; i < a->lora.n; i++) {
