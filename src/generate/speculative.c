@@ -186,10 +186,15 @@ int spec_ngram(const spec_params *p, const hearth_token *toks, int n, int k_max,
     for (int len = p->ngram_max; len >= p->ngram_min && len >= 1; len--) {
         if (len >= n) continue;
         const hearth_token *suf = toks + n - len;
-        for (int j = n - len - 1; j >= 0; j--) {   /* the latest earlier occurrence, followed by something */
+        int at = -1;   /* the latest earlier occurrence followed by k_max tokens, else the earliest */
+        for (int j = n - len - 1; j >= 0; j--) {
             if (toks[j] != suf[0] || memcmp(toks + j, suf, (size_t)len * sizeof *toks)) continue;
+            at = j;
+            if (n - (j + len) >= k_max) break;
+        }
+        if (at >= 0) {
             int k = 0;
-            for (int i = j + len; i < n && k < k_max; i++) out[k++] = toks[i];
+            for (int i = at + len; i < n && k < k_max; i++) out[k++] = toks[i];
             return k;
         }
     }
