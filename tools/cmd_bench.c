@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "model/context.h"
 #include "compute/threads.h"
+#include "generate/speculative.h"
 
 #define BW_BYTES (1ull << 30)     /* streamed buffer: far larger than any last-level cache */
 #define BW_PASSES 10
@@ -22,6 +23,8 @@
 
 typedef struct {
     const char *path;
+    const char *draft_path;   /* --model-draft: speculative decoding measured after the table */
+    long draft_max;
     long threads, n_prompt, n_gen, reps, n_ctx, depth;   /* n_prompt, n_gen: the largest of their lists */
     long pp[16], tg[16];
     int n_pp, n_tg;
@@ -59,7 +62,7 @@ static double now_ms(void) {
 
 static void bench_usage(void) {
     printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-d DEPTH] [-c CTX] [--cache-type T] [--no-bw]\n"
-           "                    [--lora FILE[,FILE]] [--lora-scaled FILE:SCALE[,...]]\n"
+           "                    [--lora FILE[,FILE]] [--lora-scaled FILE:SCALE[,...]] [--model-draft FILE [--draft-max N]]\n"
            "                    [-o md|csv|json]  (-p and -n take lists too: -p 128,512)\n"
            "                    [--cpu avx512vnni|avx512|avx2|neon|scalar]\n"
            "Prints llama-bench's table (pp: one batch of N_PROMPT tokens from an empty cache; tg: N_GEN tokens one at\n"
@@ -74,7 +77,7 @@ static void bench_usage(void) {
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){ .n_prompt = 512, .n_gen = 128, .pp = {512}, .tg = {128}, .n_pp = 1, .n_tg = 1, .reps = 3,
+    *a = (bench_args){ .n_prompt = 512, .n_gen = 128, .pp = {512}, .tg = {128}, .n_pp = 1, .n_tg = 1, .reps = 3, .draft_max = 8,
                        .bandwidth = true, .cache_type = HEARTH_CACHE_F16 };
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -90,6 +93,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             a->fmt = !strcmp(v, "md") ? OUT_MD : !strcmp(v, "csv") ? OUT_CSV : !strcmp(v, "json") ? OUT_JSON : -1;
             if (a->fmt < 0) { cli_fail("bad value for -o: '%s' (expected md, csv or json)", v); return -1; }
         }
+        else if (!strcmp(f, "--model-draft")) a->draft_path = v;
+        else if (!strcmp(f, "--draft-max")) ok = cli_int(f, v, 1, SPEC_MAX_DRAFT, &a->draft_max);
         else if (!strcmp(f, "-r")) ok = cli_int(f, v, 1, 1000, &a->reps);
         else if (!strcmp(f, "-c")) ok = cli_int(f, v, 1, 1 << 22, &a->n_ctx);
         else if (!strcmp(f, "-d") || !strcmp(f, "--depth")) ok = cli_int(f, v, 0, 1 << 20, &a->depth);
@@ -383,6 +388,102 @@ static void print_rss(const char *when, const hearth_model_info *in, const heart
     else INFO("; with every weight page and the %d-token batch scratch touched)\n", c->n_batch);
 }
 
+/* ---- speculative decoding (--model-draft) ---- */
+
+/* Greedy decoding of n tokens after toks[0..np) (toks has room for np + n), with speculation when d is not NULL:
+ * ms the time taken, *draft_ms the part spent proposing. The tokens are left in toks. -1 with err. */
+static double spec_greedy(hearth_ctx *c, spec_drafter *d, const spec_params *sp, hearth_token *toks, int np, int n,
+                          spec_seq *ss, double *draft_ms, hearth_err *err) {
+    static int8_t want_all[SPEC_MAX_DRAFT + 1];
+    memset(want_all, 1, sizeof want_all);
+    hearth_seq_truncate(c, 0, 0);
+    spec_drafter_reset(d, 0);
+    const int n_vocab = c->m->hp.n_vocab;
+    double t0 = now_ms();
+    hearth_batch b = { .n = np - 1, .tokens = toks };
+    if (np > 1 && hearth_decode(c, &b, err)) return -1;
+    int len = np, row = 0;
+    *ss = (spec_seq){ 0 };
+    *draft_ms = 0;
+    for (int i = 0; i < n; i++) {
+        if (!i || !spec_take(ss, toks[len - 1])) {
+            double t1 = now_ms();
+            if (spec_begin(ss, c, 0, d, sp, toks, len, hearth_ctx_n_ctx(c) - len, NULL, err)) return -1;
+            *draft_ms += now_ms() - t1;
+            hearth_batch v = { .n = ss->n, .tokens = ss->tok, .want_logits = want_all };
+            if (hearth_decode(c, &v, err)) return -1;
+        }
+        row = ss->row;
+        const float *l = hearth_logits(c, row);
+        int best = 0;
+        for (int t = 1; t < n_vocab; t++) if (l[t] > l[best]) best = t;
+        toks[len++] = best;
+    }
+    return now_ms() - t0;
+}
+
+/* The cost of verifying k tokens in one batch relative to one decode step (k = 1..16, at depth 64), and greedy
+ * decode of n tokens with and without the drafter, side by side. */
+static int bench_spec(const bench_args *a, hearth_ctx *c, hearth_err *err) {
+    hearth_model *dm;
+    if (cli_model_load(a->draft_path, &dm, err)) return -1;
+    spec_drafter *d = spec_drafter_new(c->m, dm, hearth_ctx_n_ctx(c), 1, (int)a->threads, err);
+    if (!d) { hearth_model_free(dm); return -1; }
+    int n = (int)HT_MAX(a->n_gen, 16), depth = 64, cap = depth + n + SPEC_MAX_DRAFT + 2;
+    hearth_token *toks = malloc((size_t)cap * sizeof *toks), *plain = malloc((size_t)cap * sizeof *plain);
+    int8_t want[16];
+    memset(want, 1, sizeof want);
+    int rc = toks && plain ? 0 : herr(err, "out of memory");
+    uint64_t r = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < depth && !rc; i++) { r = r * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (hearth_token)((r >> 33) % (uint64_t)c->m->hp.n_vocab); }
+    hearth_seq_truncate(c, 0, 0);
+    hearth_batch b = { .n = depth, .tokens = toks };
+    if (!rc) rc = hearth_decode(c, &b, err);
+    double t_k[2][17] = { { 0 } };   /* logits for every row (verification), for the last row only (a prompt) */
+    for (int rep = -1; rep < (int)a->reps && !rc; rep++)
+        for (int k = 1; k <= 16 && !rc; k++)
+            for (int all = 0; all < 2 && !rc; all++) {
+                hearth_batch v = { .n = k, .tokens = toks + 1, .want_logits = all ? want : NULL };
+                double t0 = now_ms();
+                rc = hearth_decode(c, &v, err);
+                if (rep >= 0) t_k[all][k] += now_ms() - t0;
+                hearth_seq_truncate(c, 0, depth);
+            }
+    for (int all = 1; all >= 0 && !rc; all--) {
+        INFO("%s: k tokens in one batch / one decode step (depth %d):", all ? "verify" : "batch, last row's logits", depth);
+        for (int k = 1; k <= 16; k++) INFO(" k%d %.2f", k, t_k[all][k] / t_k[0][1]);
+        INFO("\n");
+    }
+    spec_params sp = spec_default_params();
+    sp.n_max = (int)a->draft_max;
+    spec_seq ss0, ss;
+    double dms0, dms, ms0 = 0, ms = 0;
+    bool same = true;
+    for (int rep = 0; rep < (int)a->reps && !rc; rep++) {   /* alternated, so both see the same load */
+        toks[0] = hearth_token_bos(c->m) >= 0 ? hearth_token_bos(c->m) : toks[0];
+        double t = spec_greedy(c, NULL, NULL, toks, 1, n, &ss0, &dms0, err);
+        memcpy(plain, toks, (size_t)(n + 1) * sizeof *toks);
+        double u = t < 0 ? -1 : spec_greedy(c, d, &sp, toks, 1, n, &ss, &dms, err);
+        if (t < 0 || u < 0) rc = -1;
+        ms0 += t, ms += u;
+        same = same && !memcmp(plain, toks, (size_t)(n + 1) * sizeof *toks);
+    }
+    if (!rc) {
+        double per = ms / a->reps, per0 = ms0 / a->reps;
+        INFO("speculative: greedy tg%d %.2f t/s vs %.2f t/s plain = %.2fx · accepted %ld/%ld drafted (%.0f%%), "
+             "draft-max %d · drafter %.2f ms per drafted token (%.2f of a plain step) · tokens %s\n",
+             n, n / (per / 1e3), n / (per0 / 1e3), per0 / per, ss.accepted, ss.drafted,
+             ss.drafted ? 100.0 * ss.accepted / ss.drafted : 0.0, sp.n_max, ss.drafted ? dms / ss.drafted : 0.0,
+             ss.drafted ? dms / ss.drafted / (per0 / n) : 0.0, same ? "identical" : "DIFFERENT");
+        if (!same) rc = herr(err, "speculative decoding changed the greedy tokens");
+    }
+    free(toks);
+    free(plain);
+    spec_drafter_free(d);
+    hearth_model_free(dm);
+    return rc;
+}
+
 /* ---- the command ---- */
 
 typedef struct { hearth_model *m; hearth_ctx *c; double ms; hearth_lora *a[HEARTH_MAX_LORA]; } loaded;
@@ -404,7 +505,7 @@ static int load(const bench_args *a, loaded *l, hearth_err *err) {
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_threads = (int)a->threads;
     cp.n_ctx = (int)(a->n_ctx ? a->n_ctx : HT_MAX(2048, a->depth + a->n_prompt + a->n_gen));
-    cp.n_batch = (int)HT_MAX(1, a->n_prompt);
+    cp.n_batch = (int)HT_MAX(a->draft_path ? SPEC_MAX_DRAFT + 1 : 1, a->n_prompt);   /* verification batches whole */
     cp.cache_type = a->cache_type;
     if (hearth_ctx_new(l->m, &cp, &l->c, err)) { hearth_model_free(l->m); return -1; }
     for (int i = 0; i < a->lora.n; i++) {
@@ -524,6 +625,7 @@ int cmd_bench(int argc, char **argv) {
                  100.0 * gflops / (2 * pk.macs / 1e9), pk.insn, threads, threads == 1 ? "" : "s", 2 * pk.macs / 1e9,
                  quant_backend());
     }
+    if (a.draft_path && bench_spec(&a, l.c, &err)) { unload(&l); return cli_fail("%s: %s", a.draft_path, err.msg); }
     hearth_ctx_free(l.c);
     l.c = NULL;
     if (a.bandwidth && a.n_gen > 0) print_decode_limit(l.m, &in, tg, threads, bw0);

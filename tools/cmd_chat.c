@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include "generate/chat.h"
+#include "generate/speculative.h"
 #include "cli.h"
 
 typedef struct {
-    const char *model_path, *system, *template_path;
-    long n_predict, threads, n_ctx, top_k, seed;
+    const char *model_path, *system, *template_path, *draft_path, *spec_mode;
+    long n_predict, threads, n_ctx, top_k, seed, draft_max, draft_min;
+    double draft_p_min;
     double temp, top_p, min_p, rep;
     bool no_shift, ignore_eos;
     cli_grammar_opts grammar;
@@ -35,6 +37,10 @@ typedef struct {
     int n_cache, n_ctx;
     int last_row;             /* the batch row of the last decode that has logits */
     const chat_opts *o;
+    hearth_model *draft_m;    /* --model-draft */
+    spec_drafter *drafter;
+    spec_params sp;           /* n_max 0: no speculation */
+    spec_seq ss;
 } chat_state;
 
 static volatile sig_atomic_t g_interrupted;
@@ -52,6 +58,7 @@ static void chat_usage(void) {
            "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
            "                   [--no-shift] [--ignore-eos] [--cache-type T] [--lora F[,F]] [--lora-scaled F:S[,F:S]]\n"
            "                   [--grammar-file F.gbnf | --json-schema F.json | --json]\n"
+           "                   [--model-draft F] [--spec draft|ngram|off] [--draft-max N] [--draft-min N] [--draft-p-min P]\n"
            "Reads one message per line from stdin and streams each reply to stdout; after each reply a stats line\n"
            "goes to stderr. Commands: /system TEXT (set or, with no text, clear the system prompt), /reset (forget\n"
            "the conversation), /quit. Ctrl-C stops the current reply. The chat template is the model's own\n"
@@ -63,20 +70,22 @@ static void chat_usage(void) {
            "a full context). Sampling defaults as in hearth run. --cache-type: the KV cache's type, f16 (default),\n"
            "f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32).\n"
            "--grammar-file (GBNF), --json-schema and --json (any JSON object): every reply follows the grammar\n"
-           "and ends where it is complete.\n");
+           "and ends where it is complete.\n"
+           "Speculative decoding as in hearth run (--model-draft, --spec ngram): the replies stay token for token the same.\n");
 }
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--system", "--chat-template", "-n", "--temp", "--top-k", "--top-p",
                                         "--min-p", "--repeat-penalty", "--seed", "-t", "-c", "--cache-type",
-                                        "--grammar-file", "--json-schema", "--lora", "--lora-scaled" };
+                                        "--grammar-file", "--json-schema", "--lora", "--lora-scaled", "--model-draft",
+                                        "--spec", "--draft-max", "--draft-min", "--draft-p-min" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
 
 static int parse_opts(int argc, char **argv, chat_opts *o) {
     *o = (chat_opts){ .n_predict = -1, .top_k = 40, .seed = -1, .temp = 0.8, .top_p = 0.95, .min_p = 0.05, .rep = 1.0,
-                      .cache_type = HEARTH_CACHE_F16 };
+                      .cache_type = HEARTH_CACHE_F16, .draft_max = 8 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -102,6 +111,16 @@ static int parse_opts(int argc, char **argv, chat_opts *o) {
         else if (!strcmp(a, "--grammar-file")) o->grammar.gbnf_file = v;
         else if (!strcmp(a, "--json-schema")) o->grammar.schema_file = v;
         else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) ok = cli_lora_arg(a, v, &o->lora);
+        else if (!strcmp(a, "--model-draft")) o->draft_path = v;
+        else if (!strcmp(a, "--draft-max")) ok = cli_int(a, v, 1, SPEC_MAX_DRAFT, &o->draft_max);
+        else if (!strcmp(a, "--draft-min")) ok = cli_int(a, v, 0, SPEC_MAX_DRAFT, &o->draft_min);
+        else if (!strcmp(a, "--draft-p-min")) {
+            ok = cli_float(a, v, &o->draft_p_min);
+            if (ok && !(o->draft_p_min >= 0 && o->draft_p_min <= 1)) { cli_fail("bad value for --draft-p-min: '%s' (expected a number from 0 to 1)", v); return 1; }
+        } else if (!strcmp(a, "--spec")) {
+            if (strcmp(v, "draft") && strcmp(v, "ngram") && strcmp(v, "off")) { cli_fail("bad value for --spec: '%s' (expected draft, ngram or off)", v); return 1; }
+            o->spec_mode = v;
+        }
         else { cli_fail("unknown option '%s' for chat (see hearth chat --help)", a); return 1; }
         if (!ok) return 1;
         i++;
@@ -201,6 +220,9 @@ static int generate(chat_state *s, text_buf *reply) {
     const char *why = NULL;
     const float *logits = hearth_logits(s->ctx, s->last_row);
     hearth_grammar_reset(s->grammar);
+    int8_t want_all[SPEC_MAX_DRAFT + 1];
+    memset(want_all, 1, sizeof want_all);
+    s->ss.n = 0;
     for (;;) {
         if (g_interrupted) { why = "[interrupted]"; break; }
         hearth_token t = hearth_sample(s->smp, logits, s->cache, s->n_cache);
@@ -215,6 +237,26 @@ static int generate(chat_state *s, text_buf *reply) {
         if (s->grammar && hearth_grammar_done(s->grammar)) break;
         if (s->o->n_predict >= 0 && n_gen >= s->o->n_predict) break;
         if (s->n_cache >= s->n_ctx) { why = "[context full: the reply was cut]"; break; }
+        if (s->sp.n_max > 0) {   /* t's logits are in the batch already, or decode t and new proposals */
+            s->cache[s->n_cache] = t;
+            if (!spec_take(&s->ss, t)) {
+                if (spec_begin(&s->ss, s->ctx, 0, s->drafter, &s->sp, s->cache, s->n_cache + 1, s->n_ctx - s->n_cache - 1,
+                               s->grammar, &err)) {
+                    printf("\n");
+                    cli_fail("%s", err.msg);
+                    return -1;
+                }
+                hearth_batch b = { .n = s->ss.n, .tokens = s->ss.tok, .want_logits = want_all };
+                if (hearth_decode(s->ctx, &b, &err)) {
+                    printf("\n");
+                    cli_fail("%s", err.msg);
+                    return -1;
+                }
+            }
+            s->n_cache++;
+            logits = hearth_logits(s->ctx, s->ss.row);
+            continue;
+        }
         hearth_batch b = { .n = 1, .tokens = &t };
         if (hearth_decode(s->ctx, &b, &err)) {
             printf("\n");
@@ -252,8 +294,11 @@ static int turn(chat_state *s, const char *line) {
     cJSON_AddItemToArray(s->turns, message("assistant", reply.p ? reply.p : ""));
     free(reply.p);
     if (n_gen < 0) return 1;
-    fprintf(stderr, "prefill %d tok (%d cached), %.2f ms/tok · decode %d tok, %.2f ms/tok · ctx %d/%d\n", n_prefill,
-            n_cached, n_prefill ? (t1 - t0) / n_prefill : 0.0, n_gen, n_gen ? (t2 - t1) / n_gen : 0.0, s->n_cache, s->n_ctx);
+    char spec[80] = "";   /* the conversation's proposals so far */
+    if (s->sp.n_max > 0)
+        snprintf(spec, sizeof spec, " · accepted %ld/%ld drafted", s->ss.accepted, s->ss.drafted);
+    fprintf(stderr, "prefill %d tok (%d cached), %.2f ms/tok · decode %d tok, %.2f ms/tok%s · ctx %d/%d\n", n_prefill,
+            n_cached, n_prefill ? (t1 - t0) / n_prefill : 0.0, n_gen, n_gen ? (t2 - t1) / n_gen : 0.0, spec, s->n_cache, s->n_ctx);
     return 0;
 }
 
@@ -342,6 +387,21 @@ static int chat_setup(chat_state *s, chat_opts *o) {
     if (cli_grammar(s->m, &o->grammar, &s->grammar)) return 1;
     hearth_sampler_set_grammar(s->smp, s->grammar);
     s->cache = malloc((size_t)s->n_ctx * sizeof *s->cache);
+    bool off = o->spec_mode && !strcmp(o->spec_mode, "off"), ngram = o->spec_mode && !strcmp(o->spec_mode, "ngram");
+    if (o->spec_mode && !strcmp(o->spec_mode, "draft") && !o->draft_path) return cli_fail("--spec draft needs --model-draft FILE");
+    if (!off && (o->draft_path || ngram)) {
+        if (spec_ctx_check(s->ctx, &err)) return cli_fail("%s", err.msg);
+        s->sp = spec_default_params();
+        s->sp.n_max = (int)o->draft_max, s->sp.n_min = (int)o->draft_min, s->sp.p_min = (float)o->draft_p_min;
+        s->sp.ngram = ngram;
+        if (o->draft_path) {
+            if (!(s->draft_m = cli_load_model(o->draft_path))) return 1;
+            if (!(s->drafter = spec_drafter_new(s->m, s->draft_m, s->n_ctx, 1, (int)o->threads, &err)))
+                return cli_fail("%s: %s", o->draft_path, err.msg);
+            fprintf(stderr, "draft model %s: %.1f MiB (weights and KV cache)\n", o->draft_path,
+                    spec_drafter_bytes(s->drafter) / 1048576.0);
+        }
+    }
     s->turns = cJSON_CreateArray();
     if (!s->smp || !s->cache || !s->turns) return cli_fail("out of memory");
     set_system(s, o->system);
@@ -372,6 +432,8 @@ int cmd_chat(int argc, char **argv) {
     hearth_sampler_free(s.smp);
     hearth_grammar_free(s.grammar);
     chat_fmt_free(s.fmt);
+    spec_drafter_free(s.drafter);
+    hearth_model_free(s.draft_m);
     hearth_ctx_free(s.ctx);
     cli_lora_free(&o.lora);
     hearth_model_free(s.m);

@@ -10,14 +10,17 @@
 
 #include "cli.h"
 #include "server/srv_internal.h"   /* the prompt-cache store (srv_cache.c) */
+#include "generate/speculative.h"
 
 typedef struct { long id; float bias; } id_bias;
 typedef struct { const char *text; int len; float bias; } text_bias;   /* text[0..len) of an argv string */
 
 typedef struct {
-    const char *model_path, *prompt, *prompt_file, *only_words, *prompt_cache;
+    const char *model_path, *prompt, *prompt_file, *only_words, *prompt_cache, *draft_path, *spec_mode;
     char *prompt_buf;         /* the prompt read from -f FILE or stdin (owned) */
     long n_predict, threads, n_ctx, top_k, seed, repeat_last_n, n_logprobs;
+    long draft_max, draft_min, ngram_min, ngram_max;
+    double draft_p_min;
     double temp, top_p, min_p, typical_p, rep, freq, pres;
     bool least_likely, json;
     cli_grammar_opts grammar;
@@ -52,6 +55,15 @@ static void run_usage(void) {
            "                               prompt there (the store hearth serve --prompt-cache uses)\n"
            "  --lora FILE[,FILE]           apply LoRA adapters (GGUF, llama.cpp's format) at scale 1 (repeatable)\n"
            "  --lora-scaled FILE:S[,...]   apply LoRA adapters at scale S (repeatable)\n"
+           "Speculative decoding (the output is the same token for token; only the speed changes):\n"
+           "  --model-draft FILE           a small model with the same vocabulary proposes tokens (GGUF or HF dir)\n"
+           "  --spec MODE                  draft (the default with --model-draft), ngram (look the last tokens up\n"
+           "                               in the prompt and reply; with --model-draft, when the drafter is\n"
+           "                               unsure), or off\n"
+           "  --draft-max N  --draft-min N most tokens proposed per step (default 8, at most 64); fewer than\n"
+           "                               --draft-min are not verified (default 0)\n"
+           "  --draft-p-min P              the drafter stops where its top token is less likely than P (default 0)\n"
+           "  --ngram-min N  --ngram-max N lengths of the n-grams looked up, longest first (default 2, 4)\n"
            "Sampling (applied in this order; see hearth.h):\n"
            "  --logit-bias ID+V | ID-V     add V to token ID's logit (repeatable; a later one for the same ID\n"
            "                               replaces an earlier one); ID-inf bans the token\n"
@@ -128,7 +140,8 @@ static const char *const VALUED_FLAGS[] = {
     "-m", "-p", "-f", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--repeat-penalty",
     "--frequency-penalty", "--presence-penalty", "--repeat-last-n", "--seed", "-t", "-c", "--logprobs",
     "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", "--grammar-file", "--json-schema",
-    "--prompt-cache", "--lora", "--lora-scaled", NULL,
+    "--prompt-cache", "--lora", "--lora-scaled", "--model-draft", "--spec", "--draft-max", "--draft-min",
+    "--draft-p-min", "--ngram-min", "--ngram-max", NULL,
 };
 
 static bool takes_value(const char *a) {
@@ -170,6 +183,19 @@ static bool parse_valued(run_opts *o, const char *a, const char *v) {
     else if (!strcmp(a, "--prompt-cache")) o->prompt_cache = v;
     else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) return cli_lora_arg(a, v, &o->lora);
     else if (!strcmp(a, "--json-schema")) o->grammar.schema_file = v;
+    else if (!strcmp(a, "--model-draft")) o->draft_path = v;
+    else if (!strcmp(a, "--draft-max")) return cli_int(a, v, 0, SPEC_MAX_DRAFT, &o->draft_max);
+    else if (!strcmp(a, "--draft-min")) return cli_int(a, v, 0, SPEC_MAX_DRAFT, &o->draft_min);
+    else if (!strcmp(a, "--draft-p-min")) return cli_prob(a, v, &o->draft_p_min);
+    else if (!strcmp(a, "--ngram-min")) return cli_int(a, v, 1, 64, &o->ngram_min);
+    else if (!strcmp(a, "--ngram-max")) return cli_int(a, v, 1, 64, &o->ngram_max);
+    else if (!strcmp(a, "--spec")) {
+        if (strcmp(v, "draft") && strcmp(v, "ngram") && strcmp(v, "off")) {
+            cli_fail("bad value for --spec: '%s' (expected draft, ngram or off)", v);
+            return false;
+        }
+        o->spec_mode = v;
+    }
     else if (!*v) { cli_fail("bad value for --only-words-starting: '' (expected letters, e.g. BW)"); return false; }
     else o->only_words = v;
     return true;
@@ -180,7 +206,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     /* NAN / -1: not given, the model's defaults apply (hearth_model_sampler_defaults) */
     *o = (run_opts){ .prompt = "", .n_predict = 128, .top_k = -1, .seed = -1, .repeat_last_n = 64, .n_logprobs = -1,
                      .temp = NAN, .top_p = NAN, .min_p = NAN, .typical_p = NAN, .rep = NAN,
-                     .cache_type = HEARTH_CACHE_F16 };
+                     .cache_type = HEARTH_CACHE_F16, .draft_max = 8, .ngram_min = 2, .ngram_max = 4 };
     o->logit_bias = malloc((size_t)argc * sizeof *o->logit_bias);
     o->bias_text = malloc((size_t)argc * sizeof *o->bias_text);
     if (!o->logit_bias || !o->bias_text) return cli_fail("out of memory");
@@ -194,6 +220,8 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
         i++;
     }
     if (o->prompt_file && *o->prompt) return cli_fail("give the prompt with -p or -f, not both");
+    if (o->spec_mode && !strcmp(o->spec_mode, "draft") && !o->draft_path) return cli_fail("--spec draft needs --model-draft FILE");
+    if (o->ngram_min > o->ngram_max) return cli_fail("--ngram-min %ld is above --ngram-max %ld", o->ngram_min, o->ngram_max);
     const char *from = o->prompt_file ? o->prompt_file : !*o->prompt && !isatty(0) ? "/dev/stdin" : NULL;
     if (from) {
         if (!strcmp(from, "-")) from = "/dev/stdin";
@@ -363,6 +391,10 @@ typedef struct {
     int n_cached;             /* prompt tokens restored from --prompt-cache */
     int last_row;             /* the prompt's last token's logits row in its last decode */
     lp_buf lp;
+    hearth_model *draft_m;    /* --model-draft */
+    spec_drafter *drafter;
+    spec_params sp;           /* n_max 0: no speculation */
+    spec_seq ss;
 } run_state;
 
 /* Creates the context and evaluates the prompt; *ms is the time the evaluation took. */
@@ -433,6 +465,8 @@ static int setup_sampling(run_state *r, const run_opts *o) {
 static int generate(run_state *r, const run_opts *o, int last_row) {
     bool want_lp = o->json || o->n_logprobs >= 0;
     int n_gen = 0;
+    int8_t want_all[SPEC_MAX_DRAFT + 1];
+    memset(want_all, 1, sizeof want_all);
     hearth_detok dt = { 0 };
     hearth_err err;
     char buf[512];
@@ -468,6 +502,17 @@ static int generate(run_state *r, const run_opts *o, int last_row) {
         n_gen++;
         if (grammar_done) break;   /* nothing may follow: the end of text would be the only choice */
         if (r->n >= r->cap) { fflush(stdout); fprintf(stderr, "\n[context full at %d tokens]\n", r->cap); break; }
+        if (r->sp.n_max > 0) {   /* the next logits are in the batch already, or decode t and new proposals */
+            if (spec_take(&r->ss, t)) { last_row = r->ss.row; continue; }
+            if (spec_begin(&r->ss, r->ctx, 0, r->drafter, &r->sp, r->toks, r->n, r->cap - r->n, r->grammar, &err)) {
+                cli_fail("%s", err.msg);
+                return -1;
+            }
+            hearth_batch b = { .n = r->ss.n, .tokens = r->ss.tok, .want_logits = want_all };
+            if (hearth_decode(r->ctx, &b, &err)) { cli_fail("%s", err.msg); return -1; }
+            last_row = 0;
+            continue;
+        }
         hearth_batch b = { .n = 1, .tokens = &r->toks[r->n - 1] };
         if (hearth_decode(r->ctx, &b, &err)) { cli_fail("%s", err.msg); return -1; }
         last_row = 0;
@@ -489,8 +534,29 @@ static void run_free(run_state *r) {
     free(r->toks);
     hearth_sampler_free(r->smp);
     hearth_grammar_free(r->grammar);
+    spec_drafter_free(r->drafter);
     hearth_ctx_free(r->ctx);
     hearth_model_free(r->m);
+    hearth_model_free(r->draft_m);
+}
+
+/* --model-draft and --spec: the drafter (its memory reported) and the parameters; n_max stays 0 when off. */
+static int setup_spec(run_state *r, const run_opts *o) {
+    bool off = o->spec_mode && !strcmp(o->spec_mode, "off");
+    bool ngram = o->spec_mode && !strcmp(o->spec_mode, "ngram");
+    if (off || (!o->draft_path && !ngram)) return 0;
+    hearth_err err;
+    if (spec_ctx_check(r->ctx, &err)) return cli_fail("%s", err.msg);
+    r->sp = spec_default_params();
+    r->sp.n_max = (int)o->draft_max, r->sp.n_min = (int)o->draft_min, r->sp.p_min = (float)o->draft_p_min;
+    r->sp.ngram = ngram, r->sp.ngram_min = (int)o->ngram_min, r->sp.ngram_max = (int)o->ngram_max;
+    if (!o->draft_path) return 0;
+    if (!(r->draft_m = cli_load_model(o->draft_path))) return 1;
+    if (!(r->drafter = spec_drafter_new(r->m, r->draft_m, r->cap, 1, (int)o->threads, &err)))
+        return cli_fail("%s: %s", o->draft_path, err.msg);
+    fprintf(stderr, "draft model %s: %.1f MiB (weights and KV cache)\n", o->draft_path,
+            spec_drafter_bytes(r->drafter) / 1048576.0);
+    return 0;
 }
 
 static int run_model(run_state *r, const run_opts *o) {
@@ -500,7 +566,7 @@ static int run_model(run_state *r, const run_opts *o) {
     if (info.is_encoder)
         return cli_fail("%s is an encoder (%s): it embeds text, it does not generate; use hearth embed", o->model_path, info.arch);
     double prefill_ms = 0;
-    if (prefill_prompt(r, o, &prefill_ms) || setup_sampling(r, o)) return 1;
+    if (prefill_prompt(r, o, &prefill_ms) || setup_sampling(r, o) || setup_spec(r, o)) return 1;
     double t1 = now_ms();
     int n_prompt = r->n, n_gen = generate(r, o, r->last_row);
     if (n_gen < 0) return 1;
@@ -508,8 +574,12 @@ static int run_model(run_state *r, const run_opts *o) {
     fflush(stdout);   /* the text (ending in a newline) before the stats, on a terminal showing both */
     char cached[48] = "";
     if (r->n_cached) snprintf(cached, sizeof cached, " (%d from the prompt cache)", r->n_cached);
-    fprintf(stderr, "prefill %d tok%s, %.2f ms/tok · decode %d tok, %.2f ms/tok · ctx %d/%d · seed %ld\n", n_prompt,
-            cached, prefill_ms / n_prompt, n_gen, n_gen ? (t2 - t1) / n_gen : 0.0, r->n, r->cap, o->seed);
+    char spec[80] = "";
+    if (r->sp.n_max > 0)
+        snprintf(spec, sizeof spec, " · accepted %ld/%ld drafted (%.0f%%)", r->ss.accepted, r->ss.drafted,
+                 r->ss.drafted ? 100.0 * r->ss.accepted / r->ss.drafted : 0.0);
+    fprintf(stderr, "prefill %d tok%s, %.2f ms/tok · decode %d tok, %.2f ms/tok%s · ctx %d/%d · seed %ld\n", n_prompt,
+            cached, prefill_ms / n_prompt, n_gen, n_gen ? (t2 - t1) / n_gen : 0.0, spec, r->n, r->cap, o->seed);
     return 0;
 }
 

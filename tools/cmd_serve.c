@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "server/server.h"
+#include "generate/speculative.h"
 
 static atomic_int g_stop;   /* lock-free: safe in a signal handler, and read by every server thread */
 static void on_stop(int sig) {
@@ -26,6 +27,13 @@ static void serve_usage(void) {
            "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
            "  --port P             TCP port (default 8080; 0 picks a free one, printed at start)\n"
            "  --parallel N         requests generated at the same time, batched together (default 4)\n"
+           "  --model-draft FILE   speculative decoding: a small model with the same vocabulary proposes tokens for\n"
+           "                       every slot (its own KV cache per slot); the replies stay token for token the same\n"
+           "  --spec MODE          draft (the default with --model-draft), ngram (look the last tokens up in the\n"
+           "                       prompt and reply), or off; a request's \"speculative\": {\"mode\", \"n_max\",\n"
+           "                       \"n_min\", \"p_min\"} overrides it\n"
+           "  --draft-max N  --draft-min N  --draft-p-min P   proposals per step (default 8), fewest verified (0),\n"
+           "                       the drafter's stopping probability (0)\n"
            "  -c CTX               context tokens per request slot (default: the model's, at most 4096)\n"
            "  -t THREADS           compute threads (default: all cores)\n"
            "  --cache-type T       KV cache type: f16 (default), f32, or q8_0 (about half of f16's memory; needs\n"
@@ -59,13 +67,17 @@ static void serve_usage(void) {
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--host", "--port", "--parallel", "-np", "-c", "-t", "--api-key",
                                         "--chat-template", "--alias", "--cache-type", "--cache-ram", "--prompt-cache", "--cors-origin",
-                                        "--timeout-idle", "--timeout-headers", "--lora", "--lora-scaled", "--reasoning-format" };
+                                        "--timeout-idle", "--timeout-headers", "--lora", "--lora-scaled", "--reasoning-format",
+                                        "--model-draft", "--spec", "--draft-max", "--draft-min", "--draft-p-min" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
 
-static int parse_opts(int argc, char **argv, server_params *p, const char **model, const char **tmpl, cli_lora *lora) {
-    long port = 8080, parallel = 4, n_ctx = 0, threads = 0, cache_ram = 1024, idle = 10, head = 20;
+static int parse_opts(int argc, char **argv, server_params *p, const char **model, const char **tmpl, cli_lora *lora,
+                      const char **draft) {
+    long port = 8080, parallel = 4, n_ctx = 0, threads = 0, cache_ram = 1024, idle = 10, head = 20, dmax = 8, dmin = 0;
+    double pmin = 0;
+    const char *spec = NULL;
     for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -88,6 +100,17 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
         else if (!strcmp(a, "--timeout-idle")) ok = cli_int(a, v, 1, 86400, &idle);
         else if (!strcmp(a, "--timeout-headers")) ok = cli_int(a, v, 1, 86400, &head);
         else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) ok = cli_lora_arg(a, v, lora);
+        else if (!strcmp(a, "--model-draft")) *draft = v;
+        else if (!strcmp(a, "--draft-max")) ok = cli_int(a, v, 1, SPEC_MAX_DRAFT, &dmax);
+        else if (!strcmp(a, "--draft-min")) ok = cli_int(a, v, 0, SPEC_MAX_DRAFT, &dmin);
+        else if (!strcmp(a, "--draft-p-min")) {
+            ok = cli_float(a, v, &pmin);
+            if (ok && !(pmin >= 0 && pmin <= 1)) ok = !cli_fail("bad value for --draft-p-min: '%s' (expected a number from 0 to 1)", v);
+        } else if (!strcmp(a, "--spec")) {
+            spec = v;
+            if (strcmp(v, "draft") && strcmp(v, "ngram") && strcmp(v, "off"))
+                ok = !cli_fail("bad value for --spec: '%s' (expected draft, ngram or off)", v);
+        }
         else if (!strcmp(a, "--reasoning-format")) {
             if (!strcmp(v, "none")) p->reasoning_none = true;
             else if (strcmp(v, "auto") && strcmp(v, "deepseek")) ok = !cli_fail("--reasoning-format must be none or auto, not '%s'", v);
@@ -97,14 +120,17 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
     p->port = (int)port; p->parallel = (int)parallel; p->n_ctx = (int)n_ctx; p->n_threads = (int)threads;
     p->cache_ram = (size_t)cache_ram << 20;
     p->timeout_idle = (int)idle; p->timeout_headers = (int)head;
+    if (spec && !strcmp(spec, "draft") && !*draft) { cli_fail("--spec draft needs --model-draft FILE"); return 1; }
+    p->spec_mode = spec && !strcmp(spec, "off") ? 0 : spec && !strcmp(spec, "ngram") ? 2 : *draft ? 1 : 0;
+    p->draft_max = (int)dmax, p->draft_min = (int)dmin, p->draft_p_min = (float)pmin;
     return -1;
 }
 
 int cmd_serve(int argc, char **argv) {
     server_params p = { .host = "127.0.0.1", .cache_type = hearth_ctx_default_params().cache_type };
-    const char *model = NULL, *tmpl_path = NULL;
+    const char *model = NULL, *tmpl_path = NULL, *draft = NULL;
     cli_lora lora = { 0 };
-    int rc = parse_opts(argc, argv, &p, &model, &tmpl_path, &lora);
+    int rc = parse_opts(argc, argv, &p, &model, &tmpl_path, &lora, &draft);
     if (rc >= 0) { cli_lora_free(&lora); return rc; }
     if (!model) model = cli_default_model();
     if (!p.model_id && model == cli_default_model()) p.model_id = "stories260K";
@@ -113,7 +139,8 @@ int cmd_serve(int argc, char **argv) {
     if (tmpl_path && !(tmpl = cli_read_file(tmpl_path, NULL))) return 1;
     p.chat_template = tmpl;
     hearth_model *m = cli_load_model(model);
-    if (!m || cli_lora_load(m, &lora)) { free(tmpl); cli_lora_free(&lora); hearth_model_free(m); return 1; }
+    if (m && draft && !(p.draft_model = cli_load_model(draft))) { hearth_model_free(m); m = NULL; }
+    if (!m || cli_lora_load(m, &lora)) { free(tmpl); cli_lora_free(&lora); hearth_model_free(m); hearth_model_free(p.draft_model); return 1; }
     p.lora = lora.a, p.lora_scale = lora.scale, p.n_lora = lora.n, p.lora_path = (const char *const *)lora.path;
     struct sigaction sa = { .sa_handler = on_stop };
     sigemptyset(&sa.sa_mask);
@@ -124,6 +151,7 @@ int cmd_serve(int argc, char **argv) {
     rc = server_run(m, &p, &g_stop, &err) ? cli_fail("%s", err.msg) : 0;
     cli_lora_free(&lora);
     hearth_model_free(m);
+    hearth_model_free(p.draft_model);
     free(tmpl);
     return rc;
 }

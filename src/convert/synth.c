@@ -625,7 +625,11 @@ static void fill_rope_llama3(float *x, int64_t n, const synth_shape *s) {
     }
 }
 
-static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, int64_t row, float *x) {
+/* A layer's output projections (attention output, FFN down, experts' and shared experts' down): what --layer-scale
+ * scales. */
+static bool is_layer_output(const char *name) { return strstr(name, ".attn_output.") || strstr(name, ".ffn_down"); }
+
+static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, float layer_scale, int64_t row, float *x) {
     uint64_t st = seed ^ name_hash(t->name);
     st = splitmix64(&st) ^ ((uint64_t)row * 0xd1b54a32d192ed03ull);
     if (t->init == INIT_ROPE_LLAMA3) fill_rope_llama3(x, t->ne[0], s);
@@ -634,6 +638,8 @@ static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, i
     else if (t->init == INIT_DECAY)   /* ssm_a = -exp(A_log), A_log spread over log 1 .. log 16 as initialized */
         for (int64_t i = 0; i < t->ne[0]; i++) x[i] = -expf(logf(16.0f) * (float)i / (float)HT_MAX(t->ne[0] - 1, 1));
     else if (t->init == INIT_NORM) fill_noise(x, t->ne[0], st, 1.0f, WEIGHT_STD);
+    else if (t->init == INIT_WEIGHT && layer_scale != 1 && is_layer_output(t->name))
+        fill_noise(x, t->ne[0], st, 0.0f, WEIGHT_STD * layer_scale);
     else fill_noise(x, t->ne[0], st, 0.0f, WEIGHT_STD);
 }
 
@@ -644,6 +650,7 @@ typedef struct { int ti; int64_t r0, r1; } syn_chunk;
 typedef struct {
     const syn_plan *p;
     uint64_t seed;
+    float layer_scale;
     int fd;
     syn_chunk *chunks;
     int n_chunks;
@@ -685,7 +692,7 @@ static int write_chunk(syn_job *j, const syn_chunk *c, float *x, uint8_t *q) {
     const ht_traits *tr = ht_get_traits_ref(t->type);
     size_t rb = ht_row_size(t->type, t->ne[0]);
     for (int64_t r = c->r0; r < c->r1; r++) {
-        fill_row(t, j->p->s, j->seed, r, x);
+        fill_row(t, j->p->s, j->seed, j->layer_scale, r, x);
         tr->from_float(x, q + (size_t)(r - c->r0) * rb, t->ne[0]);
     }
     size_t bytes = (size_t)(c->r1 - c->r0) * rb;
@@ -712,7 +719,7 @@ static void writer_thread(void *arg, int ith, int nth) {
 }
 
 static int write_weights(const syn_plan *p, int fd, const char *path, const synth_opts *o, hearth_err *err) {
-    syn_job j = { .p = p, .seed = o->seed, .progress = o->progress, .user = o->user, .fd = fd };
+    syn_job j = { .p = p, .seed = o->seed, .layer_scale = o->layer_scale > 0 ? o->layer_scale : 1, .progress = o->progress, .user = o->user, .fd = fd };
     for (int i = 0; i < p->n; i++) j.total += p->t[i].nbytes;
     if (make_chunks(&j, err)) return -1;
     pthread_mutex_init(&j.mu, NULL);

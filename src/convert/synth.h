@@ -54,6 +54,7 @@ typedef void (*synth_progress_fn)(void *user, uint64_t done, uint64_t total);
 typedef struct {
     uint64_t seed;
     int n_threads;             /* quantization threads; <= 0: 2 */
+    float layer_scale;         /* every layer's output projections drawn with this times the usual spread (0: 1) */
     synth_progress_fn progress;   /* called (serialized) as tensor data is written; may be NULL */
     void *user;
 } synth_opts;

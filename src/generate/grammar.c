@@ -1212,3 +1212,27 @@ bool hearth_grammar_done(const hearth_grammar *G) {
 }
 bool hearth_grammar_can_end(const hearth_grammar *G) { return G && !G->oom && G->st[G->cur].s.can_end; }
 bool hearth_grammar_failed(const hearth_grammar *G) { return G && G->oom; }
+
+/* Follows t[0..n) from the current state without accepting them, as the mask would allow them one by one (a piece
+ * of bytes each leading to a live state, the last one possibly to a complete sentence; an end-of-generation token
+ * where the text may end, and nothing after it). */
+int grammar_allowed_prefix(hearth_grammar *G, const hearth_token *t, int n) {
+    if (!G) return n;
+    if (G->oom) return 0;
+    int id = G->cur, k = 0;
+    for (; k < n; k++) {
+        if (t[k] < 0 || t[k] >= G->v->n) break;
+        if (G->v->eog[t[k]]) { k += G->st[id].s.can_end; break; }
+        uint32_t len = G->v->len[t[k]];
+        if (!len || !live(G, id)) break;
+        const unsigned char *b = (const unsigned char *)G->v->bytes + G->v->off[t[k]];
+        bool ok = true;
+        for (uint32_t i = 0; i < len && ok; i++) {
+            int nx = step(G, id, b[i]);
+            ok = nx >= 0 && (live(G, nx) || (i + 1 == len && G->st[nx].s.can_end));
+            id = nx;
+        }
+        if (!ok) break;
+    }
+    return k;
+}

@@ -22,6 +22,9 @@ char *json_schema_gbnf(const char *schema, const char *root_name, char **warning
 /* The tokens the grammar allows next, one bit per token id (n_vocab bits); cached by parse state. NULL when
  * out of memory. Used by the sampler's constraint stage. */
 const uint64_t *grammar_mask(hearth_grammar *G);
+/* How many of t[0..n), taken in turn from the current state, the grammar allows (nothing is accepted): speculative
+ * decoding verifies only proposals the grammar could accept. G NULL: n. */
+int grammar_allowed_prefix(hearth_grammar *G, const hearth_token *t, int n);
 /* The model's sorted vocabulary, built by the first grammar on it and freed with the model. */
 struct gram_vocab;
 void gram_vocab_free(struct gram_vocab *v);

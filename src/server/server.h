@@ -30,6 +30,10 @@ typedef struct {
     const char *const *lora_path;   /* their files, as /lora-adapters lists them */
     int n_lora;
     bool reasoning_none;        /* --reasoning-format none: replies whole, reasoning markup and all */
+    hearth_model *draft_model;  /* --model-draft: proposes tokens for every slot (its own KV cache per slot), or NULL */
+    int spec_mode;              /* speculation by default: 0 off, 1 draft model, 2 n-gram lookup (see srv_task) */
+    int draft_max, draft_min;   /* proposals per step, and the fewest worth verifying */
+    float draft_p_min;          /* the drafter stops below this probability */
 } server_params;
 
 /* Serves until *stop becomes nonzero (e.g. set by a SIGINT handler: a lock-free atomic is safe to store to

@@ -12,6 +12,7 @@
 #include "common.h"
 #include "generate/grammar.h"
 #include "server/srv_internal.h"
+#include "generate/speculative.h"
 
 /* ---- building JSON when memory may run out ----
  * cJSON's adders leave a NULL parent or a failed key copy unnoticed, so the tree would print with parts
@@ -133,6 +134,25 @@ void api_random_id(char id[40], const char *prefix) {
 }
 
 /* ---- sampling and stopping parameters shared by both generation endpoints ---- */
+
+/* "speculative": {"mode": "draft"|"ngram"|"off", "n_max", "n_min", "p_min"}; what is left out is the server's. */
+static int parse_speculative(const cJSON *s, srv_task *t, hearth_err *err) {
+    if (!s || cJSON_IsNull(s)) return 0;
+    if (!cJSON_IsObject(s)) return herr(err, "'speculative' must be an object");
+    const cJSON *mode = field(s, "mode");
+    if (mode && !cJSON_IsNull(mode)) {
+        const char *m = cJSON_IsString(mode) ? mode->valuestring : "";
+        t->spec_mode = !strcmp(m, "off") ? 0 : !strcmp(m, "draft") ? 1 : !strcmp(m, "ngram") ? 2 : -2;
+        if (t->spec_mode < -1) return herr(err, "'speculative.mode' must be \"draft\", \"ngram\" or \"off\"");
+    }
+    long long n_max = t->spec_n_max, n_min = t->spec_n_min;
+    double p_min = t->spec_p_min;
+    if (get_int(s, "n_max", 0, SPEC_MAX_DRAFT, &n_max, err) || get_int(s, "n_min", 0, SPEC_MAX_DRAFT, &n_min, err) ||
+        get_num(s, "p_min", 0, 1, &p_min, err))
+        return -1;
+    t->spec_n_max = (int)n_max, t->spec_n_min = (int)n_min, t->spec_p_min = (float)p_min;
+    return 0;
+}
 static int parse_sampling(const cJSON *o, srv_task *t, hearth_err *err) {
     hearth_sampler_params *sp = &t->sp;
     double temp = sp->temperature, top_p = sp->top_p, min_p = sp->min_p, typ = sp->typical_p;
@@ -143,7 +163,7 @@ static int parse_sampling(const cJSON *o, srv_task *t, hearth_err *err) {
         get_num(o, "frequency_penalty", -2, 2, &fp, err) || get_num(o, "presence_penalty", -2, 2, &pp, err) ||
         get_num(o, "repeat_penalty", 0, 10, &rp, err) || get_int(o, "top_k", 0, 1e9, &top_k, err) ||
         get_int(o, "repeat_last_n", -1, 1e9, &rln, err) || get_int(o, "seed", -9.2e18, 9.2e18, &seed, err) ||
-        get_bool(o, "ignore_eos", &t->ignore_eos, err))
+        get_bool(o, "ignore_eos", &t->ignore_eos, err) || parse_speculative(field(o, "speculative"), t, err))
         return -1;
     sp->temperature = (float)temp; sp->top_p = (float)top_p; sp->min_p = (float)min_p; sp->typical_p = (float)typ;
     sp->frequency_penalty = (float)fp; sp->presence_penalty = (float)pp; sp->repeat_penalty = (float)rp;
@@ -1013,10 +1033,13 @@ char *api_metrics(const srv_api *a, const srv_stats *st) {
         { "hearth_prompt_cache_misses_total", "counter", "requests whose prompt had whole blocks the shared cache did not hold" },
         { "hearth_prompt_cache_restored_tokens_total", "counter", "prompt tokens restored from the shared prompt cache" },
         { "hearth_prompt_cache_blocks", "gauge", "blocks of 64 tokens held by the shared prompt cache in RAM" },
+        { "hearth_draft_tokens_total", "counter", "tokens proposed by speculative decoding (draft model or n-gram lookup)" },
+        { "hearth_draft_tokens_accepted_total", "counter", "proposed tokens the model sampled too (accepted / drafted = acceptance)" },
     };
     const double v[] = { (double)st->requests, (double)st->in_flight, (double)k.prompt_tokens, (double)k.cached_tokens,
                          (double)k.generated_tokens, (double)k.steps, (double)k.sampled, k.decode_ms / 1e3, k.step_ms / 1e3,
-                         idle, busy, queued, (double)k.pc_hits, (double)k.pc_misses, (double)k.pc_tokens, (double)k.pc_entries };
+                         idle, busy, queued, (double)k.pc_hits, (double)k.pc_misses, (double)k.pc_tokens, (double)k.pc_entries,
+                         (double)k.drafted, (double)k.accepted };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", HELP[i][0], HELP[i][2], HELP[i][0], HELP[i][1], HELP[i][0], v[i]);
     fprintf(f, "# HELP hearth_http_requests_total HTTP requests answered, by route and status\n"

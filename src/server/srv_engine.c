@@ -12,6 +12,7 @@
 
 #include "model/model.h"          /* the context's thread pool, used to sample slots in parallel */
 #include "server/srv_internal.h"
+#include "generate/speculative.h"
 
 #define QUEUE_MAX 4096
 
@@ -27,6 +28,8 @@ typedef struct {
     int row, n_feed;             /* this step: logits row (-1 none), tokens put in the batch */
     uint64_t lora_id;            /* the adapters the cached tokens were computed with (hearth_seq_lora_id) */
     srv_tok pick;                /* this step's sampled token */
+    spec_params sp;              /* the request's speculation (n_max 0: none) */
+    spec_seq ss;                 /* this step's verification rows: `next`, then the proposals */
 } slot;
 
 struct srv_engine {
@@ -56,6 +59,9 @@ struct srv_engine {
     pthread_mutex_t lat_mu;
     srv_latency lat;             /* time to first token, time per output token */
     atomic_llong pc_hits, pc_misses, pc_tokens, pc_entries;   /* its counters, for /metrics */
+    spec_drafter *drafter;       /* --model-draft: one drafter sequence per slot, or NULL */
+    spec_params spec;            /* the server's speculation (n_max 0: off) */
+    atomic_llong drafted, accepted;
 };
 
 double srv_now_ms(void) {
@@ -71,6 +77,8 @@ srv_task *task_new(srv_kind kind) {
     t->kind = kind;
     t->max_tokens = -1;
     t->n_probs = -1;
+    t->spec_mode = t->spec_n_max = t->spec_n_min = -1;
+    t->spec_p_min = -1;
     t->refs = 1;
     t->t_submit = srv_now_ms();
     pthread_mutex_init(&t->mu, NULL);
@@ -270,6 +278,24 @@ static slot *pick_slot(srv_engine *e, const srv_task *t) {
     return best;
 }
 
+/* The request's speculation: the server's, with what its "speculative" field sets laid over it. */
+static void slot_spec(srv_engine *e, slot *s, const srv_task *t) {
+    s->sp = e->spec;
+    s->ss = (spec_seq){ 0 };
+    if (t->spec_mode == 0) s->sp.n_max = 0;
+    else if (t->spec_mode > 0) {
+        s->sp.draft = t->spec_mode == 1, s->sp.ngram = t->spec_mode == 2;
+        if (!s->sp.n_max) s->sp.n_max = spec_default_params().n_max;
+    }
+    if (t->spec_n_max >= 0) s->sp.n_max = t->spec_n_max;
+    if (t->spec_n_min >= 0) s->sp.n_min = t->spec_n_min;
+    if (t->spec_p_min >= 0) s->sp.p_min = t->spec_p_min;
+    if (!s->sp.n_max) return;
+    hearth_err err;
+    if (s->sp.draft && !s->sp.ngram && !e->drafter) slot_end(e, s, NULL, 400, "speculative mode \"draft\" needs a server started with --model-draft");
+    else if (spec_ctx_check(e->ctx, &err)) slot_end(e, s, NULL, 400, err.msg);
+}
+
 static void slot_start(srv_engine *e, slot *s, srv_task *t) {
     uint64_t lora_id = 0;
     if (e->n_lora) {   /* the request's adapters on its sequence; a cache computed under others is not reused */
@@ -301,6 +327,7 @@ static void slot_start(srv_engine *e, slot *s, srv_task *t) {
     if (!s->smp) { slot_end(e, s, NULL, 500, "out of memory"); return; }
     for (int i = 0; i < t->n_bias; i++) hearth_sampler_set_bias(s->smp, t->bias_id[i], t->bias[i]);   /* checked at parse */
     hearth_sampler_set_grammar(s->smp, t->grammar);
+    slot_spec(e, s, t);
 }
 
 /* ---- embeddings ---- */
@@ -377,6 +404,17 @@ static int build_batch(srv_engine *e) {
         if (!s->task || !s->generating) continue;
         s->row = n;
         s->n_feed = 1;
+        if (s->sp.n_max > 0) {   /* `next` and the proposals after it, each with its logits */
+            hearth_err err;
+            int k_max = HT_MIN(e->n_ctx - s->n_cache - 1, (e->n_batch - e->n_slots) / e->n_slots);
+            s->cache[s->n_cache] = s->next;
+            if (spec_begin(&s->ss, e->ctx, s->seq, e->drafter, &s->sp, s->cache, s->n_cache + 1, k_max, s->task->grammar, &err))
+                s->ss.n = 1, s->ss.tok[0] = s->next, s->ss.row = 0;   /* the drafter failed: no proposals this step */
+            atomic_fetch_add(&e->drafted, s->ss.n - 1);
+            s->n_feed = s->ss.n;
+            for (int j = 0; j < s->ss.n; j++) n = batch_push(e, n, s->ss.tok[j], s->n_cache + j, s->seq, true);
+            continue;
+        }
         n = batch_push(e, n, s->next, s->n_cache, s->seq, true);
     }
     int budget = HT_MAX(e->n_batch - n, 1);
@@ -472,9 +510,9 @@ static void step(srv_engine *e) {
     for (int i = 0; i < e->n_slots; i++) {
         slot *s = &e->slots[i];
         if (!s->task || !s->n_feed) continue;
-        const hearth_token *src = s->generating ? &s->next : s->task->prompt + s->n_cache;
+        const hearth_token *src = s->generating ? (s->sp.n_max > 0 ? s->ss.tok : &s->next) : s->task->prompt + s->n_cache;
         memcpy(s->cache + s->n_cache, src, (size_t)s->n_feed * sizeof *src);
-        s->n_cache += s->n_feed;
+        s->n_cache += s->generating && s->sp.n_max > 0 ? 1 : s->n_feed;   /* proposals count once accepted */
         if (s->row >= 0) j.s[j.n++] = s;
         if (!s->generating) {   /* prompt progress, told before the first token's text */
             pthread_mutex_lock(&s->task->mu);
@@ -487,7 +525,22 @@ static void step(srv_engine *e) {
     atomic_fetch_add(&e->n_generated, j.n);
     if (j.n > 1) pool_run(e->ctx->pool, pick_run, &j);   /* the context's workers are idle between decodes */
     else if (j.n) slot_pick(e, j.s[0]);
-    for (int i = 0; i < j.n; i++) slot_take(e, j.s[i]);
+    for (int i = 0; i < j.n; i++) {
+        slot *s = j.s[i];
+        bool spec = s->generating && s->sp.n_max > 0 && s->n_feed > 0;
+        slot_take(e, s);
+        if (!spec) continue;
+        /* while the token taken is the next row's proposal, that row's logits give the one after it */
+        while (s->task && s->generating && spec_take(&s->ss, s->next)) {
+            atomic_fetch_add(&e->accepted, 1);
+            atomic_fetch_add(&e->n_generated, 1);
+            s->n_cache++;
+            s->row++;
+            slot_pick(e, s);
+            slot_take(e, s);
+        }
+        hearth_seq_truncate(e->ctx, s->seq, s->n_cache);   /* rejected proposals leave the cache */
+    }
     atomic_fetch_add(&e->decode_us, (long long)((t1 - t0) * 1e3));
     atomic_fetch_add(&e->step_us, (long long)((srv_now_ms() - t0) * 1e3));
 }
@@ -572,6 +625,23 @@ static int engine_contexts(srv_engine *e, const server_params *p, hearth_err *er
     return 0;
 }
 
+/* The server's speculation (--spec, --model-draft and the --draft-* flags) and its drafter. */
+static int engine_spec(srv_engine *e, const server_params *p, hearth_err *err) {
+    e->spec = spec_default_params();
+    e->spec.n_max = 0;
+    if (!e->ctx || (!p->spec_mode && !p->draft_model)) return 0;
+    if (p->spec_mode && spec_ctx_check(e->ctx, err)) return -1;
+    if (p->draft_model) {
+        if (!(e->drafter = spec_drafter_new(e->m, p->draft_model, e->n_ctx, e->n_slots, p->n_threads, err))) return -1;
+        fprintf(stderr, "draft model: %.1f MiB (weights and KV cache for %d slots)\n", spec_drafter_bytes(e->drafter) / 1048576.0,
+                e->n_slots);
+    }
+    e->spec.n_max = p->spec_mode ? p->draft_max : 0;
+    e->spec.n_min = p->draft_min, e->spec.p_min = p->draft_p_min;
+    e->spec.draft = e->drafter != NULL, e->spec.ngram = p->spec_mode == 2;
+    return 0;
+}
+
 int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth_err *err) {
     *out = NULL;
     api_json_init();   /* before any request thread runs */
@@ -591,7 +661,7 @@ int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->lat_mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    if (engine_contexts(e, p, err) || engine_alloc(e, err)) { engine_free(e); return -1; }
+    if (engine_contexts(e, p, err) || engine_alloc(e, err) || engine_spec(e, p, err)) { engine_free(e); return -1; }
     if (e->ctx && p->cache_ram) {
         err->msg[0] = 0;
         e->pc = pcache_new(e->ctx, p->cache_ram, p->prompt_cache, err);
@@ -622,6 +692,7 @@ void engine_free(srv_engine *e) {
     free(e->q); free(e->slots); free(e->picked);
     free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_want);
     pcache_free(e->pc);
+    spec_drafter_free(e->drafter);
     hearth_ctx_free(e->ctx);
     hearth_ctx_free(e->ectx);
     pthread_mutex_destroy(&e->mu);
@@ -668,6 +739,8 @@ int engine_embed_n_ctx(const srv_engine *e) { return e->e_n_ctx; }
 void engine_counters(srv_engine *e, srv_counters *c) {
     c->steps = atomic_load(&e->n_steps);
     c->sampled = atomic_load(&e->n_generated);
+    c->drafted = atomic_load(&e->drafted);
+    c->accepted = atomic_load(&e->accepted);
     c->decode_ms = (double)atomic_load(&e->decode_us) / 1e3;
     c->pc_hits = atomic_load(&e->pc_hits), c->pc_misses = atomic_load(&e->pc_misses);
     c->pc_tokens = atomic_load(&e->pc_tokens), c->pc_entries = atomic_load(&e->pc_entries);

@@ -44,6 +44,9 @@ typedef struct srv_task {
     float lora[HEARTH_MAX_LORA];    /* the server's adapters' scales for this request (the global ones, then "lora") */
     hearth_token bias_id[SRV_MAX_BIAS]; float bias[SRV_MAX_BIAS]; int n_bias;   /* logit_bias */
     hearth_grammar *grammar;        /* response_format / grammar / json_schema: the reply follows it */
+    int spec_mode;                  /* "speculative": {"mode"}: -1 the server's, 0 off, 1 draft, 2 ngram */
+    int spec_n_max, spec_n_min;     /* its "n_max", "n_min" (-1: the server's) */
+    float spec_p_min;               /* its "p_min" (< 0: the server's) */
     char *tool_params;              /* XML tool calls: {name: parameters schema} of the tools, to type the values */
     char *warning;                  /* what the schema said that is not enforced (unknown formats), or NULL */
     hearth_token **in; int *n_in; int n_inputs;   /* embeddings: one token list per input */
@@ -89,7 +92,7 @@ void engine_slots(srv_engine *e, int *idle, int *busy, int *queued);
  * hearth_decode and in whole steps (decode + sampling + handing out the text); the prompt (evaluated + reused)
  * and generated tokens of finished generation tasks, counted before their clients see the answers. */
 typedef struct { long long steps, sampled; double decode_ms, step_ms; long long prompt_tokens, cached_tokens, generated_tokens;
-                 long long pc_hits, pc_misses, pc_tokens, pc_entries; } srv_counters;
+                 long long pc_hits, pc_misses, pc_tokens, pc_entries; long long drafted, accepted; } srv_counters;
 void engine_counters(srv_engine *e, srv_counters *c);
 
 /* The web chat page served at GET / (srv_page.c): HTML, *size bytes, not NUL-terminated. */

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Speculative decoding changes nothing but the speed: `hearth run` with a draft model (the llama fixture's Q4_0 copy
+# drafting for its F16) and with n-gram lookup (stories260K) prints the same token ids and text as without, greedy
+# and seeded, over every sampler stage (temperature, top-k/p, min-p, typical-p, penalties, logit bias, word
+# constraint, grammar, JSON schema), and `chat` the same replies; the runs really draft and accept; a drafter with
+# another vocabulary, a recurrent target and bad flags get one error line.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+T=data/models/llama-F16.gguf D=data/models/llama-Q4_0.gguf S=data/models/stories260K.gguf
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+printf 'root ::= " the " ("cat" | "dog" | "girl") (" sat" | " ran" | " was happy")+ "."\n' >"$tmp/g.gbnf"
+
+# same NAME MODEL ARGS...: the --json token stream and the text with speculation (the flags in $SPEC) equal those
+# without; the stats line of the text run is kept in $tmp/stats.
+same() {
+    local name=$1 model=$2; shift 2
+    "$HEARTH" run -m "$model" -t 2 --json --logprobs 2 "$@" >"$tmp/a.json" 2>/dev/null
+    "$HEARTH" run -m "$model" -t 2 --json --logprobs 2 "$@" $SPEC >"$tmp/b.json" 2>/dev/null
+    "$HEARTH" run -m "$model" -t 2 "$@" >"$tmp/a.txt" 2>/dev/null
+    "$HEARTH" run -m "$model" -t 2 "$@" $SPEC >"$tmp/b.txt" 2>"$tmp/stats"
+    check "$name: token ids" '[[ -s $tmp/a.json ]] && cmp -s "$tmp/a.json" "$tmp/b.json"'
+    check "$name: text" '[[ -s $tmp/a.txt ]] && cmp -s "$tmp/a.txt" "$tmp/b.txt"'
+}
+# The accepted and drafted counts of the last run's stats line.
+accepted() { sed -n 's/.*accepted \([0-9]*\)\/\([0-9]*\) drafted.*/\1 \2/p' "$tmp/stats"; }
+
+SPEC="--model-draft $D"
+same "draft, greedy" "$T" -n 80 --temp 0
+read -r acc dra < <(accepted)
+check "draft, greedy: drafted and accepted ($acc/$dra)" '[[ ${dra:-0} -gt 0 && ${acc:-0} -gt 0 ]]'
+for seed in 1 2 3; do
+    same "draft, seed $seed" "$T" -n 60 --seed $seed
+    same "draft, seed $seed, temp 1.3 top-k 0 top-p 0.9" "$T" -n 60 --seed $seed --temp 1.3 --top-k 0 --top-p 0.9
+    same "draft, seed $seed, min-p typical-p" "$T" -n 60 --seed $seed --temp 0.7 --min-p 0.2 --typical-p 0.9
+    same "draft, seed $seed, penalties" "$T" -n 60 --seed $seed --repeat-penalty 1.3 --frequency-penalty 0.4 --presence-penalty 0.3 --repeat-last-n 16
+    same "draft, seed $seed, logit bias" "$T" -n 60 --seed $seed --logit-bias 300+4 --logit-bias 301-inf --bias-text e=+1
+done
+same "draft, least-likely" "$T" -n 40 --seed 1 --least-likely
+same "draft, greedy, penalties" "$T" -n 60 --temp 0 --repeat-penalty 1.2 --repeat-last-n 8
+SPEC="--model-draft $D --draft-max 3 --draft-min 2 --draft-p-min 0.3 --spec ngram"
+same "draft + ngram fallback, seed 4" "$T" -n 60 --seed 4 --temp 0.5
+
+# n-gram lookup on stories260K: a prompt the story goes on to repeat.
+P="Once upon a time there was a little girl named Lily. She loved to play in the park with her dog. One day Lily went to the park"
+SPEC="--spec ngram"
+same "ngram, greedy" "$S" -p "$P" -n 120 --temp 0
+read -r acc dra < <(accepted)
+check "ngram, greedy: drafted and accepted ($acc/$dra)" '[[ ${dra:-0} -gt 0 && ${acc:-0} -gt 0 ]]'
+for seed in 1 2 3; do
+    same "ngram, seed $seed" "$S" -p "$P" -n 120 --seed $seed
+    same "ngram, seed $seed, penalties and bias" "$S" -p "$P" -n 120 --seed $seed --repeat-penalty 1.1 --presence-penalty 0.2 --logit-bias 400+2
+    same "ngram, seed $seed, words starting" "$S" -p "$P" -n 80 --seed $seed --only-words-starting SLTW
+    same "ngram, seed $seed, grammar" "$S" -p "$P" -n 80 --seed $seed --grammar-file "$tmp/g.gbnf"
+    same "ngram, seed $seed, JSON schema" "$S" -p "$P" -n 200 --seed $seed --json-schema data/schemas/tool_call.json
+done
+SPEC="--spec ngram --ngram-min 1 --ngram-max 6 --draft-max 16"
+same "ngram 1..6, 16 a step, seed 5" "$S" -p "$P" -n 150 --seed 5 --temp 0.4
+SPEC="--model-draft $D --spec ngram"
+same "draft + ngram with a grammar" "$T" -n 40 --seed 2 --grammar-file "$tmp/g.gbnf"
+
+# chat: a conversation of three turns (the KV cache kept between them) gives the same replies.
+chat_same() {
+    local name=$1; shift
+    printf '%s\n' "$P" "Lily was happy." "The end." | "$HEARTH" chat -t 2 "$@" >"$tmp/ca.txt" 2>/dev/null
+    printf '%s\n' "$P" "Lily was happy." "The end." | "$HEARTH" chat -t 2 "$@" $SPEC >"$tmp/cb.txt" 2>"$tmp/cstats"
+    check "chat, $name: same replies" '[[ -s $tmp/ca.txt ]] && cmp -s "$tmp/ca.txt" "$tmp/cb.txt"'
+    check "chat, $name: accepted proposals" 'grep -q "accepted [1-9][0-9]*/" "$tmp/cstats"'
+}
+SPEC="--spec ngram"
+chat_same "ngram, seed 1" -m "$S" -n 60 --seed 1
+chat_same "ngram, greedy" -m "$S" -n 60 --temp 0
+SPEC="--model-draft $D"
+chat_same "draft, seed 2" -m "$T" -n 40 --seed 2 --repeat-penalty 1.2
+
+# synth --layer-scale: a tiny F16 model and its Q4_0 copy agree on more greedy tokens when the layers' output
+# projections are scaled down; bench --model-draft prints the verify-k curve and a speculative run with the plain
+# run's tokens.
+declare -A acc dra
+for x in 10 0.01; do
+    "$HEARTH" synth --shape tiny-llama --type F16 --layer-scale $x -o "$tmp/t$x.gguf" 2>/dev/null
+    "$HEARTH" synth --shape tiny-llama --type Q4_0 --layer-scale $x -o "$tmp/d$x.gguf" 2>/dev/null
+    "$HEARTH" run -m "$tmp/t$x.gguf" --model-draft "$tmp/d$x.gguf" -n 64 --temp 0 -t 2 >/dev/null 2>"$tmp/stats"
+    read -r acc[$x] dra[$x] < <(accepted)
+done
+check "--layer-scale 0.01 agrees more than 10 (${acc[0.01]}/${dra[0.01]} vs ${acc[10]}/${dra[10]})" \
+    '(( ${dra[0.01]:-0} > 0 && ${dra[10]:-0} > 0 && ${acc[0.01]} * ${dra[10]} > ${acc[10]} * ${dra[0.01]} ))'
+check "bad --layer-scale" 'one_error_line "$HEARTH" synth --shape tiny-llama --type F16 --layer-scale 0 -o "$tmp/x.gguf"'
+"$HEARTH" bench -m "$tmp/t0.01.gguf" --model-draft "$tmp/d0.01.gguf" -t 2 -p 0 -n 16 -r 1 --no-bw >"$tmp/bench" 2>&1
+check "bench --model-draft: the verify curve" 'grep -q "^verify: .* k16 [0-9.]*$" "$tmp/bench"'
+check "bench --model-draft: acceptance, same tokens" 'grep -q "^speculative: greedy tg16 .* accepted [0-9]*/[0-9]* drafted .* tokens identical$" "$tmp/bench"'
+
+check "another vocabulary: one line naming the token" 'one_error_line "$HEARTH" run -m "$T" --model-draft data/models/qwen2.gguf -n 4 && [[ $LAST_ERR == *"differs from the target"*"at token "* ]]'
+check "a recurrent target: one line" 'one_error_line "$HEARTH" run -m data/models/qwen35.gguf --spec ngram -n 4'
+check "bad --spec" 'one_error_line "$HEARTH" run -m "$S" --spec maybe'
+check "--spec draft without a drafter" 'one_error_line "$HEARTH" run -m "$S" --spec draft'
+check "bad --draft-max" 'one_error_line "$HEARTH" run -m "$S" --spec ngram --draft-max 65'
+check "missing draft file" 'one_error_line "$HEARTH" run -m "$S" --model-draft "$tmp/none.gguf"'
+exit $fail
