@@ -147,7 +147,8 @@ static void xml_calls(void) {
 }
 
 /* Gemma 4's calls: the grammar made from a schema accepts the template's own rendering of a call (keys sorted,
- * strings between <|"|>, nested objects and arrays) and not a call missing a required key; parsed back typed. */
+ * strings between <|"|>, nested objects and arrays) and not a call missing a required key; parsed back typed,
+ * a string holding the closing text included. */
 static void gemma4_calls(void) {
     const char *req = "{\"tool_choice\": \"required\", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"plan\", "
                       "\"parameters\": {\"type\": \"object\", \"properties\": {\"zone\": {\"type\": \"string\"}, \"days\": "
@@ -167,7 +168,7 @@ static void gemma4_calls(void) {
     CHECK(tt.fmt == TF_GEMMA4, "format %d", tt.fmt);
     gram *g = gram_parse(gbnf, &err);
     REQUIRE(g, "%s\n%s", err.msg, gbnf);
-    const char *ok = "<|tool_call>call:plan{days:3,opts:{hourly:true,unit:<|\"|>C<|\"|>},tags:[<|\"|>a b<|\"|>,<|\"|>c<|\"|>],"
+    const char *ok = "<|tool_call>call:plan{days:3,opts:{hourly:true,unit:<|\"|>C<|\"|>},tags:[<|\"|>a b<|\"|>,<|\"|>c<tool_call|><|\"|>],"
                      "zone:<|\"|>Europe/Paris<|\"|>}<tool_call|>";
     const char *bad[] = { "<|tool_call>call:plan{days:3}<tool_call|>", "<|tool_call>call:plan{zone:<|\"|>x<|\"|>,days:3}<tool_call|>",
                           "<|tool_call>call:plan{days:10,zone:<|\"|>x<|\"|>}<tool_call|>",
@@ -178,7 +179,7 @@ static void gemma4_calls(void) {
     cJSON *calls = tools_parse(&tt, params, ok, strlen(ok), &content);
     REQUIRE(calls && cJSON_GetArraySize(calls) == 1, "one call");
     const char *args = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function"), "arguments"));
-    CHECK(args && !strcmp(args, "{\"days\":3,\"opts\":{\"hourly\":true,\"unit\":\"C\"},\"tags\":[\"a b\",\"c\"],\"zone\":\"Europe/Paris\"}"),
+    CHECK(args && !strcmp(args, "{\"days\":3,\"opts\":{\"hourly\":true,\"unit\":\"C\"},\"tags\":[\"a b\",\"c<tool_call|>\"],\"zone\":\"Europe/Paris\"}"),
           "arguments %s", args ? args : "(none)");
     cJSON_Delete(calls);
     free(content);

@@ -723,20 +723,22 @@ cJSON *tools_parse(const srv_tools *tt, const char *params, const char *text, si
         static const char *const OPEN = "<|tool_call>call:", *const CLOSE = "<tool_call|>";
         char *open = strstr(buf, OPEN);
         *content = trimmed(buf, open ? (size_t)(open - buf) : n, &lost);
-        while (open) {
-            char *name = open + strlen(OPEN), *brace = strchr(name, '{'), *close = strstr(name, CLOSE);
-            if (!brace || !close || brace > close) break;   /* cut short */
+        while (open) {   /* the arguments parsed first: a string in them may hold the closing text */
+            char *name = open + strlen(OPEN), *brace = strchr(name, '{');
+            if (!brace) break;   /* cut short */
             const char *at = brace;
             char *nm = strndup(name, (size_t)(brace - name));
             cJSON *args = g4_parse(&at, 0), *j = cJSON_CreateObject(), *c = NULL;
-            bool ok = nm && j && args && at <= close && cJSON_AddStringToObject(j, "name", nm);
+            const bool whole = args && !strncmp(at, CLOSE, strlen(CLOSE));
+            bool ok = whole && nm && j && cJSON_AddStringToObject(j, "name", nm);
             if (ok) ok = json_put(j, "arguments", args), args = NULL;
             if (ok) c = openai_call(j, "arguments");
             if (c) json_push(calls, c);
             cJSON_Delete(args);
             cJSON_Delete(j);
             free(nm);
-            open = strstr(close + strlen(CLOSE), OPEN);
+            if (!whole) break;
+            open = strstr(at + strlen(CLOSE), OPEN);
         }
     } else if (tt->fmt == TF_XML) {
         cJSON *ps = params ? cJSON_Parse(params) : NULL;

@@ -5,6 +5,7 @@
 // with enable_thinking off there is none; its XML tool calls come back typed and valid (plain and streamed). A gpt-oss-templated server
 // (harmony) returns forced tool calls in harmony's form as tool_calls valid against the schema (plain, streamed,
 // Anthropic tool_use), and an analysis message as reasoning_content equal to the raw reply's analysis body.
+// Gemma 4's own call syntax comes back as valid tool_calls within max_tokens 64 (plain and streamed).
 // Starts its own servers. Usage: HEARTH=... node test_reasoning.mjs
 import { spawn } from 'node:child_process';
 import OpenAI from 'openai';
@@ -143,6 +144,24 @@ const at = await an2.messages.create({ model: 'm', max_tokens: 200, temperature:
 const use = at.content.find((b) => b.type === 'tool_use');
 check('harmony: anthropic tool_choice any, a valid tool_use', at.stop_reason === 'tool_use' && use?.name === 'get_weather' && valid(use.input),
   JSON.stringify(at.content));
+await stop(s);
+
+// ---- Gemma 4's calls: <|tool_call>call:NAME{key:<|"|>text<|"|>,...}<tool_call|>, typed and valid ----
+s = await start('data/models/gemma4.gguf', 'data/templates/gemma4.jinja');
+oa = new OpenAI({ baseURL: s.url + '/v1', apiKey: 'x', maxRetries: 0 });
+const gparams = { type: 'object', properties: { city: { type: 'string' }, unit: { enum: ['C', 'F'] }, days: { type: 'integer', minimum: 1, maximum: 7 },
+  tags: { type: 'array', items: { type: 'string' } } }, required: ['unit', 'days'], additionalProperties: false };
+const gvalid = new Ajv().compile(gparams);
+const gbase = { model: 'm', messages: [{ role: 'user', content: 'Weather in Paris?' }], max_tokens: 64, temperature: 0,
+  tools: [{ type: 'function', function: { name: 'get_weather', description: 'The weather', parameters: gparams } }], tool_choice: 'required' };
+const gr = await oa.chat.completions.create(gbase);
+const gc = gr.choices[0].message.tool_calls ?? [];
+check('gemma 4: a call within max_tokens 64, typed and valid', gr.choices[0].finish_reason === 'tool_calls' && gc.length >= 1 &&
+  gc.every((c) => c.function.name === 'get_weather' && gvalid(JSON.parse(c.function.arguments))), JSON.stringify(gr.choices[0]));
+let gargs = '';
+for await (const ch of await oa.chat.completions.create({ ...gbase, stream: true, parallel_tool_calls: false }))
+  for (const t of ch.choices[0]?.delta?.tool_calls ?? []) gargs += t.function?.arguments ?? '';
+check('gemma 4: streamed, a valid call', gargs.length > 0 && gvalid(JSON.parse(gargs)), gargs);
 await stop(s);
 
 if (failed) { console.log(`${failed} check(s) failed`); process.exit(1); }
