@@ -186,6 +186,17 @@ OPS_SIMD(op_swiglu_oai, (float *g, const float *u, int n), (g, u, n))
 void op_gelu_erf(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f)); }
 void op_add(float *y, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += x[i]; }
 void op_scale(float *y, float s, int n) { for (int i = 0; i < n; i++) y[i] *= s; }
+
+void op_hadamard(float *x, int n) {
+    op_scale(x, 1.0f / sqrtf((float)n), n);
+    for (int len = 1; len < n; len <<= 1)
+        for (int i = 0; i < n; i += 2 * len)
+            for (int j = i; j < i + len; j++) {
+                const float u = x[j], v = x[j + len];
+                x[j] = u + v;
+                x[j + len] = u - v;
+            }
+}
 float op_dot(const float *a, const float *b, int n) {
     float s = 0;
     for (int i = 0; i < n; i++) s += a[i] * b[i];

@@ -34,6 +34,9 @@ void op_gelu_tanh(float *x, int n);
 void op_gelu_erf(float *x, int n);
 void op_add(float *y, const float *x, int n);                 /* y += x */
 void op_scale(float *y, float s, int n);
+/* x (n values, n a power of two) times the orthonormal Walsh-Hadamard matrix (Sylvester's order: symmetric and its
+ * own inverse), with ggml's fwht's operations: scaled by 1/sqrt(n) first, then butterflies of span 1, 2, 4, ... */
+void op_hadamard(float *x, int n);
 float op_dot(const float *a, const float *b, int n);
 void op_axpy(float *y, float a, const float *x, int n);      /* y += a * x */
 /* a . b through 16 lanes (vectorized; its own rounding, the same at every vector width). */
