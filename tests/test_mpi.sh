@@ -32,6 +32,11 @@ done
 check "gemma3 -np 3 (7 layers): golden identical" '"$HEARTH" golden -m data/models/gemma3.gguf -i data/golden/gemma3.golden -o "$tmp/one.golden" -t 1 2>/dev/null &&
     mpi 3 golden -m data/models/gemma3.gguf -i data/golden/gemma3.golden -o "$tmp/three.golden" -t 1 2>/dev/null && cmp -s "$tmp/one.golden" "$tmp/three.golden"'
 
+# K and V cache types travel to the other ranks: the text of a run over a Q4_0 K / Q8_0 V cache is the single process's.
+kv1=$("$HEARTH" run -m data/models/llama.gguf -p "Once upon a time" -n 16 --temp 0 -ctk q4_0 -ctv q8_0 -t 1 2>/dev/null)
+kv2=$(mpi 2 run -m data/models/llama.gguf -p "Once upon a time" -n 16 --temp 0 -ctk q4_0 -ctv q8_0 -t 1 2>/dev/null)
+check "run -ctk q4_0 -ctv q8_0 -np 2: the same text as one process" '[[ -n $kv1 && $kv1 == "$kv2" ]]'
+
 # Deeper models (7 layers, so 3 ranks get 2-3 each): the logits of the fixture's token sequences (golden) and
 # of every position of a text (perplexity: long inputs cut into micro-batches that the ranks work on at once,
 # all rows wanted), and the text generated from a long prompt.
