@@ -460,22 +460,18 @@ typedef struct {
     atomic_int next_task;    /* tasks are claimed one at a time, as matmul's chunks are */
 } att_job;
 
-/* Tokens whose score rows a task holds at once: a block (F32 / F16 K and V), or one (a row cache). */
-static int att_score_tokens(const hearth_ctx *c) { return kv_rows(c->k_type) || kv_rows(c->v_type) ? 1 : ATT_QB; }
-
-/* Floats of per-thread scratch: att_score_tokens x HT_TILE_MAX score rows of n_ctx, then room for the largest
+/* Floats of per-thread scratch: ATT_QB x HT_TILE_MAX score rows of n_ctx, then room for the largest
  * of: the task's q vectors (K^T), or its q rows in K's vec_dot type (K rows); HT_TILE_MAX V^T rows of a wrapped
  * ring gathered, or PV_ROWS dequantized V rows; rounded up to a cache line. */
 static size_t att_scratch_floats(const hearth_ctx *c) {
     const ht_hparams *hp = &c->m->hp;
     size_t heads = (size_t)HT_MIN(hp->n_head / hp->n_head_kv, HT_TILE_MAX), n = (size_t)c->n_ctx;
-    const size_t qt = (size_t)att_score_tokens(c);
-    size_t extra = kv_rows(c->k_type) ? heads * ht_row_size(ht_get_traits(c->k_type)->vec_dot_type, hp->head_dim)
-                                      : qt * heads * hp->head_dim * sizeof(float);
+    size_t extra = ATT_QB * heads * (kv_rows(c->k_type) ? ht_row_size(ht_get_traits(c->k_type)->vec_dot_type, hp->head_dim)
+                                                    : hp->head_dim * sizeof(float));
     extra = HT_MAX(extra, kv_rows(c->v_type) ? PV_ROWS * hp->head_dim_v * sizeof(float)
                                              : HT_TILE_MAX * n * ht_row_size(c->v_type, 1));
     extra = HT_MAX(extra, mla_scratch_bytes(hp, c->n_ctx));
-    return (qt * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
+    return (ATT_QB * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
 }
 
 /* y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as) for r < nr, c < nc: all rows in one tile call per group of
@@ -551,21 +547,23 @@ static void v_row_to_float(uint32_t type, const uint8_t *restrict src, float *re
     }
 }
 
-/* softmax·V from V rows: o[h * hdv + d] = sum over positions, in order, of p_h[t] * v_t[d]. Rows are dequantized
- * PV_ROWS at a time into vrow, once for all the task's heads; every output still adds its terms one position
- * after another, so the grouping does not change a bit. vb: kv head kvh's row at slot 0, rs bytes apart. hdv is
- * a multiple of 32 (checked by hearth_ctx_new for Q8_0 / Q4_0; BF16 takes the tail one position at a time). */
+/* softmax·V from V rows for nt tokens of nh heads each: o[tt * os + h * hdv + d] = sum over positions, in order,
+ * of p_(tt,h)[t] * v_t[d] (probability rows ld apart, token after token). Rows are dequantized PV_ROWS at a time
+ * into vrow, once for all the task's tokens and heads; every output still adds its terms one position after
+ * another, so the grouping does not change a bit, and a position outside a token's range (probability 0) adds
+ * an exact 0. vb: kv head kvh's row at slot 0, rs bytes apart. hdv is a multiple of 32 (checked by hearth_ctx_new
+ * for Q8_0 / Q4_0; BF16 takes the tail one position at a time). */
 static void att_pv_rows(uint32_t type, const uint8_t *vb, size_t rs, int cap, int hdv, int lo, int n, const float *p,
-                        size_t ld, int nh, float *o, float *vrow) {
+                        size_t ld, int nt, int nh, float *o, size_t os, float *vrow) {
     const int hd32 = hdv / 32 * 32;
-    memset(o, 0, (size_t)nh * hdv * sizeof(float));
+    for (int tt = 0; tt < nt; tt++) memset(o + (size_t)tt * os, 0, (size_t)nh * hdv * sizeof(float));
     for (int t = 0; t < n; t += PV_ROWS) {
         int m = HT_MIN(PV_ROWS, n - t);
         for (int r = 0; r < m; r++)
             v_row_to_float(type, vb + (size_t)((lo + t + r) % cap) * rs, vrow + (size_t)r * hdv, hdv);
-        for (int h = 0; h < nh; h++) {
-            const float *w = p + (size_t)h * ld + t;
-            float *oh = o + (size_t)h * hdv;
+        for (int c = 0; c < nt * nh; c++) {
+            const float *w = p + (size_t)c * ld + t;
+            float *oh = o + (size_t)(c / nh) * os + (size_t)(c % nh) * hdv;
             for (int d = 0; d < hd32; d += 32) {
                 if (m == PV_ROWS) pv_add4(oh + d, vrow + d, (size_t)hdv, w);
                 else for (int r = 0; r < m; r++) pv_add1(oh + d, vrow + (size_t)r * hdv + d, w[r]);
@@ -583,12 +581,12 @@ static int att_range(const att_job *j, int t, int *lo) {
     return hi - *lo + 1;
 }
 
-/* Tokens a..b-1 of the micro-batch (one sequence; one token unless K and V are both transposed), kv head kvh,
- * q heads h0..h0+nh-1. Transposed K: each run of K^T slots (at most a 64-slot block, in L1) is one dot_t call
- * for every (token, head); transposed V: softmax·V walks V^T ATT_PV_ROWS rows at a time for every token (those
- * rows stay in L2): the cache is read once per task instead of once per token. Each score and output is still
- * the same lane or call as for one token. K rows: q in the K type's vec_dot type against the rows in place
- * (both sides of a ring's wrap); V rows: att_pv_rows. */
+/* Tokens a..b-1 of the micro-batch (one sequence), kv head kvh, q heads h0..h0+nh-1: the cache is read once per
+ * task instead of once per token. Transposed K: each run of K^T slots (at most a 64-slot block, in L1) is one
+ * dot_t call for every (token, head); K rows: every (token, head)'s q in the K type's vec_dot type against the
+ * block's rows in place (both sides of a ring's wrap), a tile of columns at a time. Transposed V: softmax·V walks
+ * V^T ATT_PV_ROWS rows at a time for every token (those rows stay in L2); V rows: att_pv_rows for all the block's
+ * tokens. Each score and output is still the same lane or call, and adds the same terms, as for one token. */
 static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float *sc, uint8_t *tmp) {
     hearth_ctx *c = j->c;
     const ht_hparams *hp = &c->m->hp;
@@ -600,18 +598,16 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
     }
     const size_t ls = (size_t)HI - LO + 1;   /* score rows of the block: positions LO..HI */
     const ht_traits *trk = ht_get_traits(c->k_type);
-    if (kv_rows(c->k_type)) {
+    if (kv_rows(c->k_type)) {   /* scores past a token's own range are computed and ignored, as below */
         const uint32_t qt = (uint32_t)trk->vec_dot_type;
         const size_t krs = ht_row_size(c->k_type, hd), qrs = ht_row_size(qt, hd), kstride = (size_t)n_kv * krs;
         const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
-        for (int t = a; t < b; t++) {
-            const float *q = j->q + ((size_t)t * hp->n_head + h0) * hd;
-            for (int h = 0; h < nh; h++) ht_quantize_row(qt, q + (size_t)h * hd, tmp + (size_t)h * qrs, hd);
-            const int s0 = lo[t - a] % cap, n0 = HT_MIN(n[t - a], cap - s0);
-            float *p = sc + (size_t)(t - a) * nh * ls + (lo[t - a] - LO);
-            dot_tiles(trk, hd, kb + (size_t)s0 * kstride, kstride, n0, tmp, qrs, nh, p, ls);
-            if (n0 < n[t - a]) dot_tiles(trk, hd, kb, kstride, n[t - a] - n0, tmp, qrs, nh, p + n0, ls);
-        }
+        for (int t = a; t < b; t++)
+            for (int h = 0; h < nh; h++)
+                ht_quantize_row(qt, j->q + ((size_t)t * hp->n_head + h0 + h) * hd, tmp + ((size_t)(t - a) * nh + h) * qrs, hd);
+        const int n_all = (int)ls, s0 = LO % cap, n0 = HT_MIN(n_all, cap - s0);
+        dot_tiles(trk, hd, kb + (size_t)s0 * kstride, kstride, n0, tmp, qrs, (b - a) * nh, sc, ls);
+        if (n0 < n_all) dot_tiles(trk, hd, kb, kstride, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
     } else {
         /* q of every (token, head) of the block side by side, so each run of slots is one dot_t call for all of
          * them (its accumulator chains then fill the FMA pipes); scores past a token's own range are computed
@@ -634,13 +630,17 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
         att_softmax(p, ls, nh, n[t - a], j->scale, j->sinks ? j->sinks + h0 : NULL);
         wraps |= lo[t - a] % cap + n[t - a] > cap;
     }
-    if (kv_rows(c->v_type)) {
+    if (kv_rows(c->v_type)) {   /* each token's probabilities 0 outside its range, then the block's rows at once */
+        for (int t = a; t < b; t++)
+            for (int h = 0; h < nh; h++) {
+                float *p = sc + ((size_t)(t - a) * nh + h) * ls;
+                memset(p, 0, (size_t)(lo[t - a] - LO) * sizeof(float));
+                memset(p + (lo[t - a] - LO) + n[t - a], 0, (ls - (size_t)(lo[t - a] - LO) - (size_t)n[t - a]) * sizeof(float));
+            }
         const size_t vrs = ht_row_size(c->v_type, hdv);
         const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
-        for (int t = a; t < b; t++)
-            att_pv_rows(c->v_type, vb, (size_t)n_kv * vrs, cap, hdv, lo[t - a], n[t - a],
-                        sc + (size_t)(t - a) * nh * ls + (lo[t - a] - LO), ls, nh,
-                        j->out + ((size_t)t * hp->n_head + h0) * hdv, (float *)tmp);
+        att_pv_rows(c->v_type, vb, (size_t)n_kv * vrs, cap, hdv, LO, (int)ls, sc, ls, b - a, nh,
+                    j->out + ((size_t)a * hp->n_head + h0) * hdv, (size_t)hp->n_head * hdv, (float *)tmp);
         return;
     }
     const ht_traits *trv = ht_get_traits(c->v_type);
@@ -659,13 +659,13 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
 }
 
 /* Tasks: (block of ATT_QB micro-batch tokens, kv head, chunk of its q heads); a block's tokens go together
- * by runs of one sequence (one at a time with a row cache). */
+ * by runs of one sequence. */
 static void attention_job(void *arg, int ith, int nth) {
     att_job *j = arg;
     hearth_ctx *c = j->c;
-    const int n_kv = c->m->hp.n_head_kv, group = c->m->hp.n_head / n_kv, qt = att_score_tokens(c);
+    const int n_kv = c->m->hp.n_head_kv, group = c->m->hp.n_head / n_kv;
     float *sc = c->att_scores + (size_t)ith * c->att_stride;
-    uint8_t *tmp = (uint8_t *)(sc + (size_t)qt * j->heads * c->n_ctx);   /* q, gathered rows, dequantized rows */
+    uint8_t *tmp = (uint8_t *)(sc + (size_t)ATT_QB * j->heads * c->n_ctx);   /* q, gathered or dequantized rows */
     const int per_block = n_kv * j->n_chunks, total = (j->ub->n + ATT_QB - 1) / ATT_QB * per_block;
     (void)nth;
     for (int task; (task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed)) < total;) {
@@ -673,7 +673,7 @@ static void attention_job(void *arg, int ith, int nth) {
         const int kvh = task % per_block / j->n_chunks, h0 = kvh * group + task % j->n_chunks * j->heads;
         const int nh = HT_MIN(j->heads, (kvh + 1) * group - h0);
         for (int a = i0, b; a < i1; a = b) {
-            for (b = a + 1; b < HT_MIN(i1, a + qt) && j->ub->seq[b] == j->ub->seq[a];) b++;
+            for (b = a + 1; b < i1 && j->ub->seq[b] == j->ub->seq[a];) b++;
             att_tokens(j, a, b, kvh, h0, nh, sc, tmp);
         }
     }
