@@ -513,64 +513,20 @@ static void att_pv_transposed(const ht_traits *tr, size_t esz, const uint8_t *vt
     }
 }
 
-/* o[k] += w[r] * v[r * vs + k] for r = 0, 1, 2, 3 in turn, k < 32 (fixed sizes: the compiler vectorizes it). */
-static void pv_add4(float *restrict o, const float *restrict v, size_t vs, const float *w) {
-    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
-    for (int k = 0; k < 32; k++) o[k] = o[k] + w0 * v[k] + w1 * v[vs + k] + w2 * v[2 * vs + k] + w3 * v[3 * vs + k];
-}
-
-static void pv_add1(float *restrict o, const float *restrict v, float w) {
-    for (int k = 0; k < 32; k++) o[k] = o[k] + w * v[k];
-}
-
-/* A V cache row to float with the traits' formulas (Q8_0 y = q * d, Q4_0 y = (nibble - 8) * d: bit-identical
- * to to_float), in a form the compiler vectorizes: the reference to_float is not, and a row is dequantized once
- * per task and position. BF16 widens exactly through the traits. */
-static void v_row_to_float(uint32_t type, const uint8_t *restrict src, float *restrict y, int n) {
-    if (type == HT_Q8_0) {
-        const block_q8_0 *b = (const block_q8_0 *)src;
-        for (int i = 0; i < n / QK8_0; i++) {
-            const float d = fp16_to_f32(b[i].d);
-            for (int k = 0; k < QK8_0; k++) y[i * QK8_0 + k] = (float)b[i].qs[k] * d;
-        }
-    } else if (type == HT_Q4_0) {
-        const block_q4_0 *b = (const block_q4_0 *)src;
-        for (int i = 0; i < n / QK4_0; i++) {
-            const float d = fp16_to_f32(b[i].d);
-            for (int k = 0; k < QK4_0 / 2; k++) {
-                y[i * QK4_0 + k] = (float)((b[i].qs[k] & 0x0F) - 8) * d;
-                y[i * QK4_0 + QK4_0 / 2 + k] = (float)((b[i].qs[k] >> 4) - 8) * d;
-            }
-        }
-    } else {
-        ht_get_traits(type)->to_float(src, y, n);
-    }
-}
-
 /* softmax·V from V rows for nt tokens of nh heads each: o[tt * os + h * hdv + d] = sum over positions, in order,
  * of p_(tt,h)[t] * v_t[d] (probability rows ld apart, token after token). Rows are dequantized PV_ROWS at a time
  * into vrow, once for all the task's tokens and heads; every output still adds its terms one position after
  * another, so the grouping does not change a bit, and a position outside a token's range (probability 0) adds
- * an exact 0. vb: kv head kvh's row at slot 0, rs bytes apart. hdv is a multiple of 32 (checked by hearth_ctx_new
- * for Q8_0 / Q4_0; BF16 takes the tail one position at a time). */
+ * an exact 0. vb: kv head kvh's row at slot 0, rs bytes apart. */
 static void att_pv_rows(uint32_t type, const uint8_t *vb, size_t rs, int cap, int hdv, int lo, int n, const float *p,
                         size_t ld, int nt, int nh, float *o, size_t os, float *vrow) {
-    const int hd32 = hdv / 32 * 32;
     for (int tt = 0; tt < nt; tt++) memset(o + (size_t)tt * os, 0, (size_t)nh * hdv * sizeof(float));
     for (int t = 0; t < n; t += PV_ROWS) {
-        int m = HT_MIN(PV_ROWS, n - t);
-        for (int r = 0; r < m; r++)
-            v_row_to_float(type, vb + (size_t)((lo + t + r) % cap) * rs, vrow + (size_t)r * hdv, hdv);
-        for (int c = 0; c < nt * nh; c++) {
-            const float *w = p + (size_t)c * ld + t;
-            float *oh = o + (size_t)(c / nh) * os + (size_t)(c % nh) * hdv;
-            for (int d = 0; d < hd32; d += 32) {
-                if (m == PV_ROWS) pv_add4(oh + d, vrow + d, (size_t)hdv, w);
-                else for (int r = 0; r < m; r++) pv_add1(oh + d, vrow + (size_t)r * hdv + d, w[r]);
-            }
-            for (int r = 0; r < m; r++)
-                for (int d = hd32; d < hdv; d++) oh[d] = oh[d] + w[r] * vrow[(size_t)r * hdv + d];
-        }
+        const int m = HT_MIN(PV_ROWS, n - t);
+        const uint8_t *rows[PV_ROWS];
+        for (int r = 0; r < m; r++) rows[r] = vb + (size_t)((lo + t + r) % cap) * rs;
+        op_kv_rows_to_float(type, rows, m, vrow, hdv);
+        op_pv_add(o, os, nh, nt * nh, vrow, m, hdv, p + t, ld);
     }
 }
 
