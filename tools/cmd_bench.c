@@ -69,8 +69,8 @@ static void bench_usage(void) {
            "bandwidth sets (--no-bw skips it).\n"
            "Defaults: -t all cores, -p 512, -n 128, -r 3, -c max(2048, p + n). -ctk / --cache-type-k and\n"
            "-ctv / --cache-type-v: the K and V caches' types, f16 (default), bf16, q8_0, q4_0 or f32 (q8_0 and q4_0\n"
-           "need head sizes that are multiples of 32); --cache-type sets both; the memory lines name them. --cpu runs a lower kernel set than the CPU's best (e.g.\n"
-           "avx2 on an AVX-512 machine), to measure it.\n");
+           "need head sizes that are multiples of 32); --cache-type sets both; the memory lines name them.\n"
+           "--cpu runs a lower kernel set than the CPU's best (e.g. avx2 on an AVX-512 machine), to measure it.\n");
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
