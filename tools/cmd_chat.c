@@ -68,7 +68,8 @@ static void chat_usage(void) {
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--system", "--chat-template", "-n", "--temp", "--top-k", "--top-p",
-                                        "--min-p", "--repeat-penalty", "--seed", "-t", "-c", "--cache-type", "--cache-type-k", "-ctk", "--cache-type-v", "-ctv",
+                                        "--min-p", "--repeat-penalty", "--seed", "-t", "-c", "--cache-type",
+                                        "--cache-type-k", "-ctk", "--cache-type-v", "-ctv",
                                         "--grammar-file", "--json-schema", "--lora", "--lora-scaled" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;

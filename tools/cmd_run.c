@@ -128,7 +128,8 @@ static bool parse_switch(run_opts *o, const char *a) {
 static const char *const VALUED_FLAGS[] = {
     "-m", "-p", "-f", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--repeat-penalty",
     "--frequency-penalty", "--presence-penalty", "--repeat-last-n", "--seed", "-t", "-c", "--logprobs",
-    "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", "--cache-type-k", "-ctk", "--cache-type-v", "-ctv", "--grammar-file", "--json-schema",
+    "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", "--cache-type-k", "-ctk", "--cache-type-v",
+    "-ctv", "--grammar-file", "--json-schema",
     "--prompt-cache", "--lora", "--lora-scaled", NULL,
 };
 
