@@ -100,7 +100,8 @@ typedef struct {
     int n_threads;      /* 0 = all cores */
     hearth_cache_type cache_type;   /* K and V cache type: F16 (default), F32, BF16, Q8_0 or Q4_0 */
     hearth_cache_type cache_type_k; /* K alone (llama.cpp's -ctk); HEARTH_CACHE_AS_BOTH (the default) = cache_type */
-    hearth_cache_type cache_type_v; /* V alone (-ctv); HEARTH_CACHE_AS_BOTH (the default) = cache_type */
+    hearth_cache_type cache_type_v; /* V alone (-ctv); HEARTH_CACHE_AS_BOTH (the default) = cache_type; both 0 (a
+                                     * struct zeroed rather than made by hearth_ctx_default_params) = cache_type too */
 } hearth_ctx_params;
 HEARTH_API hearth_ctx_params hearth_ctx_default_params(void);
 HEARTH_API int  hearth_ctx_new(hearth_model *m, const hearth_ctx_params *p, hearth_ctx **out, hearth_err *err);

@@ -63,6 +63,8 @@ check "bench --cache-type q8_0 names it and its KV is 17/32 of f16's ($kv8 vs $k
     'awk -v a="$kv8" -v b="$kv16" "BEGIN { exit !(a > 0 && b > 0 && a / b > 0.52 && a / b < 0.54) }"'
 check "bench -ctk q4_0 -ctv bf16 names them and its KV is 41/64 of f16's ($kv40 vs $kv16 MiB)" \
     'awk -v a="$kv40" -v b="$kv16" "BEGIN { exit !(a > 0 && a / b > 0.635 && a / b < 0.646) }"'
+check "bench -ctk f32 -ctv f32 gives an F32 cache (both flags equal to the struct's zero)" \
+    '"$HEARTH" bench -m $L -p 8 -n 2 -r 1 --no-bw -ctk f32 -ctv f32 2>&1 | matches "^rss after load:.*KV K F32 V F32 "'
 check "bench table keeps its columns with q8_0" '[[ $(printf "%s\n" "$b8" | grep -c "^| llama .* | *pp16 |") -eq 1 ]]'
 
 # the newcomer's paper cuts

@@ -141,6 +141,11 @@ static void test_size(void) {
     CHECK(hearth_kv_token_bytes(c) == (size_t)hp->n_layer * hp->n_head_kv * (hp->head_dim + hp->head_dim_v) / 32 * 34,
           "q8_0: %zu bytes a token", hearth_kv_token_bytes(c));
     hearth_ctx_free(c);
+    hearth_ctx_params zeroed = { .n_ctx = 64, .n_seq = 1, .n_batch = 64, .n_threads = 1, .cache_type = HEARTH_CACHE_Q8_0 };
+    REQUIRE(!hearth_ctx_new(m, &zeroed, &c, &err), "ctx: %s", err.msg);   /* code written before -ctk / -ctv */
+    hearth_ctx_cache_types(c, &k, &v);
+    CHECK(k == HEARTH_CACHE_Q8_0 && v == HEARTH_CACHE_Q8_0, "a zeroed struct with cache_type q8_0 gave K %d V %d", (int)k, (int)v);
+    hearth_ctx_free(c);
     cp.cache_type_k = HEARTH_CACHE_Q4_0, cp.cache_type_v = HEARTH_CACHE_BF16;   /* each overrides cache_type */
     REQUIRE(!hearth_ctx_new(m, &cp, &c, &err), "ctx: %s", err.msg);
     hearth_ctx_cache_types(c, &k, &v);

@@ -405,7 +405,7 @@ static int load(const bench_args *a, loaded *l, hearth_err *err) {
     cp.n_threads = (int)a->threads;
     cp.n_ctx = (int)(a->n_ctx ? a->n_ctx : HT_MAX(2048, a->depth + a->n_prompt + a->n_gen));
     cp.n_batch = (int)HT_MAX(1, a->n_prompt);
-    cp.cache_type_k = a->cache_type[0], cp.cache_type_v = a->cache_type[1];
+    cp.cache_type = a->cache_type[0], cp.cache_type_k = a->cache_type[0], cp.cache_type_v = a->cache_type[1];
     if (hearth_ctx_new(l->m, &cp, &l->c, err)) { hearth_model_free(l->m); return -1; }
     for (int i = 0; i < a->lora.n; i++) {
         hearth_err e2;

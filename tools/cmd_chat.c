@@ -331,7 +331,7 @@ static int chat_setup(chat_state *s, chat_opts *o) {
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = (int)o->n_ctx;
     cp.n_threads = (int)o->threads;
-    cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
+    cp.cache_type = o->cache_type[0], cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
     if (hearth_ctx_new(s->m, &cp, &s->ctx, &err)) return cli_fail("%s", err.msg);
     if (cli_lora_apply(s->m, s->ctx, &o->lora)) return 1;
     s->n_ctx = hearth_ctx_n_ctx(s->ctx);

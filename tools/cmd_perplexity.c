@@ -284,7 +284,7 @@ static int setup(ppl_run *r, ppl_opts *o) {
     if (r->n_batch > r->n_ctx) r->n_batch = r->n_ctx;
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = r->n_ctx; cp.n_batch = r->n_batch; cp.n_threads = (int)o->threads;
-    cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
+    cp.cache_type = o->cache_type[0], cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
     hearth_err err;
     if (hearth_ctx_new(r->m, &cp, &r->ctx, &err)) return cli_fail("%s", err.msg);
     if (cli_lora_apply(r->m, r->ctx, &o->lora)) return 1;

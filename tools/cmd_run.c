@@ -384,7 +384,7 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = (int)o->n_ctx;
     cp.n_threads = (int)o->threads;
-    cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
+    cp.cache_type = o->cache_type[0], cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
     hearth_model_info mi;
     hearth_model_get_info(r->m, &mi);
     if (o->n_ctx > mi.n_ctx_train && mi.n_ctx_train > 0)

@@ -100,6 +100,8 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     if (widest > INT_MAX) return herr(err, "this model's layers are too wide for one token (%zu values)", widest);
     p.n_batch = (int)HT_MIN((size_t)p.n_batch, INT_MAX / widest);
     if (p.n_threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); p.n_threads = nc > 0 ? (int)HT_MIN(nc, 64) : 1; }
+    if (p.cache_type_k == HEARTH_CACHE_F32 && p.cache_type_v == HEARTH_CACHE_F32)   /* zeroed, not from the defaults */
+        p.cache_type_k = p.cache_type_v = HEARTH_CACHE_AS_BOTH;
     const hearth_cache_type ct[2] = { p.cache_type_k == HEARTH_CACHE_AS_BOTH ? p.cache_type : p.cache_type_k,
                                       p.cache_type_v == HEARTH_CACHE_AS_BOTH ? p.cache_type : p.cache_type_v };
     for (int w = 0; w < 2; w++) {

@@ -307,7 +307,7 @@ static int embed_ctx(srv_engine *e, hearth_err *err) {
     hearth_ctx_params cp = hearth_ctx_default_params();   /* a decoder: causal, so any n_batch will do */
     cp.n_ctx = e->n_ctx;
     cp.n_threads = e->n_threads;
-    cp.cache_type_k = e->cache_type[0], cp.cache_type_v = e->cache_type[1];
+    cp.cache_type = e->cache_type[0], cp.cache_type_k = e->cache_type[0], cp.cache_type_v = e->cache_type[1];
     float sc[HEARTH_MAX_LORA];
     engine_lora_scales(e, sc);   /* under the lock: POST /lora-adapters may be setting them */
     return hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, e->lora, sc, e->n_lora, err);
@@ -545,7 +545,7 @@ static int engine_contexts(srv_engine *e, const server_params *p, hearth_err *er
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = p->n_ctx;
     cp.n_threads = p->n_threads;
-    cp.cache_type_k = p->cache_type[0], cp.cache_type_v = p->cache_type[1];
+    cp.cache_type = p->cache_type[0], cp.cache_type_k = p->cache_type[0], cp.cache_type_v = p->cache_type[1];
     if (e->encoder) {
         cp.n_batch = 1 << 22;            /* an encoder sees a whole input at once */
         if (hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, p->lora, p->lora_scale, p->n_lora, err))
