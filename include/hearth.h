@@ -87,18 +87,27 @@ HEARTH_API int hearth_detok_push(const hearth_model *m, hearth_detok *d, hearth_
 HEARTH_API int hearth_detok_flush(hearth_detok *d, char *buf, int cap);
 
 /* ---- context: KV cache, scratch, threads ---- */
-typedef enum { HEARTH_CACHE_F32 = 0, HEARTH_CACHE_F16 = 1, HEARTH_CACHE_Q8_0 = 8 } hearth_cache_type;
+/* KV cache element types (ggml's type ids). F32 and F16 caches are kept transposed; BF16, Q8_0 and Q4_0 as rows
+ * (Q8_0 and Q4_0 need head sizes that are multiples of 32). HEARTH_CACHE_AS_BOTH: take cache_type. */
+typedef enum {
+    HEARTH_CACHE_AS_BOTH = -1, HEARTH_CACHE_F32 = 0, HEARTH_CACHE_F16 = 1, HEARTH_CACHE_Q4_0 = 2, HEARTH_CACHE_Q8_0 = 8,
+    HEARTH_CACHE_BF16 = 30
+} hearth_cache_type;
 typedef struct {
     int n_ctx;          /* tokens of KV cache per sequence; 0 = min(model's n_ctx_train, 4096) */
     int n_seq;          /* independent sequences (server slots); default 1 */
     int n_batch;        /* most tokens per decode call; default 512 */
     int n_threads;      /* 0 = all cores */
-    hearth_cache_type cache_type;   /* KV cache: F16 (default), F32, or Q8_0 (head sizes must be multiples of 32) */
+    hearth_cache_type cache_type;   /* K and V cache type: F16 (default), F32, BF16, Q8_0 or Q4_0 */
+    hearth_cache_type cache_type_k; /* K alone (llama.cpp's -ctk); HEARTH_CACHE_AS_BOTH (the default) = cache_type */
+    hearth_cache_type cache_type_v; /* V alone (-ctv); HEARTH_CACHE_AS_BOTH (the default) = cache_type; both 0 (a
+                                     * struct zeroed rather than made by hearth_ctx_default_params) = cache_type too */
 } hearth_ctx_params;
 HEARTH_API hearth_ctx_params hearth_ctx_default_params(void);
 HEARTH_API int  hearth_ctx_new(hearth_model *m, const hearth_ctx_params *p, hearth_ctx **out, hearth_err *err);
 HEARTH_API void hearth_ctx_free(hearth_ctx *c);
 HEARTH_API int  hearth_ctx_n_ctx(const hearth_ctx *c);
+HEARTH_API void hearth_ctx_cache_types(const hearth_ctx *c, hearth_cache_type *k, hearth_cache_type *v);   /* as resolved */
 HEARTH_API hearth_model *hearth_ctx_model(const hearth_ctx *c);
 
 /* A batch: n tokens, each with its position and sequence; logits are produced for rows with want_logits

@@ -37,10 +37,11 @@ check "quantize writes a loadable file" '"$HEARTH" info -m "$tmp/q8.gguf" | matc
 check "quantize: unknown type" 'one_error_line "$HEARTH" quantize data/models/llama.gguf "$tmp/x.gguf" Q9_9'
 check "quantize: bad input" 'one_error_line "$HEARTH" quantize data/README.md "$tmp/x.gguf" Q8_0'
 
-# --cache-type: every command that makes a generation context takes it; a bad value is one error line
+# --cache-type (K and V), -ctk / -ctv: every command that makes a generation context takes them; a bad value is one error line
 for cmd in run chat serve bench perplexity; do
-    check "$cmd --cache-type bad value" 'one_error_line "$HEARTH" $cmd --cache-type q4_0 && [[ $LAST_ERR == *--cache-type*q4_0* ]]'
-    check "$cmd --help documents --cache-type" '"$HEARTH" $cmd --help | matches -- "--cache-type"'
+    check "$cmd --cache-type bad value" 'one_error_line "$HEARTH" $cmd --cache-type q5_0 && [[ $LAST_ERR == *--cache-type*q5_0* ]]'
+    check "$cmd -ctv bad value" 'one_error_line "$HEARTH" $cmd -ctv q4 && [[ $LAST_ERR == *-ctv*q4* ]]'
+    check "$cmd --help documents --cache-type and -ctk" '"$HEARTH" $cmd --help | matches -- "--cache-type" && "$HEARTH" $cmd --help | matches -- "-ctk"'
 done
 check "--cache-type without a value" 'one_error_line "$HEARTH" run --cache-type'
 check "q8_0 refused for heads of 8 (stories260K)" 'one_error_line "$HEARTH" run --cache-type q8_0 -n 4 && [[ $LAST_ERR == *"multiples of 32"* ]]'
@@ -54,10 +55,16 @@ check "run --cache-type q8_0 generates" '[[ $rc -eq 0 && ${#q8a} -gt 10 ]]'
 check "run --cache-type q8_0: same text with 1 and 2 threads" '[[ "$q8a" == "$q8b" ]]'
 b8=$("$HEARTH" bench -m $L -p 16 -n 4 -r 1 -c 16384 --no-bw --cache-type q8_0 2>&1)
 b16=$("$HEARTH" bench -m $L -p 16 -n 4 -r 1 -c 16384 --no-bw 2>&1)
-kv8=$(printf '%s\n' "$b8" | sed -n 's/^rss after load:.*KV q8_0 \([0-9.]*\) MiB.*/\1/p')
-kv16=$(printf '%s\n' "$b16" | sed -n 's/^rss after load:.*KV \([0-9.]*\) MiB.*/\1/p')
+b40=$("$HEARTH" bench -m $L -p 16 -n 4 -r 1 -c 16384 --no-bw -ctk q4_0 -ctv bf16 2>&1)
+kv8=$(printf '%s\n' "$b8" | sed -n 's/^rss after load:.*KV K Q8_0 V Q8_0 \([0-9.]*\) MiB.*/\1/p')
+kv16=$(printf '%s\n' "$b16" | sed -n 's/^rss after load:.*KV K F16 V F16 \([0-9.]*\) MiB.*/\1/p')
+kv40=$(printf '%s\n' "$b40" | sed -n 's/^rss after load:.*KV K Q4_0 V BF16 \([0-9.]*\) MiB.*/\1/p')
 check "bench --cache-type q8_0 names it and its KV is 17/32 of f16's ($kv8 vs $kv16 MiB)" \
     'awk -v a="$kv8" -v b="$kv16" "BEGIN { exit !(a > 0 && b > 0 && a / b > 0.52 && a / b < 0.54) }"'
+check "bench -ctk q4_0 -ctv bf16 names them and its KV is 41/64 of f16's ($kv40 vs $kv16 MiB)" \
+    'awk -v a="$kv40" -v b="$kv16" "BEGIN { exit !(a > 0 && a / b > 0.635 && a / b < 0.646) }"'
+check "bench -ctk f32 -ctv f32 gives an F32 cache (both flags equal to the struct's zero)" \
+    '"$HEARTH" bench -m $L -p 8 -n 2 -r 1 --no-bw -ctk f32 -ctv f32 2>&1 | matches "^rss after load:.*KV K F32 V F32 "'
 check "bench table keeps its columns with q8_0" '[[ $(printf "%s\n" "$b8" | grep -c "^| llama .* | *pp16 |") -eq 1 ]]'
 
 # the newcomer's paper cuts

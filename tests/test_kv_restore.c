@@ -1,17 +1,17 @@
 /* test_kv_restore.c — hearth_kv_read / hearth_kv_write (the server's prompt cache stores prefixes with them): a
  * prefix read from one sequence and written into another continues bit for bit like the sequence that computed
- * it, for F16, F32 and Q8_0 caches and the latent rows of DeepSeek's attention; bad arguments and sliding-window models are refused. */
+ * it, for F16, F32 and Q8_0 caches, K and V of different types and layouts, and the latent rows of DeepSeek's attention; bad arguments and sliding-window models are refused. */
 #include <string.h>
 
 #include "hearth.h"
 #include "testutil.h"
 
-static void restore(const char *name, hearth_cache_type type) {
+static void restore_kv(const char *name, hearth_cache_type type, hearth_cache_type tk, hearth_cache_type tv) {
     hearth_model *m = tu_load_model(name);
     hearth_model_info info;
     hearth_model_get_info(m, &info);
     hearth_ctx_params p = hearth_ctx_default_params();
-    p.n_ctx = 128, p.n_seq = 2, p.n_threads = 2, p.cache_type = type;
+    p.n_ctx = 128, p.n_seq = 2, p.n_threads = 2, p.cache_type = type, p.cache_type_k = tk, p.cache_type_v = tv;
     hearth_ctx *c;
     hearth_err err;
     REQUIRE(!hearth_ctx_new(m, &p, &c, &err), "%s: %s", name, err.msg);
@@ -33,15 +33,21 @@ static void restore(const char *name, hearth_cache_type type) {
     hearth_batch rest = { .n = N - K, .tokens = t + K, .seq = seq1, .pos = pos };
     REQUIRE(!hearth_decode(c, &rest, &err), "%s", err.msg);
     CHECK(!memcmp(want, hearth_logits(c, N - K - 1), (size_t)info.n_vocab * sizeof *want),
-          "%s (cache type %d): restored prefix + 8 tokens gives different logits", name, type);
+          "%s (cache types %d, K %d, V %d): restored prefix + 8 tokens gives different logits", name, type, tk, tv);
     free(buf);
     free(want);
     hearth_ctx_free(c);
     hearth_model_free(m);
 }
 
+static void restore(const char *name, hearth_cache_type type) {
+    restore_kv(name, type, HEARTH_CACHE_AS_BOTH, HEARTH_CACHE_AS_BOTH);
+}
+
 int main(void) {
     restore("llama", HEARTH_CACHE_F16);
+    restore_kv("llama", HEARTH_CACHE_F16, HEARTH_CACHE_F16, HEARTH_CACHE_Q4_0);   /* K transposed, V rows */
+    restore_kv("llama", HEARTH_CACHE_F16, HEARTH_CACHE_BF16, HEARTH_CACHE_F32);   /* K rows, V transposed */
     restore("llama-Q4_0", HEARTH_CACHE_F32);
     restore("qwen3-Q8_0", HEARTH_CACHE_Q8_0);
     restore("qwen3moe-Q8_0", HEARTH_CACHE_F16);

@@ -59,6 +59,10 @@ err=$(mpi 3 golden -m data/models/llama.gguf -i data/golden/llama.golden -o "$tm
 check "--tp 2 on 3 ranks: refused [$err]" '[[ $err == *"error: --tp 2: the job'"'"'s 3 ranks are not a multiple of 2"* ]]'
 err=$("$HEARTH" run -m data/models/llama.gguf -p hi -n 2 --tp 2 2>&1 >/dev/null)
 check "--tp without mpirun: refused [$err]" '[[ $err == "error: --tp: start hearth with mpirun -np N"* ]]'
+# K and V cache types travel to the other ranks: the text of a run over a Q4_0 K / Q8_0 V cache is the single process's.
+kv1=$("$HEARTH" run -m data/models/llama.gguf -p "Once upon a time" -n 16 --temp 0 -ctk q4_0 -ctv q8_0 -t 1 2>/dev/null)
+kv2=$(mpi 2 run -m data/models/llama.gguf -p "Once upon a time" -n 16 --temp 0 -ctk q4_0 -ctv q8_0 -t 1 2>/dev/null)
+check "run -ctk q4_0 -ctv q8_0 -np 2: the same text as one process" '[[ -n $kv1 && $kv1 == "$kv2" ]]'
 
 # Deeper models (7 layers, so 3 ranks get 2-3 each): the logits of the fixture's token sequences (golden) and
 # of every position of a text (perplexity: long inputs cut into micro-batches that the ranks work on at once,

@@ -2,11 +2,15 @@
  * SwiGLU) and the softmax (with and without an attention sink) against the formulas in double precision, and their
  * vector loop against their scalar tail: an element's value must not depend on where in a row it falls (thread
  * shares split rows at arbitrary points); every vector width the CPU runs gives the same bits; and YaRN's rope
- * table keeps the fast pairs' angles and interpolates the slow ones'. */
+ * table keeps the fast pairs' angles and interpolates the slow ones'. The KV cache's row kernels: Q8_0, Q4_0 and
+ * BF16 rows to float give the scalar reference to_float's bits, and softmax·V's accumulation gives the same bits
+ * in every vector width and however its rows are grouped into calls, within 1e-6 of the sum in double. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compute/ops.h"
+#include "quant/quant.h"
 #include "testutil.h"
 
 #define N 4099   /* not a multiple of any vector width: every loop has a tail */
@@ -217,8 +221,64 @@ static void check_widths(void) {
            "widths", n_run);
 }
 
+/* The KV row kernels in each vector width: dequantized rows against the reference to_float; the accumulation of
+ * 7 rows (a call of 4 then one of 3, and seven calls of 1) into 6 outputs of 2 tokens x 3 heads. */
+static void check_kv_rows(void) {
+    enum { D = 96, M = 7, NC = 6 };
+    static const char *const isa[] = {"scalar", "avx2", "avx512"};
+    static const uint32_t types[] = {HT_Q8_0, HT_Q4_0, HT_BF16};
+    float x[M * D], y[M * D], want[M * D], p[NC * M], o[NC * D], o1[NC * D], ref[NC * D];
+    uint8_t q[M * D * 2];
+    int n_run = 0;
+    for (int i = 0; i < M * D; i++) x[i] = (float)sin(0.37 * i) * (i % 13 == 0 ? 9.0f : 1.0f);
+    for (int i = 0; i < NC * M; i++) p[i] = (float)(0.5 + 0.5 * cos(1.3 * i)) / M;
+    for (int k = 0; k < 3; k++) {
+#if defined(__x86_64__)
+        if ((k == 1 && !__builtin_cpu_supports("avx2")) || (k == 2 && !__builtin_cpu_supports("avx512f"))) continue;
+#else
+        if (k) continue;
+#endif
+        ops_set_isa(isa[k]);
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            const ht_traits *tr = ht_get_traits_ref(types[ti]);
+            const size_t rs = ht_row_size(types[ti], D);
+            const uint8_t *rows[M];
+            for (int r = 0; r < M; r++) {
+                tr->from_float(x + r * D, q + r * rs, D);
+                tr->to_float(q + r * rs, want + r * D, D);
+                rows[r] = q + r * rs;
+            }
+            op_kv_rows_to_float(types[ti], rows, M, y, D);
+            CHECK(!memcmp(y, want, sizeof y), "%s rows to float (%s) differ from the reference to_float", tr->name, isa[k]);
+        }
+        memset(o, 0, sizeof o), memset(o1, 0, sizeof o1);
+        op_pv_add(o, 3 * D, 3, NC, x, 4, D, p, M);
+        op_pv_add(o, 3 * D, 3, NC, x + 4 * D, 3, D, p + 4, M);
+        for (int r = 0; r < M; r++) op_pv_add(o1, 3 * D, 3, NC, x + r * D, 1, D, p + r, M);
+        CHECK(!memcmp(o, o1, sizeof o), "pv_add (%s): rows 4 + 3 and 7 x 1 give other bits", isa[k]);
+        double worst = 0;
+        for (int c = 0; c < NC; c++)
+            for (int d = 0; d < D; d++) {
+                double s = 0;
+                for (int r = 0; r < M; r++) s += (double)p[c * M + r] * x[r * D + d];
+                worst = fmax(worst, fabs(o[c * D + d] - s));
+            }
+        CHECK(worst <= 1e-6, "pv_add (%s): %.3g from the sum in double", isa[k], worst);
+        if (!n_run) memcpy(ref, o, sizeof o);
+        else CHECK(!memcmp(ref, o, sizeof o), "pv_add: %s gives other bits than %s", isa[k], isa[0]);
+        n_run++;
+    }
+    ops_set_isa("avx512vnni");   /* back to the default, as check_widths leaves it */
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512f")) ops_set_isa(__builtin_cpu_supports("avx2") ? "avx2" : "scalar");
+#endif
+    printf("%-14s Q8_0, Q4_0, BF16 rows as the reference to_float; pv_add the same bits in %d widths and groupings\n",
+           "kv rows", n_run);
+}
+
 int main(void) {
     check_widths();
+    check_kv_rows();
     check_softmax();
     check_softmax_sink();
     check_swiglu_oai();

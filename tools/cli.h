@@ -30,8 +30,11 @@ int cli_model_load(const char *path, hearth_model **m, hearth_err *err);
 /* Parses an integer / float flag value; on failure prints "error: bad value for FLAG: VAL" and returns false. */
 bool cli_int(const char *flag, const char *val, long lo, long hi, long *out);
 bool cli_float(const char *flag, const char *val, double *out);
-/* Parses a --cache-type value (f32, f16 or q8_0); on failure prints the one-line error and returns false. */
-bool cli_cache_type(const char *flag, const char *val, hearth_cache_type *out);
+/* The KV cache flags: --cache-type T (K and V), --cache-type-k / -ctk T, --cache-type-v / -ctv T (llama.cpp's). */
+bool cli_is_cache_flag(const char *flag);
+/* Parses one of them into kv[0] (K) and / or kv[1] (V): f16, bf16, q8_0, q4_0 or f32; on failure prints the
+ * one-line error and returns false. */
+bool cli_cache_types(const char *flag, const char *val, hearth_cache_type kv[2]);
 /* LoRA adapters as llama.cpp spells them: --lora FILE[,FILE...] (scale 1) and --lora-scaled FILE:SCALE[,...],
  * both repeatable. cli_lora_arg collects a flag's value (false after printing the error); cli_lora_load loads
  * them for m (once), cli_lora_set sets them on ctx, cli_lora_apply does both (each 1 after printing the error,

@@ -58,13 +58,24 @@ bool cli_float(const char *flag, const char *val, double *out) {
 }
 
 static const struct { const char *name; hearth_cache_type type; } CACHE_TYPES[] = {
-    { "f32", HEARTH_CACHE_F32 }, { "f16", HEARTH_CACHE_F16 }, { "q8_0", HEARTH_CACHE_Q8_0 },
+    { "f32", HEARTH_CACHE_F32 }, { "f16", HEARTH_CACHE_F16 }, { "bf16", HEARTH_CACHE_BF16 },
+    { "q8_0", HEARTH_CACHE_Q8_0 }, { "q4_0", HEARTH_CACHE_Q4_0 },
 };
 
-bool cli_cache_type(const char *flag, const char *val, hearth_cache_type *out) {
+bool cli_is_cache_flag(const char *flag) {
+    return !strcmp(flag, "--cache-type") || !strcmp(flag, "--cache-type-k") || !strcmp(flag, "-ctk") ||
+           !strcmp(flag, "--cache-type-v") || !strcmp(flag, "-ctv");
+}
+
+bool cli_cache_types(const char *flag, const char *val, hearth_cache_type kv[2]) {
+    const bool k = strcmp(flag, "--cache-type-v") && strcmp(flag, "-ctv"), v = strcmp(flag, "--cache-type-k") && strcmp(flag, "-ctk");
     for (size_t i = 0; val && i < sizeof CACHE_TYPES / sizeof CACHE_TYPES[0]; i++)
-        if (!strcmp(val, CACHE_TYPES[i].name)) { *out = CACHE_TYPES[i].type; return true; }
-    cli_fail("bad value for %s: '%s' (expected f32, f16 or q8_0)", flag, val ? val : "");
+        if (!strcmp(val, CACHE_TYPES[i].name)) {
+            if (k) kv[0] = CACHE_TYPES[i].type;
+            if (v) kv[1] = CACHE_TYPES[i].type;
+            return true;
+        }
+    cli_fail("bad value for %s: '%s' (expected f16, bf16, q8_0, q4_0 or f32)", flag, val ? val : "");
     return false;
 }
 

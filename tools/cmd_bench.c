@@ -30,7 +30,7 @@ typedef struct {
     int n_pp, n_tg;
     int fmt;                  /* OUT_MD, OUT_CSV, OUT_JSON */
     bool bandwidth;
-    hearth_cache_type cache_type;
+    hearth_cache_type cache_type[2];   /* K, V */
     cli_lora lora;            /* --lora / --lora-scaled: paths and scales (loaded with each model) */
 } bench_args;
 
@@ -61,7 +61,7 @@ static double now_ms(void) {
 }
 
 static void bench_usage(void) {
-    printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-d DEPTH] [-c CTX] [--cache-type T] [--no-bw]\n"
+    printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-d DEPTH] [-c CTX] [-ctk T] [-ctv T] [--no-bw]\n"
            "                    [--lora FILE[,FILE]] [--lora-scaled FILE:SCALE[,...]] [--model-draft FILE [--draft-max N]]\n"
            "                    [-o md|csv|json]  (-p and -n take lists too: -p 128,512)\n"
            "                    [--cpu avx512vnni|avx512|avx2|neon|scalar]\n"
@@ -70,15 +70,15 @@ static void bench_usage(void) {
            "over REPS runs after a warm-up), then load time, resident memory, prefill GFLOP/s against the measured\n"
            "peak of the instruction the kernels multiply with, and decode speed against the limit the measured read\n"
            "bandwidth sets (--no-bw skips it).\n"
-           "Defaults: -t all cores, -p 512, -n 128, -r 3, -c max(2048, p + n). --cache-type: the KV cache's type,\n"
-           "f16 (default), f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32);\n"
-           "the memory lines name it when it is not f16. --cpu runs a lower kernel set than the CPU's best (e.g.\n"
-           "avx2 on an AVX-512 machine), to measure it.\n");
+           "Defaults: -t all cores, -p 512, -n 128, -r 3, -c max(2048, p + n). -ctk / --cache-type-k and\n"
+           "-ctv / --cache-type-v: the K and V caches' types, f16 (default), bf16, q8_0, q4_0 or f32 (q8_0 and q4_0\n"
+           "need head sizes that are multiples of 32); --cache-type sets both; the memory lines name them.\n"
+           "--cpu runs a lower kernel set than the CPU's best (e.g. avx2 on an AVX-512 machine), to measure it.\n");
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){ .n_prompt = 512, .n_gen = 128, .pp = {512}, .tg = {128}, .n_pp = 1, .n_tg = 1, .reps = 3, .draft_max = 8,
-                       .bandwidth = true, .cache_type = HEARTH_CACHE_F16 };
+                       .bandwidth = true, .cache_type = { HEARTH_CACHE_F16, HEARTH_CACHE_F16 } };
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -98,7 +98,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(f, "-r")) ok = cli_int(f, v, 1, 1000, &a->reps);
         else if (!strcmp(f, "-c")) ok = cli_int(f, v, 1, 1 << 22, &a->n_ctx);
         else if (!strcmp(f, "-d") || !strcmp(f, "--depth")) ok = cli_int(f, v, 0, 1 << 20, &a->depth);
-        else if (!strcmp(f, "--cache-type")) ok = cli_cache_type(f, v, &a->cache_type);
+        else if (cli_is_cache_flag(f)) ok = cli_cache_types(f, v, a->cache_type);
         else if (!strcmp(f, "--lora") || !strcmp(f, "--lora-scaled")) ok = cli_lora_arg(f, v, &a->lora);
         else if (!strcmp(f, "--cpu")) {
             if (!quant_set_backend(v)) { cli_fail("kernel set '%s' is not built in or this CPU cannot run it", v); return -1; }
@@ -382,8 +382,8 @@ static void print_row(const char *desc, const hearth_model_info *in, int threads
 static void print_rss(const char *when, const hearth_model_info *in, const hearth_ctx *c, bool check) {
     double rss = rss_bytes() / MIB, file = in->file_bytes / MIB, kv = ctx_kv_bytes(c, -1) / MIB;
     double limit = file + kv + 64;
-    const char *kt = c->kv_type == HT_F16 ? "" : c->kv_type == HT_F32 ? " f32" : " q8_0";
-    INFO("rss %s: %.1f MiB (file %.1f MiB, KV%s %.1f MiB", when, rss, file, kt, kv);
+    INFO("rss %s: %.1f MiB (file %.1f MiB, KV K %s V %s %.1f MiB", when, rss, file, ht_get_traits(c->k_type)->name,
+         ht_get_traits(c->v_type)->name, kv);
     if (check) INFO("; limit file + KV + 64 MiB = %.1f MiB: %s)\n", limit, rss <= limit ? "ok" : "EXCEEDED");
     else INFO("; with every weight page and the %d-token batch scratch touched)\n", c->n_batch);
 }
@@ -506,7 +506,7 @@ static int load(const bench_args *a, loaded *l, hearth_err *err) {
     cp.n_threads = (int)a->threads;
     cp.n_ctx = (int)(a->n_ctx ? a->n_ctx : HT_MAX(2048, a->depth + a->n_prompt + a->n_gen));
     cp.n_batch = (int)HT_MAX(a->draft_path ? SPEC_MAX_DRAFT + 1 : 1, a->n_prompt);   /* verification batches whole */
-    cp.cache_type = a->cache_type;
+    cp.cache_type = a->cache_type[0], cp.cache_type_k = a->cache_type[0], cp.cache_type_v = a->cache_type[1];
     if (hearth_ctx_new(l->m, &cp, &l->c, err)) { hearth_model_free(l->m); return -1; }
     for (int i = 0; i < a->lora.n; i++) {
         hearth_err e2;

@@ -21,7 +21,7 @@ typedef struct {
     double temp, top_p, min_p, rep;
     bool no_shift, ignore_eos;
     cli_grammar_opts grammar;
-    hearth_cache_type cache_type;
+    hearth_cache_type cache_type[2];   /* K, V */
     cli_lora lora;
 } chat_opts;
 
@@ -56,7 +56,7 @@ static double now_ms(void) {
 static void chat_usage(void) {
     printf("usage: hearth chat [-m MODEL] [--system TEXT] [--chat-template FILE] [-n N] [-c CTX] [-t THREADS]\n"
            "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
-           "                   [--no-shift] [--ignore-eos] [--cache-type T] [--lora F[,F]] [--lora-scaled F:S[,F:S]]\n"
+           "                   [--no-shift] [--ignore-eos] [-ctk T] [-ctv T] [--lora F[,F]] [--lora-scaled F:S[,F:S]]\n"
            "                   [--grammar-file F.gbnf | --json-schema F.json | --json]\n"
            "                   [--model-draft F] [--spec draft|ngram|off] [--draft-max N] [--draft-min N] [--draft-p-min P]\n"
            "Reads one message per line from stdin and streams each reply to stdout; after each reply a stats line\n"
@@ -68,7 +68,7 @@ static void chat_usage(void) {
            "the oldest turns are dropped (the system prompt stays) and the rest is prefilled again; --no-shift\n"
            "refuses the turn instead. --ignore-eos: replies go on past end-of-turn tokens (until -n, Ctrl-C or\n"
            "a full context). Sampling defaults as in hearth run. --cache-type: the KV cache's type, f16 (default),\n"
-           "f32, or q8_0 (about half of f16's memory; needs head sizes that are multiples of 32).\n"
+           "bf16, q8_0, q4_0 or f32 (q8_0, q4_0: head sizes multiples of 32); -ctk / -ctv set K's and V's alone.\n"
            "--grammar-file (GBNF), --json-schema and --json (any JSON object): every reply follows the grammar\n"
            "and ends where it is complete.\n"
            "Speculative decoding as in hearth run (--model-draft, --spec ngram): the replies stay token for token the same.\n");
@@ -77,6 +77,7 @@ static void chat_usage(void) {
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--system", "--chat-template", "-n", "--temp", "--top-k", "--top-p",
                                         "--min-p", "--repeat-penalty", "--seed", "-t", "-c", "--cache-type",
+                                        "--cache-type-k", "-ctk", "--cache-type-v", "-ctv",
                                         "--grammar-file", "--json-schema", "--lora", "--lora-scaled", "--model-draft",
                                         "--spec", "--draft-max", "--draft-min", "--draft-p-min" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
@@ -85,7 +86,7 @@ static bool known(const char *a) {
 
 static int parse_opts(int argc, char **argv, chat_opts *o) {
     *o = (chat_opts){ .n_predict = -1, .top_k = 40, .seed = -1, .temp = 0.8, .top_p = 0.95, .min_p = 0.05, .rep = 1.0,
-                      .cache_type = HEARTH_CACHE_F16, .draft_max = 8 };
+                      .cache_type = { HEARTH_CACHE_F16, HEARTH_CACHE_F16 }, .draft_max = 8 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -107,7 +108,7 @@ static int parse_opts(int argc, char **argv, chat_opts *o) {
         else if (!strcmp(a, "--seed")) ok = cli_int(a, v, 0, 0x7fffffffL, &o->seed);
         else if (!strcmp(a, "-t")) ok = cli_int(a, v, 1, 256, &o->threads);
         else if (!strcmp(a, "-c")) ok = cli_int(a, v, 1, 1 << 22, &o->n_ctx);
-        else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &o->cache_type);
+        else if (cli_is_cache_flag(a)) ok = cli_cache_types(a, v, o->cache_type);
         else if (!strcmp(a, "--grammar-file")) o->grammar.gbnf_file = v;
         else if (!strcmp(a, "--json-schema")) o->grammar.schema_file = v;
         else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) ok = cli_lora_arg(a, v, &o->lora);
@@ -375,7 +376,7 @@ static int chat_setup(chat_state *s, chat_opts *o) {
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = (int)o->n_ctx;
     cp.n_threads = (int)o->threads;
-    cp.cache_type = o->cache_type;
+    cp.cache_type = o->cache_type[0], cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
     if (hearth_ctx_new(s->m, &cp, &s->ctx, &err)) return cli_fail("%s", err.msg);
     if (cli_lora_apply(s->m, s->ctx, &o->lora)) return 1;
     s->n_ctx = hearth_ctx_n_ctx(s->ctx);

@@ -24,7 +24,7 @@
 typedef struct {
     const char *model, *text, *kl_base, *save;
     long n_ctx, n_batch, threads;
-    hearth_cache_type cache_type;
+    hearth_cache_type cache_type[2];   /* K, V */
     cli_lora lora;
 } ppl_opts;
 
@@ -50,15 +50,16 @@ typedef struct {
 typedef struct { stat_acc nll_base, kld; long same_top; } kl_acc;
 
 static void ppl_usage(void) {
-    printf("usage: hearth perplexity [-m MODEL] -f TEXT [-c N_CTX] [-b BATCH] [-t THREADS] [--cache-type T] [--lora F]\n"
+    printf("usage: hearth perplexity [-m MODEL] -f TEXT [-c N_CTX] [-b BATCH] [-t THREADS] [-ctk T] [-ctv T] [--lora F]\n"
            "                         [--save-logits OUT.logits] [--kl-divergence BASE.logits]\n"
            "Perplexity by llama.cpp's method: the text is tokenized with BOS and cut into chunks of N_CTX tokens\n"
            "(the rest is unused); each chunk is evaluated alone with its first token replaced by BOS, and positions\n"
            "N_CTX/2 .. N_CTX-2 are scored against the next token. Prints the running estimate per chunk\n"
            "([1]x,[2]y,...) and \"Final estimate: PPL = X +/- Y\". Defaults: -c 512, -b min(N_CTX, 512), all cores.\n"
            "  -b BATCH                  tokens per decode call (micro-batch)\n"
-           "  --cache-type T            KV cache type: f16 (default), f32, or q8_0 (about half of f16's memory;\n"
-           "                            needs head sizes that are multiples of 32)\n"
+           "  --cache-type T            KV cache type of K and V: f16 (default), bf16, q8_0, q4_0 or f32 (q8_0 and\n"
+           "                            q4_0 need head sizes that are multiples of 32)\n"
+           "  -ctk, --cache-type-k T    the K cache's type alone; -ctv, --cache-type-v T: the V cache's\n"
            "  --lora FILE[,FILE]        apply LoRA adapters at scale 1; --lora-scaled FILE:SCALE[,...] at SCALE\n"
            "  --save-logits OUT         write the scored positions' log-probabilities: header \"HLPB\", u32 version 1,\n"
            "                            u32 n_vocab, n_ctx, n_chunks; i32 tokens[n_chunks*n_ctx]; then f32\n"
@@ -69,7 +70,7 @@ static void ppl_usage(void) {
 }
 
 static int parse_opts(int argc, char **argv, ppl_opts *o) {
-    *o = (ppl_opts){ .n_ctx = 0, .n_batch = 0, .threads = 0, .cache_type = HEARTH_CACHE_F16 };
+    *o = (ppl_opts){ .n_ctx = 0, .n_batch = 0, .threads = 0, .cache_type = { HEARTH_CACHE_F16, HEARTH_CACHE_F16 } };
     for (int i = 1; i < argc; i += 2) {   /* every option but --help takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -82,7 +83,7 @@ static int parse_opts(int argc, char **argv, ppl_opts *o) {
         else if (!strcmp(a, "-t")) ok = cli_int(a, v, 1, 256, &o->threads);
         else if (!strcmp(a, "--kl-divergence")) o->kl_base = v;
         else if (!strcmp(a, "--save-logits")) o->save = v;
-        else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &o->cache_type);
+        else if (cli_is_cache_flag(a)) ok = cli_cache_types(a, v, o->cache_type);
         else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) ok = cli_lora_arg(a, v, &o->lora);
         else return cli_fail("unknown option '%s' for perplexity (see hearth perplexity --help)", a);
         if (!ok) return 1;
@@ -282,7 +283,8 @@ static int setup(ppl_run *r, ppl_opts *o) {
     r->n_batch = (int)(o->n_batch ? o->n_batch : 512);
     if (r->n_batch > r->n_ctx) r->n_batch = r->n_ctx;
     hearth_ctx_params cp = hearth_ctx_default_params();
-    cp.n_ctx = r->n_ctx; cp.n_batch = r->n_batch; cp.n_threads = (int)o->threads; cp.cache_type = o->cache_type;
+    cp.n_ctx = r->n_ctx; cp.n_batch = r->n_batch; cp.n_threads = (int)o->threads;
+    cp.cache_type = o->cache_type[0], cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
     hearth_err err;
     if (hearth_ctx_new(r->m, &cp, &r->ctx, &err)) return cli_fail("%s", err.msg);
     if (cli_lora_apply(r->m, r->ctx, &o->lora)) return 1;

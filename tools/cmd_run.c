@@ -24,7 +24,7 @@ typedef struct {
     double temp, top_p, min_p, typical_p, rep, freq, pres;
     bool least_likely, json;
     cli_grammar_opts grammar;
-    hearth_cache_type cache_type;
+    hearth_cache_type cache_type[2];   /* K, V */
     id_bias *logit_bias;
     text_bias *bias_text;
     int n_logit_bias, n_bias_text;
@@ -41,7 +41,7 @@ static double now_ms(void) {
 }
 
 static void run_usage(void) {
-    printf("usage: hearth run [-m MODEL] [-p PROMPT | -f FILE] [-n N] [--seed S] [-t THREADS] [-c CTX] [--cache-type T]\n"
+    printf("usage: hearth run [-m MODEL] [-p PROMPT | -f FILE] [-n N] [--seed S] [-t THREADS] [-c CTX] [-ctk T] [-ctv T]\n"
            "                  [sampling options]\n"
            "Prints the prompt's continuation as it is generated, then a stats line on stderr (with the seed).\n"
            "The prompt comes from -p, from -f FILE (- = stdin), or from stdin when it is piped and -p is absent.\n"
@@ -49,8 +49,9 @@ static void run_usage(void) {
            "Defaults: the embedded stories260K model, empty prompt (BOS only), -n 128, temp 0.8, top-k 40,\n"
            "top-p 0.95, min-p 0.05, random seed; penalties off (a model's generation_config.json overrides the\n"
            "sampling defaults; flags override both). -n -1 runs until end of text or context.\n"
-           "  --cache-type T               KV cache type: f16 (default), f32, or q8_0 (about half of f16's memory;\n"
-           "                               needs head sizes that are multiples of 32)\n"
+           "  --cache-type T               KV cache type of K and V: f16 (default), bf16, q8_0, q4_0 or f32 (q8_0\n"
+           "                               and q4_0 need head sizes that are multiples of 32)\n"
+           "  -ctk, --cache-type-k T       the K cache's type alone; -ctv, --cache-type-v T: the V cache's\n"
            "  --prompt-cache DIR           start from the longest prefix of the prompt kept in DIR, and keep this\n"
            "                               prompt there (the store hearth serve --prompt-cache uses)\n"
            "  --lora FILE[,FILE]           apply LoRA adapters (GGUF, llama.cpp's format) at scale 1 (repeatable)\n"
@@ -139,9 +140,9 @@ static bool parse_switch(run_opts *o, const char *a) {
 static const char *const VALUED_FLAGS[] = {
     "-m", "-p", "-f", "-n", "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--repeat-penalty",
     "--frequency-penalty", "--presence-penalty", "--repeat-last-n", "--seed", "-t", "-c", "--logprobs",
-    "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", "--grammar-file", "--json-schema",
-    "--prompt-cache", "--lora", "--lora-scaled", "--model-draft", "--spec", "--draft-max", "--draft-min",
-    "--draft-p-min", "--ngram-min", "--ngram-max", NULL,
+    "--logit-bias", "--bias-text", "--only-words-starting", "--cache-type", "--cache-type-k", "-ctk", "--cache-type-v",
+    "-ctv", "--grammar-file", "--json-schema", "--prompt-cache", "--lora", "--lora-scaled", "--model-draft", "--spec",
+    "--draft-max", "--draft-min", "--draft-p-min", "--ngram-min", "--ngram-max", NULL,
 };
 
 static bool takes_value(const char *a) {
@@ -178,7 +179,7 @@ static bool parse_valued(run_opts *o, const char *a, const char *v) {
     else if (!strcmp(a, "--logprobs")) return cli_int(a, v, 0, 1 << 20, &o->n_logprobs);
     else if (!strcmp(a, "--logit-bias")) return parse_logit_bias(v, &o->logit_bias[o->n_logit_bias++]);
     else if (!strcmp(a, "--bias-text")) return parse_bias_text(v, &o->bias_text[o->n_bias_text++]);
-    else if (!strcmp(a, "--cache-type")) return cli_cache_type(a, v, &o->cache_type);
+    else if (cli_is_cache_flag(a)) return cli_cache_types(a, v, o->cache_type);
     else if (!strcmp(a, "--grammar-file")) o->grammar.gbnf_file = v;
     else if (!strcmp(a, "--prompt-cache")) o->prompt_cache = v;
     else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) return cli_lora_arg(a, v, &o->lora);
@@ -206,7 +207,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     /* NAN / -1: not given, the model's defaults apply (hearth_model_sampler_defaults) */
     *o = (run_opts){ .prompt = "", .n_predict = 128, .top_k = -1, .seed = -1, .repeat_last_n = 64, .n_logprobs = -1,
                      .temp = NAN, .top_p = NAN, .min_p = NAN, .typical_p = NAN, .rep = NAN,
-                     .cache_type = HEARTH_CACHE_F16, .draft_max = 8, .ngram_min = 2, .ngram_max = 4 };
+                     .cache_type = { HEARTH_CACHE_F16, HEARTH_CACHE_F16 }, .draft_max = 8, .ngram_min = 2, .ngram_max = 4 };
     o->logit_bias = malloc((size_t)argc * sizeof *o->logit_bias);
     o->bias_text = malloc((size_t)argc * sizeof *o->bias_text);
     if (!o->logit_bias || !o->bias_text) return cli_fail("out of memory");
@@ -403,7 +404,7 @@ static int prefill_prompt(run_state *r, const run_opts *o, double *ms) {
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = (int)o->n_ctx;
     cp.n_threads = (int)o->threads;
-    cp.cache_type = o->cache_type;
+    cp.cache_type = o->cache_type[0], cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
     hearth_model_info mi;
     hearth_model_get_info(r->m, &mi);
     if (o->n_ctx > mi.n_ctx_train && mi.n_ctx_train > 0)

@@ -18,7 +18,7 @@ static void on_stop(int sig) {
 
 static void serve_usage(void) {
     printf("usage: hearth serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [-t THREADS]\n"
-           "                    [--api-key KEY] [--chat-template FILE] [--alias NAME] [--cache-type T]\n"
+           "                    [--api-key KEY] [--chat-template FILE] [--alias NAME] [-ctk T] [-ctv T]\n"
            "                    [--cache-ram MIB] [--prompt-cache DIR] [--cors-origin ORIGIN]\n"
            "                    [--timeout-idle S] [--timeout-headers S] [--reasoning-format auto|none]\n"
            "An OpenAI-compatible HTTP server: GET /health, GET /v1/models, POST /v1/chat/completions,\n"
@@ -36,8 +36,9 @@ static void serve_usage(void) {
            "                       the drafter's stopping probability (0)\n"
            "  -c CTX               context tokens per request slot (default: the model's, at most 4096)\n"
            "  -t THREADS           compute threads (default: all cores)\n"
-           "  --cache-type T       KV cache type: f16 (default), f32, or q8_0 (about half of f16's memory; needs\n"
-           "                       head sizes that are multiples of 32)\n"
+           "  --cache-type T       KV cache type of K and V: f16 (default), bf16, q8_0, q4_0 or f32 (q8_0 and\n"
+           "                       q4_0 need head sizes that are multiples of 32)\n"
+           "  -ctk, --cache-type-k T   the K cache's type alone; -ctv, --cache-type-v T: the V cache's\n"
            "  --api-key KEY        require \"Authorization: Bearer KEY\" (all but /health)\n"
            "  --chat-template F    a Jinja chat template to use instead of the model's\n"
            "  --alias NAME         the model name /v1/models reports (default: the file name)\n"
@@ -66,9 +67,10 @@ static void serve_usage(void) {
 
 static bool known(const char *a) {
     static const char *const OPTS[] = { "-m", "--host", "--port", "--parallel", "-np", "-c", "-t", "--api-key",
-                                        "--chat-template", "--alias", "--cache-type", "--cache-ram", "--prompt-cache", "--cors-origin",
-                                        "--timeout-idle", "--timeout-headers", "--lora", "--lora-scaled", "--reasoning-format",
-                                        "--model-draft", "--spec", "--draft-max", "--draft-min", "--draft-p-min" };
+                                        "--chat-template", "--alias", "--cache-type", "--cache-type-k", "-ctk", "--cache-type-v", "-ctv",
+                                        "--cache-ram", "--prompt-cache", "--cors-origin", "--timeout-idle", "--timeout-headers",
+                                        "--lora", "--lora-scaled", "--reasoning-format", "--model-draft", "--spec", "--draft-max",
+                                        "--draft-min", "--draft-p-min" };
     for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) if (!strcmp(a, OPTS[i])) return true;
     return false;
 }
@@ -93,7 +95,7 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
         else if (!strcmp(a, "--api-key")) p->api_key = v;
         else if (!strcmp(a, "--chat-template")) *tmpl = v;
         else if (!strcmp(a, "--alias")) p->model_id = v;
-        else if (!strcmp(a, "--cache-type")) ok = cli_cache_type(a, v, &p->cache_type);
+        else if (cli_is_cache_flag(a)) ok = cli_cache_types(a, v, p->cache_type);
         else if (!strcmp(a, "--cache-ram")) ok = cli_int(a, v, 0, 1L << 30, &cache_ram);
         else if (!strcmp(a, "--prompt-cache")) p->prompt_cache = v;
         else if (!strcmp(a, "--cors-origin")) p->cors_origin = v;
@@ -127,7 +129,7 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
 }
 
 int cmd_serve(int argc, char **argv) {
-    server_params p = { .host = "127.0.0.1", .cache_type = hearth_ctx_default_params().cache_type };
+    server_params p = { .host = "127.0.0.1", .cache_type = { HEARTH_CACHE_F16, HEARTH_CACHE_F16 } };
     const char *model = NULL, *tmpl_path = NULL, *draft = NULL;
     cli_lora lora = { 0 };
     int rc = parse_opts(argc, argv, &p, &model, &tmpl_path, &lora, &draft);

@@ -2,6 +2,8 @@
  * x86-64 cloned per vector width). Sums that decide accuracy (norm statistics, softmax) run over 16 fixed
  * float lanes flushed to double, so a row's result depends on its values and length only. */
 #include "compute/ops.h"
+#include "common.h"
+#include "quant/quant.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -186,6 +188,64 @@ OPS_SIMD(op_swiglu_oai, (float *g, const float *u, int n), (g, u, n))
 void op_gelu_erf(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f)); }
 void op_add(float *y, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += x[i]; }
 void op_scale(float *y, float s, int n) { for (int i = 0; i < n; i++) y[i] *= s; }
+
+OPS_INLINE void op_kv_rows_to_float_body(uint32_t type, const uint8_t *const *rows, int m, float *y, int n) {
+    for (int r = 0; r < m; r++, y += n) {
+        if (type == HT_Q8_0) {
+            const block_q8_0 *b = (const block_q8_0 *)rows[r];
+            for (int i = 0; i < n / QK8_0; i++) {
+                const float d = fp16_to_f32(b[i].d);
+                for (int k = 0; k < QK8_0; k++) y[i * QK8_0 + k] = (float)b[i].qs[k] * d;
+            }
+        } else if (type == HT_Q4_0) {
+            const block_q4_0 *b = (const block_q4_0 *)rows[r];
+            for (int i = 0; i < n / QK4_0; i++) {
+                const float d = fp16_to_f32(b[i].d);
+                for (int k = 0; k < QK4_0 / 2; k++) {
+                    y[i * QK4_0 + k] = (float)((b[i].qs[k] & 0x0F) - 8) * d;
+                    y[i * QK4_0 + QK4_0 / 2 + k] = (float)((b[i].qs[k] >> 4) - 8) * d;
+                }
+            }
+        } else {   /* HT_BF16 */
+            const uint16_t *h = (const uint16_t *)rows[r];
+            for (int k = 0; k < n; k++) {
+                const uint32_t bits = (uint32_t)h[k] << 16;
+                memcpy(y + k, &bits, sizeof bits);
+            }
+        }
+    }
+}
+OPS_SIMD(op_kv_rows_to_float, (uint32_t type, const uint8_t *const *rows, int m, float *y, int n), (type, rows, m, y, n))
+
+OPS_INLINE void op_pv_add_body(float *o, size_t os, int per, int nc, const float *v, int m, int n, const float *p, size_t ld) {
+    for (int c = 0; c < nc; c++) {
+        float *restrict oc = o + (size_t)(c / per) * os + (size_t)(c % per) * n;
+        const float *w = p + (size_t)c * ld;
+        int r = 0;
+        for (; r + 4 <= m; r += 4) {
+            const float w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
+            const float *restrict v0 = v + (size_t)r * n, *restrict v1 = v0 + n, *restrict v2 = v1 + n, *restrict v3 = v2 + n;
+            for (int k = 0; k < n; k++) oc[k] = oc[k] + w0 * v0[k] + w1 * v1[k] + w2 * v2[k] + w3 * v3[k];
+        }
+        for (; r < m; r++) {
+            const float wr = w[r], *restrict vr = v + (size_t)r * n;
+            for (int k = 0; k < n; k++) oc[k] = oc[k] + wr * vr[k];
+        }
+    }
+}
+OPS_SIMD(op_pv_add, (float *o, size_t os, int per, int nc, const float *v, int m, int n, const float *p, size_t ld),
+         (o, os, per, nc, v, m, n, p, ld))
+
+void op_hadamard(float *x, int n) {
+    op_scale(x, 1.0f / sqrtf((float)n), n);
+    for (int len = 1; len < n; len <<= 1)
+        for (int i = 0; i < n; i += 2 * len)
+            for (int j = i; j < i + len; j++) {
+                const float u = x[j], v = x[j + len];
+                x[j] = u + v;
+                x[j + len] = u - v;
+            }
+}
 float op_dot(const float *a, const float *b, int n) {
     float s = 0;
     for (int i = 0; i < n; i++) s += a[i] * b[i];

@@ -3,6 +3,7 @@
 #ifndef HEARTH_OPS_H
 #define HEARTH_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* out = x / rms(x) * w (w may be NULL; out may alias x). */
@@ -34,6 +35,16 @@ void op_gelu_tanh(float *x, int n);
 void op_gelu_erf(float *x, int n);
 void op_add(float *y, const float *x, int n);                 /* y += x */
 void op_scale(float *y, float s, int n);
+/* x (n values, n a power of two) times the orthonormal Walsh-Hadamard matrix (Sylvester's order: symmetric and its
+ * own inverse), with ggml's fwht's operations: scaled by 1/sqrt(n) first, then butterflies of span 1, 2, 4, ... */
+void op_hadamard(float *x, int n);
+/* Rows of a KV cache kept as rows (type HT_Q8_0, HT_Q4_0 or HT_BF16; m rows at rows[0..m), n values each) to floats
+ * y[r * n + k], by the reference's formulas (bit-identical to the type's to_float). */
+void op_kv_rows_to_float(uint32_t type, const uint8_t *const *rows, int m, float *y, int n);
+/* softmax·V's accumulation over m value rows v (n values each, n apart): for each of nc outputs,
+ * o_c = o + (c / per) * os + (c % per) * n and probabilities p_c = p + c * ld, o_c[k] = o_c[k] + p_c[0] * v[k] +
+ * p_c[1] * v[n + k] + ... one row after another: the same sums however the rows are grouped into calls. */
+void op_pv_add(float *o, size_t os, int per, int nc, const float *v, int m, int n, const float *p, size_t ld);
 float op_dot(const float *a, const float *b, int n);
 void op_axpy(float *y, float a, const float *x, int n);      /* y += a * x */
 /* a . b through 16 lanes (vectorized; its own rounding, the same at every vector width). */

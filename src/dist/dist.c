@@ -99,7 +99,7 @@ enum { CMD_CTX_NEW = 1, CMD_CTX_FREE, CMD_TRUNCATE, CMD_DECODE, CMD_QUIT, CMD_HE
 enum { TAG_META = 1, TAG_X, TAG_ROWS, TAG_STATUS, TAG_TP, TAG_HEAD };
 #define HEAD_ROWS 16      /* rows of the output head per exchange under --tp (bounds its buffers) */
 #define MAX_CTX 16
-#define CTX_NEW_FIXED 7   /* cmd, id, n_ctx, n_seq, n_batch, n_threads, cache type; then the bounds and the path */
+#define CTX_NEW_FIXED 8   /* cmd, id, n_ctx, n_seq, n_batch, n_threads, K and V cache types; then the bounds and the path */
 
 static struct {
     bool on;                    /* a job of 2+ ranks */
@@ -459,7 +459,8 @@ int dist_ctx_open(hearth_ctx *c, hearth_err *err) {
     const char *path = c->m->path ? c->m->path : "";
     int plen = (int)strlen(path), n = CTX_NEW_FIXED + D.stages + 1 + 1 + (plen + 4) / 4;
     int32_t *mt = meta_room(n);
-    int32_t fixed[CTX_NEW_FIXED] = { CMD_CTX_NEW, id, c->n_ctx, c->n_seq, c->n_batch, c->n_threads, (int32_t)c->kv_type };
+    int32_t fixed[CTX_NEW_FIXED] = { CMD_CTX_NEW, id, c->n_ctx, c->n_seq, c->n_batch, c->n_threads, (int32_t)c->k_type,
+                                         (int32_t)c->v_type };
     memcpy(mt, fixed, sizeof fixed);
     memcpy(mt + CTX_NEW_FIXED, D.bounds, (size_t)(D.stages + 1) * sizeof *mt);
     mt[CTX_NEW_FIXED + D.stages + 1] = plen;
@@ -629,7 +630,8 @@ static void worker_ctx_new(const int32_t *mt, int n) {
     }
     free(path);
     hearth_ctx_params p = { .n_ctx = mt[2], .n_seq = mt[3], .n_batch = mt[4], .n_threads = mt[5],
-                            .cache_type = mt[6] == HT_F32 ? HEARTH_CACHE_F32 : mt[6] == HT_Q8_0 ? HEARTH_CACHE_Q8_0 : HEARTH_CACHE_F16 };
+                            .cache_type = (hearth_cache_type)mt[6], .cache_type_k = (hearth_cache_type)mt[6],
+                            .cache_type_v = (hearth_cache_type)mt[7] };
     int rc = hearth_ctx_new(D.model, &p, &D.ctxs[id], &err);
     report(rc == 0, &err);
 }

@@ -22,7 +22,8 @@
 #include "dist/dist.h"
 
 hearth_ctx_params hearth_ctx_default_params(void) {
-    return (hearth_ctx_params){ .n_ctx = 0, .n_seq = 1, .n_batch = 512, .n_threads = 0, .cache_type = HEARTH_CACHE_F16 };
+    return (hearth_ctx_params){ .n_ctx = 0, .n_seq = 1, .n_batch = 512, .n_threads = 0, .cache_type = HEARTH_CACHE_F16,
+                                .cache_type_k = HEARTH_CACHE_AS_BOTH, .cache_type_v = HEARTH_CACHE_AS_BOTH };
 }
 
 /* Context buffers (the KV cache above all) are zero pages that the kernel fills on first touch: a position
@@ -65,6 +66,7 @@ void ctx_buf_free(void *q) {
 }
 
 static size_t att_scratch_floats(const hearth_ctx *c);
+static int kv_rotation(uint32_t type, int hd, bool is_k);
 
 bool ctx_layer_is_swa(const hearth_model *m, int il) {
     const ht_hparams *hp = &m->hp;
@@ -99,13 +101,21 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     if (widest > INT_MAX) return herr(err, "this model's layers are too wide for one token (%zu values)", widest);
     p.n_batch = (int)HT_MIN((size_t)p.n_batch, INT_MAX / widest);
     if (p.n_threads <= 0) { long nc = sysconf(_SC_NPROCESSORS_ONLN); p.n_threads = nc > 0 ? (int)HT_MIN(nc, 64) : 1; }
-    if (p.cache_type != HEARTH_CACHE_F32 && p.cache_type != HEARTH_CACHE_F16 && p.cache_type != HEARTH_CACHE_Q8_0)
-        return herr(err, "unsupported KV cache type %d (f32, f16 or q8_0)", (int)p.cache_type);
-    for (int il = 0; p.cache_type == HEARTH_CACHE_Q8_0 && il < hp->n_layer; il++) {
-        const ht_layer *L = &m->layers[il];
-        if (L->head_dim % QK8_0 || (!hp->kv_lora_rank && L->head_dim_v % QK8_0))
-            return herr(err, "a Q8_0 KV cache needs head sizes that are multiples of %d (this model's K %d, V %d): use f16 or f32",
-                        QK8_0, L->head_dim, L->head_dim_v);
+    if (p.cache_type_k == HEARTH_CACHE_F32 && p.cache_type_v == HEARTH_CACHE_F32)   /* zeroed, not from the defaults */
+        p.cache_type_k = p.cache_type_v = HEARTH_CACHE_AS_BOTH;
+    const hearth_cache_type ct[2] = { p.cache_type_k == HEARTH_CACHE_AS_BOTH ? p.cache_type : p.cache_type_k,
+                                      p.cache_type_v == HEARTH_CACHE_AS_BOTH ? p.cache_type : p.cache_type_v };
+    for (int w = 0; w < 2; w++) {
+        const char *kv = w ? "V" : "K";
+        if (ct[w] != HEARTH_CACHE_F32 && ct[w] != HEARTH_CACHE_F16 && ct[w] != HEARTH_CACHE_BF16 && ct[w] != HEARTH_CACHE_Q8_0 &&
+            ct[w] != HEARTH_CACHE_Q4_0)
+            return herr(err, "unsupported %s cache type %d (f32, f16, bf16, q8_0 or q4_0)", kv, (int)ct[w]);
+        for (int il = 0; il < hp->n_layer && (!w || !hp->kv_lora_rank); il++) {   /* each layer's head size */
+            const int hd = w ? m->layers[il].head_dim_v : m->layers[il].head_dim;
+            if (!ht_row_size((uint32_t)ct[w], hd))
+                return herr(err, "a %s %s cache needs head sizes that are multiples of %d (this model's %s heads: %d): use f16 or bf16",
+                            ht_get_traits((uint32_t)ct[w])->name, kv, ht_get_traits((uint32_t)ct[w])->blck, kv, hd);
+        }
     }
 
     if (dist_plan(m, err)) return -1;   /* under MPI: this rank's layers, before their cache is sized */
@@ -118,7 +128,8 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->m = m;
     c->dist_id = -1;
     c->n_ctx = p.n_ctx; c->n_seq = p.n_seq; c->n_batch = p.n_batch; c->n_threads = p.n_threads;
-    c->kv_type = p.cache_type == HEARTH_CACHE_F32 ? HT_F32 : p.cache_type == HEARTH_CACHE_Q8_0 ? HT_Q8_0 : HT_F16;
+    c->k_type = (uint32_t)ct[0];
+    c->v_type = (uint32_t)ct[1];
     bool fail = false;
     size_t B = (size_t)c->n_batch;
     c->x = ctx_buf_calloc(B * E, sizeof(float), &fail);
@@ -178,7 +189,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
         ht_kv_layer *L = &c->kv[il];
         const ht_layer *ML = &m->layers[il];
         if (ML->kv_shared) continue;   /* it reads layer kv_src's cache */
-        const size_t krow = ht_row_size(c->kv_type, ML->head_dim), vrow = ht_row_size(c->kv_type, ML->head_dim_v);
+        const size_t krow = ht_row_size(c->k_type, ML->head_dim), vrow = ht_row_size(c->v_type, ML->head_dim_v);
         L->n_kv = ML->n_head_kv, L->hd = ML->head_dim, L->hdv = ML->head_dim_v;
         L->cap = c->n_ctx;
         if (ctx_layer_is_swa(m, il) && hp->sliding_window + c->n_batch < c->n_ctx) {
@@ -227,6 +238,9 @@ void hearth_ctx_free(hearth_ctx *c) {
 }
 
 int hearth_ctx_n_ctx(const hearth_ctx *c) { return c->n_ctx; }
+void hearth_ctx_cache_types(const hearth_ctx *c, hearth_cache_type *k, hearth_cache_type *v) {
+    *k = (hearth_cache_type)c->k_type, *v = (hearth_cache_type)c->v_type;
+}
 hearth_model *hearth_ctx_model(const hearth_ctx *c) { return c->m; }
 int hearth_seq_len(const hearth_ctx *c, int seq) { return seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0; }
 /* How far back a sequence can be truncated and still continue: a ring (sliding-window layer) holds only the
@@ -250,6 +264,7 @@ void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
 }
 
 /* ---- layout of the transposed caches (F32, F16) ----
+ * BF16, Q8_0 and Q4_0 caches keep one row per position (head after head), as ggml stores them.
  * K^T: each KV head's cap slots in blocks of KT_BLOCK, a block [head_dim][KT_BLOCK] (the last one, when cap
  * is not a multiple, [head_dim][what is left]): one run of memory that a block's scores read front to back.
  * V^T: rows of span[seq] positions ([head_dim_v][span]), read one row at a time by softmax·V. With rows cap
@@ -258,6 +273,9 @@ void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
  * position past it is stored; the rows are then moved apart, last first (about one more copy of V over a
  * sequence's life). Only the layout moves: every kernel reads the same values in the same order. */
 #define KT_BLOCK 64
+
+/* Whether a cache of this type keeps rows (one per position) rather than the transposed layout. */
+static inline bool kv_rows(uint32_t type) { return type != HT_F32 && type != HT_F16; }
 
 /* Slots in the K^T block that holds slot `slot` of a cache of cap slots (its row length). */
 static inline int kt_width(int cap, int slot) { return HT_MIN(KT_BLOCK, cap - slot / KT_BLOCK * KT_BLOCK); }
@@ -274,11 +292,11 @@ static inline size_t vt_cell(int ne, int cap, int span, int seq, int e, int slot
 }
 
 static void kv_widen(hearth_ctx *c, ht_kv_layer *L, int seq, int need) {
-    if (c->kv_type == HT_Q8_0 || !L->v || HT_MIN(need, L->cap) <= L->span[seq]) return;
+    if (kv_rows(c->v_type) || !L->v || HT_MIN(need, L->cap) <= L->span[seq]) return;
     int old = L->span[seq], span = 64;
     while (span < need && span < L->cap) span *= 2;
     span = HT_MIN(span, L->cap);
-    const size_t esz = ht_row_size(c->kv_type, 1);
+    const size_t esz = ht_row_size(c->v_type, 1);
     const int ne = L->n_kv * L->hdv;
     uint8_t *x = (uint8_t *)L->v + vt_cell(ne, L->cap, 0, seq, 0, 0) * esz;
     for (int r = ne - 1; r > 0 && old > 0; r--) memmove(x + (size_t)r * span * esz, x + (size_t)r * old * esz, (size_t)old * esz);
@@ -287,7 +305,7 @@ static void kv_widen(hearth_ctx *c, ht_kv_layer *L, int seq, int need) {
 
 /* ---- a sequence's KV cache out and back in (prompt caches) ----
  * Per position range, layer by layer: K as [n][n_head_kv * head_dim] values, then V as [n][n_head_kv * head_dim_v]
- * (F32 / F16 caches keep both transposed; they are gathered and scattered), or Q8_0 rows as stored. */
+ * (F32 / F16 caches are kept transposed; they are gathered and scattered), or rows as stored (BF16, Q8_0, Q4_0). */
 static bool kv_portable(const hearth_ctx *c) {
     if (c->dist_id >= 0) return false;   /* the layers' caches are spread over the ranks */
     for (int il = 0; il < c->m->hp.n_layer; il++) if (c->kv[il].ring) return false;
@@ -301,7 +319,7 @@ static size_t kv_layer_token_bytes(const hearth_ctx *c, int il) {
     const ht_layer *L = &c->m->layers[il];
     if (L->recurrent || L->kv_shared) return 0;
     return (size_t)L->n_head_kv *
-           (ht_row_size(c->kv_type, L->head_dim) + (hp->kv_lora_rank ? 0 : ht_row_size(c->kv_type, L->head_dim_v)));
+           (ht_row_size(c->k_type, L->head_dim) + (hp->kv_lora_rank ? 0 : ht_row_size(c->v_type, L->head_dim_v)));
 }
 
 size_t hearth_kv_token_bytes(const hearth_ctx *c) {
@@ -311,19 +329,20 @@ size_t hearth_kv_token_bytes(const hearth_ctx *c) {
 }
 
 /* Positions pos0.. pos0 + n - 1 of one cache (K or V) of sequence seq to buf (out) or back: rows as stored
- * (Q8_0), or gathered from / scattered to the transposed layouts (below). */
+ * (BF16, Q8_0, Q4_0), or gathered from / scattered to the transposed layouts (below). */
 static uint8_t *kv_copy_rows(const hearth_ctx *c, const ht_kv_layer *L, bool is_k, int seq, int pos0, int n,
                              uint8_t *buf, bool out) {
     const int n_kv = L->n_kv, hd = is_k ? L->hd : L->hdv, ne = n_kv * hd;
     uint8_t *X = is_k ? L->k : L->v;
-    if (c->kv_type == HT_Q8_0 || c->m->hp.kv_lora_rank) {   /* rows as stored (latent rows: model/mla.c) */
-        const size_t row = ht_row_size(c->kv_type, hd) * n_kv;
+    const uint32_t type = is_k ? c->k_type : c->v_type;
+    if (kv_rows(type) || c->m->hp.kv_lora_rank) {   /* rows as stored (latent rows: model/mla.c) */
+        const size_t row = ht_row_size(type, hd) * n_kv;
         uint8_t *x = X + ((size_t)seq * L->cap + pos0) * row;
         if (out) memcpy(buf, x, (size_t)n * row);
         else memcpy(x, buf, (size_t)n * row);
         return buf + (size_t)n * row;
     }
-    const size_t esz = ht_row_size(c->kv_type, 1);
+    const size_t esz = ht_row_size(type, 1);
     for (int t = 0; t < n; t++)
         for (int h = 0; h < n_kv; h++)
             for (int d = 0; d < hd; d++) {
@@ -435,15 +454,18 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
  * A task is a block of up to ATT_QB tokens and one KV head with up to HT_TILE_MAX of the q heads that share it
  * (all of the group unless there are fewer tasks than threads), so each K and V element loaded serves every
  * head of the task, and (F32 / F16 caches) every token of the block from L1 or L2.
- * F32 / F16 cache: K and V are cached transposed ([seq][kv head][dim][position]). q·k is the type's dot_t:
- * for each dim, one K^T row segment (a vector lane per position) times each head's q value, so no score
- * ends in a horizontal sum; softmax·V takes V^T rows (one per output dim) through the type's dot-product
- * tiles against the heads' probability rows. Q8_0 cache: K rows (one per position) as stored, and q is
- * quantized to Q8_0 for q·k; V rows are Q8_0 blocks per position (V cannot be quantized along positions,
- * which arrive one by one), dequantized and accumulated into the outputs in position order. A tile computes
- * each output exactly as vec_dot does, and each position adds the same terms in the same order whatever the
- * batching, so results do not depend on the micro-batch, the thread count or the head grouping. */
-#define PV_ROWS 4        /* Q8_0 V rows dequantized and applied together */
+ * K and V each have their own type and layout. F32 / F16: cached transposed ([seq][kv head][dim][position]).
+ * q·k is the type's dot_t: for each dim, one K^T row segment (a vector lane per position) times each head's
+ * q value, so no score ends in a horizontal sum; softmax·V takes V^T rows (one per output dim) through the
+ * type's dot-product tiles against the heads' probability rows. BF16 / Q8_0 / Q4_0: rows (one per position)
+ * as stored, computed on in place: q is converted to the K type's vec_dot type (Q8_0 blocks for Q8_0 and
+ * Q4_0 keys: int8 dot products, as ggml's flash attention over a quantized cache does) and scored with the
+ * type's dot-product tiles; V rows are dequantized PV_ROWS at a time and accumulated into the outputs in
+ * position order (V cannot be quantized along positions, which arrive one by one). No copy of the cache is
+ * made whatever the window: a thread's scratch is its score rows and a few rows. A tile computes each output
+ * exactly as vec_dot does, and each position adds the same terms in the same order whatever the batching, so
+ * results do not depend on the micro-batch, the thread count or the head grouping. */
+#define PV_ROWS 4        /* V rows (row caches) dequantized and applied together */
 #define ATT_QB 8         /* micro-batch tokens per task (F32 / F16 caches share each K and V load among them) */
 #define ATT_PV_ROWS 16   /* V^T rows every token of a task takes in turn */
 
@@ -463,12 +485,9 @@ typedef struct {
     atomic_int next_task;    /* tasks are claimed one at a time, as matmul's chunks are */
 } att_job;
 
-/* Tokens whose score rows a task holds at once: a block (F32 / F16 caches), or one (Q8_0: att_token_q8). */
-static int att_score_tokens(const hearth_ctx *c) { return c->kv_type == HT_Q8_0 ? 1 : ATT_QB; }
-
-/* Floats of per-thread scratch: att_score_tokens x HT_TILE_MAX score rows of n_ctx, then (F32 / F16) room to
- * gather HT_TILE_MAX V^T rows of a wrapped ring or to hold the task's q vectors, or (Q8_0) PV_ROWS dequantized
- * V rows and the task's quantized q vectors; rounded up to a cache line. */
+/* Floats of per-thread scratch: ATT_QB x HT_TILE_MAX score rows of n_ctx, then room for the largest
+ * of: the task's q vectors (K^T), or its q rows in K's vec_dot type (K rows); HT_TILE_MAX V^T rows of a wrapped
+ * ring gathered, or PV_ROWS dequantized V rows; rounded up to a cache line. */
 static size_t att_scratch_floats(const hearth_ctx *c) {
     const ht_hparams *hp = &c->m->hp;
     size_t heads = 1, hd = 1, hdv = 1, n = (size_t)c->n_ctx;   /* the most any layer needs */
@@ -477,11 +496,12 @@ static size_t att_scratch_floats(const hearth_ctx *c) {
         heads = HT_MAX(heads, (size_t)HT_MIN(hp->n_head / L->n_head_kv, HT_TILE_MAX));
         hd = HT_MAX(hd, (size_t)L->head_dim), hdv = HT_MAX(hdv, (size_t)L->head_dim_v);
     }
-    size_t extra = c->kv_type == HT_Q8_0
-                       ? PV_ROWS * hdv * sizeof(float) + heads * ht_row_size(HT_Q8_0, (int64_t)hd)
-                       : HT_MAX(HT_TILE_MAX * n * ht_row_size(c->kv_type, 1), ATT_QB * heads * hd * sizeof(float));
+    size_t extra = ATT_QB * heads * (kv_rows(c->k_type) ? ht_row_size(ht_get_traits(c->k_type)->vec_dot_type, (int64_t)hd)
+                                                     : hd * sizeof(float));
+    extra = HT_MAX(extra, kv_rows(c->v_type) ? PV_ROWS * hdv * sizeof(float)
+                                             : HT_TILE_MAX * n * ht_row_size(c->v_type, 1));
     extra = HT_MAX(extra, mla_scratch_bytes(hp, c->n_ctx));
-    return ((size_t)att_score_tokens(c) * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
+    return (ATT_QB * heads * n + (extra + sizeof(float) - 1) / sizeof(float) + 15) / 16 * 16;
 }
 
 /* y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as) for r < nr, c < nc: all rows in one tile call per group of
@@ -523,44 +543,20 @@ static void att_pv_transposed(const ht_traits *tr, size_t esz, const uint8_t *vt
     }
 }
 
-/* o[k] += w[r] * v[r * vs + k] for r = 0, 1, 2, 3 in turn, k < 32 (fixed sizes: the compiler vectorizes it). */
-static void pv_add4(float *restrict o, const float *restrict v, size_t vs, const float *w) {
-    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
-    for (int k = 0; k < QK8_0; k++) o[k] = o[k] + w0 * v[k] + w1 * v[vs + k] + w2 * v[2 * vs + k] + w3 * v[3 * vs + k];
-}
-
-static void pv_add1(float *restrict o, const float *restrict v, float w) {
-    for (int k = 0; k < QK8_0; k++) o[k] = o[k] + w * v[k];
-}
-
-/* Q8_0 to float with the traits' formula (y = q * d, bit-identical to to_float), in a form the compiler
- * vectorizes: the reference to_float is not, and a cache row is dequantized once per task and position. */
-static void q8_0_row_to_float(const block_q8_0 *restrict b, float *restrict y, int n) {
-    for (int i = 0; i < n / QK8_0; i++) {
-        const float d = fp16_to_f32(b[i].d);
-        for (int k = 0; k < QK8_0; k++) y[i * QK8_0 + k] = (float)b[i].qs[k] * d;
-    }
-}
-
-/* softmax·V from Q8_0 rows: o[h * hdv + d] = sum over positions, in order, of p_h[t] * v_t[d]. Rows are
- * dequantized PV_ROWS at a time into vrow, once for all the task's heads; every output still adds its terms
- * one position after another, so the grouping does not change a bit. vb: kv head kvh's row at slot 0, rs
- * bytes apart. */
-static void att_pv_rows(const uint8_t *vb, size_t rs, int cap, int hdv, int lo, int n, const float *p, size_t ld, int nh,
-                        float *o, float *vrow) {
-    memset(o, 0, (size_t)nh * hdv * sizeof(float));
+/* softmax·V from V rows for nt tokens of nh heads each: o[tt * os + h * hdv + d] = sum over positions, in order,
+ * of p_(tt,h)[t] * v_t[d] (probability rows ld apart, token after token). Rows are dequantized PV_ROWS at a time
+ * into vrow, once for all the task's tokens and heads; every output still adds its terms one position after
+ * another, so the grouping does not change a bit, and a position outside a token's range (probability 0) adds
+ * an exact 0. vb: kv head kvh's row at slot 0, rs bytes apart. */
+static void att_pv_rows(uint32_t type, const uint8_t *vb, size_t rs, int cap, int hdv, int lo, int n, const float *p,
+                        size_t ld, int nt, int nh, float *o, size_t os, float *vrow) {
+    for (int tt = 0; tt < nt; tt++) memset(o + (size_t)tt * os, 0, (size_t)nh * hdv * sizeof(float));
     for (int t = 0; t < n; t += PV_ROWS) {
-        int m = HT_MIN(PV_ROWS, n - t);
-        for (int r = 0; r < m; r++)
-            q8_0_row_to_float((const block_q8_0 *)(vb + (size_t)((lo + t + r) % cap) * rs), vrow + (size_t)r * hdv, hdv);
-        for (int h = 0; h < nh; h++) {
-            const float *w = p + (size_t)h * ld + t;
-            float *oh = o + (size_t)h * hdv;
-            for (int d = 0; d < hdv; d += QK8_0) {
-                if (m == PV_ROWS) pv_add4(oh + d, vrow + d, (size_t)hdv, w);
-                else for (int r = 0; r < m; r++) pv_add1(oh + d, vrow + (size_t)r * hdv + d, w[r]);
-            }
-        }
+        const int m = HT_MIN(PV_ROWS, n - t);
+        const uint8_t *rows[PV_ROWS];
+        for (int r = 0; r < m; r++) rows[r] = vb + (size_t)((lo + t + r) % cap) * rs;
+        op_kv_rows_to_float(type, rows, m, vrow, hdv);
+        op_pv_add(o, os, nh, nt * nh, vrow, m, hdv, p + t, ld);
     }
 }
 
@@ -571,34 +567,48 @@ static int att_range(const att_job *j, int t, int *lo) {
     return hi - *lo + 1;
 }
 
-/* Tokens a..b-1 of the micro-batch (one sequence), kv head kvh, q heads h0..h0+nh-1, F32 / F16 caches: each
- * run of K^T slots (at most a 64-slot block, in L1) is one dot_t call for every (token, head), and softmax·V
- * walks V^T ATT_PV_ROWS rows at a time for every token (those rows stay in L2): the cache is read once per
- * task instead of once per token. Each score and output is still the same lane or call as for one token. */
+/* Tokens a..b-1 of the micro-batch (one sequence), kv head kvh, q heads h0..h0+nh-1: the cache is read once per
+ * task instead of once per token. Transposed K: each run of K^T slots (at most a 64-slot block, in L1) is one
+ * dot_t call for every (token, head); K rows: every (token, head)'s q in the K type's vec_dot type against the
+ * block's rows in place (both sides of a ring's wrap), a tile of columns at a time. Transposed V: softmax·V walks
+ * V^T ATT_PV_ROWS rows at a time for every token (those rows stay in L2); V rows: att_pv_rows for all the block's
+ * tokens. Each score and output is still the same lane or call, and adds the same terms, as for one token. */
 static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float *sc, uint8_t *tmp) {
     hearth_ctx *c = j->c;
     const ht_hparams *hp = &c->m->hp;
     const int hd = j->L->hd, hdv = j->L->hdv, n_kv = j->L->n_kv, cap = j->L->cap, s = j->ub->seq[a];
-    const ht_traits *tr = ht_get_traits(c->kv_type);
-    const size_t esz = ht_row_size(c->kv_type, 1);
     int lo[ATT_QB], n[ATT_QB], LO = INT32_MAX, HI = -1;
     for (int t = a; t < b; t++) {
         n[t - a] = att_range(j, t, &lo[t - a]);
         LO = HT_MIN(LO, lo[t - a]), HI = HT_MAX(HI, lo[t - a] + n[t - a] - 1);
     }
-    /* q of every (token, head) of the block side by side, so each run of slots is one dot_t call for all of
-     * them (its accumulator chains then fill the FMA pipes); scores past a token's own range are computed
-     * and ignored (each score is one lane, independent of the others) */
-    const int nc = (b - a) * nh;
     const size_t ls = (size_t)HI - LO + 1;   /* score rows of the block: positions LO..HI */
-    float *qs = (float *)tmp;
-    for (int t = a; t < b; t++)
-        memcpy(qs + (size_t)(t - a) * nh * hd, j->q + ((size_t)t * hp->n_head + h0) * hd, (size_t)nh * hd * sizeof(float));
-    for (int pos = LO; pos <= HI;) {   /* runs of slots inside one K^T block (and one side of a ring's wrap) */
-        const int slot = pos % cap, w = kt_width(cap, slot), len = HT_MIN(HI + 1 - pos, w - slot % KT_BLOCK);
-        tr->dot_t(hd, (const uint8_t *)j->L->k + kt_cell(n_kv, hd, cap, s, kvh, 0, slot) * esz, (size_t)w, len, qs,
-                  (size_t)hd, nc, sc + (pos - LO), ls);
-        pos += len;
+    const ht_traits *trk = ht_get_traits(c->k_type);
+    if (kv_rows(c->k_type)) {   /* scores past a token's own range are computed and ignored, as below */
+        const uint32_t qt = (uint32_t)trk->vec_dot_type;
+        const size_t krs = ht_row_size(c->k_type, hd), qrs = ht_row_size(qt, hd), kstride = (size_t)n_kv * krs;
+        const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
+        for (int t = a; t < b; t++)
+            for (int h = 0; h < nh; h++)
+                ht_quantize_row(qt, j->q + ((size_t)t * hp->n_head + h0 + h) * hd, tmp + ((size_t)(t - a) * nh + h) * qrs, hd);
+        const int n_all = (int)ls, s0 = LO % cap, n0 = HT_MIN(n_all, cap - s0);
+        dot_tiles(trk, hd, kb + (size_t)s0 * kstride, kstride, n0, tmp, qrs, (b - a) * nh, sc, ls);
+        if (n0 < n_all) dot_tiles(trk, hd, kb, kstride, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
+    } else {
+        /* q of every (token, head) of the block side by side, so each run of slots is one dot_t call for all of
+         * them (its accumulator chains then fill the FMA pipes); scores past a token's own range are computed
+         * and ignored (each score is one lane, independent of the others) */
+        const int nc = (b - a) * nh;
+        const size_t esz = ht_row_size(c->k_type, 1);
+        float *qs = (float *)tmp;
+        for (int t = a; t < b; t++)
+            memcpy(qs + (size_t)(t - a) * nh * hd, j->q + ((size_t)t * hp->n_head + h0) * hd, (size_t)nh * hd * sizeof(float));
+        for (int pos = LO; pos <= HI;) {   /* runs of slots inside one K^T block (and one side of a ring's wrap) */
+            const int slot = pos % cap, w = kt_width(cap, slot), len = HT_MIN(HI + 1 - pos, w - slot % KT_BLOCK);
+            trk->dot_t(hd, (const uint8_t *)j->L->k + kt_cell(n_kv, hd, cap, s, kvh, 0, slot) * esz, (size_t)w, len, qs,
+                       (size_t)hd, nc, sc + (pos - LO), ls);
+            pos += len;
+        }
     }
     bool wraps = false;
     for (int t = a; t < b; t++) {
@@ -606,6 +616,21 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
         att_softmax(p, ls, nh, n[t - a], j->scale, j->sinks ? j->sinks + h0 : NULL);
         wraps |= lo[t - a] % cap + n[t - a] > cap;
     }
+    if (kv_rows(c->v_type)) {   /* each token's probabilities 0 outside its range, then the block's rows at once */
+        for (int t = a; t < b; t++)
+            for (int h = 0; h < nh; h++) {
+                float *p = sc + ((size_t)(t - a) * nh + h) * ls;
+                memset(p, 0, (size_t)(lo[t - a] - LO) * sizeof(float));
+                memset(p + (lo[t - a] - LO) + n[t - a], 0, (ls - (size_t)(lo[t - a] - LO) - (size_t)n[t - a]) * sizeof(float));
+            }
+        const size_t vrs = ht_row_size(c->v_type, hdv);
+        const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
+        att_pv_rows(c->v_type, vb, (size_t)n_kv * vrs, cap, hdv, LO, (int)ls, sc, ls, b - a, nh,
+                    j->out + ((size_t)a * hp->n_head + h0) * hdv, (size_t)hp->n_head * hdv, (float *)tmp);
+        return;
+    }
+    const ht_traits *trv = ht_get_traits(c->v_type);
+    const size_t esz = ht_row_size(c->v_type, 1);
     const int span = j->L->span[s];
     const size_t rs = (size_t)span * esz;
     const uint8_t *vt = (const uint8_t *)j->L->v + vt_cell(n_kv * hdv, cap, span, s, kvh * hdv, 0) * esz;
@@ -613,32 +638,10 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
         for (int t = a; t < b; t++) {
             const float *p = sc + (size_t)(t - a) * nh * ls + (lo[t - a] - LO);
             float *o = j->out + ((size_t)t * hp->n_head + h0) * hdv;
-            if (wraps) att_pv_transposed(tr, esz, vt, cap, span, hdv, lo[t - a], n[t - a], p, ls, nh, o, tmp);
-            else dot_tiles(tr, n[t - a], vt + (size_t)d * rs + (size_t)(lo[t - a] % cap) * esz, rs,
+            if (wraps) att_pv_transposed(trv, esz, vt, cap, span, hdv, lo[t - a], n[t - a], p, ls, nh, o, tmp);
+            else dot_tiles(trv, n[t - a], vt + (size_t)d * rs + (size_t)(lo[t - a] % cap) * esz, rs,
                            HT_MIN(ATT_PV_ROWS, hdv - d), (const uint8_t *)p, ls * sizeof(float), nh, o + d, (size_t)hdv);
         }
-}
-
-/* Token t, kv head kvh, q heads h0..h0+nh-1 over a Q8_0 cache. */
-static void att_token_q8(att_job *j, int t, int kvh, int h0, int nh, float *sc, uint8_t *tmp) {
-    hearth_ctx *c = j->c;
-    const ht_hparams *hp = &c->m->hp;
-    const int hd = j->L->hd, hdv = j->L->hdv, n_kv = j->L->n_kv, cap = j->L->cap;
-    const ht_traits *tr = ht_get_traits(HT_Q8_0);
-    const size_t krs = ht_row_size(HT_Q8_0, hd), vrs = ht_row_size(HT_Q8_0, hdv), qrs = ht_row_size(HT_Q8_0, hd);
-    const size_t ld = (size_t)c->n_ctx, kstride = (size_t)n_kv * krs;
-    float *vrow = (float *)tmp;   /* dequantized V rows, then q in Q8_0 */
-    uint8_t *qq = (uint8_t *)(vrow + PV_ROWS * hdv);
-    int lo;
-    const int s = j->ub->seq[t], n = att_range(j, t, &lo), s0 = lo % cap, n0 = HT_MIN(n, cap - s0);
-    const float *q = j->q + ((size_t)t * hp->n_head + h0) * hd;
-    const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
-    for (int h = 0; h < nh; h++) ht_quantize_row(HT_Q8_0, q + (size_t)h * hd, qq + (size_t)h * qrs, hd);
-    dot_tiles(tr, hd, kb + (size_t)s0 * kstride, kstride, n0, qq, qrs, nh, sc, ld);
-    if (n0 < n) dot_tiles(tr, hd, kb, kstride, n - n0, qq, qrs, nh, sc + n0, ld);
-    att_softmax(sc, ld, nh, n, j->scale, j->sinks ? j->sinks + h0 : NULL);
-    const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
-    att_pv_rows(vb, (size_t)n_kv * vrs, cap, hdv, lo, n, sc, ld, nh, j->out + ((size_t)t * hp->n_head + h0) * hdv, vrow);
 }
 
 /* Tasks: (block of ATT_QB micro-batch tokens, kv head, chunk of its q heads); a block's tokens go together
@@ -648,7 +651,7 @@ static void attention_job(void *arg, int ith, int nth) {
     hearth_ctx *c = j->c;
     const int n_kv = j->L->n_kv, group = c->m->hp.n_head / n_kv;
     float *sc = c->att_scores + (size_t)ith * c->att_stride;
-    uint8_t *tmp = (uint8_t *)(sc + (size_t)att_score_tokens(c) * j->heads * c->n_ctx);   /* gather rows, or Q8_0 scratch */
+    uint8_t *tmp = (uint8_t *)(sc + (size_t)ATT_QB * j->heads * c->n_ctx);   /* q, gathered or dequantized rows */
     const int per_block = n_kv * j->n_chunks, total = (j->ub->n + ATT_QB - 1) / ATT_QB * per_block;
     (void)nth;
     for (int task; (task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed)) < total;) {
@@ -657,9 +660,7 @@ static void attention_job(void *arg, int ith, int nth) {
         const int nh = HT_MIN(j->heads, (kvh + 1) * group - h0);
         for (int a = i0, b; a < i1; a = b) {
             for (b = a + 1; b < i1 && j->ub->seq[b] == j->ub->seq[a];) b++;
-            if (c->kv_type == HT_Q8_0)
-                for (int t = a; t < b; t++) att_token_q8(j, t, kvh, h0, nh, sc, tmp);
-            else att_tokens(j, a, b, kvh, h0, nh, sc, tmp);
+            att_tokens(j, a, b, kvh, h0, nh, sc, tmp);
         }
     }
 }
@@ -667,29 +668,31 @@ static void attention_job(void *arg, int ith, int nth) {
 /* The micro-batch's K and V (ne = n_kv heads x hd values per token, rows of x[0] and x[1]) into the caches
  * X[0] and X[1], over the pool: F32 / F16 caches are transposed (K^T blocks, V^T span-long rows: the layout
  * above; a score or an output then takes one vector lane per position), written 16 values of every token at
- * a time so that each of those values' rows is written along its slots; a Q8_0 cache stores the rows as
- * they are. */
+ * a time so that each of those values' rows is written along its slots; a row cache (BF16, Q8_0, Q4_0) stores
+ * each token's row converted (blocks never straddle heads: head sizes are whole blocks). */
 typedef struct {
     void *X[2];
     const float *x[2];
     int ne[2], cap, n_kv, hd;
     const int *span;
-    uint32_t type;
+    uint32_t type[2];
     const ht_ubatch *ub;
 } kv_store_job;
 
-/* Unit u of the store: a 16-value block of K (u < K's blocks) or V for every token, or (Q8_0) one token's K or
- * V row. Units write disjoint rows, so threads may take any share of them. */
+/* Units of K (w = 0) or V: a 16-value block of every token (transposed), or one token's row. */
+static int kv_store_units_of(const kv_store_job *j, int w) { return kv_rows(j->type[w]) ? j->ub->n : (j->ne[w] + 15) / 16; }
+
+/* Unit u of the store: K's units, then V's. Units write disjoint rows, so threads may take any share of them. */
 static void kv_store_unit(const kv_store_job *j, int u) {
     const ht_ubatch *ub = j->ub;
-    const int cap = j->cap;
-    if (j->type == HT_Q8_0) {
-        const int w = u % 2, i = u / 2, ne = j->ne[w];
-        ht_quantize_row(HT_Q8_0, j->x[w] + (size_t)i * ne,   /* blocks never straddle heads (hd % 32 == 0) */
-                        (uint8_t *)j->X[w] + ((size_t)ub->seq[i] * cap + ub->pos[i] % cap) * ht_row_size(HT_Q8_0, ne), ne);
+    const int cap = j->cap, nk = kv_store_units_of(j, 0), w = u >= nk, ne = j->ne[w];
+    if (w) u -= nk;
+    if (kv_rows(j->type[w])) {
+        ht_quantize_row(j->type[w], j->x[w] + (size_t)u * ne,
+                        (uint8_t *)j->X[w] + ((size_t)ub->seq[u] * cap + ub->pos[u] % cap) * ht_row_size(j->type[w], ne), ne);
         return;
     }
-    const int nk = (j->ne[0] + 15) / 16, w = u >= nk, ne = j->ne[w], e0 = (w ? u - nk : u) * 16, m = HT_MIN(16, ne - e0);
+    const int e0 = u * 16, m = HT_MIN(16, ne - e0);
     const ht_traits *f16 = ht_get_traits(HT_F16);
     size_t idx[16];
     for (int i = 0; i < ub->n; i++) {
@@ -699,7 +702,7 @@ static void kv_store_unit(const kv_store_job *j, int u) {
             if (++d == j->hd) d = 0, h++;
         }
         const float *xi = j->x[w] + (size_t)i * ne + e0;
-        if (j->type == HT_F32) {
+        if (j->type[w] == HT_F32) {
             for (int e = 0; e < m; e++) ((float *)j->X[w])[idx[e]] = xi[e];
         } else {
             uint16_t h[16];
@@ -709,25 +712,56 @@ static void kv_store_unit(const kv_store_job *j, int u) {
     }
 }
 
-static int kv_store_units(const kv_store_job *j) {
-    return j->type == HT_Q8_0 ? 2 * j->ub->n : (j->ne[0] + 15) / 16 + (j->ne[1] + 15) / 16;
-}
+static int kv_store_units(const kv_store_job *j) { return kv_store_units_of(j, 0) + kv_store_units_of(j, 1); }
 
 static void kv_store_range(const void *arg, int u0, int u1) {
     for (int u = u0; u < u1; u++) kv_store_unit(arg, u);
 }
 
-void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,
+typedef struct { float *x; int n; } rot_job;
+
+static void rot_range(const void *arg, int lo, int hi) {
+    const rot_job *j = arg;
+    for (int i = lo; i < hi; i++) op_hadamard(j->x + (size_t)i * j->n, j->n);
+}
+
+/* Rows of nv values (n of them) rotated in place, each of its runs of `size`. */
+static void rotate(hearth_ctx *c, float *x, int n, int nv, int size) {
+    rot_job j = { x, size };
+    pool_share(c->pool, n * (nv / size), rot_range, &j);
+}
+
+/* llama.cpp rotates what goes into a quantized cache (llama-kv-cache.cpp, attn_rot_k / attn_rot_v): the outliers of
+ * a head are spread over all of its values before they are rounded to blocks. A quantized K (head size a multiple of
+ * 64): q and k by the Walsh-Hadamard matrix of the largest power of two that divides the head, which leaves q·k
+ * as it was; a quantized V (head size a multiple of 64): v by runs of 64, and the attention output back by the same
+ * (its own inverse). Its goldens are made so; a quantized cache loses less with it. 0: no rotation. */
+static int kv_rotation(uint32_t type, int hd, bool is_k) {
+    if (!ht_get_traits(type)->is_quant || hd % 64) return 0;
+    int n = 64;
+    while (is_k && hd % (2 * n) == 0) n *= 2;
+    return n;
+}
+
+void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, float *q, float *k, float *v,
                    float *out, float scale, int window) {
     const ht_hparams *hp = &c->m->hp;
     const bool shared = c->m->layers[il].kv_shared;   /* reads (and stores nothing in) an earlier layer's cache */
     ht_kv_layer *L = &c->kv[c->m->layers[il].kv_src];
+    /* a quantized cache's rotation, by the layer's head sizes (none for latent attention: model/mla.c) */
+    const int rot_k = hp->kv_lora_rank ? 0 : kv_rotation(c->k_type, L->hd, true),
+              rot_v = hp->kv_lora_rank ? 0 : kv_rotation(c->v_type, L->hdv, false);
+    if (rot_k) {
+        rotate(c, q, ub->n, hp->n_head * L->hd, rot_k);
+        if (!shared) rotate(c, k, ub->n, L->n_kv * L->hd, rot_k);
+    }
+    if (rot_v && !shared) rotate(c, v, ub->n, L->n_kv * L->hdv, rot_v);
     int KD = L->n_kv * L->hd, VD = L->n_kv * L->hdv;
     int seq_end[256] = { 0 };
     for (int i = 0; i < ub->n; i++) seq_end[ub->seq[i]] = HT_MAX(seq_end[ub->seq[i]], ub->pos[i] + 1);
     if (!shared) {
         for (int s = 0; s < c->n_seq; s++) if (seq_end[s]) kv_widen(c, L, s, seq_end[s]);
-        kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, L->n_kv, L->hd, L->span, c->kv_type, ub };
+        kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, L->n_kv, L->hd, L->span, { c->k_type, c->v_type }, ub };
         pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
     }
     /* the whole group per task (at most a tile's width), split further only to give every thread work */
@@ -739,6 +773,7 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, c
                   .seq_end = seq_end };
     atomic_init(&j.next_task, 0);
     pool_run(c->pool, attention_job, &j);
+    if (rot_v) rotate(c, out, ub->n, hp->n_head * L->hdv, rot_v);
 }
 
 /* ---- output head ---- */

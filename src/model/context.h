@@ -24,7 +24,7 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
  * per head over the positions token i may see (causal or not per the model; window > 0 limits it to
  * the last `window` positions); when the layer has attn_sinks, head h's sink is one more logit in its
  * softmax's denominator (it takes probability mass and gives no value). */
-void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, const float *q, const float *k, const float *v,
+void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, float *q, float *k, float *v,
                    float *out, float scale, int window);
 /* Runs this process's layers (all, or an MPI rank's range) over c->x, then counts the micro-batch's rows as
  * cached. */

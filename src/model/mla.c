@@ -4,7 +4,7 @@
  * Per token: q (attn_q, or the LoRA attn_q_a -> attn_q_a_norm -> attn_q_b) is per head [nope | rope];
  * attn_kv_a_mqa gives the latent c (kv_lora_rank, then RMS-normed by attn_kv_a_norm) and one rope key k_r
  * shared by all heads. The cache row of a token is [c | rope(k_r)]: kv_lora_rank + n_rot values per token and
- * layer, in the cache type (F32, F16, or Q8_0 when the row is whole blocks), one row per position
+ * layer, in the K cache type (F32, F16, BF16, or Q8_0 / Q4_0 when the row is whole blocks), one row per position
  * ([seq][position][row]; hp.head_dim is that row, as the GGUF's key_length says).
  * Per head h, with W_UK = attn_k_b[h] ([nope -> kv_lora_rank] as stored) and W_UV = attn_v_b[h]:
  *   q_lat = W_UK q_nope;  score_t = (q_lat . c_t + rope(q_r) . k_r,t) * scale;  o_lat = sum_t softmax_t c_t;
@@ -52,11 +52,11 @@ static void mla_rope_rows(const void *arg, int r0, int r1) {
 static void mla_store(hearth_ctx *c, const ht_ubatch *ub, int il, const float *kv) {
     const ht_kv_layer *L = &c->kv[il];
     const int D = c->m->hp.head_dim;
-    const size_t rs = ht_row_size(c->kv_type, D);
+    const size_t rs = ht_row_size(c->k_type, D);
     for (int i = 0; i < ub->n; i++) {
         uint8_t *dst = (uint8_t *)L->k + ((size_t)ub->seq[i] * L->cap + (size_t)(ub->pos[i] % L->cap)) * rs;
-        if (c->kv_type == HT_F32) memcpy(dst, kv + (size_t)i * D, rs);
-        else ht_quantize_row(c->kv_type, kv + (size_t)i * D, dst, D);
+        if (c->k_type == HT_F32) memcpy(dst, kv + (size_t)i * D, rs);
+        else ht_quantize_row(c->k_type, kv + (size_t)i * D, dst, D);
     }
 }
 
@@ -85,9 +85,9 @@ typedef struct {
 /* Rows r0..r0+m-1 of a sequence's cache as floats: in place for an F32 cache, else converted into buf. */
 static const float *mla_rows(const hearth_ctx *c, const uint8_t *rows, int r0, int m, float *buf) {
     const int D = c->m->hp.head_dim;
-    const size_t rs = ht_row_size(c->kv_type, D);
-    if (c->kv_type == HT_F32) return (const float *)(rows + (size_t)r0 * rs);
-    const ht_traits *tr = ht_get_traits(c->kv_type);
+    const size_t rs = ht_row_size(c->k_type, D);
+    if (c->k_type == HT_F32) return (const float *)(rows + (size_t)r0 * rs);
+    const ht_traits *tr = ht_get_traits(c->k_type);
     for (int r = 0; r < m; r++) tr->to_float(rows + (size_t)(r0 + r) * rs, buf + (size_t)r * D, D);
     return buf;
 }
@@ -98,7 +98,7 @@ static void mla_token(mla_att_job *j, int t, int h0, int nh, float *sc, float *b
     const ht_hparams *hp = &c->m->hp;
     const int D = hp->head_dim, R = hp->kv_lora_rank, n = j->ub->pos[t] + 1;
     const size_t ld = (size_t)c->n_ctx;
-    const uint8_t *rows = (const uint8_t *)j->L->k + (size_t)j->ub->seq[t] * j->L->cap * ht_row_size(c->kv_type, D);
+    const uint8_t *rows = (const uint8_t *)j->L->k + (size_t)j->ub->seq[t] * j->L->cap * ht_row_size(c->k_type, D);
     const float *q = j->q + ((size_t)t * hp->n_head + h0) * D;
     for (int r0 = 0; r0 < n; r0 += MLA_ROWS) {
         const int m = HT_MIN(MLA_ROWS, n - r0);

@@ -286,7 +286,7 @@ struct hearth_ctx {
     hearth_model *m;
     ht_pool *pool;
     int n_ctx, n_seq, n_batch, n_threads;
-    uint32_t kv_type;         /* HT_F32, HT_F16 or HT_Q8_0 */
+    uint32_t k_type, v_type;  /* KV cache types: HT_F32, HT_F16 (transposed), HT_BF16, HT_Q8_0, HT_Q4_0 (rows) */
     ht_kv_layer *kv;          /* recurrent layers have none (k, v NULL): their state is in rec */
     ht_rec *rec;              /* recurrent layers' per-sequence states; NULL for a model without such layers */
     struct ht_lora_set *lora; /* the LoRA adapters applied (model/lora.c), or NULL */

@@ -15,7 +15,7 @@ typedef struct {
     int parallel;               /* slots: requests generated at the same time */
     int n_ctx;                  /* tokens of context per slot; 0 = the model's, at most 4096 */
     int n_threads;              /* 0 = all cores */
-    hearth_cache_type cache_type;   /* KV cache type (hearth_ctx_default_params' is HEARTH_CACHE_F16) */
+    hearth_cache_type cache_type[2];   /* K and V cache types (hearth_ctx_default_params': HEARTH_CACHE_F16) */
     const char *api_key;        /* NULL = no authentication */
     const char *chat_template;  /* Jinja source overriding the model's, or NULL */
     const char *model_id;       /* the name /v1/models reports */

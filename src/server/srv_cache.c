@@ -82,9 +82,12 @@ srv_cache *pcache_new(const hearth_ctx *ctx, size_t budget, const char *dir, hea
     hearth_model_info in;
     hearth_model_get_info(m, &in);
     char id[512];
-    snprintf(id, sizeof id, "%s|%s|%llu|%llu|%d|%d|%d|%d|%zu|%zu|%llx", in.arch, in.name ? in.name : "",
+    hearth_cache_type kt, vt;   /* same bytes a token do not make the same layout (f16 / bf16) */
+    hearth_ctx_cache_types(ctx, &kt, &vt);
+    snprintf(id, sizeof id, "%s|%s|%llu|%llu|%d|%d|%d|%d|%zu|%zu|%llx|%d|%d", in.arch, in.name ? in.name : "",
              (unsigned long long)in.file_bytes, (unsigned long long)in.n_params, in.n_layer, in.n_embd, in.n_head_kv,
-             in.head_dim, hearth_kv_token_bytes(ctx), hearth_state_bytes(ctx), (unsigned long long)hearth_ctx_lora_id(ctx));
+             in.head_dim, hearth_kv_token_bytes(ctx), hearth_state_bytes(ctx), (unsigned long long)hearth_ctx_lora_id(ctx),
+             (int)kt, (int)vt);
     pc->identity = fnv(0xcbf29ce484222325ull, id, strlen(id));
     pc->token_bytes = hearth_kv_token_bytes(ctx);
     pc->state_bytes = hearth_state_bytes(ctx);

@@ -37,7 +37,7 @@ struct srv_engine {
     hearth_ctx *ctx;             /* generation: one sequence per slot (NULL for an encoder) */
     hearth_ctx *ectx;            /* embeddings (made on first use for a decoder) */
     int n_ctx, e_n_ctx, n_slots, n_batch, n_vocab, n_threads;
-    hearth_cache_type cache_type;
+    hearth_cache_type cache_type[2];   /* K, V */
     hearth_lora *const *lora;   /* the server's adapters (server_params), for the embeddings context too */
     const char *const *lora_path;
     float lora_scale[HEARTH_MAX_LORA];   /* the global scales (guarded by mu): a request starts from them */
@@ -336,7 +336,7 @@ static int embed_ctx(srv_engine *e, hearth_err *err) {
     hearth_ctx_params cp = hearth_ctx_default_params();   /* a decoder: causal, so any n_batch will do */
     cp.n_ctx = e->n_ctx;
     cp.n_threads = e->n_threads;
-    cp.cache_type = e->cache_type;
+    cp.cache_type = e->cache_type[0], cp.cache_type_k = e->cache_type[0], cp.cache_type_v = e->cache_type[1];
     float sc[HEARTH_MAX_LORA];
     engine_lora_scales(e, sc);   /* under the lock: POST /lora-adapters may be setting them */
     return hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, e->lora, sc, e->n_lora, err);
@@ -608,7 +608,7 @@ static int engine_contexts(srv_engine *e, const server_params *p, hearth_err *er
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = p->n_ctx;
     cp.n_threads = p->n_threads;
-    cp.cache_type = p->cache_type;
+    cp.cache_type = p->cache_type[0], cp.cache_type_k = p->cache_type[0], cp.cache_type_v = p->cache_type[1];
     if (e->encoder) {
         cp.n_batch = 1 << 22;            /* an encoder sees a whole input at once */
         if (hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, p->lora, p->lora_scale, p->n_lora, err))
@@ -653,7 +653,7 @@ int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth
     e->encoder = info.is_encoder;
     e->n_vocab = info.n_vocab;
     e->n_threads = p->n_threads;
-    e->cache_type = p->cache_type;
+    e->cache_type[0] = p->cache_type[0], e->cache_type[1] = p->cache_type[1];
     e->lora = p->lora, e->lora_path = p->lora_path, e->n_lora = p->n_lora;
     if (p->n_lora) memcpy(e->lora_scale, p->lora_scale, (size_t)p->n_lora * sizeof(float));
     e->n_slots = p->parallel > 0 ? p->parallel : 1;
