@@ -59,6 +59,9 @@ hearth_model *cli_load_model(const char *path);
 void cli_unlink_temps_on_signal(void);
 /* Reads a whole file; NULL + message on failure. */
 char *cli_read_file(const char *path, size_t *len);
+/* text[0..len) tokenized into *out (malloc'd, grown to what the tokenizer needs: byte fallback can give more tokens
+ * than bytes); the count, or -1 after printing an error. */
+int cli_tokenize(hearth_model *m, const char *text, size_t len, bool add_bos, bool special, hearth_token **out);
 /* The grammar the reply must follow: --grammar-file F (GBNF), --json-schema F, or --json-object (any JSON
  * object); at most one. *g stays NULL when none is asked for. Returns 0, or 1 after printing the error. */
 typedef struct { const char *gbnf_file, *schema_file; bool json_object; } cli_grammar_opts;

@@ -205,3 +205,21 @@ int cli_prefill(hearth_ctx *ctx, const hearth_token *toks, int n, int cached, he
     if (shown) fprintf(stderr, "\r%*s\r", shown, "");   /* erased: the reply starts where the line was */
     return row;
 }
+
+int cli_tokenize(hearth_model *m, const char *text, size_t len, bool add_bos, bool special, hearth_token **out) {
+    hearth_err err;
+    int cap = (int)(len + 16 > 0x7fffffff ? 0x7fffffff : len + 16), n = -1;
+    hearth_token *ids = NULL;
+    for (int tries = 0; tries < 2; tries++) {   /* the second time with the count the first one needed */
+        hearth_token *p = realloc(ids, (size_t)cap * sizeof *ids);
+        if (!p) { free(ids); cli_fail("out of memory"); return -1; }
+        ids = p;
+        n = hearth_tokenize(m, text, len, add_bos, special, ids, cap, &err);
+        if (n < 0) { free(ids); cli_fail("%s", err.msg); return -1; }
+        if (n <= cap) { *out = ids; return n; }
+        cap = n;
+    }
+    free(ids);
+    cli_fail("the tokenizer gave two different counts for one text");
+    return -1;
+}

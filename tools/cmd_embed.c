@@ -41,16 +41,7 @@ static int parse_ids(const char *s, hearth_token **out) {
 
 /* Tokenizes text with the model's special tokens; returns the count, or -1 after printing an error. */
 static int tokenize_text(hearth_model *m, const char *text, hearth_token **out) {
-    hearth_err err;
-    size_t len = strlen(text);
-    int cap = (int)(len + 16 > 0x7fffffff ? 0x7fffffff : len + 16);
-    hearth_token *ids = malloc((size_t)cap * sizeof *ids);
-    if (!ids) { cli_fail("out of memory"); return -1; }
-    int n = hearth_tokenize(m, text, len, true, false, ids, cap, &err);
-    if (n > cap) { n = -1; snprintf(err.msg, sizeof err.msg, "token buffer too small"); }
-    if (n < 0) { free(ids); cli_fail("%s", err.msg); return -1; }
-    *out = ids;
-    return n;
+    return cli_tokenize(m, text, strlen(text), true, false, out);
 }
 
 static void print_row(const float *v, int n, bool normalize) {

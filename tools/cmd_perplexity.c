@@ -145,16 +145,10 @@ static hearth_token *tokenize_text(hearth_model *m, const char *path, int *n_out
     size_t len;
     char *text = cli_read_file(path, &len);
     if (!text) return NULL;
-    hearth_err err;
-    int cap = (int)(len + 16 > 0x7fffffff ? 0x7fffffff : len + 16);
-    hearth_token *toks = malloc((size_t)cap * sizeof *toks);
-    int n = toks ? hearth_tokenize(m, text, len, true, false, toks, cap, &err) : -1;
+    hearth_token *toks = NULL;
+    int n = cli_tokenize(m, text, len, true, false, &toks);
     free(text);
-    if (n < 0 || n > cap) {
-        cli_fail("%s", !toks ? "out of memory" : n < 0 ? err.msg : "token buffer too small");
-        free(toks);
-        return NULL;
-    }
+    if (n < 0) return NULL;
     *n_out = n;
     return toks;
 }

@@ -53,13 +53,10 @@ int cmd_tokenize(int argc, char **argv) {
     else len = strlen(text);
     hearth_model *m = load(path ? path : cli_default_model());
     if (!m) { free(owned); return 1; }
-    hearth_err err;
-    int rc = 1, cap = (int)(len + 16 > 0x7fffffff ? 0x7fffffff : len + 16);
-    hearth_token *ids = malloc((size_t)cap * sizeof *ids);
-    int n = ids ? hearth_tokenize(m, text, len, bos, special, ids, cap, &err) : -1;
-    if (n > cap) { /* cannot happen: at most one token per byte plus specials */ n = -1; snprintf(err.msg, sizeof err.msg, "token buffer too small"); }
-    if (n < 0) cli_fail("%s", ids ? err.msg : "out of memory");
-    else {
+    int rc = 1;
+    hearth_token *ids = NULL;
+    int n = cli_tokenize(m, text, len, bos, special, &ids);
+    if (n >= 0) {
         char piece[256];
         for (int i = 0; i < n; i++) {
             printf(i ? " %d" : "%d", ids[i]);
