@@ -45,7 +45,7 @@ cc -O3 -ffp-contract=off -fno-trapping-math -Werror -c "$ROOT/src/compute/ops.c"
 QUANT=("$OUT"/quant.o "$OUT"/quant_ref.o "$OUT"/quant_grids.o "$OUT"/quant_iq_search.o "$OUT"/quant_cpu.o "$OUT"/quant_neon.o "$OUT"/quant_neon_dotprod.o "$OUT"/ops.o)
 cc -static "$ROOT/tests/test_quant_simd.c" "${QUANT[@]}" -lm -o "$OUT/test_quant_simd"
 cc -static "$ROOT/tests/test_matmul.c" "$OUT/matmul.o" "$OUT/threads.o" "${QUANT[@]}" -lm -lpthread -o "$OUT/test_matmul"
-cc -static "$ROOT/tests/test_ops.c" "$OUT/ops.o" -lm -o "$OUT/test_ops"
+cc -static "$ROOT/tests/test_ops.c" "${QUANT[@]}" -lm -o "$OUT/test_ops"   # (the KV row checks use the types' traits)
 echo "built aarch64 tests in $OUT"
 
 fail=0

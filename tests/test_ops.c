@@ -222,7 +222,11 @@ static void check_widths(void) {
 }
 
 /* The KV row kernels in each vector width: dequantized rows against the reference to_float; the accumulation of
- * 7 rows (a call of 4 then one of 3, and seven calls of 1) into 6 outputs of 2 tokens x 3 heads. */
+ * 7 rows (a call of 4 then one of 3, and seven calls of 1) into 6 outputs of 2 tokens x 3 heads. (Not vectorized:
+ * Debian's aarch64-linux-gnu-gcc 12 stops with an internal error vectorizing its sum in double.) */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-vectorize")))
+#endif
 static void check_kv_rows(void) {
     enum { D = 96, M = 7, NC = 6 };
     static const char *const isa[] = {"scalar", "avx2", "avx512"};

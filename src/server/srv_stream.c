@@ -74,8 +74,8 @@ static void split_news(srv_stream *st, srv_task *t, const char **rs, size_t *rn,
     st->sent = t->stable;
     if (t->done && !t->status) reasoning_finish(&st->rp);
     if (st->rp.reasoning.oom || st->rp.content.oom) st->lost = true;
-    *rs = st->rp.reasoning.p + st->r_sent, *rn = st->rp.reasoning.n - st->r_sent;
-    *cs = st->rp.content.p + st->c_sent, *cn = st->rp.content.n - st->c_sent;
+    *rs = st->rp.reasoning.p ? st->rp.reasoning.p + st->r_sent : "", *rn = st->rp.reasoning.n - st->r_sent;
+    *cs = st->rp.content.p ? st->rp.content.p + st->c_sent : "", *cn = st->rp.content.n - st->c_sent;
     st->r_sent = st->rp.reasoning.n, st->c_sent = st->rp.content.n;
 }
 
