@@ -725,7 +725,7 @@ int hearth_mpi_init(int *argc, char ***argv, hearth_model_loader load, hearth_er
     if (D.size % D.tp) {
         if (D.rank == 0) herr(err, "--tp %d: the job's %d ranks are not a multiple of %d", D.tp, D.size, D.tp);
         MPI_Finalize();
-        if (D.rank) exit(1);
+        if (D.rank) exit(0);   /* rank 0 says why and fails the job (a rank failing first could end it unsaid) */
         return -1;
     }
     if (provided < MPI_THREAD_SERIALIZED) {
