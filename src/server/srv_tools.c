@@ -96,6 +96,13 @@ static cJSON *call_schema(const cJSON *fn, const char *akey) {
     return s;
 }
 
+/* The converter's error about a tool's schema, said as the tools' (-1). */
+static int tools_err(hearth_err *err) {
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return herr(err, "tools: %s", msg);
+}
+
 /* Appends GBNF rules "name ::= body" lines to b, skipping a name already defined the same way (the JSON
  * primitives every converted schema brings); a name defined differently is an error. */
 static int merge_rules(ht_str *b, const char *rules, hearth_err *err) {
@@ -136,9 +143,7 @@ static int harmony_grammar(const cJSON *tools, const char *named, tools_mode mod
         char *g = stxt ? json_schema_gbnf(stxt, root, NULL, err) : NULL;
         free(stxt);
         if (!g) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            rc = herr(err, "tools: %s", msg);
+            rc = tools_err(err);
             break;
         }
         ht_str_puts(&alt, alt.n ? " | " : "");
@@ -227,9 +232,7 @@ static int xml_grammar(const cJSON *tools, const char *named, tools_mode mode, b
                 g = stxt ? json_schema_gbnf(stxt, root, NULL, err) : NULL;
                 free(stxt);
                 if (!g) {
-                    char msg[sizeof err->msg];
-                    snprintf(msg, sizeof msg, "%s", err->msg);
-                    rc = herr(err, "tools: %s", msg);
+                    rc = tools_err(err);
                     break;
                 }
                 rc = merge_rules(&b, g, err);
@@ -561,9 +564,7 @@ int tools_prepare(const srv_api *a, const cJSON *o, cJSON *messages, srv_tools *
     char *g = json_schema_gbnf(stxt, tt->fmt == TF_GENERIC ? "root" : "tc-call", NULL, err);
     free(stxt);
     if (!g) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        return herr(err, "tools: %s", msg);
+        return tools_err(err);
     }
     ht_str b = { 0 };
     if (tt->fmt == TF_HERMES) {

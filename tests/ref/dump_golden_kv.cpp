@@ -1,6 +1,7 @@
-// dump_golden_kv.cpp — ../shared/anchor/golden/dump_golden.cpp with the K and V cache types as arguments and flash
+// dump_golden_kv.cpp — the reference's golden dumper (the anchor's dump_golden.cpp) with the K and V cache types as arguments and flash
 // attention on (a quantized V needs it): the reference's goldens golden/NAME-ctk-K-ctv-V.golden of test_kv_types.
-// Build as the original (../shared/anchor/README.md), then: dump_golden_kv MODEL.gguf OUT.golden TYPE_K TYPE_V
+// Build against a llama.cpp tree L: g++ -O2 -std=c++17 dump_golden_kv.cpp -IL/include -IL/ggml/include -LL/build/bin
+// -lllama -lggml -lggml-base -Wl,-rpath,L/build/bin; then: dump_golden_kv MODEL.gguf OUT.golden TYPE_K TYPE_V
 // Format (little-endian): "HGLD" u32 version=1 u32 n_cases; per case: u32 n_tokens u32 n_out
 // u32 kind (0 logits per position, 1 hidden state per position, 2 mean-pooled), i32 tokens[n_tokens],
 // f32 values[(kind==2 ? 1 : n_tokens) * n_out]
