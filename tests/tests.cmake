@@ -20,3 +20,5 @@ add_executable(pty_drive ${CMAKE_SOURCE_DIR}/tests/pty_drive.c)
 target_link_libraries(pty_drive PRIVATE util)
 # test_sanitizers and test_fuzz share one sanitized build directory (tests/lib.sh): never both at once
 set_tests_properties(test_sanitizers test_fuzz PROPERTIES RESOURCE_LOCK sanitized_build)
+# the README runs the suite with -j2: the MPI jobs start up to four ranks on their own
+set_tests_properties(test_mpi PROPERTIES RUN_SERIAL TRUE)
