@@ -24,3 +24,19 @@ sanitized_build() {
     CC=clang cmake -S "$src" -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B/build.log" 2>&1 &&
         cmake --build "$B" -j"$(nproc)" >> "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; return 1; }
 }
+
+# start_server NAME ARGS...: `hearth serve` on a free local port with ARGS, its stderr in $tmp/NAME.log (the
+# caller's temp dir); appends its pid to the caller's `pids` array and sets URL once it listens. A server that
+# exits or never listens fails the script with its log.
+start_server() {
+    local name=$1; shift
+    "$HEARTH" serve --host 127.0.0.1 --port 0 "$@" 2>"$tmp/$name.log" &
+    pids+=($!)
+    for _ in $(seq 200); do
+        URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/$name.log" | head -1)
+        [[ -n $URL ]] && return 0
+        kill -0 "${pids[-1]}" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "FAIL: $name server did not start:"; cat "$tmp/$name.log"; exit 1
+}

@@ -23,18 +23,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/n
 trap cleanup EXIT
 
 # start NAME ARGS...: runs hearth serve on a free port; sets URL to its address
-start() {
-    local name=$1; shift
-    "$HEARTH" serve --host 127.0.0.1 --port 0 "$@" 2>"$tmp/$name.log" &
-    pids+=($!)
-    for _ in $(seq 200); do
-        URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/$name.log" | head -1)
-        [[ -n $URL ]] && return 0
-        kill -0 "${pids[-1]}" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "FAIL: $name server did not start:"; cat "$tmp/$name.log"; exit 1
-}
+start() { start_server "$@"; }
 
 start gen --parallel 8 -c 1024 -t 1 --api-key sekrit
 GEN_URL=$URL

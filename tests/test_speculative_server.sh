@@ -10,17 +10,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-start() {   # start NAME ARGS...: hearth serve on a free port; sets URL
-    local name=$1; shift
-    "$HEARTH" serve --host 127.0.0.1 --port 0 "$@" 2>"$tmp/$name.log" &
-    pids+=($!)
-    for _ in $(seq 200); do
-        URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/$name.log" | head -1)
-        [[ -n $URL ]] && return 0
-        sleep 0.05
-    done
-    echo "FAIL: $name server did not start:"; cat "$tmp/$name.log"; exit 1
-}
+start() { start_server "$@"; }   # start NAME ARGS...: sets URL
 # req URL BODY MODE OUT: a completion with "speculative": {"mode": MODE} (none: the server's), text and tokens to OUT
 req() {
     local body; body=$(jq -c --arg m "$3" 'if $m == "" then . else . + {speculative: {mode: $m}} end + {logprobs: 1}' <<<"$2")
