@@ -130,6 +130,11 @@ HEARTH_API int  hearth_seq_len(const hearth_ctx *c, int seq);
  * keeps only the last window + n_batch positions of those layers: going back more than n_batch tokens
  * clears the sequence instead (hearth_seq_len tells). */
 HEARTH_API void hearth_seq_truncate(hearth_ctx *c, int seq, int pos);
+/* How many more positions sequence seq can take and still be cut back to its current length exactly: a model
+ * with recurrent layers (Gated DeltaNet) keeps its state at the start of the current chunk of 64 positions, and
+ * the position that completes the chunk makes the positions before it final; a sliding-window ring overwrites
+ * what is further back than its slack. INT_MAX when nothing limits it (speculative drafts stay within it). */
+HEARTH_API int  hearth_seq_cut_room(const hearth_ctx *c, int seq);
 /* A sequence's KV cache as bytes, to keep a prompt's prefix and restore it later (prompt caches): each position
  * takes hearth_kv_token_bytes(c). hearth_kv_read copies positions [pos0, pos0 + n) of seq (they must be cached)
  * into buf; hearth_kv_write appends them to seq, whose length must be pos0, and the sequence is then as if it

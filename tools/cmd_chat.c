@@ -391,7 +391,6 @@ static int chat_setup(chat_state *s, chat_opts *o) {
     bool off = o->spec_mode && !strcmp(o->spec_mode, "off"), ngram = o->spec_mode && !strcmp(o->spec_mode, "ngram");
     if (o->spec_mode && !strcmp(o->spec_mode, "draft") && !o->draft_path) return cli_fail("--spec draft needs --model-draft FILE");
     if (!off && (o->draft_path || ngram)) {
-        if (spec_ctx_check(s->ctx, &err)) return cli_fail("%s", err.msg);
         s->sp = spec_default_params();
         s->sp.n_max = (int)o->draft_max, s->sp.n_min = (int)o->draft_min, s->sp.p_min = (float)o->draft_p_min;
         s->sp.ngram = ngram;

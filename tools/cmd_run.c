@@ -546,13 +546,12 @@ static int setup_spec(run_state *r, const run_opts *o) {
     bool off = o->spec_mode && !strcmp(o->spec_mode, "off");
     bool ngram = o->spec_mode && !strcmp(o->spec_mode, "ngram");
     if (off || (!o->draft_path && !ngram)) return 0;
-    hearth_err err;
-    if (spec_ctx_check(r->ctx, &err)) return cli_fail("%s", err.msg);
     r->sp = spec_default_params();
     r->sp.n_max = (int)o->draft_max, r->sp.n_min = (int)o->draft_min, r->sp.p_min = (float)o->draft_p_min;
     r->sp.ngram = ngram, r->sp.ngram_min = (int)o->ngram_min, r->sp.ngram_max = (int)o->ngram_max;
     if (!o->draft_path) return 0;
     if (!(r->draft_m = cli_load_model(o->draft_path))) return 1;
+    hearth_err err;
     if (!(r->drafter = spec_drafter_new(r->m, r->draft_m, r->cap, 1, (int)o->threads, &err)))
         return cli_fail("%s: %s", o->draft_path, err.msg);
     fprintf(stderr, "draft model %s: %.1f MiB (weights and KV cache)\n", o->draft_path,

@@ -291,9 +291,7 @@ static void slot_spec(srv_engine *e, slot *s, const srv_task *t) {
     if (t->spec_n_min >= 0) s->sp.n_min = t->spec_n_min;
     if (t->spec_p_min >= 0) s->sp.p_min = t->spec_p_min;
     if (!s->sp.n_max) return;
-    hearth_err err;
     if (s->sp.draft && !s->sp.ngram && !e->drafter) slot_end(e, s, NULL, 400, "speculative mode \"draft\" needs a server started with --model-draft");
-    else if (spec_ctx_check(e->ctx, &err)) slot_end(e, s, NULL, 400, err.msg);
 }
 
 static void slot_start(srv_engine *e, slot *s, srv_task *t) {
@@ -630,7 +628,6 @@ static int engine_spec(srv_engine *e, const server_params *p, hearth_err *err) {
     e->spec = spec_default_params();
     e->spec.n_max = 0;
     if (!e->ctx || (!p->spec_mode && !p->draft_model)) return 0;
-    if (p->spec_mode && spec_ctx_check(e->ctx, err)) return -1;
     if (p->draft_model) {
         if (!(e->drafter = spec_drafter_new(e->m, p->draft_model, e->n_ctx, e->n_slots, p->n_threads, err))) return -1;
         fprintf(stderr, "draft model: %.1f MiB (weights and KV cache for %d slots)\n", spec_drafter_bytes(e->drafter) / 1048576.0,
