@@ -10,6 +10,7 @@
 
 #include "model/hf.h"
 #include "model/matmul.h"
+#include "model/pack.h"
 #include "compute/ops.h"
 #include "io/safetensors.h"
 
@@ -37,6 +38,7 @@ struct hearth_lora {
     int n, max_rank;
     int64_t max_out;
     lora_entry *e;
+    bool merged;              /* merged into the model's weights (hearth_lora_merge): not applied beside them */
 };
 
 /* The context's adapters: a registry of up to HEARTH_MAX_LORA, each sequence's scale of each (0: not applied),
@@ -257,6 +259,7 @@ int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scale
     int64_t out = 0;
     for (int i = 0; i < n; i++) {
         if (!a[i] || a[i]->m != c->m) return herr(err, "adapter %d was loaded for another model", i);
+        if (a[i]->merged) return herr(err, "adapter %d is merged into the model's weights: its scale is fixed", i);
         if (!isfinite(scales[i])) return herr(err, "adapter %d: scale %g", i, scales[i]);
         rank = HT_MAX(rank, a[i]->max_rank);
         out = HT_MAX(out, a[i]->max_out);
@@ -375,29 +378,190 @@ void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, floa
     }
 }
 
+/* FNV-1a over an adapter at a scale: the scale, alpha, and each pair's first bytes and shapes. */
+static uint64_t hash_adapter(uint64_t h, const hearth_lora *a, float sc) {
+    const float v[2] = { sc, a->alpha };
+    const uint8_t *p = (const uint8_t *)v;
+    for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    for (int i = 0; i < a->n; i++) {
+        const ht_tensor *t[2] = { &a->e[i].a, &a->e[i].b };
+        for (int j = 0; j < 2; j++) {
+            p = t[j]->data;
+            for (size_t b = 0; b < HT_MIN(t[j]->nbytes, (size_t)256); b++) h = (h ^ p[b]) * 0x100000001b3ull;
+            h = (h ^ (uint64_t)t[j]->ne[0] ^ ((uint64_t)t[j]->ne[1] << 32)) * 0x100000001b3ull;
+        }
+    }
+    return h;
+}
+
+/* The merged adapters' identity (the model's) goes first: a merged model's KV is never another's. */
 uint64_t hearth_seq_lora_id(const hearth_ctx *c, int seq) {
     const ht_lora_set *s = c->lora;
-    if (!s || seq < 0 || seq >= s->n_seq) return 0;
-    uint64_t h = 0xcbf29ce484222325ull;
-    bool any = false;
+    if (!s || seq < 0 || seq >= s->n_seq) return c->m->lora_merged;
+    uint64_t h = c->m->lora_merged ? c->m->lora_merged : 0xcbf29ce484222325ull;
+    bool any = c->m->lora_merged != 0;
     for (int k = 0; k < s->n; k++) {
         const float sc = s->scale[(size_t)seq * s->n + k];
         if (sc == 0) continue;
         any = true;
-        const hearth_lora *a = s->a[k];
-        const float v[2] = { sc, a->alpha };
-        const uint8_t *p = (const uint8_t *)v;
-        for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-        for (int i = 0; i < a->n; i++) {   /* the pairs' first bytes and shapes */
-            const ht_tensor *t[2] = { &a->e[i].a, &a->e[i].b };
-            for (int j = 0; j < 2; j++) {
-                p = t[j]->data;
-                for (size_t b = 0; b < HT_MIN(t[j]->nbytes, (size_t)256); b++) h = (h ^ p[b]) * 0x100000001b3ull;
-                h = (h ^ (uint64_t)t[j]->ne[0] ^ ((uint64_t)t[j]->ne[1] << 32)) * 0x100000001b3ull;
-            }
-        }
+        h = hash_adapter(h, s->a[k], sc);
     }
     return any ? h : 0;
 }
 
 uint64_t hearth_ctx_lora_id(const hearth_ctx *c) { return hearth_seq_lora_id(c, 0); }
+
+/* ---- merging: W' = W + sum of f B A, row by row ----
+ * Output row o of W: its floats, then for each adapter (in the caller's order) and k = 0..rank-1 in turn,
+ * w += (f B[o][k]) A[k]; then the merged type's reference quantizer. One formula per row: threads do not
+ * change it. */
+typedef struct {
+    const ht_tensor *W;
+    const void *old;          /* W's data before the merge (the slots to repoint) */
+    uint32_t type;            /* the merged copy's */
+    size_t dst_row;
+    uint8_t *dst;
+    int n;                    /* adapters adapting W */
+    const float *A[HEARTH_MAX_LORA];   /* lora_a as floats, [rank][n_in] */
+    const ht_tensor *B[HEARTH_MAX_LORA];
+    float f[HEARTH_MAX_LORA];
+} merge_job;
+
+typedef struct { merge_job *jobs; int n_jobs, max_rank; bool failed; } merge_all;
+
+static void merge_rows(void *arg, int ith, int nth) {
+    merge_all *all = arg;
+    int64_t max_in = 0;
+    for (int i = 0; i < all->n_jobs; i++) max_in = HT_MAX(max_in, all->jobs[i].W->ne[0]);
+    float *w = malloc((size_t)max_in * sizeof(float)), *b = malloc((size_t)all->max_rank * sizeof(float));
+    if (!w || !b) { all->failed = true; free(w); free(b); return; }   /* (any thread's true is enough) */
+    int64_t g = 0;
+    for (int i = 0; i < all->n_jobs; i++) {
+        const merge_job *j = &all->jobs[i];
+        const int64_t n_in = j->W->ne[0];
+        const ht_traits *wt = ht_get_traits(j->W->type), *dt = ht_get_traits_ref(j->type);
+        for (int64_t o = 0; o < j->W->ne[1]; o++, g++) {
+            if (g % nth != ith) continue;
+            wt->to_float(ht_row(j->W, o), w, n_in);
+            for (int k = 0; k < j->n; k++) {
+                const int64_t rank = j->B[k]->ne[0];
+                ht_get_traits(j->B[k]->type)->to_float(ht_row(j->B[k], o), b, rank);
+                for (int64_t r = 0; r < rank; r++) op_axpy(w, j->f[k] * b[r], j->A[k] + r * n_in, (int)n_in);
+            }
+            dt->from_float(w, j->dst + (size_t)o * j->dst_row, n_in);
+        }
+    }
+    free(w);
+    free(b);
+}
+
+int lora_merge(hearth_model *m, hearth_lora *const *a, const float *scales, int n, int n_threads, lora_type_fn type_of,
+               void *user, size_t *bytes, hearth_err *err) {
+    if (bytes) *bytes = 0;
+    if (n < 0 || n > HEARTH_MAX_LORA) return herr(err, "%d adapters: at most %d at once", n, HEARTH_MAX_LORA);
+    if (m->weights_packed) return herr(err, "adapters are merged before the model's first context");
+    if (m->tp_size > 1 || m->layer_lo != 0 || m->layer_hi != m->hp.n_layer)
+        return herr(err, "merging adapters is not supported with the model split over MPI ranks");
+    for (int i = 0; i < n; i++) {
+        if (!a[i] || a[i]->m != m) return herr(err, "adapter %d was loaded for another model", i);
+        if (a[i]->merged) return herr(err, "adapter %d is merged already", i);
+        if (!isfinite(scales[i])) return herr(err, "adapter %d: scale %g", i, scales[i]);
+    }
+    int n_slots = MODEL_MATRICES(m);
+    ht_tensor **slots = malloc((size_t)(n_slots + 3 * m->hp.n_layer + 1) * sizeof *slots);
+    int *job_of = malloc((size_t)m->n_tensors * sizeof *job_of);
+    merge_job *jobs = calloc((size_t)m->n_tensors + 1, sizeof *jobs);
+    float **owned = calloc((size_t)n * (size_t)m->n_tensors + 1, sizeof *owned);
+    merge_all all = { jobs, 0, 1, false };
+    int n_owned = 0, rc = 0;
+    if (!slots || !job_of || !jobs || !owned) { rc = herr(err, "out of memory"); goto out; }
+    /* every view of a matrix the forward pass may multiply: the packed ones, the routers and Gemma 4's PLE */
+    n_slots = model_matrices(m, slots);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        slots[n_slots++] = &m->layers[il].ffn_gate_inp;
+        slots[n_slots++] = &m->layers[il].ple_gate;
+        slots[n_slots++] = &m->layers[il].ple_proj;
+    }
+    slots[n_slots++] = &m->ple_model_proj;
+    for (int i = 0; i < m->n_tensors; i++) job_of[i] = -1;
+    for (int k = 0; k < n; k++) {
+        if (scales[k] == 0) continue;
+        for (int ei = 0; ei < a[k]->n; ei++) {
+            const lora_entry *e = &a[k]->e[ei];
+            int ti = 0;
+            while (ti < m->n_tensors && m->tensors[ti].data != e->base) ti++;
+            const ht_tensor *W = ti < m->n_tensors ? &m->tensors[ti] : NULL;
+            if (!W) { rc = herr(err, "adapter %d: %s: its weight is not the model's", k, e->a.name); goto out; }
+            if (W->data == m->tok_embd.data) { rc = herr(err, "%s: a token embedding is not merged (apply the adapter unmerged)", W->name); goto out; }
+            if (job_of[ti] < 0) {
+                merge_job *j = &jobs[job_of[ti] = all.n_jobs++];
+                j->W = W, j->old = W->data;
+                j->type = type_of ? type_of(m, W, user) : W->type;
+                const ht_traits *dt = ht_get_traits_ref(j->type);
+                j->dst_row = ht_row_size(j->type, W->ne[0]);
+                bool used = false;
+                for (int si = 0; si < n_slots; si++) used |= slots[si]->data == W->data;
+                if (!dt || !dt->from_float || !j->dst_row || !ht_get_traits(W->type) || !ht_get_traits(W->type)->to_float) {
+                    rc = herr(err, "%s: hearth cannot requantize type %s (apply the adapter unmerged)", W->name, dt ? dt->name : "?");
+                    goto out;
+                }
+                if (!used) { rc = herr(err, "%s: not a matrix hearth merges (apply the adapter unmerged)", W->name); goto out; }
+            }
+            merge_job *j = &jobs[job_of[ti]];
+            const int rank = (int)e->a.ne[1];
+            const float *A = e->a.data;
+            if (e->a.type != HT_F32) {   /* lora_a as floats, for this merge only */
+                float *f = owned[n_owned++] = malloc((size_t)rank * (size_t)e->a.ne[0] * sizeof(float));
+                if (!f) { rc = herr(err, "out of memory"); goto out; }
+                for (int r = 0; r < rank; r++) ht_get_traits(e->a.type)->to_float(ht_row(&e->a, r), f + (size_t)r * e->a.ne[0], e->a.ne[0]);
+                A = f;
+            }
+            j->A[j->n] = A, j->B[j->n] = &e->b;
+            j->f[j->n++] = scales[k] * (a[k]->alpha > 0 ? a[k]->alpha : (float)rank) / (float)rank;
+            all.max_rank = HT_MAX(all.max_rank, rank);
+        }
+    }
+    size_t total = 0;
+    for (int i = 0; i < all.n_jobs; i++) {
+        merge_job *j = &jobs[i];
+        if (!(j->dst = malloc(j->dst_row * (size_t)j->W->ne[1]))) { rc = herr(err, "out of memory for the merged weights"); goto out; }
+        total += j->dst_row * (size_t)j->W->ne[1];
+    }
+    ht_pool *pool = pool_new(n_threads > 0 ? n_threads : 1);
+    if (!pool) { rc = herr(err, "out of memory"); goto out; }
+    pool_run(pool, merge_rows, &all);
+    pool_free(pool);
+    if (all.failed) { rc = herr(err, "out of memory merging the adapters"); goto out; }
+    for (int i = 0; i < all.n_jobs; i++)   /* owned by the model from here on */
+        if (model_own(m, jobs[i].dst, err)) { for (int k = i + 1; k < all.n_jobs; k++) free(jobs[k].dst); all.n_jobs = 0; rc = -1; goto out; }
+    /* every view of each merged matrix now reads the copy */
+    for (int i = 0; i < all.n_jobs; i++) {
+        const merge_job *j = &jobs[i];
+        for (int si = 0; si < n_slots + m->n_tensors; si++) {
+            ht_tensor *t = si < n_slots ? slots[si] : &m->tensors[si - n_slots];
+            if (t->data != j->old) continue;
+            t->data = j->dst, t->type = j->type, t->row_bytes = j->dst_row, t->nbytes = j->dst_row * (size_t)t->ne[1];
+        }
+    }
+    uint64_t h = m->lora_merged ? m->lora_merged : 0xcbf29ce484222325ull;
+    for (int k = 0; k < n; k++) {
+        a[k]->merged = true;
+        if (scales[k] != 0) h = hash_adapter(h, a[k], scales[k]);
+    }
+    if (all.n_jobs) m->lora_merged = h;
+    if (bytes) *bytes = total;
+    all.n_jobs = 0;   /* (the copies are the model's) */
+out:
+    for (int i = 0; i < all.n_jobs; i++) free(jobs[i].dst);
+    for (int i = 0; i < n_owned; i++) free(owned[i]);
+    free(owned);
+    free(jobs);
+    free(job_of);
+    free(slots);
+    return rc;
+}
+
+int hearth_lora_merge(hearth_model *m, hearth_lora *const *a, const float *scales, int n, int n_threads, size_t *bytes,
+                      hearth_err *err) {
+    return lora_merge(m, a, scales, n, n_threads, NULL, NULL, bytes, err);
+}

@@ -10,5 +10,10 @@
  * adapts W. Nothing when the context has none. */
 void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y);
 void lora_ctx_free(hearth_ctx *c);
+/* hearth_lora_merge, with the type of each merged copy chosen by type_of (NULL: the weight's own type) — the
+ * quantizer's, when quantize --lora writes the merged model out. */
+typedef uint32_t (*lora_type_fn)(const hearth_model *m, const ht_tensor *W, void *user);
+int lora_merge(hearth_model *m, hearth_lora *const *a, const float *scales, int n, int n_threads, lora_type_fn type_of,
+               void *user, size_t *bytes, hearth_err *err);
 
 #endif

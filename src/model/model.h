@@ -181,6 +181,7 @@ struct hearth_model {
     char name[128];
     char *path;               /* what it was loaded from, for messages */
     bool weights_packed;      /* model_pack_weights has run */
+    uint64_t lora_merged;     /* an identity of the LoRA adapters merged into the weights (lora.c), 0: none */
     /* The layers this process evaluates, [layer_lo, layer_hi): all of them, unless an MPI job gives each rank
      * a range (src/dist); the process with layer 0 also embeds the tokens and runs the output head. */
     int layer_lo, layer_hi;
