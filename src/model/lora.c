@@ -323,16 +323,26 @@ static int transpose_b(hearth_lora *a, hearth_err *err) {
     return 0;
 }
 
-/* F32 pairs, fused (two passes, no matmul set-up): t[r][k] = A_k . x_r, one task per (row, k); then
- * y_r += (f_r t_r[k]) B^T_k for k = 0..rank-1 in turn, a task per row and block of 256 outputs. Each value has
- * one formula, whatever the batch or the threads. */
-typedef struct { const float *A, *Bt, *x, *f; float *t, *y; int n_in, n_out, rank; } fused_job;
+/* F32 pairs, fused (two passes, no matmul set-up): t[r][k] = A_k . x_r (op_dot_lanes), one task per tile of 4
+ * rows by 4 of k (the tile's products in registers); then y_r += (f_r t_r[k]) B^T_k for k = 0..rank-1 in turn, a
+ * task per row and block of 256 outputs (y's block in registers across the k). Each value has one formula,
+ * whatever the batch, the tiles or the threads. */
+typedef struct { const float *A, *Bt, *x, *f; float *t, *y; int n_in, n_out, rank, n_tok; } fused_job;
 
 static void fused_t(const void *arg, int i0, int i1) {
     const fused_job *j = arg;
+    const int nk = (j->rank + 3) / 4;
     for (int i = i0; i < i1; i++) {
-        const int r = i / j->rank, k = i % j->rank;
-        j->t[(size_t)r * j->rank + k] = j->f[r] == 0 ? 0 : op_dot_lanes(j->A + (size_t)k * j->n_in, j->x + (size_t)r * j->n_in, j->n_in);
+        const int r0 = i / nk * 4, k0 = i % nk * 4;
+        int nr = 0;   /* the tile's leading rows that use the adapter */
+        while (nr < 4 && r0 + nr < j->n_tok && j->f[r0 + nr] != 0) nr++;
+        if (nr > 0 && k0 + 4 <= j->rank) {
+            op_dot_lanes_x4(j->t + (size_t)r0 * j->rank + k0, (size_t)j->rank, j->x + (size_t)r0 * j->n_in, (size_t)j->n_in, nr,
+                            j->A + (size_t)k0 * j->n_in, (size_t)j->n_in, j->n_in);
+        } else nr = 0;
+        for (int r = r0 + nr; r < HT_MIN(r0 + 4, j->n_tok); r++)
+            for (int k = k0; k < HT_MIN(k0 + 4, j->rank); k++)
+                j->t[(size_t)r * j->rank + k] = j->f[r] == 0 ? 0 : op_dot_lanes(j->A + (size_t)k * j->n_in, j->x + (size_t)r * j->n_in, j->n_in);
     }
 }
 
@@ -340,12 +350,17 @@ static void fused_t(const void *arg, int i0, int i1) {
 static void fused_y(const void *arg, int i0, int i1) {
     const fused_job *j = arg;
     const int nb = (j->n_out + FUSED_BLOCK - 1) / FUSED_BLOCK;
+    float a[64];
     for (int i = i0; i < i1; i++) {
         const int r = i / nb, o0 = i % nb * FUSED_BLOCK, n = HT_MIN(o0 + FUSED_BLOCK, j->n_out) - o0;
         if (j->f[r] == 0) continue;   /* a row whose sequence does not use this adapter: untouched */
         const float *t = j->t + (size_t)r * j->rank;
         float *y = j->y + (size_t)r * j->n_out + o0;
-        for (int k = 0; k < j->rank; k++) op_axpy(y, j->f[r] * t[k], j->Bt + (size_t)k * j->n_out + o0, n);
+        for (int k0 = 0; k0 < j->rank; k0 += 64) {
+            const int m = HT_MIN(64, j->rank - k0);
+            for (int k = 0; k < m; k++) a[k] = j->f[r] * t[k0 + k];
+            op_axpy_m(y, a, j->Bt + (size_t)k0 * j->n_out + o0, (size_t)j->n_out, m, n);
+        }
     }
 }
 
@@ -366,8 +381,8 @@ void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, floa
         }
         if (!any) continue;
         if (e->bt) {
-            fused_job j = { e->a.data, e->bt, x, s->f, s->t, y, (int)e->a.ne[0], (int)e->b.ne[1], rank };
-            pool_share(c->pool, n_tok * rank, fused_t, &j);
+            fused_job j = { e->a.data, e->bt, x, s->f, s->t, y, (int)e->a.ne[0], (int)e->b.ne[1], rank, n_tok };
+            pool_share(c->pool, (n_tok + 3) / 4 * ((rank + 3) / 4), fused_t, &j);
             pool_share(c->pool, n_tok * ((j.n_out + FUSED_BLOCK - 1) / FUSED_BLOCK), fused_y, &j);
             continue;
         }
