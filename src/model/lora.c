@@ -5,7 +5,10 @@
  * Applied without merging: after a weight's product, A x (n_tok x rank) and B (A x) (n_tok x n_out) run through
  * the same matmul as every weight, and y += s * alpha / rank * B (A x). Each output is a fixed sequence of
  * operations on its row, so results stay the same whatever the batch or thread count. An adapter's entries are
- * found by the base weight's data pointer (unique per matrix, kept when the weights are packed). */
+ * found by the base weight's data pointer (unique per matrix, kept when the weights are packed).
+ *
+ * Or merged for good before the first context (hearth_lora_merge, --lora-merge, quantize --lora): each adapted
+ * matrix is copied as W + s alpha / rank B A, requantized, and every view of it repointed to the copy. */
 #include "model/lora.h"
 
 #include "model/hf.h"
@@ -41,10 +44,13 @@ struct hearth_lora {
     bool merged;              /* merged into the model's weights (hearth_lora_merge): not applied beside them */
 };
 
+#define LORA_GROUP 3   /* matrices of one product whose fused terms run as one job (lora_add) */
+#define LORA_SERIAL (1 << 19)   /* multiply-adds of fused terms below which lora_add runs them on the caller's thread */
+
 /* The context's adapters: a registry of up to HEARTH_MAX_LORA, each sequence's scale of each (0: not applied),
  * and the scratch (n_batch rows of the widest rank and output, and a factor per row). */
 typedef struct ht_lora_set {
-    int n, n_seq;
+    int n, n_seq, max_rank;
     hearth_lora *a[HEARTH_MAX_LORA];
     float *scale;             /* [n_seq][n] */
     float *t, *u, *f;
@@ -270,12 +276,13 @@ int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scale
     ht_lora_set *s = calloc(1, sizeof *s);
     if (!s) return herr(err, "out of memory");
     c->lora = s;
-    s->t = ctx_buf_calloc((size_t)c->n_batch * (size_t)rank, sizeof(float), &fail);
+    const size_t pairs = (size_t)LORA_GROUP * (size_t)n;   /* lora_add's group: a t and f per (matrix, adapter) */
+    s->t = ctx_buf_calloc((size_t)c->n_batch * (size_t)rank * pairs, sizeof(float), &fail);
     s->u = ctx_buf_calloc((size_t)c->n_batch * (size_t)out, sizeof(float), &fail);
-    s->f = ctx_buf_calloc((size_t)c->n_batch, sizeof(float), &fail);
+    s->f = ctx_buf_calloc((size_t)c->n_batch * pairs, sizeof(float), &fail);
     s->scale = malloc((size_t)c->n_seq * (size_t)n * sizeof(float));
     if (fail || !s->scale) { lora_ctx_free(c); return herr(err, "out of memory for the adapters' scratch"); }
-    s->n = n, s->n_seq = c->n_seq;
+    s->n = n, s->n_seq = c->n_seq, s->max_rank = rank;
     for (int i = 0; i < n; i++) s->a[i] = a[i];
     for (int q = 0; q < c->n_seq; q++) memcpy(s->scale + (size_t)q * n, scales, (size_t)n * sizeof(float));
     c->product_hook = lora_add;
@@ -329,44 +336,67 @@ static int transpose_b(hearth_lora *a, hearth_err *err) {
  * whatever the batch, the tiles or the threads. */
 typedef struct { const float *A, *Bt, *x, *f; float *t, *y; int n_in, n_out, rank, n_tok; } fused_job;
 
-static void fused_t(const void *arg, int i0, int i1) {
-    const fused_job *j = arg;
-    const int nk = (j->rank + 3) / 4;
-    for (int i = i0; i < i1; i++) {
-        const int r0 = i / nk * 4, k0 = i % nk * 4;
-        int nr = 0;   /* the tile's leading rows that use the adapter */
-        while (nr < 4 && r0 + nr < j->n_tok && j->f[r0 + nr] != 0) nr++;
-        if (nr > 0 && k0 + 4 <= j->rank) {
-            op_dot_lanes_x4(j->t + (size_t)r0 * j->rank + k0, (size_t)j->rank, j->x + (size_t)r0 * j->n_in, (size_t)j->n_in, nr,
-                            j->A + (size_t)k0 * j->n_in, (size_t)j->n_in, j->n_in);
-        } else nr = 0;
-        for (int r = r0 + nr; r < HT_MIN(r0 + 4, j->n_tok); r++)
-            for (int k = k0; k < HT_MIN(k0 + 4, j->rank); k++)
-                j->t[(size_t)r * j->rank + k] = j->f[r] == 0 ? 0 : op_dot_lanes(j->A + (size_t)k * j->n_in, j->x + (size_t)r * j->n_in, j->n_in);
-    }
+static void fused_t_task(const fused_job *j, int i) {
+    const int nk = (j->rank + 3) / 4, r0 = i / nk * 4, k0 = i % nk * 4;
+    int nr = 0;   /* the tile's leading rows that use the adapter */
+    while (nr < 4 && r0 + nr < j->n_tok && j->f[r0 + nr] != 0) nr++;
+    if (nr > 0 && k0 + 4 <= j->rank)
+        op_dot_lanes_x4(j->t + (size_t)r0 * j->rank + k0, (size_t)j->rank, j->x + (size_t)r0 * j->n_in, (size_t)j->n_in, nr,
+                        j->A + (size_t)k0 * j->n_in, (size_t)j->n_in, j->n_in);
+    else nr = 0;
+    for (int r = r0 + nr; r < HT_MIN(r0 + 4, j->n_tok); r++)
+        for (int k = k0; k < HT_MIN(k0 + 4, j->rank); k++)
+            j->t[(size_t)r * j->rank + k] = j->f[r] == 0 ? 0 : op_dot_lanes(j->A + (size_t)k * j->n_in, j->x + (size_t)r * j->n_in, j->n_in);
 }
 
 #define FUSED_BLOCK 256
-static void fused_y(const void *arg, int i0, int i1) {
-    const fused_job *j = arg;
+static int fused_t_tasks(const fused_job *j) { return (j->n_tok + 3) / 4 * ((j->rank + 3) / 4); }
+static int fused_y_tasks(const fused_job *j) { return j->n_tok * ((j->n_out + FUSED_BLOCK - 1) / FUSED_BLOCK); }
+
+static void fused_y_task(const fused_job *j, int i) {
     const int nb = (j->n_out + FUSED_BLOCK - 1) / FUSED_BLOCK;
+    const int r = i / nb, o0 = i % nb * FUSED_BLOCK, n = HT_MIN(o0 + FUSED_BLOCK, j->n_out) - o0;
+    if (j->f[r] == 0) return;   /* a row whose sequence does not use this adapter: untouched */
+    const float *t = j->t + (size_t)r * j->rank;
+    float *y = j->y + (size_t)r * j->n_out + o0;
     float a[64];
-    for (int i = i0; i < i1; i++) {
-        const int r = i / nb, o0 = i % nb * FUSED_BLOCK, n = HT_MIN(o0 + FUSED_BLOCK, j->n_out) - o0;
-        if (j->f[r] == 0) continue;   /* a row whose sequence does not use this adapter: untouched */
-        const float *t = j->t + (size_t)r * j->rank;
-        float *y = j->y + (size_t)r * j->n_out + o0;
-        for (int k0 = 0; k0 < j->rank; k0 += 64) {
-            const int m = HT_MIN(64, j->rank - k0);
-            for (int k = 0; k < m; k++) a[k] = j->f[r] * t[k0 + k];
-            op_axpy_m(y, a, j->Bt + (size_t)k0 * j->n_out + o0, (size_t)j->n_out, m, n);
-        }
+    for (int k0 = 0; k0 < j->rank; k0 += 64) {
+        const int m = HT_MIN(64, j->rank - k0);
+        for (int k = 0; k < m; k++) a[k] = j->f[r] * t[k0 + k];
+        op_axpy_m(y, a, j->Bt + (size_t)k0 * j->n_out + o0, (size_t)j->n_out, m, n);
     }
 }
 
-void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) {
+/* The fused terms of one product's matrices (q/k/v, or gate/up: the same x) as two jobs for all of them: the
+ * rank products of every (matrix, adapter) pair, then each matrix's outputs with its adapters' terms added in
+ * the registry's order (the order lora_add_one adds them in). */
+typedef struct {
+    fused_job j[LORA_GROUP * HEARTH_MAX_LORA];
+    int n, t0[LORA_GROUP * HEARTH_MAX_LORA + 1];   /* pair p's rank-product tasks start at t0[p] */
+    int n_mat, y0[LORA_GROUP + 1], p0[LORA_GROUP + 1];   /* matrix m: output tasks from y0[m], pairs from p0[m] */
+} fused_group;
+
+static void group_t(const void *arg, int i0, int i1) {
+    const fused_group *g = arg;
+    for (int i = i0, p = 0; i < i1; i++) {
+        while (i >= g->t0[p + 1]) p++;
+        fused_t_task(&g->j[p], i - g->t0[p]);
+    }
+}
+
+static void group_y(const void *arg, int i0, int i1) {
+    const fused_group *g = arg;
+    for (int i = i0, m = 0; i < i1; i++) {
+        while (i >= g->y0[m + 1]) m++;
+        for (int p = g->p0[m]; p < g->p0[m + 1]; p++) fused_y_task(&g->j[p], i - g->y0[m]);
+    }
+}
+
+static void fused_t(const void *arg, int i0, int i1) { for (int i = i0; i < i1; i++) fused_t_task(arg, i); }
+static void fused_y(const void *arg, int i0, int i1) { for (int i = i0; i < i1; i++) fused_y_task(arg, i); }
+
+static void lora_add_one(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) {
     ht_lora_set *s = c->lora;
-    if (!s) return;
     for (int k = 0; k < s->n; k++) {   /* in the registry's order, whatever the other rows use */
         const hearth_lora *a = s->a[k];
         const lora_entry *e = NULL;
@@ -382,8 +412,8 @@ void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, floa
         if (!any) continue;
         if (e->bt) {
             fused_job j = { e->a.data, e->bt, x, s->f, s->t, y, (int)e->a.ne[0], (int)e->b.ne[1], rank, n_tok };
-            pool_share(c->pool, (n_tok + 3) / 4 * ((rank + 3) / 4), fused_t, &j);
-            pool_share(c->pool, n_tok * ((j.n_out + FUSED_BLOCK - 1) / FUSED_BLOCK), fused_y, &j);
+            pool_share(c->pool, fused_t_tasks(&j), fused_t, &j);
+            pool_share(c->pool, fused_y_tasks(&j), fused_y, &j);
             continue;
         }
         matmul(c, &e->a, x, n_tok, s->t);
@@ -391,6 +421,59 @@ void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, floa
         axpy_job j = { y, s->u, s->f, (int)W->ne[1] };
         pool_share(c->pool, n_tok, axpy_rows, &j);
     }
+}
+
+/* The entry of adapter a for W, or NULL. */
+static const lora_entry *entry_for(const hearth_lora *a, const ht_tensor *W) {
+    for (int i = 0; i < a->n; i++) if (a->e[i].base == W->data) return &a->e[i];
+    return NULL;
+}
+
+void lora_add(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok) {
+    ht_lora_set *s = c->lora;
+    if (!s) return;
+    fused_group g;
+    g.n = 0, g.n_mat = n_mat;
+    bool fused = n_mat <= LORA_GROUP;   /* every pair in play fused: one group; else matrix by matrix */
+    for (int m = 0; fused && m < n_mat; m++) {
+        g.p0[m] = g.n;
+        for (int k = 0; fused && k < s->n; k++) {
+            const hearth_lora *a = s->a[k];
+            const lora_entry *e = entry_for(a, W[m]);
+            if (!e) continue;
+            const int rank = (int)e->a.ne[1];
+            const float alpha = a->alpha > 0 ? a->alpha : (float)rank;
+            float *f = s->f + (size_t)g.n * (size_t)c->n_batch;
+            bool any = false;
+            for (int r = 0; r < n_tok; r++) {
+                const int q = c->row_seq ? c->row_seq[r] : 0;
+                any |= (f[r] = s->scale[(size_t)q * s->n + k] * alpha / (float)rank) != 0;
+            }
+            if (!any) continue;
+            if (!e->bt) { fused = false; break; }
+            float *t = s->t + (size_t)g.n * (size_t)c->n_batch * (size_t)s->max_rank;
+            g.j[g.n] = (fused_job){ e->a.data, e->bt, x, f, t, y[m], (int)e->a.ne[0], (int)e->b.ne[1], rank, n_tok };
+            g.n++;
+        }
+    }
+    if (!fused) {
+        for (int m = 0; m < n_mat; m++) lora_add_one(c, W[m], x, n_tok, y[m]);
+        return;
+    }
+    if (!g.n) return;
+    g.p0[n_mat] = g.n;
+    g.t0[0] = g.y0[0] = 0;
+    for (int p = 0; p < g.n; p++) g.t0[p + 1] = g.t0[p] + fused_t_tasks(&g.j[p]);
+    for (int m = 0; m < n_mat; m++) g.y0[m + 1] = g.y0[m] + (g.p0[m + 1] > g.p0[m] ? fused_y_tasks(&g.j[g.p0[m]]) : 0);
+    int64_t macs = 0;
+    for (int p = 0; p < g.n; p++) macs += (int64_t)n_tok * g.j[p].rank * (g.j[p].n_in + g.j[p].n_out);
+    if (macs <= LORA_SERIAL) {   /* decode: a few microseconds, less than waking the pool twice */
+        group_t(&g, 0, g.t0[g.n]);
+        group_y(&g, 0, g.y0[n_mat]);
+        return;
+    }
+    pool_share(c->pool, g.t0[g.n], group_t, &g);
+    pool_share(c->pool, g.y0[n_mat], group_y, &g);
 }
 
 /* FNV-1a over an adapter at a scale: the scale, alpha, and each pair's first bytes and shapes. */
