@@ -37,8 +37,9 @@ bool cli_is_cache_flag(const char *flag);
 bool cli_cache_types(const char *flag, const char *val, hearth_cache_type kv[2]);
 /* LoRA adapters as llama.cpp spells them: --lora FILE[,FILE...] (scale 1) and --lora-scaled FILE:SCALE[,...],
  * both repeatable. cli_lora_arg collects a flag's value (false after printing the error); cli_lora_load loads
- * them for m (once), cli_lora_set sets them on ctx (each 1 after printing the error, naming the file); cli_lora_free frees them, after the contexts that use them. With merge (--lora-merge),
- * cli_lora_load merges them into m's weights (so before m's first context) and cli_lora_set does nothing. */
+ * them for m (once), cli_lora_set sets them on ctx (each 1 after printing the error, naming the file);
+ * cli_lora_free frees them, after the contexts that use them. With merge (--lora-merge), cli_lora_load merges
+ * them into m's weights (so before m's first context) and cli_lora_set does nothing. */
 typedef struct {
     int n;
     bool merge, merged;
