@@ -45,7 +45,6 @@ struct hearth_lora {
 };
 
 #define LORA_GROUP 3   /* matrices of one product whose fused terms run as one job (lora_add) */
-#define LORA_SERIAL (1 << 19)   /* multiply-adds of fused terms below which lora_add runs them on the caller's thread */
 
 /* The context's adapters: a registry of up to HEARTH_MAX_LORA, each sequence's scale of each (0: not applied),
  * and the scratch (n_batch rows of the widest rank and output, and a factor per row). */
@@ -465,13 +464,6 @@ void lora_add(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_m
     g.t0[0] = g.y0[0] = 0;
     for (int p = 0; p < g.n; p++) g.t0[p + 1] = g.t0[p] + fused_t_tasks(&g.j[p]);
     for (int m = 0; m < n_mat; m++) g.y0[m + 1] = g.y0[m] + (g.p0[m + 1] > g.p0[m] ? fused_y_tasks(&g.j[g.p0[m]]) : 0);
-    int64_t macs = 0;
-    for (int p = 0; p < g.n; p++) macs += (int64_t)n_tok * g.j[p].rank * (g.j[p].n_in + g.j[p].n_out);
-    if (macs <= LORA_SERIAL) {   /* decode: a few microseconds, less than waking the pool twice */
-        group_t(&g, 0, g.t0[g.n]);
-        group_y(&g, 0, g.y0[n_mat]);
-        return;
-    }
     pool_share(c->pool, g.t0[g.n], group_t, &g);
     pool_share(c->pool, g.y0[n_mat], group_y, &g);
 }
