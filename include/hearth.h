@@ -187,6 +187,14 @@ HEARTH_API int hearth_seq_set_lora(hearth_ctx *c, int seq, const float *scales, 
  * hearth_ctx_lora_id is sequence 0's. */
 HEARTH_API uint64_t hearth_seq_lora_id(const hearth_ctx *c, int seq);
 HEARTH_API uint64_t hearth_ctx_lora_id(const hearth_ctx *c);
+/* Merges adapters into m's weights for good (W' = W + sum of scale * alpha / rank * B A, row by row on n_threads):
+ * each adapted matrix is dequantized, added to and requantized to its own type with hearth's reference
+ * quantizer (F32 / F16 / BF16 stay in their type), in a copy the model owns; untouched matrices stay mapped.
+ * A quantized base is rounded again, so logits differ slightly from the unmerged path's. Only before m's first
+ * context, and not for a model split over MPI ranks or a token embedding; *bytes (may be NULL) gets the bytes
+ * copied. The adapters are then merged: hearth_ctx_set_lora refuses them. -1 with err (m unchanged). */
+HEARTH_API int hearth_lora_merge(hearth_model *m, hearth_lora *const *a, const float *scales, int n, int n_threads,
+                                 size_t *bytes, hearth_err *err);
 /* ---- sampling ---- */
 /* The sampler chain. hearth_sample runs these stages, in this order, over the n_vocab logits of one row:
  *   1. logit bias   logit += bias[id]          (hearth_sampler_set_bias, hearth_sampler_bias_text)

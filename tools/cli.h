@@ -37,10 +37,12 @@ bool cli_is_cache_flag(const char *flag);
 bool cli_cache_types(const char *flag, const char *val, hearth_cache_type kv[2]);
 /* LoRA adapters as llama.cpp spells them: --lora FILE[,FILE...] (scale 1) and --lora-scaled FILE:SCALE[,...],
  * both repeatable. cli_lora_arg collects a flag's value (false after printing the error); cli_lora_load loads
- * them for m (once), cli_lora_set sets them on ctx, cli_lora_apply does both (each 1 after printing the error,
- * naming the file); cli_lora_free frees them, after the contexts that use them. */
+ * them for m (once), cli_lora_set sets them on ctx (each 1 after printing the error, naming the file);
+ * cli_lora_free frees them, after the contexts that use them. With merge (--lora-merge), cli_lora_load merges
+ * them into m's weights (so before m's first context) and cli_lora_set does nothing. */
 typedef struct {
     int n;
+    bool merge, merged;
     char *path[HEARTH_MAX_LORA];
     float scale[HEARTH_MAX_LORA];
     hearth_lora *a[HEARTH_MAX_LORA];
@@ -48,7 +50,6 @@ typedef struct {
 bool cli_lora_arg(const char *flag, const char *val, cli_lora *l);
 int cli_lora_load(hearth_model *m, cli_lora *l);
 int cli_lora_set(hearth_ctx *ctx, const cli_lora *l);
-int cli_lora_apply(hearth_model *m, hearth_ctx *ctx, cli_lora *l);
 void cli_lora_free(cli_lora *l);
 /* Prints "error: MSG" as one line to stderr and returns 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -56,6 +56,9 @@ static void run_usage(void) {
            "                               prompt there (the store hearth serve --prompt-cache uses)\n"
            "  --lora FILE[,FILE]           apply LoRA adapters (GGUF, llama.cpp's format) at scale 1 (repeatable)\n"
            "  --lora-scaled FILE:S[,...]   apply LoRA adapters at scale S (repeatable)\n"
+           "  --lora-merge                 merge them into the weights at load (W + S B A, requantized to each\n"
+           "                               weight's type: a quantized base's logits differ slightly from the\n"
+           "                               unmerged path's; F32 / F16 / BF16 weights stay in their type)\n"
            "Speculative decoding (the output is the same token for token; only the speed changes):\n"
            "  --model-draft FILE           a small model with the same vocabulary proposes tokens (GGUF or HF dir)\n"
            "  --spec MODE                  draft (the default with --model-draft), ngram (look the last tokens up\n"
@@ -133,6 +136,7 @@ static bool parse_switch(run_opts *o, const char *a) {
     if (!strcmp(a, "--least-likely")) o->least_likely = true;
     else if (!strcmp(a, "--json")) o->json = true;
     else if (!strcmp(a, "--json-object")) o->grammar.json_object = true;
+    else if (!strcmp(a, "--lora-merge")) o->lora.merge = true;
     else return false;
     return true;
 }

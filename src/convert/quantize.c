@@ -7,6 +7,7 @@
  * Norms, biases and other vectors stay F32. Tensor data is produced at write time, one tensor at a time,
  * rows quantized in parallel with the scalar reference quantizers, so memory stays at one tensor. */
 #include "convert/quantize.h"
+#include "model/lora.h"
 #include "tokenizer/vocab_export.h"
 
 #include <dirent.h>
@@ -253,4 +254,22 @@ int model_quantize(const hearth_model *m, const char *out, const char *type_name
     gguf_writer_free(w);
     free(jobs);
     return rc;
+}
+
+/* ---- quantize --lora ---- */
+typedef struct { uint32_t base; int mix; bool has_output; } merge_recipe;
+
+static uint32_t merged_type(const hearth_model *m, const ht_tensor *W, void *user) {
+    const merge_recipe *r = user;
+    const uint32_t t = quant_tensor_type(W->name, W->n_dims, W->ne[0], r->base, r->mix, m->hp.n_layer, r->has_output);
+    return t == W->type ? t : (uint32_t)HT_F32;
+}
+
+int quant_merge_lora(hearth_model *m, hearth_lora *const *a, const float *scales, int n, const char *type_name, bool pure,
+                     int n_threads, size_t *bytes, hearth_err *err) {
+    merge_recipe r = { 0 };
+    uint32_t ftype;
+    if (quant_parse_type(type_name, pure, &r.base, &r.mix, &ftype)) return herr(err, "unknown type '%s' (one of: %s)", type_name, quant_type_list());
+    for (int i = 0; i < m->n_tensors; i++) r.has_output |= !strcmp(m->tensors[i].name, "output.weight");
+    return lora_merge(m, a, scales, n, n_threads, merged_type, &r, bytes, err);
 }

@@ -21,6 +21,12 @@ uint32_t quant_tensor_type(const char *name, int n_dims, int64_t ne0, uint32_t b
  * HF directory, through any name (hard links and symlinks included). Checked before anything is written. */
 int quant_check_paths(const char *in, const char *out, hearth_err *err);
 
+/* quantize --lora: merges the adapters into m's weights (lora_merge) for writing m as type_name (pure): a
+ * matrix the recipe keeps in its type is merged in that type (then copied as it is: the bits --lora-merge
+ * gives), any other in F32 (one rounding, to the recipe's type, when written). */
+int quant_merge_lora(hearth_model *m, hearth_lora *const *a, const float *scales, int n, const char *type_name, bool pure,
+                     int n_threads, size_t *bytes, hearth_err *err);
+
 typedef void (*quant_progress_fn)(void *user, int done, int total, const char *tensor);
 /* Writes m to `out` with every tensor converted per the recipe for type_name (pure: no mix); atomically:
  * a temp file beside `out` is renamed into place only when complete. */

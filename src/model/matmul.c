@@ -141,7 +141,7 @@ static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *
     atomic_init(&j.next_chunk, 0);
     pool_run(c->pool, dot_job, &j);
     if (c->product_hook)   /* LoRA adapters add their terms */
-        for (int m = 0; m < n_mat; m++) c->product_hook(c, W[m], x, n_tok, y[m]);
+        c->product_hook(c, W, y, n_mat, x, n_tok);
 }
 
 void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) { matmul_same(c, &W, &y, 1, x, n_tok); }

@@ -181,6 +181,7 @@ struct hearth_model {
     char name[128];
     char *path;               /* what it was loaded from, for messages */
     bool weights_packed;      /* model_pack_weights has run */
+    uint64_t lora_merged;     /* an identity of the LoRA adapters merged into the weights (lora.c), 0: none */
     /* The layers this process evaluates, [layer_lo, layer_hi): all of them, unless an MPI job gives each rank
      * a range (src/dist); the process with layer 0 also embeds the tokens and runs the output head. */
     int layer_lo, layer_hi;
@@ -290,8 +291,8 @@ struct hearth_ctx {
     ht_kv_layer *kv;          /* recurrent layers have none (k, v NULL): their state is in rec */
     ht_rec *rec;              /* recurrent layers' per-sequence states; NULL for a model without such layers */
     struct ht_lora_set *lora; /* the LoRA adapters applied (model/lora.c), or NULL */
-    /* called after each weight product y = W x of n rows (lora_add while adapters are set), or NULL */
-    void (*product_hook)(hearth_ctx *c, const ht_tensor *W, const float *x, int n, float *y);
+    /* called after the weight products y[m] = W[m] x of n rows (lora_add while adapters are set), or NULL */
+    void (*product_hook)(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n);
     const int32_t *row_seq;   /* the sequence of each row of the product being computed (NULL: sequence 0) */
     int32_t *head_seq;        /* [n_batch]: the output head's rows' sequences (the wanted rows, gathered) */
     int *seq_len;             /* tokens cached per sequence */

@@ -440,6 +440,8 @@ static int parse_grammar(const cJSON *o, char **out, char **warning, hearth_err 
     return 0;
 }
 
+#define MERGED "the adapters are merged into the weights (serve --lora-merge): their scales are fixed"
+
 /* [{"id": N, "scale": S}, ...] into scales (n adapters); -1 with err on anything else. */
 static int parse_lora_list(const cJSON *l, float *scales, int n, hearth_err *err) {
     if (!cJSON_IsArray(l)) return herr(err, "'lora' must be an array of {\"id\", \"scale\"}");
@@ -467,6 +469,7 @@ char *api_lora_adapters(const srv_api *a, const char *body, size_t n, bool post,
         while (o && end < body + n && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
         if (o && end != body + n) cJSON_Delete(o), o = NULL;
         if (!o) snprintf(err.msg, sizeof err.msg, "the body must be a JSON array of {\"id\", \"scale\"}");
+        else if (engine_lora_merged(a->eng)) cJSON_Delete(o), o = NULL, snprintf(err.msg, sizeof err.msg, "%s", MERGED);
         if (!o || parse_lora_list(o, sc, k, &err)) {
             cJSON_Delete(o);
             *status = 400;
@@ -500,6 +503,7 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
     engine_lora_scales(a->eng, t->lora);   /* the global scales, then the request's own */
     if (lora && !cJSON_IsNull(lora)) {
         int rc = !engine_n_lora(a->eng) ? herr(err, "'lora': the server has no adapters (hearth serve --lora FILE)")
+               : engine_lora_merged(a->eng) ? herr(err, "'lora': %s", MERGED)
                                         : parse_lora_list(lora, t->lora, engine_n_lora(a->eng), err);
         if (rc) { free(grammar); return -1; }
     }

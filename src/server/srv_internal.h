@@ -83,6 +83,7 @@ int  engine_submit(srv_engine *e, srv_task *t);
 int  engine_n_ctx(const srv_engine *e);          /* per slot, for generation */
 /* The server's LoRA adapters: how many; their global scales (requests start from them) read or set; a path. */
 int  engine_n_lora(const srv_engine *e);
+bool engine_lora_merged(const srv_engine *e);   /* --lora-merge: the scales are fixed */
 void engine_lora_scales(srv_engine *e, float *out);
 void engine_set_lora_scales(srv_engine *e, const float *in);
 const char *engine_lora_path(const srv_engine *e, int i);
