@@ -123,6 +123,33 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"minProperties\":2}", { "{\"a\":1,\"b\":2}" }, { "{\"a\":1}", "{}" } },
     { "{\"type\":\"string\",\"format\":\"regex\"}", { 0 }, { 0 }, "'regex'" },
     { "{\"oneOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":{\"b\":{}}}]}", { 0 }, { 0 }, "oneOf" },
+    /* oneOf made exclusive: a key only one allows (made required, so {} - which both match - is never written) */
+    { "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"additionalProperties\":false},"
+      "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\"}},\"additionalProperties\":false}]}",
+      { "{\"a\":\"x\"}", "{\"b\":1}" }, { "{}", "{\"a\":\"x\",\"b\":1}", "{\"b\":\"x\"}" } },
+    /* a discriminating const, not required by the schema: required in the grammar */
+    { "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"a\"},\"x\":{\"type\":\"integer\"}}},"
+      "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"b\"},\"y\":{\"type\":\"string\"}}}]}",
+      { "{\"kind\":\"a\",\"x\":1}", "{\"kind\":\"b\"}", "{\"kind\":\"b\",\"y\":\"s\"}" },
+      { "{}", "{\"x\":1}", "{\"y\":\"s\"}", "{\"kind\":\"c\"}" } },
+    /* alternatives without "type" through $ref (they would also match any string: written as objects only) */
+    { "{\"$defs\":{\"c\":{\"properties\":{\"t\":{\"const\":\"c\"},\"r\":{\"type\":\"number\"}},\"required\":[\"t\"]},"
+      "\"s\":{\"properties\":{\"t\":{\"enum\":[\"s\",\"q\"]}},\"required\":[\"t\"]}},\"oneOf\":[{\"$ref\":\"#/$defs/c\"},{\"$ref\":\"#/$defs/s\"}]}",
+      { "{\"t\":\"c\",\"r\":1}", "{\"t\":\"q\"}" }, { "\"abc\"", "{\"t\":\"x\"}", "{}" } },
+    /* the outer keywords apply to every alternative; the discriminator is in the alternatives */
+    { "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"],\"oneOf\":["
+      "{\"properties\":{\"kind\":{\"const\":\"a\"}},\"required\":[\"kind\"]},{\"properties\":{\"kind\":{\"const\":\"b\"},\"n\":{}}}]}",
+      { "{\"id\":1,\"kind\":\"a\"}", "{\"id\":1,\"kind\":\"b\",\"n\":null}", "{\"id\":1}" },   /* only the second allows no kind */
+      { "{\"id\":1,\"kind\":\"c\"}", "{\"kind\":\"a\"}" } },
+    { "{\"oneOf\":[{\"enum\":[\"a\",\"b\"]},{\"enum\":[\"c\",1]}]}", { "\"a\"", "1" }, { "\"d\"" } },
+    { "{\"oneOf\":[{\"enum\":[\"a\",\"b\"]},{\"enum\":[\"b\",\"c\"]}]}", { 0 }, { 0 }, "oneOf" },   /* "b" matches both */
+    { "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", { 0 }, { 0 }, "oneOf" },   /* 1 is both */
+    { "{\"oneOf\":[{\"type\":\"integer\"},{\"enum\":[1.0,\"x\"]}]}", { 0 }, { 0 }, "oneOf" },
+    /* a required key the other one allows through patternProperties: both match {"xa":1} */
+    { "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"xa\":{\"type\":\"integer\"}},\"required\":[\"xa\"]},"
+      "{\"type\":\"object\",\"patternProperties\":{\"^x\":{}},\"additionalProperties\":false}]}", { 0 }, { 0 }, "oneOf" },
+    /* no type on the other side: a string matches both ("properties" constrains objects only) */
+    { "{\"oneOf\":[{\"type\":\"string\"},{\"properties\":{\"a\":{}}}]}", { 0 }, { 0 }, "oneOf" },
     { "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", { 0 }, { 0 }, "lookaround" },
     { "{\"$ref\":\"http://example.com/s.json\"}", { 0 }, { 0 }, "local" },
     { "{\"type\":\"object\",\"patternProperties\":{\"^x\":{\"type\":\"integer\"}}}",

@@ -1360,39 +1360,156 @@ static cJSON *merge(conv *c, const cJSON *a, const cJSON *b) {
     return m;
 }
 
-/* Two schemas no value can satisfy both of (for oneOf): different types, or a required property whose const/enum
- * values differ, or one requires what the other forbids. Conservative: false when unsure. */
-static bool values_disjoint(const cJSON *a, const cJSON *b) {
-    const cJSON *ca = get(a, "const"), *cb = get(b, "const"), *ea = get(a, "enum"), *eb = get(b, "enum");
-    if (!(ca || ea) || !(cb || eb)) return false;
-    const cJSON *x, *y;
-    if (ca && cb) return !cJSON_Compare(ca, cb, true);
-    if (ca) { cJSON_ArrayForEach(y, eb) if (cJSON_Compare(ca, y, true)) return false; return true; }
-    if (cb) { cJSON_ArrayForEach(x, ea) if (cJSON_Compare(x, cb, true)) return false; return true; }
-    cJSON_ArrayForEach(x, ea) cJSON_ArrayForEach(y, eb) if (cJSON_Compare(x, y, true)) return false;
+/* ---- oneOf: alternatives proved exclusive ----
+ * A value the grammar writes for alternative a is in S(a'), the set a' (a with the keywords made stricter that are
+ * added below) validates; oneOf holds when no such value is in S(b) for another b, the alternative as written. The
+ * facts read about S(x) come from x's own top-level keywords only ("type", "const"/"enum", "required",
+ * "properties", "additionalProperties" false); any other keyword only narrows S(x), so ignoring it is safe. */
+
+/* x with a "$ref" standing alone followed (depth-limited), else x. */
+static const cJSON *deref(conv *c, const cJSON *x) {
+    for (int i = 0; i < 16 && cJSON_IsObject(x) && cJSON_IsString(get(x, "$ref")); i++) {
+        for (const cJSON *y = x->child; y; y = y->next)
+            if (strcmp(y->string, "$ref") && !annotation(y->string)) return x;
+        hearth_err scratch, *keep = c->err;   /* one that points nowhere is told when the alternative is visited */
+        bool failed = c->failed;
+        c->err = &scratch;
+        const cJSON *t = resolve_ref(c, get(x, "$ref")->valuestring);
+        c->err = keep, c->failed = failed;
+        if (!t) return x;
+        x = t;
+    }
+    return x;
+}
+
+/* The JSON types S(x) may hold (integer and number as one: 1.0 is an integer), from "type" and "const"/"enum". */
+static int value_type(const cJSON *v) {
+    return cJSON_IsNull(v) ? T_NULL : cJSON_IsBool(v) ? T_BOOL : cJSON_IsObject(v) ? T_OBJECT : cJSON_IsArray(v) ? T_ARRAY
+         : cJSON_IsNumber(v) ? T_NUMBER | T_INTEGER : T_STRING;
+}
+
+static int stypes(const cJSON *x) {
+    int m = T_ALL;
+    const cJSON *t = get(x, "type"), *y;
+    if (cJSON_IsString(t) || cJSON_IsArray(t)) {
+        m = 0;
+        if (cJSON_IsString(t)) m = type_bit(t->valuestring);
+        else cJSON_ArrayForEach(y, t) m |= cJSON_IsString(y) ? type_bit(y->valuestring) : T_ALL;
+        if (!m) m = T_ALL;   /* unknown names: assume anything */
+        if (has(x, "nullable")) m |= T_NULL;
+    }
+    if (has(x, "const")) m &= value_type(get(x, "const"));
+    else if (cJSON_IsArray(get(x, "enum"))) {
+        int e = 0;
+        cJSON_ArrayForEach(y, get(x, "enum")) e |= value_type(y);
+        m &= e;
+    }
+    return m & (T_NUMBER | T_INTEGER) ? m | T_NUMBER | T_INTEGER : m;
+}
+
+/* Whether the value v is outside S(y), by y's const/enum or type. */
+static bool value_excluded(const cJSON *v, const cJSON *y) {
+    if (!(value_type(v) & stypes(y))) return true;
+    const cJSON *cy = get(y, "const"), *ey = get(y, "enum"), *z;
+    if (cy) return !cJSON_Compare(v, cy, true);
+    if (cJSON_IsArray(ey)) { cJSON_ArrayForEach(z, ey) if (cJSON_Compare(v, z, true)) return false; return true; }
+    return false;
+}
+
+/* Whether y's objects never hold key k: additionalProperties false, k not declared nor matched by a pattern, or
+ * declared false. */
+static bool forbids_key(conv *c, const cJSON *y, const char *k) {
+    const cJSON *p = get(get(y, "properties"), k), *x;
+    if (p) return cJSON_IsFalse(p);
+    if (!cJSON_IsFalse(get(y, "additionalProperties"))) return false;
+    cJSON_ArrayForEach(x, get(y, "patternProperties")) {
+        hearth_err scratch, *keep = c->err;
+        bool failed = c->failed;
+        c->err = &scratch;
+        int m = pattern_matches(c, x->string, k);   /* one that does not compile: assume it matches */
+        c->err = keep, c->failed = failed;
+        if (m != 0) return false;
+    }
     return true;
 }
 
-static bool disjoint(conv *c, const cJSON *a, const cJSON *b) {
-    int ta = types_of(c, a), tb = types_of(c, b);
-    int na = ta & T_NUMBER ? ta | T_INTEGER : ta, nb = tb & T_NUMBER ? tb | T_INTEGER : tb;
-    if (!(na & nb)) return true;
-    if (values_disjoint(a, b)) return true;
-    if ((ta & tb) != T_OBJECT && ((na & nb) & ~T_OBJECT)) return false;
-    const cJSON *pa = get(a, "properties"), *pb = get(b, "properties"), *x;
-    cJSON_ArrayForEach(x, pa) {
-        const cJSON *y = get(pb, x->string);
-        if (y && in_required(get(a, "required"), x->string) && in_required(get(b, "required"), x->string) &&
-            values_disjoint(x, y))
-            return true;
+/* Whether S(x) and S(y) have no value in common (false when unsure). */
+static bool sdisjoint(conv *c, const cJSON *x, const cJSON *y, int depth) {
+    x = deref(c, x), y = deref(c, y);
+    if (cJSON_IsFalse(x) || cJSON_IsFalse(y)) return true;
+    if (!cJSON_IsObject(x) || !cJSON_IsObject(y) || depth > 8) return false;
+    int common = stypes(x) & stypes(y);
+    if (!common) return true;
+    for (int side = 0; side < 2; side++) {   /* every listed value of one is outside the other */
+        const cJSON *p = side ? y : x, *q = side ? x : y, *cv = get(p, "const"), *ev = get(p, "enum"), *v;
+        if (cv && value_excluded(cv, q)) return true;
+        if (!cv && cJSON_IsArray(ev)) {
+            bool all = true;
+            cJSON_ArrayForEach(v, ev) all &= value_excluded(v, q);
+            if (all) return true;
+        }
     }
-    for (int side = 0; side < 2; side++) {
-        const cJSON *p = side ? b : a, *q = side ? a : b;
-        if (!cJSON_IsFalse(get(q, "additionalProperties"))) continue;
-        cJSON_ArrayForEach(x, get(p, "required")) if (cJSON_IsString(x) && !get(get(q, "properties"), x->valuestring))
-            return true;
+    if (common != T_OBJECT) return false;
+    for (int side = 0; side < 2; side++) {   /* a key one requires that the other forbids, or whose values differ */
+        const cJSON *p = side ? y : x, *q = side ? x : y, *k;
+        cJSON_ArrayForEach(k, get(p, "required")) {
+            if (!cJSON_IsString(k)) continue;
+            if (forbids_key(c, q, k->valuestring)) return true;
+            const cJSON *pv = get(get(p, "properties"), k->valuestring), *qv = get(get(q, "properties"), k->valuestring);
+            if (pv && qv && sdisjoint(c, pv, qv, depth + 1)) return true;
+        }
     }
     return false;
+}
+
+/* g (an alternative as it will be visited) with key k required too: a new object. */
+static cJSON *requiring(const cJSON *g, const char *k) {
+    cJSON *m = cJSON_Duplicate(g, true), *r = m ? cJSON_GetObjectItemCaseSensitive(m, "required") : NULL;
+    if (m && !r) r = cJSON_AddArrayToObject(m, "required");
+    if (!r || !cJSON_AddItemToArray(r, cJSON_CreateString(k))) { cJSON_Delete(m); return NULL; }
+    return m;
+}
+
+/* Makes the written alternatives g[] exclusive against the alternatives s[] as the schema states them: where a
+ * pair may overlap, a key declared in g[a] that tells it from s[b] is made required in g[a] (stricter). */
+static void make_exclusive(conv *c, cJSON **g, const cJSON **s, int n) {
+    for (int a = 0; a < n && !c->failed; a++) {
+        if (!g[a]) continue;
+        const cJSON *p = deref(c, g[a]);
+        if (cJSON_IsObject(p) && !has(p, "type") && !has(p, "const") && !has(p, "enum")) {
+            bool plain = true;   /* visited by its own keywords' types: write them down, the grammar is the same */
+            static const char *const COMB[] = { "$ref", "allOf", "anyOf", "oneOf", "not", "if" };
+            for (size_t i = 0; i < sizeof COMB / sizeof *COMB; i++) plain &= !has(p, COMB[i]);
+            int t = plain ? types_of(c, p) : T_ALL;
+            if (t != T_ALL && !c->failed) {
+                if (p != g[a]) {   /* a $ref: its target, copied */
+                    cJSON *cp = cJSON_Duplicate(p, true);
+                    if (!cp) { fail(c, "out of memory"); break; }
+                    cJSON_Delete(g[a]);
+                    g[a] = cp;
+                }
+                cJSON *arr = cJSON_AddArrayToObject(g[a], "type");
+                static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
+                for (int i = 0; i < 7 && arr; i++) if (t & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
+            }
+        }
+        for (int b = 0; b < n && !c->failed; b++) {
+            if (b == a || !s[b] || sdisjoint(c, g[a], s[b], 0)) continue;
+            bool done = false;
+            p = deref(c, g[a]);
+            const cJSON *props = cJSON_IsObject(p) ? get(p, "properties") : NULL, *k;
+            cJSON_ArrayForEach(k, props) {
+                cJSON *t = requiring(p, k->string);
+                if (!t) { fail(c, "out of memory"); break; }
+                if (sdisjoint(c, t, s[b], 0)) { cJSON_Delete(g[a]); g[a] = t; done = true; break; }
+                cJSON_Delete(t);
+            }
+            if (!done && !c->failed)
+                fail(c, "oneOf: alternatives %d and %d may both match and no keyword tells them apart (a property with "
+                     "different const/enum values, different types, or a key only one allows): not supported", a < b ? a : b,
+                     a < b ? b : a);
+        }
+    }
 }
 
 static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *hint) {
@@ -1406,8 +1523,8 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
     int n = cJSON_GetArraySize(arr);
     cJSON **alt = calloc((size_t)n, sizeof *alt);
     if (!alt) { cJSON_Delete(base); return fail(c, "out of memory"); }
-    cJSON **check = calloc((size_t)n, sizeof *check);   /* refs resolved, for the oneOf test */
-    if (!check) { free(alt); cJSON_Delete(base); return fail(c, "out of memory"); }
+    const cJSON **stated = calloc((size_t)n, sizeof *stated);   /* each as the schema states it, refs resolved */
+    if (!stated) { free(alt); cJSON_Delete(base); return fail(c, "out of memory"); }
     int i = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, arr) {   /* each alternative with the schema's other keywords applied to it */
@@ -1415,23 +1532,18 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
         if (cJSON_IsObject(x) && cJSON_IsString(get(x, "$ref"))) xs = resolve_ref(c, get(x, "$ref")->valuestring);
         if (c->failed) break;
         if (cJSON_IsFalse(xs)) { i++; continue; }
-        if (siblings && cJSON_IsObject(xs)) {
-            alt[i] = merge(c, base, xs);
-            check[i] = cJSON_Duplicate(alt[i], true);
-        } else {
-            alt[i] = cJSON_Duplicate(x, true);
-            check[i] = cJSON_Duplicate(xs, true);
-        }
+        stated[i] = xs;
+        alt[i] = siblings && cJSON_IsObject(xs) ? merge(c, base, xs) : cJSON_Duplicate(x, true);
         i++;
         if (c->failed) break;
     }
-    if (!c->failed && !strcmp(kw, "oneOf"))
-        for (int a = 0; a < n && !c->failed; a++)
-            for (int b2 = a + 1; b2 < n && !c->failed; b2++)
-                if (check[a] && check[b2] && !disjoint(c, check[a], check[b2]))
-                    fail(c, "oneOf: alternatives %d and %d may both match ('exactly one' cannot be enforced): not supported", a, b2);
-    for (int a = 0; a < n; a++) cJSON_Delete(check[a]);
-    free(check);
+    if (!c->failed && !strcmp(kw, "oneOf")) {
+        size_t plen = strlen(c->path);
+        snprintf(c->path + plen, sizeof c->path - plen, "/oneOf");
+        make_exclusive(c, alt, stated, n);
+        if (!c->failed) c->path[plen] = 0;
+    }
+    free(stated);
     ht_str b = { 0 };
     for (int a = 0; a < n && !c->failed; a++) {
         if (!alt[a]) continue;
