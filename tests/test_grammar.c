@@ -112,7 +112,17 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":2}",
       { "{}", "{\"a\":1,\"b\":2}" }, { "{\"a\":\"x\"}", "{\"a\":1,\"b\":2,\"c\":3}" } },
     { "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}}", { 0 }, { 0 }, "\"not\"" },   /* nothing matches */
-    { "{\"type\":\"number\",\"multipleOf\":0.5}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"number\",\"multipleOf\":0.5}", { "0", "1.5", "-2", "3.5" }, { "1.25", "0.3", "1.50" } },
+    { "{\"type\":\"number\",\"multipleOf\":0.25,\"minimum\":0,\"maximum\":2000}",   /* fraction endings, whole-part bounds */
+      { "0.75", "1999.25", "2000", "0" }, { "0.3", "-0.25", "2000.5", "0.125" } },
+    { "{\"type\":\"number\",\"multipleOf\":2.5}", { "0", "2.5", "-7.5", "10", "12.5", "100" }, { "1", "2.25", "3.5", "5.5", "-2" } },
+    { "{\"type\":\"number\",\"multipleOf\":0.3,\"exclusiveMinimum\":0}", { "0.3", "0.9", "1.2", "3", "300.3" },
+      { "0", "0.4", "-0.3", "1.3", "0.30" } },
+    { "{\"type\":\"number\",\"multipleOf\":0.05,\"minimum\":0.1,\"exclusiveMaximum\":0.3}",   /* few: listed */
+      { "0.1", "0.15", "0.25" }, { "0.05", "0.3", "0.12", "0.35" } },
+    { "{\"type\":\"number\",\"multipleOf\":1.5,\"minimum\":3,\"maximum\":100000}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"integer\",\"multipleOf\":2.5}", { "5", "-10", "0" }, { "2.5", "3" } },
+    { "{\"type\":\"number\",\"multipleOf\":1e-12}", { 0 }, { 0 }, "multipleOf" },
     { "{\"type\":\"integer\",\"multipleOf\":7}", { "0", "14", "-21", "700" }, { "15", "-1", "0014", "7.0" } },
     { "{\"type\":\"integer\",\"multipleOf\":5,\"exclusiveMinimum\":0}", { "5", "1000" }, { "0", "-5", "4" } },
     { "{\"type\":\"integer\",\"multipleOf\":15,\"minimum\":0,\"maximum\":60}", { "0", "45", "60" }, { "50", "75", "-15" } },
@@ -348,10 +358,51 @@ static void budget_rule(hearth_model *m, const char *gbnf, int extra_max) {
     hearth_grammar_free(G);
 }
 
+/* multipleOf against arithmetic: every decimal i/1000 in [-30, 30] (written shortest) is accepted exactly when it
+ * is a multiple of k = km / 1000 (i % km == 0) and within the bounds. */
+static void multiples_exact(void) {
+    static const struct { int km; const char *schema; double lo, hi; } M[] = {
+        { 250, "{\"type\":\"number\",\"multipleOf\":0.25}", -1e9, 1e9 },
+        { 500, "{\"type\":\"number\",\"multipleOf\":0.5}", -1e9, 1e9 },
+        { 50, "{\"type\":\"number\",\"multipleOf\":0.05}", -1e9, 1e9 },
+        { 2500, "{\"type\":\"number\",\"multipleOf\":2.5}", -1e9, 1e9 },
+        { 300, "{\"type\":\"number\",\"multipleOf\":0.3}", -1e9, 1e9 },
+        { 1500, "{\"type\":\"number\",\"multipleOf\":1.5,\"minimum\":0}", 0, 1e9 },
+        { 70, "{\"type\":\"number\",\"multipleOf\":0.07,\"maximum\":0}", -1e9, 0 },
+        { 125, "{\"type\":\"number\",\"multipleOf\":0.125}", -1e9, 1e9 },
+        { 750, "{\"type\":\"number\",\"multipleOf\":0.75,\"minimum\":-4.5,\"maximum\":12}", -4.5, 12 },
+        { 120, "{\"type\":\"number\",\"multipleOf\":0.12,\"exclusiveMinimum\":-1,\"exclusiveMaximum\":7.2}", -0.9999, 7.1999 },
+    };
+    for (size_t m = 0; m < sizeof M / sizeof *M; m++) {
+        hearth_err err = { "" };
+        char *text = hearth_json_schema_to_grammar(M[m].schema, &err);
+        REQUIRE(text, "multipleOf %s: %s", M[m].schema, err.msg);
+        gram *g = gram_parse(text, &err);
+        REQUIRE(g, "multipleOf grammar: %s", err.msg);
+        int wrong = 0;
+        for (int i = -30000; i <= 30000 && wrong < 3; i++) {
+            char t[32];
+            int n = snprintf(t, sizeof t, "%s%d", i < 0 ? "-" : "", abs(i) / 1000);
+            if (abs(i) % 1000) {
+                n += snprintf(t + n, sizeof t - (size_t)n, ".%03d", abs(i) % 1000);
+                while (t[n - 1] == '0') t[--n] = 0;
+            }
+            double v = i / 1000.0;
+            bool want = i % M[m].km == 0 && v >= M[m].lo && v <= M[m].hi;
+            bool got = gram_matches(g, t, (size_t)n, true);
+            if (got != want) wrong++;
+            CHECK(got == want, "%s: %s %s, should %s", M[m].schema, t, got ? "accepted" : "rejected", want ? "match" : "not");
+        }
+        gram_free(g);
+        free(text);
+    }
+}
+
 int main(void) {
     gbnf_tables();
     gbnf_errors();
     schemas();
+    multiples_exact();
     hearth_model *m = tu_load_model("stories260K");
     token_masks(m, "root ::= \"The \" [a-z]+ (\" \" [a-z]+){0,3} \".\"", 4);
     hearth_err err;

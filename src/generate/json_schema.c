@@ -885,20 +885,157 @@ static char *multiple_rule(conv *c, long long k, bool has_lo, long long lo, bool
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
+/* A rule under exactly `name` (rules that refer to each other by name), unless one is there already. Takes body. */
+static void named_rule(conv *c, const char *name, char *body) {
+    for (int i = 0; i < c->n_rules; i++) if (!strcmp(c->rules[i].name, name)) { free(body); return; }
+    if (c->n_rules == c->cap_rules) {
+        int cap = c->cap_rules ? c->cap_rules * 2 : 32;
+        grule *nr = cap > 100000 ? NULL : realloc(c->rules, (size_t)cap * sizeof *nr);
+        if (nr) c->rules = nr, c->cap_rules = cap;
+    }
+    if (!body || c->n_rules == c->cap_rules || !(c->rules[c->n_rules].name = strdup(name))) {
+        free(body);
+        fail(c, "out of memory");
+        return;
+    }
+    c->rules[c->n_rules++].body = body;
+}
+
+static long long gcd_ll(long long a, long long b) { while (b) { long long t = a % b; a = b; b = t; } return a; }
+
+/* The decimal V / 10^d (V an integer), trailing fraction zeros dropped. */
+static void decimal_text(char *buf, size_t size, long long V, int d) {
+    long long p = 1;
+    for (int i = 0; i < d; i++) p *= 10;
+    unsigned long long a = V < 0 ? 0ULL - (unsigned long long)V : (unsigned long long)V;
+    int n = snprintf(buf, size, "%s%llu", V < 0 ? "-" : "", a / (unsigned long long)p);
+    unsigned long long f = a % (unsigned long long)p;
+    if (f && n > 0 && (size_t)n < size) {
+        char fr[24];
+        snprintf(fr, sizeof fr, "%0*llu", d, f);
+        for (int e = d - 1; e > 0 && fr[e] == '0'; e--) fr[e] = 0;
+        snprintf(buf + n, size - (size_t)n, ".%s", fr);
+    }
+}
+
+/* multipleOf k as the exact decimal m / 10^d it was written as (d <= 9, m <= 1e15; the shortest such that reads
+ * back as k), then in lowest terms num / den. False when k is no such decimal. */
+static bool decimal_of(double k, int *d, long long *num, long long *den) {
+    long long p = 1;
+    for (int i = 0; i <= 9; i++, p *= 10) {
+        double sc = k * (double)p;
+        if (!(sc < 1e15)) return false;
+        long long m = llround(sc);
+        char buf[48];
+        decimal_text(buf, sizeof buf, m, i);
+        if (m > 0 && strtod(buf, NULL) == k) {
+            long long g = gcd_ll(m, p);
+            *d = i, *num = m / g, *den = p / g;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The fraction endings of a multiple of num/den written with d digits: F in [0, den) stands for the fraction
+ * F * 10^d / den, written without trailing zeros; those with (r * den + F) % num == 0 (r: the whole part's
+ * remainder mod num), F = 0 left out. As "." alternatives, or an empty string when there are none. */
+static void endings(ht_str *b, long long num, long long den, int d, long long r) {
+    long long p = 1;
+    for (int i = 0; i < d; i++) p *= 10;
+    bool first = true;
+    for (long long F = 1; F < den; F++) {
+        if ((r * den + F) % num) continue;
+        char t[48];
+        decimal_text(t, sizeof t, F * (p / den), d);   /* "0.25" */
+        ht_str_printf(b, "%s\"%s\"", first ? "\".\" (" : " | ", t + 2);
+        first = false;
+    }
+    if (!first) ht_str_puts(b, ")");
+}
+
+/* Non-negative multiples of num/den (den > 1, coprime) with their fractions: rules mofrac-num-den-r read the
+ * rest of the whole part from remainder r (mod num), then a fraction that makes the whole a multiple. Writes the
+ * alternatives for zero, the positive ones and the negative ones, as allowed. */
+static void fraction_multiples(conv *c, ht_str *b, long long num, long long den, int d, bool zero, bool pos, bool neg) {
+    char name[96];
+    for (long long r = 0; r < num && !c->failed; r++) {
+        ht_str x = { 0 };
+        for (long long t = 0; t < num; t++) {
+            char cls[16];
+            int n = 0;
+            for (int dg = 0; dg <= 9; dg++) if ((r * 10 + dg) % num == t) cls[n++] = (char)('0' + dg);
+            if (!n) continue;
+            cls[n] = 0;
+            ht_str_printf(&x, "%s[%s] mofrac-%lld-%lld-%lld", x.n ? " | " : "", cls, num, den, t);
+        }
+        ht_str e = { 0 };
+        endings(&e, num, den, d, r);
+        if (e.n) ht_str_printf(&x, " | %s", e.p);
+        free(e.p);
+        if (!r) { char *w = x.p; x = (ht_str){ 0 }; ht_str_printf(&x, "(%s)?", w); free(w); }
+        snprintf(name, sizeof name, "mofrac-%lld-%lld-%lld", num, den, r);
+        named_rule(c, name, x.oom ? (free(x.p), NULL) : x.p);
+    }
+    ht_str mag = { 0 };   /* a positive magnitude: 0 and a fraction, or a first digit 1-9 and the rest */
+    endings(&mag, num, den, d, 0);
+    if (mag.n) { char *w = mag.p; mag = (ht_str){ 0 }; ht_str_printf(&mag, "\"0\" %s", w); free(w); }
+    for (int dg = 1; dg <= 9; dg++) ht_str_printf(&mag, "%s\"%d\" mofrac-%lld-%lld-%lld", mag.n ? " | " : "", dg, num, den, dg % num);
+    const char *sep = "";
+    if (zero) ht_str_puts(b, "\"0\""), sep = " | ";
+    if (pos) ht_str_printf(b, "%s%s", sep, mag.p), sep = " | ";
+    if (neg) ht_str_printf(b, "%s\"-\" (%s)", sep, mag.p);
+    if (mag.oom) b->oom = true;
+    free(mag.p);
+}
+
+/* Multiples of num/den within [lo, hi] (each end maybe exclusive), listed when at most 1000 of them and
+ * written exactly; NULL (without failing) when there are more. */
+static char *listed_multiples(conv *c, long long num, long long den, int d, double lo, bool lo_ex, double hi, bool hi_ex,
+                              const char *hint) {
+    long long p = 1;
+    for (int i = 0; i < d; i++) p *= 10;
+    long long unit = num * (p / den);   /* a multiple q of num/den is q * unit / 10^d */
+    if (fabs(lo) * (double)p > 1e17 || fabs(hi) * (double)p > 1e17) return NULL;
+    char t[48];
+#define MO_VALUE(q) (decimal_text(t, sizeof t, (q) * unit, d), strtod(t, NULL))
+    long long q0 = (long long)floor(lo * (double)p / (double)unit) - 2, q1 = (long long)ceil(hi * (double)p / (double)unit) + 2;
+    while (q0 <= q1 && (lo_ex ? MO_VALUE(q0) <= lo : MO_VALUE(q0) < lo)) q0++;
+    while (q1 >= q0 && (hi_ex ? MO_VALUE(q1) >= hi : MO_VALUE(q1) > hi)) q1--;
+#undef MO_VALUE
+    if (q0 > q1) return fail(c, "no multiple of the \"multipleOf\" lies within the bounds");
+    if (q1 - q0 >= 1000) return NULL;
+    ht_str b = { 0 };
+    free(prim(c, "space"));
+    ht_str_puts(&b, "(");
+    for (long long q = q0; q <= q1; q++) {
+        decimal_text(t, sizeof t, q * unit, d);
+        ht_str_printf(&b, "%s\"%s\"", q > q0 ? " | " : "", t);
+    }
+    ht_str_puts(&b, ") space");
+    return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
 static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint) {
     const cJSON *mo = get(s, "multipleOf");
     int frac = 16;   /* fraction digits written */
     double k = 1;
+    /* multipleOf k = num / den in lowest terms (den divides 10^md): a multiple v = W + F/den (W whole, 0 <= F <
+     * den) is one exactly when (W * den + F) % num == 0. den 1: whole multiples of num; num 1: any whole part and
+     * the fraction endings F/den (den 10^md: any md digits); else the whole part's remainder picks the endings. */
+    long long num = 1, den = 1;
+    int md = 0;
     if (mo) {
         if (!cJSON_IsNumber(mo) || !(mo->valuedouble > 0)) return fail(c, "\"multipleOf\" must be a positive number");
-        k = mo->valuedouble;
-        if (k != floor(k)) {   /* 0.1, 0.01, ...: at most that many fraction digits; integers are multiples anyway */
-            int d = 0;
-            for (int i = 1; i <= 8 && !d; i++) if (fabs(k * pow(10, i) - 1) < 1e-9) d = i;
-            if (!d) return fail(c, "\"multipleOf\" %g is not supported (integers and 0.1, 0.01, ... are)", k);
-            frac = d, k = 1;
-        } else if (k > 1) integer = true;   /* a multiple of a whole number is whole: written as an integer */
+        if (!decimal_of(mo->valuedouble, &md, &num, &den))
+            return fail(c, "\"multipleOf\" %g is not supported (decimals of up to 9 fraction digits are)", mo->valuedouble);
+        if (integer) k = (double)num, den = 1;   /* an integer n is a multiple exactly when n % num == 0 */
+        else if (den == 1) k = (double)num, integer = k > 1;   /* a multiple of a whole number is whole */
+        else if (num == 1 && den == (long long)pow(10, md)) frac = md;   /* 0.1, 0.01, ...: that many digits */
+        else if (den > 1000 || num > 1000)
+            return fail(c, "\"multipleOf\" %g is not supported (its fraction has more than 1000 endings)", mo->valuedouble);
     }
+    bool endings_only = den > 1 && num == 1 && frac == 16;   /* 0.25, 0.5, 0.05, ...: fraction endings */
     char dec[32];
     snprintf(dec, sizeof dec, frac == 16 ? "decimal-part" : "[0-9]{1,%d}", frac);
     bool has_lo, lo_ex, has_hi, hi_ex;
@@ -919,12 +1056,41 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
     if (has_hi) ihi = (long long)floor(hi), ihi -= hi_ex && (double)ihi == hi;
     if (integer && k > 1) return multiple_rule(c, (long long)k, has_lo, ilo, has_hi, ihi, hint);
     if (integer) return int_rule(c, has_lo, ilo, has_hi, ihi, hint);
-    if (!has_lo && !has_hi && frac == 16) return prim(c, "number");
+    if (den > 1 && has_lo && has_hi) {   /* few multiples within the bounds: each written */
+        char *l = listed_multiples(c, num, den, md, lo, lo_ex, hi, hi_ex, hint);
+        if (l || c->failed) return l;
+    }
+    ht_str ends = { 0 }, ends_nz = { 0 };   /* the fraction endings (as dec) and the non-zero ones */
+    if (endings_only) {
+        endings(&ends_nz, 1, den, md, 0);
+        ht_str_printf(&ends, "(\"0\" | %s)", ends_nz.p + 4);   /* ends_nz is "\".\" (...)" */
+        if (ends.oom || ends_nz.oom) { free(ends.p); free(ends_nz.p); return fail(c, "out of memory"); }
+    }
+    const char *decp = endings_only ? ends.p : dec;
+    if (den > 1 && !endings_only && frac == 16) {   /* by the whole part's remainder: bounds at 0 or inside (-k, k) */
+        double kk = mo->valuedouble;
+        bool lo_ok = !has_lo || (lo > -kk && lo < kk) || (lo == kk && !lo_ex) || (lo == -kk && lo_ex);
+        bool hi_ok = !has_hi || (hi > -kk && hi < kk) || (hi == -kk && !hi_ex) || (hi == kk && hi_ex);
+        if (!lo_ok || !hi_ok)
+            return fail(c, "\"multipleOf\" %g with bounds that cut through the multiples (more than 1000 of them) is not supported", kk);
+        bool zero = (!has_lo || lo < 0 || (lo == 0 && !lo_ex)) && (!has_hi || hi > 0 || (hi == 0 && !hi_ex));
+        bool pos = !has_hi, neg = !has_lo;
+        if (!zero && !pos && !neg) return fail(c, "no multiple of the \"multipleOf\" lies within the bounds");
+        free(prim(c, "space"));
+        ht_str b = { 0 };
+        ht_str_puts(&b, "(");
+        fraction_multiples(c, &b, num, den, md, zero, pos, neg);
+        ht_str_puts(&b, ") space");
+        if (c->failed) { free(b.p); return NULL; }
+        return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+    }
+    if (!has_lo && !has_hi && frac == 16 && !endings_only) return prim(c, "number");
     if (!has_lo && !has_hi) {
         free(prim(c, "integral-part"));
         free(prim(c, "space"));
         ht_str b = { 0 };
-        ht_str_printf(&b, "\"-\"? integral-part (\".\" %s)? space", dec);
+        ht_str_printf(&b, "\"-\"? integral-part (\".\" %s)? space", decp);
+        free(ends.p), free(ends_nz.p);
         return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
     }
     /* numbers with bounds: no exponent, and bounds met by whole-number parts (stricter than non-integer bounds):
@@ -938,16 +1104,18 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
         long long a = 0;
         if (has_lo && lo >= 0) a = (long long)ceil(lo) + (lo_ex && floor(lo) == lo);
         if (has_lo && lo_ex && floor(lo) == lo && lo >= 0 && (!has_hi || lo < hi)) {   /* v > lo: lo.000x too */
-            ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sep, (long long)lo, frac - 1);
+            if (endings_only) ht_str_printf(&b, "%s\"%lld\" %s", sep, (long long)lo, ends_nz.p);
+            else ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sep, (long long)lo, frac - 1);
             sep = " | ";
         }
-        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "", dec);
+        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "", decp);
     }
     if (!has_lo || lo < 0) {                            /* v < 0: "-" and a magnitude */
         long long a = has_hi && hi < 0 ? (long long)ceil(-hi) + (hi_ex && floor(hi) == hi) : 0;
-        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ", dec);
+        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ", decp);
     }
     ht_str_puts(&b, ") space");
+    free(ends.p), free(ends_nz.p);
     if (!*sep) { free(b.p); return fail(c, "the bounds leave no number whose whole part hearth can enforce"); }
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
