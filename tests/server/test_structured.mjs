@@ -1,7 +1,7 @@
 // Structured output through the official openai client: every reply constrained by response_format json_schema
 // (the schemas of tests/data/schemas, several seeds, plain and streamed) must parse and validate (ajv, with
 // ajv-formats), none cut by max_tokens; a max_tokens too small is a 400 and one just large enough gives a valid
-// reply; unknown formats are named in "warnings"; json_object replies are objects; llama-server's "grammar"
+// reply; unknown formats are named in "warnings" (streamed: on the final chunk); json_object replies are objects; llama-server's "grammar"
 // field is obeyed; a keyword that cannot be enforced is a 400 naming it; Ollama's "format" too.
 // Usage: GEN_URL=... API_KEY=... node test_structured.mjs
 import OpenAI from 'openai';
@@ -105,6 +105,14 @@ const unk = await (await post('/v1/chat/completions', { messages, max_tokens: 20
   json_schema: { name: 'u', schema: JSON.parse(readFileSync(new URL('unknown_format.json', dir))) } } })).json();
 check('an unknown format is an annotation: answered, and named in "warnings"', unk.choices?.[0]?.finish_reason === 'stop' &&
   /feed-onestop-id/.test(unk.warnings?.[0]), JSON.stringify(unk).slice(0, 300));
+
+// streamed, the warnings ride on the final chunk (the one with finish_reason), once
+const us = await post('/v1/chat/completions', { messages, max_tokens: 200, seed: 1, stream: true, response_format: { type: 'json_schema',
+  json_schema: { name: 'u', schema: JSON.parse(readFileSync(new URL('unknown_format.json', dir))) } } });
+const events = (await us.text()).split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+const fin = events.find((e) => e.choices?.[0]?.finish_reason);
+check('an unknown format, streamed: named in the final chunk\'s "warnings"', fin?.choices[0].finish_reason === 'stop' &&
+  /feed-onestop-id/.test(fin?.warnings?.[0]) && events.filter((e) => e.warnings).length === 1, JSON.stringify(fin).slice(0, 300));
 
 const bad = await post('/v1/chat/completions', { messages, response_format: { type: 'json_schema',
   json_schema: { name: 'x', schema: JSON.parse(readFileSync(new URL('unsupported_not_minimum.json', dir))) } } });
