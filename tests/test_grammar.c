@@ -123,6 +123,7 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"number\",\"multipleOf\":1.5,\"minimum\":3,\"maximum\":100000}", { 0 }, { 0 }, "multipleOf" },
     { "{\"type\":\"integer\",\"multipleOf\":2.5}", { "5", "-10", "0" }, { "2.5", "3" } },
     { "{\"type\":\"number\",\"multipleOf\":1e-12}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"number\",\"exclusiveMaximum\":0}", { "-0.5", "-3", "-0.01" }, { "-0", "-0.0", "0", "0.5" } },   /* -0 is 0 */
     { "{\"type\":\"integer\",\"multipleOf\":7}", { "0", "14", "-21", "700" }, { "15", "-1", "0014", "7.0" } },
     { "{\"type\":\"integer\",\"multipleOf\":5,\"exclusiveMinimum\":0}", { "5", "1000" }, { "0", "-5", "4" } },
     { "{\"type\":\"integer\",\"multipleOf\":15,\"minimum\":0,\"maximum\":60}", { "0", "45", "60" }, { "50", "75", "-15" } },
@@ -372,6 +373,7 @@ static void multiples_exact(void) {
         { 125, "{\"type\":\"number\",\"multipleOf\":0.125}", -1e9, 1e9 },
         { 750, "{\"type\":\"number\",\"multipleOf\":0.75,\"minimum\":-4.5,\"maximum\":12}", -4.5, 12 },
         { 120, "{\"type\":\"number\",\"multipleOf\":0.12,\"exclusiveMinimum\":-1,\"exclusiveMaximum\":7.2}", -0.9999, 7.1999 },
+        { 250, "{\"type\":\"number\",\"multipleOf\":0.25,\"exclusiveMaximum\":0}", -1e9, -0.0001 },
     };
     for (size_t m = 0; m < sizeof M / sizeof *M; m++) {
         hearth_err err = { "" };

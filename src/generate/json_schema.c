@@ -1112,6 +1112,11 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
     }
     if (!has_lo || lo < 0) {                            /* v < 0: "-" and a magnitude */
         long long a = has_hi && hi < 0 ? (long long)ceil(-hi) + (hi_ex && floor(hi) == hi) : 0;
+        if (has_hi && hi == 0 && hi_ex) {   /* v < 0 strictly: "-0" and "-0.0" are 0 */
+            if (endings_only) ht_str_printf(&b, "%s\"-0\" %s", sep, ends_nz.p);
+            else ht_str_printf(&b, "%s\"-0.\" [0-9]{0,%d} [1-9]", sep, frac - 1);
+            sep = " | ", a = 1;
+        }
         magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ", decp);
     }
     ht_str_puts(&b, ") space");
