@@ -123,6 +123,13 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"number\",\"multipleOf\":1.5,\"minimum\":3,\"maximum\":100000}", { 0 }, { 0 }, "multipleOf" },
     { "{\"type\":\"integer\",\"multipleOf\":2.5}", { "5", "-10", "0" }, { "2.5", "3" } },
     { "{\"type\":\"number\",\"multipleOf\":1e-12}", { 0 }, { 0 }, "multipleOf" },
+    /* a required key without its own schema: written, with additionalProperties' (it used to be left out) */
+    { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"],\"additionalProperties\":{\"type\":\"string\"}}",
+      { "{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}" }, { "{}", "{\"a\":1}", "{\"b\":1}" } },
+    { "{\"type\":\"object\",\"required\":[\"id\"]}", { "{\"id\":1}", "{\"id\":[]}" }, { "{}" } },
+    { "{\"type\":\"object\",\"patternProperties\":{\"^x\":{\"type\":\"integer\"}},\"required\":[\"xid\"],\"additionalProperties\":false}",
+      { "{\"xid\":1}" }, { "{}", "{\"xid\":\"1\"}" } },
+    { "{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"],\"additionalProperties\":false}", { 0 }, { 0 }, "'b'" },
     { "{\"type\":\"number\",\"exclusiveMaximum\":0}", { "-0.5", "-3", "-0.01" }, { "-0", "-0.0", "0", "0.5" } },   /* -0 is 0 */
     { "{\"type\":\"integer\",\"multipleOf\":7}", { "0", "14", "-21", "700" }, { "15", "-1", "0014", "7.0" } },
     { "{\"type\":\"integer\",\"multipleOf\":5,\"exclusiveMinimum\":0}", { "5", "1000" }, { "0", "-5", "4" } },

@@ -1324,9 +1324,33 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     if (!object_shapes_ok(c, s)) return NULL;
     int n_props = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
     const cJSON *x;
-    cJSON_ArrayForEach(x, req) {
-        if (!get(props, x->valuestring) && n_props > 0 && (cJSON_IsFalse(addl) || !addl))
-            return fail(c, "required property '%s' has no schema under \"properties\"", x->valuestring);
+    bool undeclared = false;
+    cJSON_ArrayForEach(x, req) undeclared |= !get(props, x->valuestring);
+    if (undeclared) {
+        /* a required key without a schema of its own is declared (only declared keys are written), with the
+         * schemas that apply to it: the matching patternProperties', else additionalProperties' */
+        cJSON *m = cJSON_Duplicate(s, true), *mp = m ? cJSON_GetObjectItemCaseSensitive(m, "properties") : NULL;
+        if (m && !mp) mp = cJSON_AddObjectToObject(m, "properties");
+        if (!mp) { cJSON_Delete(m); return fail(c, "out of memory"); }
+        cJSON_ArrayForEach(x, req) {
+            if (get(mp, x->valuestring)) continue;
+            bool by_pattern = false;
+            const cJSON *p;
+            cJSON_ArrayForEach(p, pp) if (!by_pattern) {
+                int hit = pattern_matches(c, p->string, x->valuestring);
+                if (hit < 0) { cJSON_Delete(m); return NULL; }
+                by_pattern = hit;
+            }
+            if (!by_pattern && cJSON_IsFalse(addl)) {
+                cJSON_Delete(m);
+                return fail(c, "required property '%s' is forbidden by additionalProperties false", x->valuestring);
+            }
+            cJSON_AddItemToObject(mp, x->valuestring, !by_pattern && cJSON_IsObject(addl) ? cJSON_Duplicate(addl, true)
+                                                                                         : cJSON_CreateObject());
+        }
+        char *out = object_rule(c, m, hint);
+        cJSON_Delete(m);
+        return out;
     }
     long lo = count_of(mn, 0), hi = count_of(mx, -1);
     if (lo < 0 || hi < -1) return fail(c, "bad minProperties/maxProperties");
@@ -1372,8 +1396,6 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
                 str = add_rule(c, "map-key", xstrdup(c, "\"\\\"\" char{0,64} \"\\\"\" space"));
             }
         }
-        int n_req = req ? cJSON_GetArraySize(req) : 0;
-        if (n_req) { free(val); free(str); free(b.p); return fail(c, "\"required\" without \"properties\" is not supported"); }
         if (lo > 100 || (hi >= 0 && hi < lo)) { free(val); free(str); free(b.p); return fail(c, "bad minProperties/maxProperties"); }
         if (!c->failed) {
             if (hi == 0) {}
