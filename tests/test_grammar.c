@@ -189,6 +189,36 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":[\"string\",\"null\"],\"not\":{\"type\":\"null\"}}", { "\"x\"" }, { "null" } },
     { "{\"enum\":[\"a\",\"b\"],\"not\":{\"enum\":[\"b\"]}}", { "\"a\"" }, { "\"b\"" } },
     { "{\"not\":{\"minimum\":3}}", { 0 }, { 0 }, "\"not\"" },
+    /* not const/enum on a type without a value list */
+    { "{\"type\":\"string\",\"not\":{\"const\":\"\"}}", { "\"a\"", "\"ab c\"" }, { "\"\"" } },
+    { "{\"type\":\"string\",\"not\":{\"enum\":[\"admin\",\"root\",\"ad\"]}}",
+      { "\"a\"", "\"adm\"", "\"admins\"", "\"roo\"", "\"\"", "\"x\"" }, { "\"admin\"", "\"root\"", "\"ad\"" } },
+    { "{\"type\":\"string\",\"maxLength\":3,\"not\":{\"const\":\"x\"}}", { 0 }, { 0 }, "\"not\"" },
+    { "{\"type\":\"string\",\"not\":{\"const\":\"a\\\"b\"}}", { 0 }, { 0 }, "\"not\"" },
+    { "{\"type\":\"integer\",\"minimum\":0,\"maximum\":10,\"not\":{\"enum\":[0,5,10,11,2.5]}}",
+      { "1", "4", "6", "9" }, { "0", "5", "10", "11", "-1" } },
+    { "{\"type\":\"integer\",\"not\":{\"const\":0}}", { "1", "-1", "100" }, { "0", "-0" } },
+    { "{\"type\":\"number\",\"not\":{\"const\":0}}", { "0.5", "-0.5", "3" }, { "0", "-0", "0.0", "-0.00" } },
+    { "{\"type\":[\"string\",\"null\"],\"not\":{\"const\":\"none\"}}", { "null", "\"non\"", "\"nonee\"" }, { "\"none\"" } },
+    { "{\"type\":[\"integer\",\"null\"],\"not\":{\"const\":null}}", { "1" }, { "null" } },
+    { "{\"type\":\"boolean\",\"not\":{\"const\":false}}", { "true" }, { "false" } },
+    { "{\"type\":\"boolean\",\"not\":{\"enum\":[false,true]}}", { 0 }, { 0 }, "\"not\"" },
+    /* not {properties: {k: S}}: k's value not in S (and there, without required) */
+    { "{\"type\":\"object\",\"properties\":{\"role\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},"
+      "\"not\":{\"properties\":{\"role\":{\"const\":\"admin\"}},\"required\":[\"role\"]}}",
+      { "{}", "{\"n\":1}", "{\"role\":\"user\"}" }, { "{\"role\":\"admin\"}", "{\"role\":\"admin\",\"n\":1}" } },
+    { "{\"type\":\"object\",\"properties\":{\"kind\":{\"enum\":[\"a\",\"b\"]}},\"not\":{\"properties\":{\"kind\":{\"const\":\"a\"}}}}",
+      { "{\"kind\":\"b\"}" }, { "{}", "{\"kind\":\"a\"}" } },
+    /* if on required keys, on a type, on a property's schema that "not" reads */
+    { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"integer\"}},\"if\":{\"required\":[\"a\"]},"
+      "\"then\":{\"required\":[\"b\"]}}", { "{\"a\":\"x\",\"b\":1}", "{}", "{\"b\":2}" }, { "{\"a\":\"x\"}" } },
+    { "{\"type\":[\"string\",\"integer\"],\"if\":{\"type\":\"string\"},\"then\":{\"maxLength\":3},\"else\":{\"minimum\":0}}",
+      { "\"abc\"", "0", "7" }, { "\"abcd\"", "-1", "1.5" } },
+    { "{\"type\":\"object\",\"properties\":{\"unit\":{\"type\":\"string\"},\"v\":{\"type\":\"number\"}},\"required\":[\"unit\"],"
+      "\"if\":{\"properties\":{\"unit\":{\"enum\":[\"pct\",\"ratio\"]}}},\"then\":{\"properties\":{\"v\":{\"maximum\":100}}},\"else\":{\"required\":[\"v\"]}}",
+      { "{\"unit\":\"pct\",\"v\":50}", "{\"unit\":\"pct\"}", "{\"unit\":\"kg\",\"v\":500}" },
+      { "{\"unit\":\"pct\",\"v\":500}", "{\"unit\":\"kg\"}" } },
+    { "{\"properties\":{\"a\":{}},\"if\":{\"properties\":{\"a\":{\"minimum\":3}}},\"then\":{\"required\":[\"a\"]}}", { 0 }, { 0 }, "\"if\"" },
     { "{\"$defs\":{\"b\":{\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"]},\"n\":{\"allOf\":[{\"$ref\":\"#/$defs/b\"},"
       "{\"properties\":{\"nm\":{\"type\":\"string\"}},\"required\":[\"nm\"]}]}},\"allOf\":[{\"$ref\":\"#/$defs/n\"}],\"type\":\"object\"}",
       { "{\"id\":1,\"nm\":\"x\"}" }, { "{\"id\":1}", "{\"nm\":\"x\"}" } },

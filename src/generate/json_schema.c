@@ -274,6 +274,7 @@ static int types_of(conv *c, const cJSON *s) {
 }
 
 static char *visit(conv *c, const cJSON *s, const char *hint);
+static char *string_except(conv *c, const cJSON *words, const char *hint);
 
 /* ---- strings ---- */
 
@@ -640,6 +641,8 @@ static char *pattern_within(const char *pat, long lo, long hi) {
 }
 
 static char *string_rule(conv *c, const cJSON *s, const char *hint) {
+    const cJSON *except = get(s, "\x01" "except");   /* what a "not" of strings left (plain strings only) */
+    if (except) return string_except(c, except, hint);
     const cJSON *fmt = get(s, "format"), *pat = get(s, "pattern"), *mn = get(s, "minLength"), *mx = get(s, "maxLength");
     if (pat && !cJSON_IsString(pat)) return fail(c, "\"pattern\" must be a string");
     if ((mn && !cJSON_IsNumber(mn)) || (mx && !cJSON_IsNumber(mx)))
@@ -1802,8 +1805,199 @@ static bool not_all_of(conv *c, cJSON *m, const cJSON *names) {
     return fail(c, "\"not\": the properties it forbids together are all required"), false;
 }
 
+/* ---- not const/enum on a type without a list of values ---- */
+
+#define EXCEPT_KEY "\x01" "except"   /* internal: the strings a plain string schema must not be (string_rule) */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* m (one type, t) without the values in ex (an array): booleans as the other one, integers and numbers as an
+ * anyOf of the intervals between them, plain strings through EXCEPT_KEY. False after failing. */
+static bool except_values(conv *c, cJSON *m, int t, const cJSON *ex) {
+    const cJSON *v;
+    if (t == T_BOOL) {
+        cJSON *en = cJSON_CreateArray();
+        for (int b = 0; b < 2 && en; b++) {
+            bool out = false;
+            cJSON_ArrayForEach(v, ex) out |= cJSON_IsBool(v) && !cJSON_IsTrue(v) == !b;
+            if (!out) cJSON_AddItemToArray(en, cJSON_CreateBool(b));
+        }
+        if (!en || !cJSON_AddItemToObject(m, "enum", en)) return fail(c, "out of memory"), false;
+        if (!cJSON_GetArraySize(en)) return fail(c, "\"not\" excludes every value the schema allows"), false;
+        return true;
+    }
+    if (t == T_NULL) {
+        cJSON_ArrayForEach(v, ex) if (cJSON_IsNull(v)) return fail(c, "\"not\" excludes every value the schema allows"), false;
+        return true;
+    }
+    if (t == T_INTEGER || t == T_NUMBER) {
+        bool has_lo, lo_ex, has_hi, hi_ex;
+        double lo = 0, hi = 0;
+        if (!bounds(c, m, &has_lo, &lo, &lo_ex, &has_hi, &hi, &hi_ex)) return false;
+        if (has(m, "anyOf") || has(m, "oneOf")) return fail(c, "\"not\" with a value list beside anyOf/oneOf is not supported"), false;
+        double e[64];
+        int n = 0;
+        cJSON_ArrayForEach(v, ex) {
+            if (!cJSON_IsNumber(v)) continue;
+            double x = v->valuedouble;
+            if (t == T_INTEGER && x != floor(x)) continue;   /* never an integer */
+            if ((has_lo && (x < lo || (lo_ex && x == lo))) || (has_hi && (x > hi || (hi_ex && x == hi)))) continue;
+            if (n == 64) return fail(c, "\"not\" with more than 64 numbers is not supported"), false;
+            e[n++] = x;
+        }
+        if (!n) return true;
+        qsort(e, (size_t)n, sizeof *e, cmp_double);
+        cJSON *any = cJSON_AddArrayToObject(m, "anyOf");
+        if (!any) return fail(c, "out of memory"), false;
+        for (int i = 0; i <= n; i++) {   /* the gap below e[i] (above e[i-1]) */
+            if (i && i < n && e[i] == e[i - 1]) continue;
+            double a = i ? e[i - 1] : 0, b = i < n ? e[i] : 0;
+            if (t == T_INTEGER && i && i < n && b - a < 2) continue;   /* no integer between */
+            cJSON *gap = cJSON_CreateObject();
+            if (!gap) return fail(c, "out of memory"), false;
+            if (t == T_INTEGER) {
+                if (i) cJSON_AddNumberToObject(gap, "minimum", a + 1);
+                if (i < n) cJSON_AddNumberToObject(gap, "maximum", b - 1);
+            } else {
+                if (i) cJSON_AddNumberToObject(gap, "exclusiveMinimum", a);
+                if (i < n) cJSON_AddNumberToObject(gap, "exclusiveMaximum", b);
+            }
+            bool empty = (i == 0 && has_lo && (t == T_INTEGER ? b - 1 < lo : b <= lo)) ||
+                         (i == n && has_hi && (t == T_INTEGER ? a + 1 > hi : a >= hi));
+            if (empty) cJSON_Delete(gap);
+            else cJSON_AddItemToArray(any, gap);
+        }
+        if (!cJSON_GetArraySize(any)) return fail(c, "\"not\" excludes every value the schema allows"), false;
+        return true;
+    }
+    if (t == T_STRING) {
+        for (const cJSON *x = m->child; x; x = x->next)
+            if (!annotation(x->string) && strcmp(x->string, "type") && strcmp(x->string, "nullable"))
+                return fail(c, "\"not\" with strings beside '%s' is not supported (beside a plain string it is)", x->string), false;
+        cJSON *words = cJSON_CreateArray();
+        if (!words || !cJSON_AddItemToObject(m, EXCEPT_KEY, words)) { cJSON_Delete(words); return fail(c, "out of memory"), false; }
+        size_t total = 0;
+        cJSON_ArrayForEach(v, ex) {
+            if (!cJSON_IsString(v)) continue;
+            for (const unsigned char *q = (const unsigned char *)v->valuestring; *q; q++)
+                if (*q < 0x20 || *q >= 0x7f || *q == '"' || *q == '\\')
+                    return fail(c, "\"not\" of strings with characters outside printable ASCII, quotes or backslashes is not supported"), false;
+            if ((total += strlen(v->valuestring)) > 4000) return fail(c, "\"not\" with too many strings is not supported"), false;
+            cJSON_AddItemToArray(words, cJSON_CreateString(v->valuestring));
+        }
+        return true;
+    }
+    return fail(c, "\"not\" with values of this type is not supported"), false;
+}
+
+/* Plain strings other than the words (printable ASCII), written without escapes (stricter): a trie of the words
+ * where leaving it (or going on past a word's end) frees the rest. Node rules except-N-i. */
+static char *string_except(conv *c, const cJSON *words, const char *hint) {
+    free(prim(c, "space"));
+    char *free_rest = add_rule(c, "plain-chars", xstrdup(c, "[^\"\\\\\\x7F\\x00-\\x1F]*"));
+    if (!free_rest) return NULL;
+    char name[160];
+    char **pre = NULL;   /* every distinct prefix of a word: a node */
+    int np = 0, cap = 0;
+    const cJSON *w;
+    cJSON_ArrayForEach(w, words) {
+        size_t L = strlen(w->valuestring);
+        for (size_t l = 0; l <= L; l++) {
+            bool seen = false;
+            for (int i = 0; i < np && !seen; i++) seen = strlen(pre[i]) == l && !strncmp(pre[i], w->valuestring, l);
+            if (seen) continue;
+            if (np == cap) {
+                cap = cap ? cap * 2 : 16;
+                char **np2 = realloc(pre, (size_t)cap * sizeof *pre);
+                if (!np2) { fail(c, "out of memory"); break; }
+                pre = np2;
+            }
+            pre[np] = strndup(w->valuestring, l);
+            if (!pre[np]) { fail(c, "out of memory"); break; }
+            np++;
+        }
+    }
+    char **rule = calloc((size_t)np + 1, sizeof *rule);
+    if (!rule && np) fail(c, "out of memory");
+    size_t longest = 0;
+    for (int i = 0; i < np; i++) if (strlen(pre[i]) > longest) longest = strlen(pre[i]);
+    for (size_t len = longest + 1; len-- > 0 && !c->failed;) {   /* longest first: a node's children have rules */
+        for (int i = 0; i < np && !c->failed; i++) {
+            if (strlen(pre[i]) != len) continue;
+            bool word = false;
+            cJSON_ArrayForEach(w, words) word |= !strcmp(w->valuestring, pre[i]);
+            ht_str b = { 0 }, cls = { 0 };
+            if (!word) ht_str_puts(&b, "\"\"");   /* may end here */
+            for (int j = 0; j < np; j++) {   /* children: one character longer */
+                if (strlen(pre[j]) != len + 1 || strncmp(pre[j], pre[i], len)) continue;
+                unsigned char ch = (unsigned char)pre[j][len];
+                ht_str_printf(&b, "%s", b.n ? " | " : "");
+                sb_literal(&b, (const char *)&ch, 1);
+                ht_str_printf(&b, " %s", rule[j]);
+                ht_str_printf(&cls, "\\x%02X", ch);
+            }
+            ht_str_printf(&b, "%s[^\"\\\\\\x7F\\x00-\\x1F%s] %s", b.n ? " | " : "", cls.p ? cls.p : "", free_rest);
+            free(cls.p);
+            snprintf(name, sizeof name, "%.40s-except", hint);
+            rule[i] = b.oom ? fail(c, "out of memory") : add_rule(c, name, b.p);
+        }
+    }
+    char *out = NULL;
+    if (!c->failed) {
+        int root = -1;
+        for (int i = 0; i < np; i++) if (!pre[i][0]) root = i;
+        ht_str b = { 0 };
+        if (root >= 0) ht_str_printf(&b, "\"\\\"\" %s \"\\\"\" space", rule[root]);
+        else ht_str_printf(&b, "\"\\\"\" %s \"\\\"\" space", free_rest);   /* no words */
+        out = b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+    }
+    for (int i = 0; i < np; i++) { free(pre[i]); if (rule) free(rule[i]); }
+    free(pre);
+    free(rule);
+    free(free_rest);
+    return out;
+}
+
+/* not {properties: {k: S}} (with required [k] or not): the value is an object (anything else satisfies the
+ * inner schema), and k's value is not in S (present when the inner one does not require it). */
+static bool not_property(conv *c, cJSON *m, const cJSON *n) {
+    const cJSON *ip = get(n, "properties"), *ir = get(n, "required");
+    const char *k = ip->child->string;
+    bool req = ir != NULL;
+    int t = types_of(c, m);
+    if (!(t & T_OBJECT)) return fail(c, "\"not\" excludes every value the schema allows"), false;
+    cJSON *ty = cJSON_CreateString("object");
+    if (has(m, "type")) cJSON_ReplaceItemInObjectCaseSensitive(m, "type", ty);
+    else cJSON_AddItemToObject(m, "type", ty);
+    cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    cJSON *own = props ? cJSON_GetObjectItemCaseSensitive(props, k) : NULL;
+    if (!cJSON_IsObject(props) || !cJSON_GetArraySize(props))
+        return fail(c, "\"not\" with \"properties\" on an object without \"properties\" is not supported"), false;
+    if (!own) {   /* never written: objects never hold k */
+        if (!req) return fail(c, "\"not\": property '%s' it requires to be there is not declared", k), false;
+        return true;
+    }
+    cJSON *both = cJSON_CreateObject(), *all = both ? cJSON_AddArrayToObject(both, "allOf") : NULL, *neg = cJSON_CreateObject();
+    if (!all || !neg) { cJSON_Delete(both); cJSON_Delete(neg); return fail(c, "out of memory"), false; }
+    cJSON_AddItemToArray(all, cJSON_Duplicate(own, true));
+    cJSON_AddItemToObject(neg, "not", cJSON_Duplicate(ip->child, true));
+    cJSON_AddItemToArray(all, neg);
+    cJSON_ReplaceItemInObjectCaseSensitive(props, k, both);
+    if (!req) {
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "required");
+        if (!r) r = cJSON_AddArrayToObject(m, "required");
+        if (r && !in_required(r, k)) cJSON_AddItemToArray(r, cJSON_CreateString(k));
+    }
+    return true;
+}
+
 /* s without its "not", made stricter so that nothing it allows matches the negated schema. The forms read: not
- * type, not required (and not anyOf of requireds), not enum/const beside an enum. A new object, or NULL. */
+ * type, not required (and not anyOf of requireds), not enum/const (beside an enum; or on booleans, integers,
+ * numbers, plain strings, or the one type of several the values touch), not {properties: {k: S}} (k not in S,
+ * with required [k] or without). A new object, or NULL. */
 static cJSON *negated(conv *c, const cJSON *s) {
     const cJSON *n = get(s, "not");
     cJSON *m = cJSON_Duplicate(s, true);
@@ -1832,7 +2026,7 @@ static cJSON *negated(conv *c, const cJSON *s) {
         cJSON_ArrayForEach(alt, get(n, kw)) {
             int k = 0;
             for (const cJSON *x = cJSON_IsObject(alt) ? alt->child : NULL; x; x = x->next) k += !annotation(x->string);
-            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, enum are)"); break; }
+            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, properties of one key are)"); break; }
             if (!not_all_of(c, m, get(alt, "required"))) break;
         }
     } else if (n_kw == 1 && (!strcmp(kw, "enum") || !strcmp(kw, "const")) && cJSON_IsArray(get(m, "enum"))) {
@@ -1844,7 +2038,60 @@ static cJSON *negated(conv *c, const cJSON *s) {
             if (out) cJSON_DeleteItemFromArray(en, i);
         }
         if (!cJSON_GetArraySize(en)) fail(c, "\"not\" excludes every value of the \"enum\"");
-    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, enum are)");
+    } else if (n_kw == 1 && (!strcmp(kw, "enum") || !strcmp(kw, "const")) && !has(m, "const") &&
+               (kw[0] == 'c' || cJSON_IsArray(get(n, "enum")))) {
+        cJSON *ex = kw[0] == 'c' ? cJSON_CreateArray() : cJSON_Duplicate(get(n, "enum"), true);
+        if (ex && kw[0] == 'c') cJSON_AddItemToArray(ex, cJSON_Duplicate(get(n, "const"), true));
+        int t = types_of(c, m), hit = 0;   /* the types some excluded value has */
+        const cJSON *v;
+        cJSON_ArrayForEach(v, ex) {
+            int vt = value_type(v) & t;
+            if ((vt & T_INTEGER) && v->valuedouble != floor(v->valuedouble)) vt &= ~T_INTEGER;
+            hit |= vt;
+        }
+        int bits = 0;
+        for (int i = 0; i < 7; i++) bits += !!(t & (1 << i));
+        static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
+        int n_bool = 0;
+        cJSON_ArrayForEach(v, ex) n_bool += cJSON_IsTrue(v) ? 1 : cJSON_IsFalse(v) ? 2 : 0;
+        if (!ex) fail(c, "out of memory");
+        else if (!hit) {}
+        else if (bits == 1) except_values(c, m, t, ex);
+        else if (hit == T_NULL || (hit == T_BOOL && n_bool == 3)) {   /* that type goes */
+            cJSON *arr = cJSON_CreateArray();
+            for (int i = 0; i < 7 && arr; i++) if ((t & ~hit) & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
+            if (!arr) fail(c, "out of memory");
+            else if (has(m, "type")) cJSON_ReplaceItemInObjectCaseSensitive(m, "type", arr);
+            else cJSON_AddItemToObject(m, "type", arr);
+            cJSON_DeleteItemFromObjectCaseSensitive(m, "nullable");
+        }
+        else if (hit == T_NULL || hit == T_BOOL || hit == T_INTEGER || hit == T_NUMBER || hit == T_STRING) {
+            if (has(m, "anyOf") || has(m, "oneOf")) fail(c, "\"not\" with a value list beside anyOf/oneOf is not supported");
+            else {   /* the one type the values touch, apart: anyOf [that type without them, the other types] */
+                cJSON *any = cJSON_AddArrayToObject(m, "anyOf"), *one = cJSON_CreateObject(), *rest = cJSON_CreateObject();
+                cJSON *rt = rest ? cJSON_AddArrayToObject(rest, "type") : NULL;
+                for (int i = 0; i < 7 && rt; i++) if ((t & ~hit) & (1 << i)) cJSON_AddItemToArray(rt, cJSON_CreateString(N[i]));
+                if (one) {
+                    for (int i = 0; i < 7; i++) if (hit & (1 << i)) cJSON_AddStringToObject(one, "type", N[i]);
+                    cJSON *nn = cJSON_AddObjectToObject(one, "not");
+                    if (nn) cJSON_AddItemToObject(nn, kw, cJSON_Duplicate(get(n, kw), true));
+                }
+                if (!any || !one || !rt) { cJSON_Delete(one); cJSON_Delete(rest); fail(c, "out of memory"); }
+                else {
+                    cJSON_AddItemToArray(any, one);
+                    cJSON_AddItemToArray(any, rest);
+                    cJSON_DeleteItemFromObjectCaseSensitive(m, "type");   /* each alternative says its own */
+                    cJSON_DeleteItemFromObjectCaseSensitive(m, "nullable");
+                }
+            }
+        } else fail(c, "\"not\" with values of several types is not supported");
+        cJSON_Delete(ex);
+    } else if (cJSON_IsObject(get(n, "properties")) && cJSON_GetArraySize(get(n, "properties")) == 1 &&
+               (n_kw == 1 || (n_kw == 2 && cJSON_IsArray(get(n, "required")) && cJSON_GetArraySize(get(n, "required")) == 1 &&
+                              cJSON_IsString(get(n, "required")->child) &&
+                              !strcmp(get(n, "required")->child->valuestring, get(n, "properties")->child->string)))) {
+        not_property(c, m, n);
+    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, properties of one key are)");
     if (c->failed) { cJSON_Delete(m); return NULL; }
     return m;
 }
@@ -1881,6 +2128,48 @@ static cJSON *with_values(const cJSON *base, const char *k, const cJSON *vals, b
     return m;
 }
 
+/* if/then/else for an "if" whose negation is a "not" form that is read (type, required, const/enum, one
+ * property's schema, ...): anyOf [base with the if and then, base with not-if and else]. Takes base. */
+static cJSON *conditional_general(conv *c, cJSON *base, const cJSON *I, const cJSON *T, const cJSON *E) {
+    hearth_err scratch = { "" }, *keep = c->err;   /* a failure inside is told as the "if"'s */
+    c->err = &scratch;
+    cJSON *any = cJSON_CreateObject(), *alts = any ? cJSON_AddArrayToObject(any, "anyOf") : NULL;
+    if (!alts) fail(c, "out of memory");
+    if (!cJSON_IsObject(I) && !cJSON_IsBool(I)) fail(c, "\"if\" must be a schema");
+    if (has(base, "not")) fail(c, "\"if\" beside \"not\" is not supported");
+    bool then_ok = !cJSON_IsFalse(I) && !cJSON_IsFalse(T);
+    const cJSON *ireq = cJSON_IsObject(I) ? get(I, "required") : NULL, *r;
+    cJSON_ArrayForEach(r, ireq)   /* a key base never writes: never true */
+        if (cJSON_IsString(r) && !get(get(base, "properties"), r->valuestring) && cJSON_IsFalse(get(base, "additionalProperties")))
+            then_ok = false;
+    if (then_ok && !c->failed) {
+        cJSON *t = cJSON_IsObject(I) ? merge(c, base, I) : cJSON_Duplicate(base, true);
+        if (t && cJSON_IsObject(T)) { cJSON *tm = merge(c, t, T); cJSON_Delete(t); t = tm; }
+        if (t && !c->failed) cJSON_AddItemToArray(alts, t);
+        else cJSON_Delete(t);
+    }
+    if (!cJSON_IsTrue(I) && !cJSON_IsFalse(E) && !c->failed) {
+        cJSON *e = cJSON_Duplicate(base, true), *ne = NULL;
+        if (e && cJSON_AddItemToObject(e, "not", cJSON_Duplicate(I, true))) ne = negated(c, e);
+        else fail(c, "out of memory");
+        cJSON_Delete(e);
+        if (ne && cJSON_IsObject(E)) { cJSON *em = merge(c, ne, E); cJSON_Delete(ne); ne = em; }
+        if (ne && !c->failed) cJSON_AddItemToArray(alts, ne);
+        else cJSON_Delete(ne);
+    }
+    if (!c->failed && !cJSON_GetArraySize(alts)) fail(c, "if/then/else: no value can satisfy it");
+    cJSON_Delete(base);
+    c->err = keep;
+    if (c->failed) {
+        const char *why = strstr(scratch.msg, ": ");
+        c->failed = false;
+        fail(c, "\"if\" of this form is not supported (%s)", why ? why + 2 : scratch.msg);
+        cJSON_Delete(any);
+        return NULL;
+    }
+    return any;
+}
+
 /* if/then/else in its common form, an "if" on one declared property's const or enum (maybe required): the
  * anyOf of the objects where it holds (with "then") and those where it does not (with "else"), each exact. */
 static cJSON *conditional(conv *c, const cJSON *s) {
@@ -1901,10 +2190,9 @@ static cJSON *conditional(conv *c, const cJSON *s) {
     const cJSON *ir = form ? get(I, "required") : NULL;
     form = form && (!ir || (cJSON_GetArraySize(ir) == 1 && cJSON_IsString(ir->child) && !strcmp(ir->child->valuestring, k)));
     const cJSON *own = form ? get(get(base, "properties"), k) : NULL;
-    if (!form || !own) {
-        cJSON_Delete(base);
-        return fail(c, "\"if\" of this form is not supported (an if on one declared property's const or enum is)"), NULL;
-    }
+    bool listed = own && (get(own, "enum") || get(own, "const") ||
+                          (cJSON_IsString(get(own, "type")) && !strcmp(get(own, "type")->valuestring, "boolean")));
+    if (!form || !listed) return conditional_general(c, base, I, T, E);   /* the else: through "not" */
     bool if_req = ir != NULL, base_req = in_required(get(base, "required"), k);
     cJSON *ivals = cJSON_CreateArray(), *rest = cJSON_CreateArray(), *any = cJSON_CreateObject();
     cJSON *alts = any ? cJSON_AddArrayToObject(any, "anyOf") : NULL;
@@ -2005,6 +2293,13 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         cJSON *m = conditional(c, s);
         if (m) out = visit(c, m, hint);
         cJSON_Delete(m);
+        if (c->failed && c->err && strstr(c->err->msg, "\"not\" ") && !strstr(c->err->msg, "\"if\"")) {
+            char why[sizeof c->err->msg];   /* a negation made from the if: told as the if's */
+            snprintf(why, sizeof why, "%s", c->err->msg);
+            c->failed = false;
+            const char *w = strstr(why, ": ");
+            out = fail(c, "\"if\" of this form is not supported (its negation: %s)", w ? w + 2 : why);
+        }
         goto done;
     }
     static const char *const UNSUPPORTED[] = { "then", "else", "contains", "minContains", "maxContains",
