@@ -198,6 +198,11 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"integer\",\"minimum\":0,\"maximum\":10,\"not\":{\"enum\":[0,5,10,11,2.5]}}",
       { "1", "4", "6", "9" }, { "0", "5", "10", "11", "-1" } },
     { "{\"type\":\"integer\",\"not\":{\"const\":0}}", { "1", "-1", "100" }, { "0", "-0" } },
+    { "{\"type\":\"number\",\"not\":{\"enum\":[0.2,0.4]},\"exclusiveMinimum\":-5}", { "0", "-3", "1.5" }, { "0.2", "0.4", "0.3", "-5", "-6" } },
+    /* within one whole unit of a bound: no fraction that could pass the other (0.9 > 0.5 was written) */
+    { "{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":0.5}", { 0 }, { 0 }, "bounds" },
+    { "{\"type\":\"number\",\"exclusiveMinimum\":-0.5,\"exclusiveMaximum\":0}", { 0 }, { 0 }, "bounds" },
+    { "{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":1.5}", { "0.5", "1", "0.99" }, { "0", "1.5", "1.7" } },
     { "{\"type\":\"number\",\"not\":{\"const\":0}}", { "0.5", "-0.5", "3" }, { "0", "-0", "0.0", "-0.00" } },
     { "{\"type\":[\"string\",\"null\"],\"not\":{\"const\":\"none\"}}", { "null", "\"non\"", "\"nonee\"" }, { "\"none\"" } },
     { "{\"type\":[\"integer\",\"null\"],\"not\":{\"const\":null}}", { "1" }, { "null" } },

@@ -1106,7 +1106,7 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
     if (!has_hi || hi > 0 || (hi == 0 && !hi_ex)) {   /* v >= 0 */
         long long a = 0;
         if (has_lo && lo >= 0) a = (long long)ceil(lo) + (lo_ex && floor(lo) == lo);
-        if (has_lo && lo_ex && floor(lo) == lo && lo >= 0 && (!has_hi || lo < hi)) {   /* v > lo: lo.000x too */
+        if (has_lo && lo_ex && floor(lo) == lo && lo >= 0 && (!has_hi || hi >= lo + 1)) {   /* v > lo: lo.000x too */
             if (endings_only) ht_str_printf(&b, "%s\"%lld\" %s", sep, (long long)lo, ends_nz.p);
             else ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sep, (long long)lo, frac - 1);
             sep = " | ";
@@ -1116,9 +1116,12 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
     if (!has_lo || lo < 0) {                            /* v < 0: "-" and a magnitude */
         long long a = has_hi && hi < 0 ? (long long)ceil(-hi) + (hi_ex && floor(hi) == hi) : 0;
         if (has_hi && hi == 0 && hi_ex) {   /* v < 0 strictly: "-0" and "-0.0" are 0 */
-            if (endings_only) ht_str_printf(&b, "%s\"-0\" %s", sep, ends_nz.p);
-            else ht_str_printf(&b, "%s\"-0.\" [0-9]{0,%d} [1-9]", sep, frac - 1);
-            sep = " | ", a = 1;
+            if (!has_lo || lo <= -1) {
+                if (endings_only) ht_str_printf(&b, "%s\"-0\" %s", sep, ends_nz.p);
+                else ht_str_printf(&b, "%s\"-0.\" [0-9]{0,%d} [1-9]", sep, frac - 1);
+                sep = " | ";
+            }
+            a = 1;
         }
         magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ", decp);
     }
@@ -1523,6 +1526,9 @@ static cJSON *merge(conv *c, const cJSON *a, const cJSON *b) {
             static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
             for (int i = 0; i < 7; i++) if (t & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
             cJSON_ReplaceItemInObjectCaseSensitive(m, "type", arr);
+        } else if (cJSON_IsNumber(x) && cJSON_IsNumber(have) && (!strcmp(k, "exclusiveMinimum") || !strcmp(k, "exclusiveMaximum"))) {
+            if (k[10] == 'i' ? x->valuedouble > have->valuedouble : x->valuedouble < have->valuedouble)
+                cJSON_SetNumberValue(have, x->valuedouble);
         } else if (!strcmp(k, "minimum") || !strcmp(k, "minLength") || !strcmp(k, "minItems") ||
                    !strcmp(k, "minProperties")) {
             if (cJSON_IsNumber(x) && x->valuedouble > have->valuedouble) cJSON_SetNumberValue(have, x->valuedouble);
@@ -1855,7 +1861,7 @@ static bool except_values(conv *c, cJSON *m, int t, const cJSON *ex) {
         for (int i = 0; i <= n; i++) {   /* the gap below e[i] (above e[i-1]) */
             if (i && i < n && e[i] == e[i - 1]) continue;
             double a = i ? e[i - 1] : 0, b = i < n ? e[i] : 0;
-            if (t == T_INTEGER && i && i < n && b - a < 2) continue;   /* no integer between */
+            if (i && i < n && floor(a) + 1 >= b) continue;   /* no whole number between: left out (stricter) */
             cJSON *gap = cJSON_CreateObject();
             if (!gap) return fail(c, "out of memory"), false;
             if (t == T_INTEGER) {
