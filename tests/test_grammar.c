@@ -123,6 +123,7 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"number\",\"multipleOf\":1.5,\"minimum\":3,\"maximum\":100000}", { 0 }, { 0 }, "multipleOf" },
     { "{\"type\":\"integer\",\"multipleOf\":2.5}", { "5", "-10", "0" }, { "2.5", "3" } },
     { "{\"type\":\"number\",\"multipleOf\":1e-12}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"number\",\"multipleOf\":1}", { "0", "-3", "12" }, { "1.5", "0.1", "1e3" } },   /* 1.5 was written */
     /* a required key without its own schema: written, with additionalProperties' (it used to be left out) */
     { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"],\"additionalProperties\":{\"type\":\"string\"}}",
       { "{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}" }, { "{}", "{\"a\":1}", "{\"b\":1}" } },

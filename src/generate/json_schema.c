@@ -1033,7 +1033,7 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
         if (!decimal_of(mo->valuedouble, &md, &num, &den))
             return fail(c, "\"multipleOf\" %g is not supported (decimals of up to 9 fraction digits are)", mo->valuedouble);
         if (integer) k = (double)num, den = 1;   /* an integer n is a multiple exactly when n % num == 0 */
-        else if (den == 1) k = (double)num, integer = k > 1;   /* a multiple of a whole number is whole */
+        else if (den == 1) k = (double)num, integer = true;   /* a multiple of a whole number (1 too) is whole */
         else if (num == 1 && den == (long long)pow(10, md)) frac = md;   /* 0.1, 0.01, ...: that many digits */
         else if (den > 1000 || num > 1000)
             return fail(c, "\"multipleOf\" %g is not supported (its fraction has more than 1000 endings)", mo->valuedouble);
