@@ -123,6 +123,7 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"number\",\"multipleOf\":1.5,\"minimum\":3,\"maximum\":100000}", { 0 }, { 0 }, "multipleOf" },
     { "{\"type\":\"integer\",\"multipleOf\":2.5}", { "5", "-10", "0" }, { "2.5", "3" } },
     { "{\"type\":\"number\",\"multipleOf\":1e-12}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"number\",\"exclusiveMinimum\":1e15}", { 0 }, { 0 }, "minimum" },   /* was a grammar that did not parse */
     { "{\"type\":\"number\",\"multipleOf\":1}", { "0", "-3", "12" }, { "1.5", "0.1", "1e3" } },   /* 1.5 was written */
     /* a required key without its own schema: written, with additionalProperties' (it used to be left out) */
     { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"],\"additionalProperties\":{\"type\":\"string\"}}",
@@ -137,6 +138,9 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"integer\",\"multipleOf\":15,\"minimum\":0,\"maximum\":60}", { "0", "45", "60" }, { "50", "75", "-15" } },
     { "{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0}", { "1.25", "3", "0.5" }, { "1.255", "-1" } },
     { "{\"type\":\"integer\",\"multipleOf\":3,\"minimum\":10}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"integer\",\"multipleOf\":3,\"maximum\":12}", { 0 }, { 0 }, "multipleOf" },   /* 15 was written */
+    { "{\"type\":\"integer\",\"multipleOf\":3,\"minimum\":-30}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"integer\",\"multipleOf\":4,\"maximum\":-4}", { "-4", "-400" }, { "0", "-2", "4" } },
     { "{\"type\":\"integer\",\"minimum\":-9223372036854775808,\"maximum\":9223372036854775807}",
       { "5", "-999999999999999" }, { "1.5" } },
     { "{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"minProperties\":2}", { "{\"a\":1,\"b\":2}" }, { "{\"a\":1}", "{}" } },

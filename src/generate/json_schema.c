@@ -845,8 +845,9 @@ static char *multiple_rule(conv *c, long long k, bool has_lo, long long lo, bool
         }
     }
     if (k > 1000) return fail(c, "\"multipleOf\" %lld above 1000 with wide bounds is not supported", k);
-    bool neg = !has_lo || lo <= -k, zero = (!has_lo || lo <= 0) && (!has_hi || hi >= 0), pos = !has_hi || hi >= k;
-    if ((has_lo && lo < 0 && lo > -k) || (has_lo && lo > k) || (has_hi && hi > 0 && hi < k) || (has_hi && hi < -k))
+    /* a bound is read only where it cuts no multiple off: within (-k, k) (then it leaves out a sign) */
+    bool neg = !has_lo, zero = (!has_lo || lo <= 0) && (!has_hi || hi >= 0), pos = !has_hi;
+    if ((has_lo && (lo <= -k || lo > k)) || (has_hi && (hi >= k || hi < -k)))
         return fail(c, "\"multipleOf\" with bounds inside the numbers is not supported (few multiples, or sign-only bounds are)");
     char name[64];
     for (long long r = 0; r < k; r++) {   /* rule mult-k-r: digits that bring a remainder r to 0 */
@@ -1052,7 +1053,9 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
     /* bounds beyond what is written (15 digits) are narrowed to it: stricter, and the same for any real reply */
     if (has_lo && lo < -999999999999999.0) lo = -999999999999999.0, lo_ex = false;
     if (has_hi && hi > 999999999999999.0) hi = 999999999999999.0, hi_ex = false;
-    if (fabs(lo) > 1e15 || fabs(hi) > 1e15) return fail(c, "a minimum above 1e15 (or a maximum below -1e15) is not supported");
+    if ((has_lo && lo >= 999999999999999.0 && (lo_ex || lo > 999999999999999.0)) ||
+        (has_hi && hi <= -999999999999999.0 && (hi_ex || hi < -999999999999999.0)) || fabs(lo) > 1e15 || fabs(hi) > 1e15)
+        return fail(c, "a minimum from 1e15 up (or a maximum from -1e15 down) is not supported");
     /* integer bounds: the smallest and largest allowed integers */
     long long ilo = 0, ihi = 0;
     if (has_lo) ilo = (long long)ceil(lo), ilo += lo_ex && (double)ilo == lo;
