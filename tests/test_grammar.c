@@ -194,6 +194,17 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":[\"string\",\"null\"],\"not\":{\"type\":\"null\"}}", { "\"x\"" }, { "null" } },
     { "{\"enum\":[\"a\",\"b\"],\"not\":{\"enum\":[\"b\"]}}", { "\"a\"" }, { "\"b\"" } },
     { "{\"not\":{\"minimum\":3}}", { 0 }, { 0 }, "\"not\"" },
+    /* found by checking random schemas' grammars against a validator: */
+    { "{\"type\":\"object\",\"oneOf\":[{\"const\":2},{\"type\":\"object\",\"minProperties\":1}]}",   /* const beside a type */
+      { "{\"a\":1}" }, { "2", "{}" } },
+    { "{\"type\":\"integer\",\"enum\":[1,5,\"x\",2.5],\"minimum\":3}", { "5" }, { "1", "\"x\"", "2.5" } },
+    { "{\"type\":\"string\",\"enum\":[\"ab\",\"abcd\"],\"maxLength\":3,\"pattern\":\"^a\"}", { "\"ab\"" }, { "\"abcd\"" } },
+    { "{\"const\":1,\"enum\":[2,3]}", { 0 }, { 0 }, "const" },
+    { "{\"type\":\"object\",\"properties\":{},\"not\":{\"required\":[\"a\"]}}", { 0 }, { 0 }, "\"not\"" },   /* a map */
+    { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{}},\"if\":{\"required\":[\"a\"]},\"then\":{},"
+      "\"else\":{\"properties\":{\"a\":{\"enum\":[\"y\"]}}}}",   /* the else's a was declared again */
+      { "{\"a\":true}", "{\"b\":1}" }, { "{\"a\":\"y\"}" } },
+    { "{\"properties\":{\"kind\":{\"enum\":[null]}},\"not\":{\"required\":[\"kind\"]}}", { "{}" }, { "{\"kind\":\"x\"}", "{\"kind\":null}" } },
     /* not const/enum on a type without a value list */
     { "{\"type\":\"string\",\"not\":{\"const\":\"\"}}", { "\"a\"", "\"ab c\"" }, { "\"\"" } },
     { "{\"type\":\"string\",\"not\":{\"enum\":[\"admin\",\"root\",\"ad\"]}}",

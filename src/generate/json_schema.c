@@ -275,6 +275,7 @@ static int types_of(conv *c, const cJSON *s) {
 
 static char *visit(conv *c, const cJSON *s, const char *hint);
 static char *string_except(conv *c, const cJSON *words, const char *hint);
+static int listed_value_ok(conv *c, const cJSON *s, const cJSON *v);
 
 /* ---- strings ---- */
 
@@ -1206,6 +1207,13 @@ static bool in_required(const cJSON *req, const char *k) {
     return false;
 }
 
+/* Makes property k of m never present (its schema false, which a merge keeps): deleting it would let a merge
+ * declare it again, or leave a map of any keys when it was the last one. */
+static void drop_property(cJSON *m, const char *k) {
+    cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    if (get(props, k)) cJSON_ReplaceItemInObjectCaseSensitive(props, k, cJSON_CreateFalse());
+}
+
 /* "properties" an object, "required" an array of strings: what object_rule reads and merge() unites (the
  * grammar fuzzer found "properties" as an array merged as if it had keys). */
 static bool object_shapes_ok(conv *c, const cJSON *s) {
@@ -1252,7 +1260,7 @@ static char *dependencies(conv *c, const cJSON *s, const char *hint) {
                 if (n) { cJSON_Delete(m); m = n; }
             } else if (!cJSON_IsTrue(x)) fail(c, "a dependency must be an array of names or a schema");
             if (drop && a_req) fail(c, "required property '%s' has a dependency that cannot be met", x->string);
-            else if (drop) cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "properties"), x->string);
+            else if (drop) drop_property(m, x->string);
         }
     }
     for (int d = 0; d < 3; d++) cJSON_Delete(dep[d]);
@@ -1437,6 +1445,10 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
             bool r = in_required(req, x->string);
             int named = pn ? key_ok(c, pn, x->string) : 1;   /* a key propertyNames forbids is never written */
             if (!named && r) fail(c, "required property '%s' is forbidden by \"propertyNames\"", x->string);
+            if (cJSON_IsFalse(x) && named > 0) {   /* nor one whose schema is false */
+                named = 0;
+                if (r) fail(c, "required property '%s' can never be present (its schema is false)", x->string);
+            }
             cJSON *vs = named > 0 && pp ? declared_value(c, x, pp, x->string) : NULL;
             if (named > 0 && !c->failed) {
                 key[n] = x->string;
@@ -1508,6 +1520,7 @@ static cJSON *merge(conv *c, const cJSON *a, const cJSON *b) {
             cJSON_ArrayForEach(p, x) {
                 cJSON *hp = cJSON_GetObjectItemCaseSensitive(have, p->string);
                 if (!hp) cJSON_AddItemToObject(have, p->string, cJSON_Duplicate(p, true));
+                else if (cJSON_IsFalse(hp) || cJSON_IsFalse(p)) cJSON_ReplaceItemInObjectCaseSensitive(have, p->string, cJSON_CreateFalse());
                 else if (!cJSON_Compare(hp, p, true)) {
                     cJSON *both = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(both, "allOf");
                     cJSON_AddItemToArray(arr, cJSON_Duplicate(hp, true));
@@ -1741,6 +1754,12 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
         if (cJSON_IsFalse(xs)) { i++; continue; }
         stated[i] = xs;
         alt[i] = siblings && cJSON_IsObject(xs) ? merge(c, base, xs) : cJSON_Duplicate(x, true);
+        const cJSON *cv = get(alt[i], "const"), *ev = get(alt[i], "enum"), *v;
+        if ((cv || cJSON_IsArray(ev)) && !has(alt[i], "$ref")) {   /* values the rest rules out: it matches nothing */
+            bool any = cv && listed_value_ok(c, alt[i], cv) > 0;
+            if (!cv) cJSON_ArrayForEach(v, ev) any |= !c->failed && listed_value_ok(c, alt[i], v) > 0;
+            if (!any && !c->failed) { cJSON_Delete(alt[i]); alt[i] = NULL; }
+        }
         i++;
         if (c->failed) break;
     }
@@ -1801,14 +1820,16 @@ static cJSON *flat(conv *c, const cJSON *x, int depth) {
 /* Removes from m a property that names lists (one not required), so an object never holds them all. */
 static bool not_all_of(conv *c, cJSON *m, const cJSON *names) {
     cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties");
-    if (!cJSON_IsObject(props)) return fail(c, "\"not\" with \"required\" on an object without \"properties\" is not supported"), false;
+    bool closed = cJSON_IsFalse(get(m, "additionalProperties")) && !has(m, "patternProperties");
+    if (!closed && (!cJSON_IsObject(props) || !props->child))   /* a map: any key may be written */
+        return fail(c, "\"not\" with \"required\" on an object without \"properties\" is not supported"), false;
     const cJSON *y;
     cJSON_ArrayForEach(y, names) {
         if (!cJSON_IsString(y)) return fail(c, "\"required\" must hold strings"), false;
         if (!get(props, y->valuestring)) return true;   /* never written: they are never all there */
     }
     cJSON_ArrayForEach(y, names) if (!in_required(get(m, "required"), y->valuestring)) {
-        cJSON_DeleteItemFromObjectCaseSensitive(props, y->valuestring);
+        drop_property(m, y->valuestring);
         return true;
     }
     return fail(c, "\"not\": the properties it forbids together are all required"), false;
@@ -2233,7 +2254,7 @@ static cJSON *conditional(conv *c, const cJSON *s) {
     if (known && cJSON_GetArraySize(rest)) e = with_values(base, k, rest, !if_req || base_req);
     else if (if_req && !base_req) {   /* k absent */
         e = cJSON_Duplicate(base, true);
-        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "properties"), k);
+        drop_property(e, k);
     }
     if (e && cJSON_IsFalse(E)) { cJSON_Delete(e); e = NULL; }
     cJSON *em = e && cJSON_IsObject(E) && !c->failed ? merge(c, e, E) : NULL;
@@ -2243,6 +2264,62 @@ static cJSON *conditional(conv *c, const cJSON *s) {
     if (!c->failed && !cJSON_GetArraySize(alts)) fail(c, "if/then/else: no object can satisfy it");
     if (c->failed) { cJSON_Delete(any); return NULL; }
     return any;
+}
+
+/* Whether the listed (const/enum) value v satisfies s's other keywords: its type, numeric bounds, string lengths
+ * and pattern; a value of a type that another keyword applies to (properties, items, format, multipleOf, ...)
+ * is left out (stricter). 1 yes, 0 no, -1 after failing. */
+static int listed_value_ok(conv *c, const cJSON *s, const cJSON *v) {
+    int vt = value_type(v);
+    if (cJSON_IsNumber(v) && v->valuedouble != floor(v->valuedouble)) vt &= ~T_INTEGER;
+    if (has(s, "type")) {
+        int t = types_of(c, s);
+        if (c->failed) return -1;
+        if (t & T_NUMBER) t |= T_INTEGER;
+        if (!(vt & t)) return 0;
+    }
+    for (const cJSON *x = s->child; x; x = x->next) {
+        const char *k = x->string;
+        if (annotation(k) || !strcmp(k, "type") || !strcmp(k, "enum") || !strcmp(k, "const") || !strcmp(k, "nullable")) continue;
+        if (cJSON_IsNumber(v) && cJSON_IsNumber(x)) {
+            double d = v->valuedouble, b = x->valuedouble;
+            if (!strcmp(k, "minimum")) { if (d < b) return 0; continue; }
+            if (!strcmp(k, "maximum")) { if (d > b) return 0; continue; }
+            if (!strcmp(k, "exclusiveMinimum")) { if (d <= b) return 0; continue; }
+            if (!strcmp(k, "exclusiveMaximum")) { if (d >= b) return 0; continue; }
+        }
+        if (cJSON_IsString(v) && (!strcmp(k, "minLength") || !strcmp(k, "maxLength")) && cJSON_IsNumber(x)) {
+            double n = 0;
+            for (const unsigned char *q = (const unsigned char *)v->valuestring; *q; q++) n += (*q & 0xc0) != 0x80;
+            if (k[1] == 'i' ? n < x->valuedouble : n > x->valuedouble) return 0;
+            continue;
+        }
+        if (!strcmp(k, "format") && cJSON_IsString(x)) {   /* an unknown name is an annotation */
+            bool known = false;
+            for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++) known |= !strcmp(FORMATS[i].name, x->valuestring);
+            for (size_t i = 0; i < sizeof HARD_FORMATS / sizeof HARD_FORMATS[0]; i++) known |= !strcmp(HARD_FORMATS[i], x->valuestring);
+            if (!known) continue;
+        }
+        if (cJSON_IsString(v) && !strcmp(k, "pattern") && cJSON_IsString(x)) {
+            int m = pattern_matches(c, x->valuestring, v->valuestring);
+            if (m <= 0) return m;
+            continue;
+        }
+        static const char *const NUMK[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf" };
+        static const char *const STRK[] = { "minLength", "maxLength", "pattern", "format" };
+        static const char *const ARRK[] = { "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "additionalItems",
+                                            "contains", "unevaluatedItems" };
+        int applies = 0;   /* the types keyword k constrains; unknown keywords constrain nothing */
+        for (size_t i = 0; i < sizeof NUMK / sizeof *NUMK; i++) if (!strcmp(k, NUMK[i])) applies |= T_NUMBER | T_INTEGER;
+        for (size_t i = 0; i < sizeof STRK / sizeof *STRK; i++) if (!strcmp(k, STRK[i])) applies |= T_STRING;
+        for (size_t i = 0; i < sizeof ARRK / sizeof *ARRK; i++) if (!strcmp(k, ARRK[i])) applies |= T_ARRAY;
+        static const char *const OBJK[] = { "properties", "required", "additionalProperties", "minProperties",
+                                            "maxProperties", "patternProperties", "propertyNames", "unevaluatedProperties",
+                                            "dependentRequired", "dependencies", "dependentSchemas" };
+        for (size_t i = 0; i < sizeof OBJK / sizeof *OBJK; i++) if (!strcmp(k, OBJK[i])) applies |= T_OBJECT;
+        if (vt & applies) return 0;
+    }
+    return 1;
 }
 
 /* The grammar expression for schema s (a rule name, usually). */
@@ -2339,16 +2416,22 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         goto done;
     }
     const cJSON *cst = get(s, "const"), *en = get(s, "enum");
-    if (cst) { out = add_rule(c, hint, literal_value(c, cst)); goto done; }
-    if (en) {
-        if (!cJSON_IsArray(en) || !cJSON_GetArraySize(en)) { out = fail(c, "\"enum\" must be a non-empty array"); goto done; }
+    if (en && (!cJSON_IsArray(en) || !cJSON_GetArraySize(en))) { out = fail(c, "\"enum\" must be a non-empty array"); goto done; }
+    if (cst || en) {   /* the listed values the schema's other keywords allow */
         ht_str b = { 0 };
         const cJSON *x;
-        cJSON_ArrayForEach(x, en) {
-            char *l = literal_value(c, x);
+        for (x = cst ? cst : en->child; x && !c->failed; x = cst ? NULL : x->next) {
+            int ok = listed_value_ok(c, s, x);
+            if (ok > 0 && cst && cJSON_IsArray(en)) {   /* both: the const, if the enum has it */
+                const cJSON *y;
+                ok = 0;
+                cJSON_ArrayForEach(y, en) ok |= cJSON_Compare(x, y, true);
+            }
+            char *l = ok > 0 ? literal_value(c, x) : NULL;
             if (l) ht_str_printf(&b, "%s%s", b.n ? " | " : "", l);
             free(l);
         }
+        if (!c->failed && !b.n) fail(c, "no value of the \"%s\" satisfies the schema's other keywords", cst ? "const" : "enum");
         out = c->failed ? (free(b.p), NULL) : add_rule(c, hint, b.p);
         goto done;
     }
