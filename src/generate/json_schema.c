@@ -274,6 +274,7 @@ static int types_of(conv *c, const cJSON *s) {
 }
 
 static char *visit(conv *c, const cJSON *s, const char *hint);
+#define EXCEPT_KEY "\x01" "except"   /* internal: the strings a plain string schema must not be (string_rule) */
 static char *string_except(conv *c, const cJSON *words, const char *hint);
 static int listed_value_ok(conv *c, const cJSON *s, const cJSON *v);
 
@@ -642,7 +643,7 @@ static char *pattern_within(const char *pat, long lo, long hi) {
 }
 
 static char *string_rule(conv *c, const cJSON *s, const char *hint) {
-    const cJSON *except = get(s, "\x01" "except");   /* what a "not" of strings left (plain strings only) */
+    const cJSON *except = get(s, EXCEPT_KEY);   /* what a "not" of strings left (plain strings only) */
     if (except) return string_except(c, except, hint);
     const cJSON *fmt = get(s, "format"), *pat = get(s, "pattern"), *mn = get(s, "minLength"), *mx = get(s, "maxLength");
     if (pat && !cJSON_IsString(pat)) return fail(c, "\"pattern\" must be a string");
@@ -1837,8 +1838,6 @@ static bool not_all_of(conv *c, cJSON *m, const cJSON *names) {
 
 /* ---- not const/enum on a type without a list of values ---- */
 
-#define EXCEPT_KEY "\x01" "except"   /* internal: the strings a plain string schema must not be (string_rule) */
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -1924,7 +1923,7 @@ static bool except_values(conv *c, cJSON *m, int t, const cJSON *ex) {
 }
 
 /* Plain strings other than the words (printable ASCII), written without escapes (stricter): a trie of the words
- * where leaving it (or going on past a word's end) frees the rest. Node rules except-N-i. */
+ * where leaving it (or going on past a word's end) frees the rest; a rule per prefix (HINT-except...). */
 static char *string_except(conv *c, const cJSON *words, const char *hint) {
     free(prim(c, "space"));
     char *free_rest = add_rule(c, "plain-chars", xstrdup(c, "[^\"\\\\\\x7F\\x00-\\x1F]*"));
@@ -2006,7 +2005,7 @@ static bool not_property(conv *c, cJSON *m, const cJSON *n) {
     cJSON *own = props ? cJSON_GetObjectItemCaseSensitive(props, k) : NULL;
     if (!cJSON_IsObject(props) || !cJSON_GetArraySize(props))
         return fail(c, "\"not\" with \"properties\" on an object without \"properties\" is not supported"), false;
-    if (!own) {   /* never written: objects never hold k */
+    if (!own || cJSON_IsFalse(own)) {   /* never written: objects never hold k */
         if (!req) return fail(c, "\"not\": property '%s' it requires to be there is not declared", k), false;
         return true;
     }
@@ -2095,7 +2094,7 @@ static cJSON *negated(conv *c, const cJSON *s) {
             else cJSON_AddItemToObject(m, "type", arr);
             cJSON_DeleteItemFromObjectCaseSensitive(m, "nullable");
         }
-        else if (hit == T_NULL || hit == T_BOOL || hit == T_INTEGER || hit == T_NUMBER || hit == T_STRING) {
+        else if (hit == T_BOOL || hit == T_INTEGER || hit == T_NUMBER || hit == T_STRING) {
             if (has(m, "anyOf") || has(m, "oneOf")) fail(c, "\"not\" with a value list beside anyOf/oneOf is not supported");
             else {   /* the one type the values touch, apart: anyOf [that type without them, the other types] */
                 cJSON *any = cJSON_AddArrayToObject(m, "anyOf"), *one = cJSON_CreateObject(), *rest = cJSON_CreateObject();
