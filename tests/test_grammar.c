@@ -205,6 +205,11 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
       "\"else\":{\"properties\":{\"a\":{\"enum\":[\"y\"]}}}}",   /* the else's a was declared again */
       { "{\"a\":true}", "{\"b\":1}" }, { "{\"a\":\"y\"}" } },
     { "{\"properties\":{\"kind\":{\"enum\":[null]}},\"not\":{\"required\":[\"kind\"]}}", { "{}" }, { "{\"kind\":\"x\"}", "{\"kind\":null}" } },
+    /* a required key without a schema is written: a "not" of it cannot count it as never there */
+    { "{\"properties\":{\"a\":{\"enum\":[\"x\",true]}},\"type\":\"object\",\"required\":[\"a\",\"kind\"],\"not\":{\"required\":[\"kind\"]}}",
+      { 0 }, { 0 }, "\"not\"" },
+    { "{\"properties\":{\"c\":{}},\"required\":[\"a\"],\"not\":{\"properties\":{\"a\":{\"const\":2}},\"required\":[\"a\"]}}",
+      { "{\"a\":1}", "{\"c\":1,\"a\":\"x\"}" }, { "{\"a\":2}", "{\"c\":1}" } },
     /* not const/enum on a type without a value list */
     { "{\"type\":\"string\",\"not\":{\"const\":\"\"}}", { "\"a\"", "\"ab c\"" }, { "\"\"" } },
     { "{\"type\":\"string\",\"not\":{\"enum\":[\"admin\",\"root\",\"ad\"]}}",

@@ -1330,6 +1330,33 @@ static cJSON *declared_value(conv *c, const cJSON *own, const cJSON *pp, const c
     return all;
 }
 
+/* Declares m's required keys that have no schema under "properties" (only declared keys are written), with the
+ * schemas that apply to them: the matching patternProperties', else additionalProperties'. False after failing. */
+static bool declare_required(conv *c, cJSON *m) {
+    const cJSON *req = get(m, "required"), *pp = get(m, "patternProperties"), *addl = get(m, "additionalProperties"), *x;
+    bool undeclared = false;
+    cJSON_ArrayForEach(x, req) undeclared |= cJSON_IsString(x) && !get(get(m, "properties"), x->valuestring);
+    if (!undeclared) return true;
+    cJSON *mp = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    if (!mp) mp = cJSON_AddObjectToObject(m, "properties");
+    if (!cJSON_IsObject(mp)) return fail(c, "\"properties\" must be an object"), false;
+    cJSON_ArrayForEach(x, req) {
+        if (!cJSON_IsString(x) || get(mp, x->valuestring)) continue;
+        bool by_pattern = false;
+        const cJSON *p;
+        cJSON_ArrayForEach(p, pp) if (!by_pattern) {
+            int hit = pattern_matches(c, p->string, x->valuestring);
+            if (hit < 0) return false;
+            by_pattern = hit;
+        }
+        if (!by_pattern && cJSON_IsFalse(addl))
+            return fail(c, "required property '%s' is forbidden by additionalProperties false", x->valuestring), false;
+        cJSON_AddItemToObject(mp, x->valuestring, !by_pattern && cJSON_IsObject(addl) ? cJSON_Duplicate(addl, true)
+                                                                                     : cJSON_CreateObject());
+    }
+    return true;
+}
+
 static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     const cJSON *props = get(s, "properties"), *req = get(s, "required"), *addl = get(s, "additionalProperties"),
                 *mn = get(s, "minProperties"), *mx = get(s, "maxProperties"), *pp = get(s, "patternProperties"),
@@ -1345,28 +1372,8 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     bool undeclared = false;
     cJSON_ArrayForEach(x, req) undeclared |= !get(props, x->valuestring);
     if (undeclared) {
-        /* a required key without a schema of its own is declared (only declared keys are written), with the
-         * schemas that apply to it: the matching patternProperties', else additionalProperties' */
-        cJSON *m = cJSON_Duplicate(s, true), *mp = m ? cJSON_GetObjectItemCaseSensitive(m, "properties") : NULL;
-        if (m && !mp) mp = cJSON_AddObjectToObject(m, "properties");
-        if (!mp) { cJSON_Delete(m); return fail(c, "out of memory"); }
-        cJSON_ArrayForEach(x, req) {
-            if (get(mp, x->valuestring)) continue;
-            bool by_pattern = false;
-            const cJSON *p;
-            cJSON_ArrayForEach(p, pp) if (!by_pattern) {
-                int hit = pattern_matches(c, p->string, x->valuestring);
-                if (hit < 0) { cJSON_Delete(m); return NULL; }
-                by_pattern = hit;
-            }
-            if (!by_pattern && cJSON_IsFalse(addl)) {
-                cJSON_Delete(m);
-                return fail(c, "required property '%s' is forbidden by additionalProperties false", x->valuestring);
-            }
-            cJSON_AddItemToObject(mp, x->valuestring, !by_pattern && cJSON_IsObject(addl) ? cJSON_Duplicate(addl, true)
-                                                                                         : cJSON_CreateObject());
-        }
-        char *out = object_rule(c, m, hint);
+        cJSON *m = cJSON_Duplicate(s, true);
+        char *out = m && declare_required(c, m) ? object_rule(c, m, hint) : (m ? NULL : fail(c, "out of memory"));
         cJSON_Delete(m);
         return out;
     }
@@ -2032,6 +2039,8 @@ static cJSON *negated(conv *c, const cJSON *s) {
     cJSON *m = cJSON_Duplicate(s, true);
     if (!m) return fail(c, "out of memory"), NULL;
     cJSON_DeleteItemFromObjectCaseSensitive(m, "not");
+    if (has(m, "required") && object_shapes_ok(c, m) && !declare_required(c, m)) { cJSON_Delete(m); return NULL; }   /* they are written */
+    if (c->failed) { cJSON_Delete(m); return NULL; }
     const char *kw = NULL;
     int n_kw = 0;
     for (const cJSON *x = cJSON_IsObject(n) ? n->child : NULL; x; x = x->next)
