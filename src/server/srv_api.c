@@ -812,8 +812,8 @@ static char *sse(cJSON *o) {
     return s;
 }
 
-char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
-                      const char *finish, bool first) {
+static cJSON *chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
+                          const char *finish, bool first) {
     bool chat = r->kind == API_CHAT;
     cJSON *o = response_head(a, r, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
@@ -828,6 +828,19 @@ char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
     json_push(choices, c);
+    return o;
+}
+
+char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
+                      const char *finish, bool first) {
+    return sse(chunk_delta(a, r, text, n, toks, n_toks, finish, first));
+}
+
+/* A stream's last chunk, with finish_reason, and the "warnings" a whole reply carries (what the schema said that
+ * was not enforced). */
+char *api_chunk_finish(const srv_api *a, const api_req *r, const srv_task *t, const char *finish) {
+    cJSON *o = chunk_delta(a, r, "", 0, NULL, 0, finish, false);
+    if (o && t->warning) json_push(cJSON_AddArrayToObject(o, "warnings"), cJSON_CreateString(t->warning));
     return sse(o);
 }
 
@@ -882,7 +895,7 @@ char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t) {
         json_push(ch, c);
         ht_str_take(&out, sse(o));
     }
-    ht_str_take(&out, api_chunk_delta(a, r, "", 0, NULL, 0, i ? "tool_calls" : t->finish ? t->finish : "stop", false));
+    ht_str_take(&out, api_chunk_finish(a, r, t, i ? "tool_calls" : t->finish ? t->finish : "stop"));
     api_reply_free(&rp);
     if (out.oom) { free(out.p); return NULL; }
     return out.p;

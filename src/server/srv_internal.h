@@ -174,6 +174,8 @@ char *api_error_body(int status, const char *msg);
  * it (toks may be NULL), the final chunk with finish_reason, or the usage chunk. malloc'd. */
 char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
                       const char *finish, bool first);
+/* The final chunk (finish_reason) with the reply's "warnings" (unknown formats), as a non-streamed reply has. */
+char *api_chunk_finish(const srv_api *a, const api_req *r, const srv_task *t, const char *finish);
 /* A chat chunk whose delta is reasoning_content. */
 char *api_chunk_reasoning(const srv_api *a, const api_req *r, const char *text, size_t n);
 char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t);
