@@ -287,7 +287,8 @@ static void plan_gemma4(syn_plan *p) {
         add_mat(p, E, NL * P, "per_layer_model_proj.weight", 0);
         add_vec(p, INIT_NORM, P, "per_layer_proj_norm.weight", 0);
     }
-    add_vec(p, INIT_ROPE_PROP, s->head_dim / 2, "rope_freqs.weight", 0);
+    if (NL >= s->swa_period)   /* the global layers' (llama.cpp refuses a file with it and none: --layers 2) */
+        add_vec(p, INIT_ROPE_PROP, s->head_dim / 2, "rope_freqs.weight", 0);
     for (int il = 0; il < NL; il++) {
         const bool swa = g4_swa(s, il), shared = il >= NL - s->n_kv_shared;
         const int64_t hd = swa ? s->head_dim_swa : s->head_dim, KD = (swa ? s->n_head_kv_swa : s->n_head_kv) * hd;
