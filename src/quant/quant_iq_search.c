@@ -44,6 +44,7 @@ static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? 
 #define IQ3S_NEIGH 28317
 #define IQ3XXS_NEIGH 22825
 #define IQ2S_NEIGH 50253
+#define IQ2XXS_NEIGH 119462
 
 typedef struct {
     int dims, bits, n_grid, map_size, nwant;
@@ -54,11 +55,12 @@ typedef struct {
     bool ok;
 } iq_search;
 
-static int32_t map3[IQ3S_MAP], map3xxs[IQ3S_MAP], map2[IQ2S_MAP];
-static uint16_t neigh3[IQ3S_NEIGH], neigh3xxs[IQ3XXS_NEIGH], neigh2[IQ2S_NEIGH];
+static int32_t map3[IQ3S_MAP], map3xxs[IQ3S_MAP], map2[IQ2S_MAP], map2xxs[IQ2S_MAP];
+static uint16_t neigh3[IQ3S_NEIGH], neigh3xxs[IQ3XXS_NEIGH], neigh2[IQ2S_NEIGH], neigh2xxs[IQ2XXS_NEIGH];
 static iq_search search3 = { 4, 3, 512, IQ3S_MAP, 3, map3, neigh3, IQ3S_NEIGH, {{0}}, false };
 static iq_search search3xxs = { 4, 3, 256, IQ3S_MAP, 2, map3xxs, neigh3xxs, IQ3XXS_NEIGH, {{0}}, false };
 static iq_search search2 = { 8, 2, 1024, IQ2S_MAP, 1, map2, neigh2, IQ2S_NEIGH, {{0}}, false };
+static iq_search search2xxs = { 8, 2, 256, IQ2S_MAP, 2, map2xxs, neigh2xxs, IQ2XXS_NEIGH, {{0}}, false };
 
 static int pack_levels(const iq_search *s, const int8_t *l) {
     int u = 0;
@@ -72,7 +74,8 @@ static void grid_levels(iq_search *s) {
     for (int j = 0; j < s->n_grid; j++)
         for (int i = 0; i < s->dims; i++) {
             if (s->dims == 8) {
-                s->levels[j][i] = (int8_t)(((int)(ht_iq2s_grid[j] >> 8 * i & 0xFF) - 8) / 17);
+                const uint64_t g = s->n_grid == 256 ? ht_iq2xxs_grid[j] : ht_iq2s_grid[j];
+                s->levels[j][i] = (int8_t)(((int)(g >> 8 * i & 0xFF) - 8) / 17);
             } else if (s->n_grid == 512) {
                 s->levels[j][i] = (int8_t)(((int)(ht_iq3s_grid[j] >> 8 * i & 0xFF) - 1) / 2);
             } else {
@@ -127,10 +130,12 @@ static void build(iq_search *s) {
     s->ok = true;
 }
 
-static pthread_once_t once3 = PTHREAD_ONCE_INIT, once3xxs = PTHREAD_ONCE_INIT, once2 = PTHREAD_ONCE_INIT;
+static pthread_once_t once3 = PTHREAD_ONCE_INIT, once3xxs = PTHREAD_ONCE_INIT, once2 = PTHREAD_ONCE_INIT,
+                      once2xxs = PTHREAD_ONCE_INIT;
 static void build3(void) { build(&search3); }
 static void build3xxs(void) { build(&search3xxs); }
 static void build2(void) { build(&search2); }
+static void build2xxs(void) { build(&search2xxs); }
 
 /* ggml's iq{2,3}_find_best_neighbour: among u's neighbours the grid point nearest scale * (2l + 1) to xval in
  * the weighted distance (first on ties); its levels go to L. Returns its grid index. */
@@ -430,4 +435,179 @@ void ht_ref_iq2_s_from_float(const float *x, void *vy, int64_t n) {
             y[ibl].scales[ib / 2] |= (uint8_t)(l << 4 * (ib % 2));
         }
     }
+}
+
+/* ---- with an importance matrix ---- */
+
+/* ggml's make_qp_quants: non-negative quants 0 .. nmax of n non-negative values, the scale fitted by weighted
+ * least squares after 8 nearby trial scales and up to 5 rounds of one-value changes. */
+static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
+    float max = 0;
+    for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
+    if (max < 1e-15f) {   /* ggml's GROUP_MAX_EPS */
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = nmax / max;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)nearest_int(iscale * x[i]);
+    float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; i++) {
+        float diff = x[i] - scale * L[i];
+        best_mse += qw[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        float iscale_is = (0.1f * is + nmax) / max;
+        float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; i++) {
+            int l = nearest_int(iscale_is * x[i]);
+            l = l < nmax ? l : nmax;
+            float diff = x[i] - scale_is * l;
+            mse += qw[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = nearest_int(iscale * x[i]);
+        l = l < nmax ? l : nmax;
+        L[i] = (uint8_t)l;
+        sumlx += qw[i] * x[i] * l;
+        suml2 += qw[i] * l * l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; i++) {
+            float w = qw[i];
+            float slx = sumlx - w * x[i] * L[i];
+            float sl2 = suml2 - w * L[i] * L[i];
+            if (slx > 0 && sl2 > 0) {
+                int new_l = nearest_int(x[i] * sl2 / slx);
+                new_l = new_l < nmax ? new_l : nmax;
+                if (new_l != L[i]) {
+                    slx += w * x[i] * new_l;
+                    sl2 += w * new_l * new_l;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* Weighted fit of levels L (magnitudes 2l + 1) to xval: the scale sumqx / sumq2, and sumqx, sumq2. */
+static void fit_levels(int n, const float *xval, const float *weight, const int8_t *L, float *sumqx, float *sumq2) {
+    float a = 0, b = 0;
+    for (int i = 0; i < n; i++) {
+        float w = weight[i];
+        float q = 2 * L[i] + 1;
+        a += w * xval[i] * q;
+        b += w * q * q;
+    }
+    *sumqx = a;
+    *sumq2 = b;
+}
+
+/* Rounds each group of 8 of xval at 1/id to levels 0..2 (into L), a group off the grid to its best neighbour
+ * at scale. */
+static void round_groups_iq2(const iq_search *s, const float *xval, const float *waux, float id, float scale, int8_t *L) {
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 8; i++) L[8 * k + i] = (int8_t)clampi(nearest_int(0.5f * (id * xval[8 * k + i] - 1)), 0, 2);
+        const int u = pack_levels(s, L + 8 * k);
+        if (s->map[u] < 0) best_neighbour(s, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+    }
+}
+
+/* IQ2_XXS (ggml's quantize_row_iq2_xxs_impl): per 32 values weights qw * sqrt(sigma2 + x^2), even sign
+ * parity per 8, a first scale by make_qp_quants, then 13 trial scales around it with grid snapping, the best
+ * fit re-rounded; 4-bit sub-block scales of the super-block's max / 31. */
+void ht_ref_iq2_xxs_quantize(const float *x, void *vy, int64_t n, const float *quant_weights) {
+    pthread_once(&once2xxs, build2xxs);
+    const iq_search *s = &search2xxs;
+    block_iq2_xxs *y = vy;
+    const int kMaxQ = 3;
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
+        memset(&y[ibl], 0, sizeof y[ibl]);
+        if (!s->ok) continue;
+        uint32_t q2[2 * (QK_K / 32)] = {0};
+        float scales[QK_K / 32], max_scale = 0;
+        const float *xbl = x + QK_K * ibl;
+        float sumx2 = 0;
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+        float sigma2 = sumx2 / QK_K;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const float *xb = xbl + 32 * ib, *qw = quant_weights + QK_K * ibl + 32 * ib;
+            float weight[32], waux[32], xval[32];
+            int8_t L[32], Laux[32];
+            uint8_t signs[4];
+            for (int i = 0; i < 32; i++) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+            for (int i = 0; i < 32; i++) waux[i] = sqrtf(weight[i]);
+            split_signs_even(xb, weight, xval, signs);
+            float max = xval[0];
+            for (int i = 1; i < 32; i++) max = fmaxf(max, xval[i]);
+            scales[ib] = 0;
+            if (max < 1e-15f) continue;
+            float scale = make_qp_quants(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
+            float eff_max = scale * kMaxQ;
+            if (eff_max <= 0) continue;
+            float best = 0, sumqx, sumq2;
+            for (int is = -6; is <= 6; ++is) {
+                float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
+                round_groups_iq2(s, xval, waux, id, 1 / id, Laux);
+                fit_levels(32, xval, weight, Laux, &sumqx, &sumq2);
+                if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+                    scale = sumqx / sumq2;
+                    best = scale * sumqx;
+                    memcpy(L, Laux, 32);
+                }
+            }
+            if (scale > 0) {
+                round_groups_iq2(s, xval, waux, 1 / scale, scale, L);
+                fit_levels(32, xval, weight, L, &sumqx, &sumq2);
+                if (sumq2 > 0) scale = sumqx / sumq2;
+            }
+            if (scale < 0) {
+                scale = -scale;
+                for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(~signs[k] & 127);
+            }
+            for (int k = 0; k < 4; k++) {
+                const int gi = s->map[pack_levels(s, L + 8 * k)];
+                q2[2 * ib] |= (uint32_t)gi << 8 * k;
+                q2[2 * ib + 1] |= (uint32_t)signs[k] << 7 * k;
+            }
+            scales[ib] = scale;
+            max_scale = fmaxf(max_scale, scale);
+        }
+        if (!max_scale) continue;
+        float d = max_scale / 31;
+        y[ibl].d = f32_to_fp16(d);
+        float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            int l = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            q2[2 * ib + 1] |= (uint32_t)l << 28;
+        }
+        memcpy(y[ibl].qs, q2, sizeof q2);
+    }
+}
+
+ht_quantize_weighted_fn ht_ref_quantize_weighted(uint32_t type) {
+    switch (type) {
+    case HT_IQ2_XXS: return ht_ref_iq2_xxs_quantize;
+    default: return NULL;
+    }
+}
+
+bool ht_ref_requires_imatrix(uint32_t type) {
+    return type == HT_IQ2_XXS || type == HT_IQ2_XS || type == HT_IQ1_S || type == HT_IQ1_M;
 }
