@@ -252,7 +252,19 @@ static void split_signs(const float *xb, int n, float *xval, uint8_t *signs) {
 
 /* ---- IQ3_S ---- */
 
-void ht_ref_iq3_s_from_float(const float *x, void *vy, int64_t n) {
+/* Importance weights of sub-block xb, ggml's way: with an imatrix qw * sqrt(sigma2 + x^2) (sigma2 = twice
+ * the super-block's mean square), else x^2 (plus IQ2_S's 0.25 sigma2). */
+static void sub_weights(const float *xb, int n, const float *qw, float sigma2, float bias, float *weight) {
+    for (int i = 0; i < n; i++) weight[i] = qw ? qw[i] * sqrtf(sigma2 + xb[i] * xb[i]) : bias * sigma2 + xb[i] * xb[i];
+}
+
+static float super_sigma2(const float *xbl) {
+    float sumx2 = 0;
+    for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    return 2 * sumx2 / QK_K;
+}
+
+static void iq3_s_quantize(const float *x, void *vy, int64_t n, const float *qw) {
     pthread_once(&once3, build3);
     block_iq3_s *y = vy;
     const iq_params p = { &search3, 32, 8, 9, 0.2f, false, false };
@@ -260,13 +272,14 @@ void ht_ref_iq3_s_from_float(const float *x, void *vy, int64_t n) {
         memset(&y[ibl], 0, sizeof y[ibl]);
         if (!search3.ok) continue;   /* cannot happen: the tables' sizes are fixed by the grid (test_quant) */
         const float *xbl = x + QK_K * ibl;
+        const float sigma2 = super_sigma2(xbl);
         float scales[QK_K / 32], max_scale = 0;
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const float *xb = xbl + 32 * ib;
             float weight[32], xval[32];
             int8_t L[32];
             uint8_t signs[4];
-            for (int i = 0; i < 32; i++) weight[i] = xb[i] * xb[i];
+            sub_weights(xb, 32, qw ? qw + QK_K * ibl + 32 * ib : NULL, sigma2, 0, weight);
             split_signs(xb, 32, xval, signs);
             float max = xval[0];
             for (int i = 1; i < 32; i++) max = fmaxf(max, xval[i]);
@@ -299,6 +312,9 @@ void ht_ref_iq3_s_from_float(const float *x, void *vy, int64_t n) {
         }
     }
 }
+
+void ht_ref_iq3_s_from_float(const float *x, void *vy, int64_t n) { iq3_s_quantize(x, vy, n, NULL); }
+static void iq3_s_weighted(const float *x, void *vy, int64_t n, const float *qw) { iq3_s_quantize(x, vy, n, qw); }
 
 /* ---- IQ3_XXS ---- */
 
@@ -334,7 +350,7 @@ static void split_signs_even(const float *xb, const float *weight, float *xval, 
     }
 }
 
-void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) {
+static void iq3_xxs_quantize(const float *x, void *vy, int64_t n, const float *qw) {
     pthread_once(&once3xxs, build3xxs);
     block_iq3_xxs *y = vy;
     const iq_params p = { &search3xxs, 32, 8, 15, 0.2f, true, true };
@@ -342,6 +358,7 @@ void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) {
         memset(&y[ibl], 0, sizeof y[ibl]);
         if (!search3xxs.ok) continue;
         const float *xbl = x + QK_K * ibl;
+        const float sigma2 = super_sigma2(xbl);
         float scales[QK_K / 32], max_scale = 0;
         uint32_t sas[QK_K / 32] = {0};   /* scales and signs */
         for (int ib = 0; ib < QK_K / 32; ib++) {
@@ -349,7 +366,7 @@ void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) {
             float weight[32], xval[32];
             int8_t L[32];
             uint8_t signs[4];
-            for (int i = 0; i < 32; i++) weight[i] = xb[i] * xb[i];
+            sub_weights(xb, 32, qw ? qw + QK_K * ibl + 32 * ib : NULL, sigma2, 0, weight);
             split_signs_even(xb, weight, xval, signs);
             float max = xval[0];
             for (int i = 1; i < 32; i++) max = fmaxf(max, xval[i]);
@@ -384,9 +401,12 @@ void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) {
     }
 }
 
+void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) { iq3_xxs_quantize(x, vy, n, NULL); }
+static void iq3_xxs_weighted(const float *x, void *vy, int64_t n, const float *qw) { iq3_xxs_quantize(x, vy, n, qw); }
+
 /* ---- IQ2_S ---- */
 
-void ht_ref_iq2_s_from_float(const float *x, void *vy, int64_t n) {
+static void iq2_s_quantize(const float *x, void *vy, int64_t n, const float *qw) {
     pthread_once(&once2, build2);
     block_iq2_s *y = vy;
     const iq_params p = { &search2, 16, 3, 9, 0.1f, true, true };
@@ -394,16 +414,14 @@ void ht_ref_iq2_s_from_float(const float *x, void *vy, int64_t n) {
         memset(&y[ibl], 0, sizeof y[ibl]);
         if (!search2.ok) continue;
         const float *xbl = x + QK_K * ibl;
-        float sumx2 = 0;
-        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
-        float sigma2 = 2 * sumx2 / QK_K;
+        const float sigma2 = super_sigma2(xbl);
         float scales[QK_K / 16], max_scale = 0;
         for (int ib = 0; ib < QK_K / 16; ib++) {
             const float *xb = xbl + 16 * ib;
             float weight[16], xval[16];
             int8_t L[16];
             uint8_t signs[2];
-            for (int i = 0; i < 16; i++) weight[i] = 0.25f * sigma2 + xb[i] * xb[i];
+            sub_weights(xb, 16, qw ? qw + QK_K * ibl + 16 * ib : NULL, sigma2, 0.25f, weight);
             split_signs(xb, 16, xval, signs);
             float max = xval[0];
             for (int i = 1; i < 16; i++) max = fmaxf(max, xval[i]);
@@ -436,6 +454,9 @@ void ht_ref_iq2_s_from_float(const float *x, void *vy, int64_t n) {
         }
     }
 }
+
+void ht_ref_iq2_s_from_float(const float *x, void *vy, int64_t n) { iq2_s_quantize(x, vy, n, NULL); }
+static void iq2_s_weighted(const float *x, void *vy, int64_t n, const float *qw) { iq2_s_quantize(x, vy, n, qw); }
 
 /* ---- with an importance matrix ---- */
 
@@ -604,6 +625,9 @@ void ht_ref_iq2_xxs_quantize(const float *x, void *vy, int64_t n, const float *q
 ht_quantize_weighted_fn ht_ref_quantize_weighted(uint32_t type) {
     switch (type) {
     case HT_IQ2_XXS: return ht_ref_iq2_xxs_quantize;
+    case HT_IQ2_S: return iq2_s_weighted;
+    case HT_IQ3_XXS: return iq3_xxs_weighted;
+    case HT_IQ3_S: return iq3_s_weighted;
     default: return NULL;
     }
 }
