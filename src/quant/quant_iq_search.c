@@ -45,6 +45,7 @@ static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? 
 #define IQ3XXS_NEIGH 22825
 #define IQ2S_NEIGH 50253
 #define IQ2XXS_NEIGH 119462
+#define IQ2XS_NEIGH 187770
 
 typedef struct {
     int dims, bits, n_grid, map_size, nwant;
@@ -55,12 +56,13 @@ typedef struct {
     bool ok;
 } iq_search;
 
-static int32_t map3[IQ3S_MAP], map3xxs[IQ3S_MAP], map2[IQ2S_MAP], map2xxs[IQ2S_MAP];
-static uint16_t neigh3[IQ3S_NEIGH], neigh3xxs[IQ3XXS_NEIGH], neigh2[IQ2S_NEIGH], neigh2xxs[IQ2XXS_NEIGH];
+static int32_t map3[IQ3S_MAP], map3xxs[IQ3S_MAP], map2[IQ2S_MAP], map2xxs[IQ2S_MAP], map2xs[IQ2S_MAP];
+static uint16_t neigh3[IQ3S_NEIGH], neigh3xxs[IQ3XXS_NEIGH], neigh2[IQ2S_NEIGH], neigh2xxs[IQ2XXS_NEIGH], neigh2xs[IQ2XS_NEIGH];
 static iq_search search3 = { 4, 3, 512, IQ3S_MAP, 3, map3, neigh3, IQ3S_NEIGH, {{0}}, false };
 static iq_search search3xxs = { 4, 3, 256, IQ3S_MAP, 2, map3xxs, neigh3xxs, IQ3XXS_NEIGH, {{0}}, false };
 static iq_search search2 = { 8, 2, 1024, IQ2S_MAP, 1, map2, neigh2, IQ2S_NEIGH, {{0}}, false };
 static iq_search search2xxs = { 8, 2, 256, IQ2S_MAP, 2, map2xxs, neigh2xxs, IQ2XXS_NEIGH, {{0}}, false };
+static iq_search search2xs = { 8, 2, 512, IQ2S_MAP, 2, map2xs, neigh2xs, IQ2XS_NEIGH, {{0}}, false };
 
 static int pack_levels(const iq_search *s, const int8_t *l) {
     int u = 0;
@@ -74,7 +76,7 @@ static void grid_levels(iq_search *s) {
     for (int j = 0; j < s->n_grid; j++)
         for (int i = 0; i < s->dims; i++) {
             if (s->dims == 8) {
-                const uint64_t g = s->n_grid == 256 ? ht_iq2xxs_grid[j] : ht_iq2s_grid[j];
+                const uint64_t g = s->n_grid == 256 ? ht_iq2xxs_grid[j] : s->n_grid == 512 ? ht_iq2xs_grid[j] : ht_iq2s_grid[j];
                 s->levels[j][i] = (int8_t)(((int)(g >> 8 * i & 0xFF) - 8) / 17);
             } else if (s->n_grid == 512) {
                 s->levels[j][i] = (int8_t)(((int)(ht_iq3s_grid[j] >> 8 * i & 0xFF) - 1) / 2);
@@ -131,11 +133,12 @@ static void build(iq_search *s) {
 }
 
 static pthread_once_t once3 = PTHREAD_ONCE_INIT, once3xxs = PTHREAD_ONCE_INIT, once2 = PTHREAD_ONCE_INIT,
-                      once2xxs = PTHREAD_ONCE_INIT;
+                      once2xxs = PTHREAD_ONCE_INIT, once2xs = PTHREAD_ONCE_INIT;
 static void build3(void) { build(&search3); }
 static void build3xxs(void) { build(&search3xxs); }
 static void build2(void) { build(&search2); }
 static void build2xxs(void) { build(&search2xxs); }
+static void build2xs(void) { build(&search2xs); }
 
 /* ggml's iq{2,3}_find_best_neighbour: among u's neighbours the grid point nearest scale * (2l + 1) to xval in
  * the weighted distance (first on ties); its levels go to L. Returns its grid index. */
@@ -318,10 +321,10 @@ static void iq3_s_weighted(const float *x, void *vy, int64_t n, const float *qw)
 
 /* ---- IQ3_XXS ---- */
 
-/* Magnitudes and 7-bit sign indices of 32 values, ggml's way: a group of 8 with an odd number of negatives
+/* Magnitudes and 7-bit sign indices of n values, ggml's way: a group of 8 with an odd number of negatives
  * flips the sign of its value of least weight * x^2 (which keeps that value negative in xval). */
-static void split_signs_even(const float *xb, const float *weight, float *xval, uint8_t *signs) {
-    for (int k = 0; k < 4; k++) {
+static void split_signs_even(const float *xb, const float *weight, float *xval, uint8_t *signs, int n) {
+    for (int k = 0; k < n / 8; k++) {
         int nflip = 0;
         uint8_t sg = 0;
         for (int i = 0; i < 8; i++) {
@@ -367,7 +370,7 @@ static void iq3_xxs_quantize(const float *x, void *vy, int64_t n, const float *q
             int8_t L[32];
             uint8_t signs[4];
             sub_weights(xb, 32, qw ? qw + QK_K * ibl + 32 * ib : NULL, sigma2, 0, weight);
-            split_signs_even(xb, weight, xval, signs);
+            split_signs_even(xb, weight, xval, signs, 32);
             float max = xval[0];
             for (int i = 1; i < 32; i++) max = fmaxf(max, xval[i]);
             memset(L, 0, sizeof L);
@@ -574,7 +577,7 @@ void ht_ref_iq2_xxs_quantize(const float *x, void *vy, int64_t n, const float *q
             uint8_t signs[4];
             for (int i = 0; i < 32; i++) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
             for (int i = 0; i < 32; i++) waux[i] = sqrtf(weight[i]);
-            split_signs_even(xb, weight, xval, signs);
+            split_signs_even(xb, weight, xval, signs, 32);
             float max = xval[0];
             for (int i = 1; i < 32; i++) max = fmaxf(max, xval[i]);
             scales[ib] = 0;
@@ -622,10 +625,58 @@ void ht_ref_iq2_xxs_quantize(const float *x, void *vy, int64_t n, const float *q
     }
 }
 
+/* IQ2_XS (ggml's quantize_row_iq2_xs_impl): IQ2_S's search over 16 values with the 512-point grid, even sign
+ * parity per 8 (7 sign bits beside each 9-bit index), weights qw * sqrt(sigma2 + x^2) with sigma2 the mean square. */
+static void iq2_xs_weighted(const float *x, void *vy, int64_t n, const float *quant_weights) {
+    pthread_once(&once2xs, build2xs);
+    block_iq2_xs *y = vy;
+    const iq_params p = { &search2xs, 16, 3, 9, 0.1f, true, true };
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
+        memset(&y[ibl], 0, sizeof y[ibl]);
+        if (!search2xs.ok) continue;
+        const float *xbl = x + QK_K * ibl;
+        const float sigma2 = super_sigma2(xbl) / 2;
+        float scales[QK_K / 16], max_scale = 0;
+        uint16_t q2[2 * (QK_K / 16)] = {0};
+        for (int ib = 0; ib < QK_K / 16; ib++) {
+            const float *xb = xbl + 16 * ib;
+            float weight[16], xval[16];
+            int8_t L[16];
+            uint8_t signs[2];
+            sub_weights(xb, 16, quant_weights + QK_K * ibl + 16 * ib, sigma2, 0, weight);
+            split_signs_even(xb, weight, xval, signs, 16);
+            float max = xval[0];
+            for (int i = 1; i < 16; i++) max = fmaxf(max, xval[i]);
+            memset(L, 0, sizeof L);
+            scales[ib] = 0;
+            if (max < 1e-15f) continue;
+            float scale = search_subblock(&p, xval, weight, max, L);
+            if (scale < 0) {
+                scale = -scale;
+                for (int k = 0; k < 2; k++) signs[k] = (uint8_t)(~signs[k] & 127);
+            }
+            for (int k = 0; k < 2; k++)
+                q2[2 * ib + k] = (uint16_t)(search2xs.map[pack_levels(&search2xs, L + 8 * k)] | signs[k] << 9);
+            scales[ib] = scale;
+            max_scale = fmaxf(max_scale, scale);
+        }
+        if (!max_scale) continue;
+        float d = max_scale / 31;
+        y[ibl].d = f32_to_fp16(d);
+        float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 16; ib++) {
+            int l = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            y[ibl].scales[ib / 2] |= (uint8_t)(l << 4 * (ib % 2));
+        }
+        memcpy(y[ibl].qs, q2, sizeof q2);
+    }
+}
+
 ht_quantize_weighted_fn ht_ref_quantize_weighted(uint32_t type) {
     switch (type) {
     case HT_IQ2_XXS: return ht_ref_iq2_xxs_quantize;
     case HT_IQ2_S: return iq2_s_weighted;
+    case HT_IQ2_XS: return iq2_xs_weighted;
     case HT_IQ3_XXS: return iq3_xxs_weighted;
     case HT_IQ3_S: return iq3_s_weighted;
     default: return NULL;
