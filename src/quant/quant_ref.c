@@ -1133,22 +1133,25 @@ static int best_index_iq4nl(float x) {
     return idx;
 }
 
-/* ggml's quantize_row_iq4_nl_impl for 16 levels, blocks of 32, no importance weights (weights x^2):
+/* ggml's quantize_row_iq4_nl_impl for 16 levels, blocks of 32, weights x^2 (or from importance weights qw):
  * per block, a least-squares scale refined over 2*ntry+1 candidate scales; with several blocks
  * (IQ4_XS, sbs = 256) the block scales become 6-bit multiples of a super-block fp16 scale and the
  * quants are re-picked with them. ntry <= 0 skips the search (quantize_row_iq4_nl_ref's -1). */
 static void quantize_iq4_superblock(int sbs, const float *x, ht_half *dh, uint8_t *q4, uint16_t *scales_h,
-                                    uint8_t *scales_l, int ntry) {
+                                    uint8_t *scales_l, int ntry, const float *qw) {
     const int8_t *values = ht_kvalues_iq4nl;
     float scales[QK_K / 32], weight[32];
     uint8_t L[QK_K];
+    float sigma2 = 0;   /* with importance weights qw: weights qw * sqrt(sigma2 + x^2) */
+    for (int j = 0; j < sbs; ++j) sigma2 += x[j] * x[j];
+    sigma2 *= 2.f / sbs;
     memset(q4, 0, (size_t)sbs / 2);
     *dh = f32_to_fp16(0.f);
     float max_scale = 0, amax_scale = 0;
     for (int ib = 0; ib < sbs / 32; ++ib) {
         const float *xb = x + 32 * ib;
         uint8_t *Lb = L + 32 * ib;
-        for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
+        for (int j = 0; j < 32; ++j) weight[j] = qw ? qw[32 * ib + j] * sqrtf(sigma2 + xb[j] * xb[j]) : xb[j] * xb[j];
         float amax = 0, max = 0;
         for (int j = 0; j < 32; ++j) {
             const float ax = fabsf(xb[j]);
@@ -1229,14 +1232,28 @@ void ht_ref_iq4_nl_from_float(const float *x, void *vy, int64_t n) {
     block_iq4_nl *y = vy;
     for (int64_t i = 0; i < n / QK4_NL; i++) {
         uint16_t unused_h;
-        quantize_iq4_superblock(QK4_NL, x + QK4_NL * i, &y[i].d, y[i].qs, &unused_h, NULL, 7);
+        quantize_iq4_superblock(QK4_NL, x + QK4_NL * i, &y[i].d, y[i].qs, &unused_h, NULL, 7, NULL);
     }
 }
 
 void ht_ref_iq4_xs_from_float(const float *x, void *vy, int64_t n) {
     block_iq4_xs *y = vy;
     for (int64_t i = 0; i < n / QK_K; i++)
-        quantize_iq4_superblock(QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l, 7);
+        quantize_iq4_superblock(QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l, 7, NULL);
+}
+
+void ht_ref_iq4_nl_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_iq4_nl *y = vy;
+    for (int64_t i = 0; i < n / QK4_NL; i++) {
+        uint16_t unused_h;
+        quantize_iq4_superblock(QK4_NL, x + QK4_NL * i, &y[i].d, y[i].qs, &unused_h, NULL, 7, qw + QK4_NL * i);
+    }
+}
+
+void ht_ref_iq4_xs_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_iq4_xs *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        quantize_iq4_superblock(QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l, 7, qw + QK_K * i);
 }
 
 /* ======================= i-quants and ternary types: unpack super-blocks of 256 ======================= */
