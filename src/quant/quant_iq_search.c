@@ -679,6 +679,7 @@ ht_quantize_weighted_fn ht_ref_quantize_weighted(uint32_t type) {
     case HT_IQ2_XS: return iq2_xs_weighted;
     case HT_IQ4_NL: return ht_ref_iq4_nl_weighted;
     case HT_IQ4_XS: return ht_ref_iq4_xs_weighted;
+    case HT_Q6_K: return ht_ref_q6_K_weighted;
     case HT_IQ3_XXS: return iq3_xxs_weighted;
     case HT_IQ3_S: return iq3_s_weighted;
     default: return NULL;

@@ -701,9 +701,9 @@ float ht_ref_vec_dot_iq4_xs_q8_K(int n, const void *vw, const void *va) {
 
 /* ======================= K-quants: ggml's scale searches ======================= */
 
-/* Symmetric quants in [-nmax, nmax-1] (stored + nmax) with a least-squares scale, weights x^2
- * (ggml's make_qx_quants with rmse_type 1 and no importance weights); tries 18 nearby scales. */
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
+/* Symmetric quants in [-nmax, nmax-1] (stored + nmax) with a least-squares scale, weights x^2 or the importance
+ * weights qw (ggml's make_qx_quants with rmse_type 1); tries 18 nearby scales. */
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *qw) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; ++i) {
         const float ax = fabsf(x[i]);
@@ -719,7 +719,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
         int l = nearest_int(iscale * x[i]);
         l = clampi(l, -nmax, nmax - 1);
         L[i] = (int8_t)(l + nmax);
-        const float w = x[i] * x[i];
+        const float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
@@ -732,7 +732,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
         for (int i = 0; i < n; ++i) {
             int l = nearest_int(iscale * x[i]);
             l = clampi(l, -nmax, nmax - 1);
-            const float w = x[i] * x[i];
+            const float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
         }
@@ -1054,14 +1054,14 @@ void ht_ref_q5_K_from_float(const float *x, void *vy, int64_t n) {
     }
 }
 
-void ht_ref_q6_K_from_float(const float *x, void *vy, int64_t n) {
+static void q6_K_quantize(const float *x, void *vy, int64_t n, const float *qw) {
     block_q6_K *y = vy;
     int8_t L[QK_K];
     float scales[QK_K / 16];
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         float max_scale = 0, max_abs_scale = 0;
         for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, qw ? qw + QK_K * i + 16 * ib : NULL);
             scales[ib] = scale;
             const float abs_scale = fabsf(scale);
             if (abs_scale > max_abs_scale) { max_abs_scale = abs_scale; max_scale = scale; }
@@ -1093,6 +1093,9 @@ void ht_ref_q6_K_from_float(const float *x, void *vy, int64_t n) {
             }
     }
 }
+
+void ht_ref_q6_K_from_float(const float *x, void *vy, int64_t n) { q6_K_quantize(x, vy, n, NULL); }
+void ht_ref_q6_K_weighted(const float *x, void *vy, int64_t n, const float *qw) { q6_K_quantize(x, vy, n, qw); }
 
 /* ggml: d = max / -127 (max = element of largest magnitude), q = min(127, nearest_int(x / d)),
  * bsums = sums of 16 consecutive quants. An all-zero block gets d = 0 and zero quants and bsums. */

@@ -108,6 +108,7 @@ void ht_ref_iq2_xxs_quantize(const float *src, void *dst, int64_t n, const float
 typedef void (*ht_quantize_weighted_fn)(const float *x, void *dst, int64_t n, const float *qw);
 void ht_ref_iq4_nl_weighted(const float *x, void *dst, int64_t n, const float *qw);
 void ht_ref_iq4_xs_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_q6_K_weighted(const float *x, void *dst, int64_t n, const float *qw);
 /* The weighted quantizer of a type, or NULL where hearth has none. */
 ht_quantize_weighted_fn ht_ref_quantize_weighted(uint32_t type);
 /* The types ggml will not quantize without an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M). */
