@@ -48,7 +48,7 @@ int main(void) {
     char dir[] = "/tmp/hearth_qimatrix_XXXXXX", out[128];
     REQUIRE(mkdtemp(dir), "mkdtemp");
     snprintf(out, sizeof out, "%s/q.gguf", dir);
-    static const char *const TYPES[] = { "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS", "IQ4_NL", "Q6_K" };
+    static const char *const TYPES[] = { "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS", "IQ4_NL", "Q6_K", "Q4_K", "Q5_K" };
     for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
         char ref[128];
         snprintf(ref, sizeof ref, "data/imatrix/llama-%s-imatrix.gguf", TYPES[t]);

@@ -463,73 +463,6 @@ static void iq2_s_weighted(const float *x, void *vy, int64_t n, const float *qw)
 
 /* ---- with an importance matrix ---- */
 
-/* ggml's make_qp_quants: non-negative quants 0 .. nmax of n non-negative values, the scale fitted by weighted
- * least squares after 8 nearby trial scales and up to 5 rounds of one-value changes. */
-static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
-    float max = 0;
-    for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
-    if (max < 1e-15f) {   /* ggml's GROUP_MAX_EPS */
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    float iscale = nmax / max;
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)nearest_int(iscale * x[i]);
-    float scale = 1 / iscale;
-    float best_mse = 0;
-    for (int i = 0; i < n; i++) {
-        float diff = x[i] - scale * L[i];
-        best_mse += qw[i] * diff * diff;
-    }
-    for (int is = -4; is <= 4; ++is) {
-        if (is == 0) continue;
-        float iscale_is = (0.1f * is + nmax) / max;
-        float scale_is = 1 / iscale_is;
-        float mse = 0;
-        for (int i = 0; i < n; i++) {
-            int l = nearest_int(iscale_is * x[i]);
-            l = l < nmax ? l : nmax;
-            float diff = x[i] - scale_is * l;
-            mse += qw[i] * diff * diff;
-        }
-        if (mse < best_mse) {
-            best_mse = mse;
-            iscale = iscale_is;
-        }
-    }
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = nearest_int(iscale * x[i]);
-        l = l < nmax ? l : nmax;
-        L[i] = (uint8_t)l;
-        sumlx += qw[i] * x[i] * l;
-        suml2 += qw[i] * l * l;
-    }
-    for (int itry = 0; itry < 5; ++itry) {
-        int n_changed = 0;
-        for (int i = 0; i < n; i++) {
-            float w = qw[i];
-            float slx = sumlx - w * x[i] * L[i];
-            float sl2 = suml2 - w * L[i] * L[i];
-            if (slx > 0 && sl2 > 0) {
-                int new_l = nearest_int(x[i] * sl2 / slx);
-                new_l = new_l < nmax ? new_l : nmax;
-                if (new_l != L[i]) {
-                    slx += w * x[i] * new_l;
-                    sl2 += w * new_l * new_l;
-                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-                        L[i] = (uint8_t)new_l;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        ++n_changed;
-                    }
-                }
-            }
-        }
-        if (!n_changed) break;
-    }
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
 /* Weighted fit of levels L (magnitudes 2l + 1) to xval: the scale sumqx / sumq2, and sumqx, sumq2. */
 static void fit_levels(int n, const float *xval, const float *weight, const int8_t *L, float *sumqx, float *sumq2) {
     float a = 0, b = 0;
@@ -582,7 +515,7 @@ void ht_ref_iq2_xxs_quantize(const float *x, void *vy, int64_t n, const float *q
             for (int i = 1; i < 32; i++) max = fmaxf(max, xval[i]);
             scales[ib] = 0;
             if (max < 1e-15f) continue;
-            float scale = make_qp_quants(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
+            float scale = ht_make_qp_quants(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
             float eff_max = scale * kMaxQ;
             if (eff_max <= 0) continue;
             float best = 0, sumqx, sumq2;
@@ -680,6 +613,8 @@ ht_quantize_weighted_fn ht_ref_quantize_weighted(uint32_t type) {
     case HT_IQ4_NL: return ht_ref_iq4_nl_weighted;
     case HT_IQ4_XS: return ht_ref_iq4_xs_weighted;
     case HT_Q6_K: return ht_ref_q6_K_weighted;
+    case HT_Q5_K: return ht_ref_q5_K_weighted;
+    case HT_Q4_K: return ht_ref_q4_K_weighted;
     case HT_IQ3_XXS: return iq3_xxs_weighted;
     case HT_IQ3_S: return iq3_s_weighted;
     default: return NULL;
