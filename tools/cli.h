@@ -19,6 +19,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_imatrix(int argc, char **argv);
 int cmd_fill_mask(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
@@ -63,6 +64,8 @@ char *cli_read_file(const char *path, size_t *len);
 /* text[0..len) tokenized into *out (malloc'd, grown to what the tokenizer needs: byte fallback can give more tokens
  * than bytes); the count, or -1 after printing an error. */
 int cli_tokenize(hearth_model *m, const char *text, size_t len, bool add_bos, bool special, hearth_token **out);
+/* The BOS a chunk of a text starts with (perplexity, imatrix): the model's, if its tokenizer adds one; else -1. */
+hearth_token cli_chunk_bos(hearth_model *m);
 /* The grammar the reply must follow: --grammar-file F (GBNF), --json-schema F, or --json-object (any JSON
  * object); at most one. *g stays NULL when none is asked for. Returns 0, or 1 after printing the error. */
 typedef struct { const char *gbnf_file, *schema_file; bool json_object; } cli_grammar_opts;

@@ -230,3 +230,11 @@ int cli_tokenize(hearth_model *m, const char *text, size_t len, bool add_bos, bo
     cli_fail("the tokenizer gave two different counts for one text");
     return -1;
 }
+
+hearth_token cli_chunk_bos(hearth_model *m) {
+    hearth_token t[4];
+    hearth_err err;
+    hearth_token bos = hearth_token_bos(m);
+    int n = hearth_tokenize(m, "", 0, true, false, t, 4, &err);
+    return bos >= 0 && n >= 1 && t[0] == bos ? bos : -1;
+}

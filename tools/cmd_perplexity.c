@@ -260,22 +260,13 @@ static int setup_tokens(ppl_run *r, const ppl_opts *o) {
     return 0;
 }
 
-/* The BOS a chunk starts with: the model's, if its tokenizer adds one. */
-static hearth_token chunk_bos(hearth_model *m) {
-    hearth_token t[4];
-    hearth_err err;
-    hearth_token bos = hearth_token_bos(m);
-    int n = hearth_tokenize(m, "", 0, true, false, t, 4, &err);
-    return bos >= 0 && n >= 1 && t[0] == bos ? bos : -1;
-}
-
 static int setup(ppl_run *r, ppl_opts *o) {
     hearth_model_info info;
     if (!(r->m = cli_load_model(o->model ? o->model : cli_default_model()))) return 1;
     hearth_model_get_info(r->m, &info);
     if (info.is_encoder) return cli_fail("%s is an encoder (%s): it has no next-token logits", o->model, info.arch);
     r->n_vocab = info.n_vocab;
-    r->bos = chunk_bos(r->m);
+    r->bos = cli_chunk_bos(r->m);
     if (setup_tokens(r, o)) return 1;
     r->n_batch = (int)(o->n_batch ? o->n_batch : 512);
     if (r->n_batch > r->n_ctx) r->n_batch = r->n_ctx;

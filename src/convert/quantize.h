@@ -3,6 +3,7 @@
 #ifndef HEARTH_QUANTIZE_H
 #define HEARTH_QUANTIZE_H
 
+#include "model/imatrix.h"
 #include "model/model.h"
 
 enum { QMIX_PURE = 0, QMIX_DEFAULT = 1, QMIX_K_M = 2 };   /* --pure, llama-quantize's default, _M mixes */
@@ -32,5 +33,10 @@ typedef void (*quant_progress_fn)(void *user, int done, int total, const char *t
  * a temp file beside `out` is renamed into place only when complete. */
 int model_quantize(const hearth_model *m, const char *out, const char *type_name, bool pure, int n_threads,
                    quant_progress_fn progress, void *user, hearth_err *err);
+/* Same, the matrices weighted by an importance matrix as llama-quantize --imatrix does (im NULL: none). The types
+ * that need one (IQ2_XXS, ...) are refused without it, except for token_embd and output, which then get uniform
+ * weights; a type whose weighted quantizer hearth lacks is refused with an imatrix. */
+int model_quantize_imatrix(const hearth_model *m, const char *out, const char *type_name, bool pure, ht_imatrix *im,
+                           int n_threads, quant_progress_fn progress, void *user, hearth_err *err);
 
 #endif

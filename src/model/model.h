@@ -293,6 +293,12 @@ struct hearth_ctx {
     struct ht_lora_set *lora; /* the LoRA adapters applied (model/lora.c), or NULL */
     /* called after the weight products y[m] = W[m] x of n rows (lora_add while adapters are set), or NULL */
     void (*product_hook)(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n);
+    /* called with the input of each weight product before it is computed (model/imatrix.c collects from it), or
+     * NULL: a matrix's n rows x (e < 0; src, cnt NULL); matrix e of the stack W used alone (MLA's per-head
+     * products; src, cnt NULL); or a mixture's products, n rows ordered by expert, cnt[e] of them for expert e,
+     * row r being x[src[r]] (x[r] when src is NULL; e < 0). Runs on the calling thread. */
+    void (*input_hook)(void *user, const ht_tensor *W, int e, const float *x, const int *src, int n, const int *cnt);
+    void *input_hook_user;
     const int32_t *row_seq;   /* the sequence of each row of the product being computed (NULL: sequence 0) */
     int32_t *head_seq;        /* [n_batch]: the output head's rows' sequences (the wanted rows, gathered) */
     int *seq_len;             /* tokens cached per sequence */
