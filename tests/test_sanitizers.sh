@@ -7,4 +7,4 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 sanitized_build
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir "$SAN_BUILD" -j"$(nproc)" -E 'test_sanitizers|_slow$|_qemu$' --output-on-failure
+ctest --test-dir "$SAN_BUILD" -j"$(nproc)" -E 'test_sanitizers|test_fuzz|sanitized_build|_slow$|_qemu$' -FA sanitized --output-on-failure
