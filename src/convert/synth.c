@@ -635,7 +635,7 @@ static bool is_layer_output(const char *name) { return strstr(name, ".attn_outpu
  * layers are small (logits are E * h, so a residual stream h ~ e_t scores t highest: the output repeats). So with
  * --layer-scale the weights stay random but carry one planted structure:
  * - R, a random signed permutation of the embedding dims past the first block of SUCC_PAD; the vocabulary is cut
- *   into orbits of SUCC_ORBIT tokens, token i*L+j has the embedding R^j b_i (b_i random, SUCC_EMB_STD per dim),
+ *   into orbits of SUCC_ORBIT tokens (special tokens alone), token i*L+j has the embedding R^j b_i (b_i random, SUCC_EMB_STD per dim),
  *   so R maps each token's embedding onto the next one's in its orbit; the first SUCC_PAD dims of every embedding
  *   hold one constant (as much energy as the random part), the same for every token, so it moves no logit;
  * - the last layer's FFN computes ~ (SUCC_GAIN * R - I) of its input: 2n of its hidden units (n = n_embd - PAD)
@@ -656,6 +656,7 @@ static bool is_layer_output(const char *name) { return strstr(name, ".attn_outpu
 typedef struct {
     bool on;
     int d, n, L;               /* n_embd, the permuted dims (d - PAD), the orbit length */
+    int n_text;                /* the tokens in orbits (the rest are special) */
     int *pw;                   /* pw[j*n + k]: where R^j sends dim k (j < L); sg: its sign */
     int8_t *sg;
     int *inv;                  /* R's inverse permutation */
@@ -693,7 +694,7 @@ static int succ_init(syn_succ *c, const synth_shape *s, uint64_t seed, hearth_er
     /* the input of the last FFN: the constant block's dims at sqrt(d/64) each after the norm (it has half the
      * energy), a random dim at e/rms0 */
     float rms0 = SUCC_EMB_STD * sqrtf(2.0f * n / d), silu = SUCC_GATE / (1 + expf(-SUCC_GATE));
-    c->on = true; c->d = d; c->n = n; c->L = L;
+    c->on = true; c->d = d; c->n = n; c->L = L; c->n_text = s->n_text;
     c->pad = SUCC_EMB_STD * sqrtf((float)n / SUCC_PAD);
     c->gate = SUCC_GATE / (SUCC_PAD * sqrtf(d / 64.0f));
     c->up = c->down_self = sqrtf(rms0 / silu);
@@ -711,8 +712,9 @@ static int succ_sign(const syn_succ *c, int k) { return c->sg[c->n + k]; }
 static bool succ_row(const syn_succ *c, const char *name, uint64_t seed, int64_t row, float *x) {
     const int n = c->n, P = SUCC_PAD;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight")) {
-        int64_t orbit = row / c->L;
-        int j = (int)(row % c->L);
+        /* special tokens (BOS, EOS, ...) start orbits of their own: no token leads to one but by chance */
+        int64_t orbit = row < c->n_text ? row / c->L : c->n_text + row;
+        int j = row < c->n_text ? (int)(row % c->L) : 0;
         float *b = x + c->d;   /* scratch: the writer's row buffer holds CHUNK_ELEMS floats */
         uint64_t st = seed ^ name_hash("token_embd.weight");
         fill_noise(b, n, splitmix64(&st) ^ ((uint64_t)orbit * 0xd1b54a32d192ed03ull), 0.0f, SUCC_EMB_STD);
