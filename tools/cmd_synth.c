@@ -50,7 +50,7 @@ static void on_progress(void *user, uint64_t done, uint64_t total) {
 int cmd_synth(int argc, char **argv) {
     const char *shape_name = NULL, *type_name = NULL, *out = NULL;
     long seed = 0, threads = 2, layers = 0;
-    double layer_scale = 1;
+    double layer_scale = 0;   /* 0: not given */
     bool pure = false;
     for (int i = 1; i < argc;) {
         const char *a = argv[i++];

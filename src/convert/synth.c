@@ -693,7 +693,120 @@ static void fill_rope_llama3(float *x, int64_t n, const synth_shape *s) {
  * scales. */
 static bool is_layer_output(const char *name) { return strstr(name, ".attn_output.") || strstr(name, ".ffn_down"); }
 
-static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, float layer_scale, int64_t row, float *x) {
+/* ---- the --layer-scale construction: a model whose greedy continuations survive quantization ----
+ *
+ * Random weights give near-flat logits, and with a tied output the current token's own embedding wins whenever the
+ * layers are small (logits are E * h, so a residual stream h ~ e_t scores t highest: the output repeats). So with
+ * --layer-scale the weights stay random but carry one planted structure:
+ * - R, a random signed permutation of the embedding dims past the first block of SUCC_PAD; the vocabulary is cut
+ *   into orbits of SUCC_ORBIT tokens (special tokens alone), token i*L+j has the embedding R^j b_i (b_i random, SUCC_EMB_STD per dim),
+ *   so R maps each token's embedding onto the next one's in its orbit; the first SUCC_PAD dims of every embedding
+ *   hold one constant (as much energy as the random part), the same for every token, so it moves no logit;
+ * - the last layer's FFN computes ~ (SUCC_GAIN * R - I) of its input: 2n of its hidden units (n = n_embd - PAD)
+ *   have gate rows reading the constant block (so silu(gate) ~ silu(4), a constant: the unit is linear) and up
+ *   rows reading one dim each; ffn_down sends unit k to dim R(k) (the successor) and unit n+k back to dim k with
+ *   the opposite sign (cancelling the current token's own embedding). Everything else is the usual noise, the
+ *   layers' output projections scaled by X as before.
+ * The residual stream leaving the last layer is then ~ SUCC_GAIN times the next token's embedding plus the layers'
+ * noise: inside an orbit the successor wins by a wide margin (stable under Q4_0), and at an orbit's end R^L b_i
+ * matches no token, so the argmax is a near-tie among random tokens (context-dependent, where quantization flips
+ * some): continuations walk an orbit, jump, walk another, never repeating one token. */
+#define SUCC_PAD 32            /* one Q4_0 / Q8_0 block: the constant quantizes exactly */
+#define SUCC_ORBIT 4
+#define SUCC_GAIN 3.0f
+#define SUCC_EMB_STD 1.0f
+#define SUCC_GATE 4.0f         /* the planted units' gate input */
+
+typedef struct {
+    bool on;
+    int d, n, L;               /* n_embd, the permuted dims (d - PAD), the orbit length */
+    int n_text;                /* the tokens in orbits (the rest are special) */
+    int *pw;                   /* pw[j*n + k]: where R^j sends dim k (j < L); sg: its sign */
+    int8_t *sg;
+    int *inv;                  /* R's inverse permutation */
+    float pad, gate, up, down_succ, down_self;
+    char gate_name[64], up_name[64], down_name[64];
+} syn_succ;
+
+static void succ_free(syn_succ *c) { free(c->pw); free(c->sg); free(c->inv); }
+
+static int succ_init(syn_succ *c, const synth_shape *s, uint64_t seed, hearth_err *err) {
+    memset(c, 0, sizeof *c);
+    int d = s->n_embd, n = d - SUCC_PAD, L = SUCC_ORBIT;
+    if ((s->family != SYN_LLAMA && s->family != SYN_QWEN3) || n < SUCC_PAD || s->n_ff < 2 * n)
+        return herr(err, "--layer-scale needs a llama or qwen3 shape (a dense FFN at least twice as wide as the embedding)");
+    c->pw = malloc((size_t)L * n * sizeof *c->pw);
+    c->sg = malloc((size_t)L * n);
+    c->inv = malloc((size_t)n * sizeof *c->inv);
+    if (!c->pw || !c->sg || !c->inv) { succ_free(c); return herr(err, "out of memory"); }
+    uint64_t st = seed ^ 0x7375636365737372ull;
+    int *rho = c->inv;         /* R's permutation (Fisher-Yates), inverted in place below */
+    for (int k = 0; k < n; k++) rho[k] = k;
+    for (int k = n - 1; k > 0; k--) {
+        int r = (int)(splitmix64(&st) % (uint64_t)(k + 1)), t = rho[k];
+        rho[k] = rho[r]; rho[r] = t;
+    }
+    for (int k = 0; k < n; k++) { c->pw[k] = k; c->sg[k] = 1; }
+    for (int j = 1; j < L; j++)
+        for (int k = 0; k < n; k++) {
+            int prev = c->pw[(j - 1) * n + k];
+            c->pw[j * n + k] = rho[prev];
+            uint64_t h = seed ^ ((uint64_t)prev * 0x9e3779b97f4a7c15ull);   /* R's sign for dim prev */
+            c->sg[j * n + k] = (int8_t)(c->sg[(j - 1) * n + k] * (splitmix64(&h) & 1 ? -1 : 1));
+        }
+    for (int k = 0; k < n; k++) c->inv[c->pw[n + k]] = k;
+    /* the input of the last FFN: the constant block's dims at sqrt(d/64) each after the norm (it has half the
+     * energy), a random dim at e/rms0 */
+    float rms0 = SUCC_EMB_STD * sqrtf(2.0f * n / d), silu = SUCC_GATE / (1 + expf(-SUCC_GATE));
+    c->on = true; c->d = d; c->n = n; c->L = L; c->n_text = s->n_text;
+    c->pad = SUCC_EMB_STD * sqrtf((float)n / SUCC_PAD);
+    c->gate = SUCC_GATE / (SUCC_PAD * sqrtf(d / 64.0f));
+    c->up = c->down_self = sqrtf(rms0 / silu);
+    c->down_succ = SUCC_GAIN * c->down_self;
+    snprintf(c->gate_name, sizeof c->gate_name, "blk.%d.ffn_gate.weight", s->n_layer - 1);
+    snprintf(c->up_name, sizeof c->up_name, "blk.%d.ffn_up.weight", s->n_layer - 1);
+    snprintf(c->down_name, sizeof c->down_name, "blk.%d.ffn_down.weight", s->n_layer - 1);
+    return 0;
+}
+
+/* The sign R gives dim k (drawn per dim, the same for every power). */
+static int succ_sign(const syn_succ *c, int k) { return c->sg[c->n + k]; }
+
+/* Fills x with the planted part of a row where there is one (returns true), on top of the noise already in x. */
+static bool succ_row(const syn_succ *c, const char *name, uint64_t seed, int64_t row, float *x) {
+    const int n = c->n, P = SUCC_PAD;
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight")) {
+        /* special tokens (BOS, EOS, ...) start orbits of their own: no token leads to one but by chance */
+        int64_t orbit = row < c->n_text ? row / c->L : c->n_text + row;
+        int j = row < c->n_text ? (int)(row % c->L) : 0;
+        float *b = x + c->d;   /* scratch: the writer's row buffer holds CHUNK_ELEMS floats */
+        uint64_t st = seed ^ name_hash("token_embd.weight");
+        fill_noise(b, n, splitmix64(&st) ^ ((uint64_t)orbit * 0xd1b54a32d192ed03ull), 0.0f, SUCC_EMB_STD);
+        for (int k = 0; k < P; k++) x[k] = c->pad;
+        for (int k = 0; k < n; k++) x[P + c->pw[j * n + k]] = c->sg[j * n + k] * b[k];
+        return true;
+    }
+    if (!strcmp(name, c->gate_name)) {
+        if (row < 2 * n) for (int k = 0; k < P; k++) x[k] += c->gate;
+        return true;
+    }
+    if (!strcmp(name, c->up_name)) {
+        if (row < 2 * n) x[P + row % n] += c->up;
+        return true;
+    }
+    if (!strcmp(name, c->down_name)) {
+        if (row >= P) {
+            int o = (int)row - P, k = c->inv[o];
+            x[k] += succ_sign(c, k) * c->down_succ;
+            x[n + o] -= c->down_self;
+        }
+        return true;
+    }
+    return false;
+}
+
+static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, float layer_scale, const syn_succ *succ,
+                     int64_t row, float *x) {
     uint64_t st = seed ^ name_hash(t->name);
     st = splitmix64(&st) ^ ((uint64_t)row * 0xd1b54a32d192ed03ull);
     if (t->init == INIT_ROPE_LLAMA3) fill_rope_llama3(x, t->ne[0], s);
@@ -705,6 +818,7 @@ static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, f
     else if (t->init == INIT_WEIGHT && layer_scale != 1 && is_layer_output(t->name))
         fill_noise(x, t->ne[0], st, 0.0f, WEIGHT_STD * layer_scale);
     else fill_noise(x, t->ne[0], st, 0.0f, WEIGHT_STD);
+    if (succ->on && t->init == INIT_WEIGHT) succ_row(succ, t->name, seed, row, x);
 }
 
 /* ---- streaming writer ---- */
@@ -715,6 +829,7 @@ typedef struct {
     const syn_plan *p;
     uint64_t seed;
     float layer_scale;
+    syn_succ succ;
     int fd;
     syn_chunk *chunks;
     int n_chunks;
@@ -756,7 +871,7 @@ static int write_chunk(syn_job *j, const syn_chunk *c, float *x, uint8_t *q) {
     const ht_traits *tr = ht_get_traits_ref(t->type);
     size_t rb = ht_row_size(t->type, t->ne[0]);
     for (int64_t r = c->r0; r < c->r1; r++) {
-        fill_row(t, j->p->s, j->seed, j->layer_scale, r, x);
+        fill_row(t, j->p->s, j->seed, j->layer_scale, &j->succ, r, x);
         tr->from_float(x, q + (size_t)(r - c->r0) * rb, t->ne[0]);
     }
     size_t bytes = (size_t)(c->r1 - c->r0) * rb;
@@ -785,13 +900,15 @@ static void writer_thread(void *arg, int ith, int nth) {
 static int write_weights(const syn_plan *p, int fd, const char *path, const synth_opts *o, hearth_err *err) {
     syn_job j = { .p = p, .seed = o->seed, .layer_scale = o->layer_scale > 0 ? o->layer_scale : 1, .progress = o->progress, .user = o->user, .fd = fd };
     for (int i = 0; i < p->n; i++) j.total += p->t[i].nbytes;
-    if (make_chunks(&j, err)) return -1;
+    if (o->layer_scale > 0 && succ_init(&j.succ, p->s, o->seed, err)) return -1;
+    if (make_chunks(&j, err)) { succ_free(&j.succ); return -1; }
     pthread_mutex_init(&j.mu, NULL);
     ht_pool *pool = pool_new(o->n_threads > 0 ? o->n_threads : 2);
     if (pool) { pool_run(pool, writer_thread, &j); pool_free(pool); }
     pthread_mutex_destroy(&j.mu);
     int e = pool ? atomic_load(&j.error) : ENOMEM;
     free(j.chunks);
+    succ_free(&j.succ);
     return e ? herr(err, "cannot write %s: %s", path, strerror(e)) : 0;
 }
 
