@@ -33,15 +33,6 @@ static hearth_ctx *new_ctx(hearth_model *m, int threads) {
     return c;
 }
 
-static void eval(hearth_ctx *ctx, const golden_file *ref, bool by_token, golden_file *out) {
-    hearth_err err;
-    out->n_cases = ref->n_cases;
-    out->cases = calloc(ref->n_cases, sizeof *out->cases);
-    REQUIRE(out->cases, "out of memory");
-    for (uint32_t i = 0; i < ref->n_cases; i++)
-        REQUIRE(!golden_eval(ctx, &ref->cases[i], by_token, &out->cases[i], &err), "eval: %s", err.msg);
-}
-
 static double worst(const golden_file *a, const golden_file *b) {
     double w = 0;
     for (uint32_t c = 0; c < a->n_cases; c++) { const double d = gc_rel_diff(&a->cases[c], &b->cases[c]); if (!(d <= w)) w = d; }
@@ -71,7 +62,7 @@ static void unmerged(const char *base, const golden_file *ref, golden_file *out)
     hearth_ctx *c = new_ctx(m, 2);
     hearth_err err;
     REQUIRE(!hearth_ctx_set_lora(c, a, SCALES, 2, &err), "%s", err.msg);
-    eval(c, ref, false, out);
+    gc_eval_ctx(c, ref, false, out);
     hearth_ctx_free(c);
     unload(m, a);
 }
@@ -94,10 +85,10 @@ static void check_f32(const golden_file *ref, const golden_file *un) {
     hearth_model *m = load("data/models/llama.gguf", a, 1, &bytes), *m3 = load("data/models/llama.gguf", a3, 3, &bytes3);
     golden_file mg = { 0 }, tok = { 0 }, two = { 0 }, mg3 = { 0 };
     hearth_ctx *c1 = new_ctx(m, 1), *c2 = new_ctx(m, 2), *c3 = new_ctx(m3, 1);
-    eval(c1, ref, false, &mg);
-    eval(c1, ref, true, &tok);
-    eval(c2, ref, false, &two);
-    eval(c3, ref, false, &mg3);
+    gc_eval_ctx(c1, ref, false, &mg);
+    gc_eval_ctx(c1, ref, true, &tok);
+    gc_eval_ctx(c2, ref, false, &two);
+    gc_eval_ctx(c3, ref, false, &mg3);
     int agree = 0, total = 0;
     const double vs_ref = gc_worst_rel(&mg, ref, &agree, &total), vs_un = worst(&mg, un);
     printf("F32 merged: vs unmerged %.2e, vs reference %.2e (argmax %d/%d), %zu bytes merged\n", vs_un, vs_ref, agree, total, bytes);
@@ -136,7 +127,7 @@ static void check_typed(const char *base, const golden_file *ref, const golden_f
     size_t bytes;
     hearth_model *m = load(base, a, 2, &bytes);
     hearth_ctx *c = new_ctx(m, 2);
-    eval(c, ref, false, &mg);
+    gc_eval_ctx(c, ref, false, &mg);
     const double kl_un = gc_mean_kl(f32, &un), kl_mg = gc_mean_kl(f32, &mg), w = worst(&mg, &un);
     printf("%s: merged vs unmerged %.2e; mean KL from F32: unmerged %.2e, merged %.2e; %zu bytes merged\n", base, w, kl_un,
            kl_mg, bytes);
