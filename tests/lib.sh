@@ -1,11 +1,15 @@
 # lib.sh — helpers shared by the shell tests (sourced, not run): `check NAME EXPR` records a failure
 # without stopping, `one_error_line CMD...` requires exit 1 with exactly one stderr line "error: ..."
-# (the message is left in LAST_ERR); `sanitized_build` makes the clang ASan + UBSan build (below).
+# (the message is left in LAST_ERR), `slow_layers N` sizes a slow test model; `sanitized_build` makes the clang ASan + UBSan build (below).
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
 # `cmd | matches PATTERN`: grep -q that reads all of its input. Under pipefail `cmd | grep -q` fails (or, after
 # `!`, passes) at random: grep exits at the first match and cmd's next write dies of SIGPIPE.
 matches() { grep "$@" > /dev/null; }
+# slow_layers N: the depth of the "slow" synthesized tiny-llama a test uses to make a prompt take seconds: N, or
+# half of it in the ASan + UBSan build (test_sanitizers sets ASAN_OPTIONS), which runs ~3x slower and beside the
+# rest of the suite; the same seconds either way, not minutes.
+slow_layers() { if [[ -n ${ASAN_OPTIONS:-} ]]; then echo $(($1 / 2)); else echo "$1"; fi; }
 one_error_line() {
     local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
     [[ $rc -eq 1 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == error:* ]] || { echo "  rc=$rc out=[$err]"; return 1; }

@@ -49,8 +49,8 @@ GEN_URL=$GEN_URL API_KEY=sekrit SHOT="$HEARTH_BUILD/chat-page.png" timeout 120 n
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_endpoints.mjs" || fail=1
 HEARTH=$HEARTH timeout 120 node "$here/server/test_reasoning.mjs" || fail=1
 # prompts that take several idle timeouts: a tiny-llama deep enough that ~1,800 tokens take seconds on one thread
-if "$HEARTH" synth --shape tiny-llama --type Q4_0 --layers 48 -o "$tmp/slow.gguf" -t 1 2>/dev/null; then
-    HEARTH=$HEARTH SLOW_MODEL=$tmp/slow.gguf timeout 120 node "$here/server/test_long_prefill.mjs" || fail=1
+if "$HEARTH" synth --shape tiny-llama --type Q4_0 --layers "$(slow_layers 48)" -o "$tmp/slow.gguf" -t 1 2>/dev/null; then
+    HEARTH=$HEARTH SLOW_MODEL=$tmp/slow.gguf timeout 240 node "$here/server/test_long_prefill.mjs" || fail=1
 else echo "FAIL: hearth synth (the slow model)"; fail=1; fi
 # hostile clients: smuggling shapes, strict JSON, auth before routing, 1100 idle/slow connections
 (ulimit -n "$(ulimit -Hn)" 2>/dev/null; GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_hardening.mjs") || fail=1
