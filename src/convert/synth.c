@@ -6,6 +6,7 @@
  * with the reference quantizer and pwrite it into its place. Nothing is written twice and memory stays at a
  * chunk per thread. The finished file is reopened with gguf_open, so it passes every check the reader makes. */
 #include "convert/synth.h"
+#include "quant/quant_ref.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -865,14 +866,19 @@ static void report(syn_job *j, uint64_t bytes) {
     pthread_mutex_unlock(&j->mu);
 }
 
-/* Generates, quantizes and writes one chunk of rows; returns 0 or an errno. */
-static int write_chunk(syn_job *j, const syn_chunk *c, float *x, uint8_t *q) {
+/* Generates, quantizes and writes one chunk of rows; returns 0 or an errno. The types with no plain quantizer
+ * (the i-quants that need an importance matrix) are weighted by `ones`, a uniform one, as quantize does for the
+ * tensors an imatrix never covers. */
+static int write_chunk(syn_job *j, const syn_chunk *c, float *x, uint8_t *q, const float *ones) {
     const syn_tensor *t = &j->p->t[c->ti];
     const ht_traits *tr = ht_get_traits_ref(t->type);
+    ht_quantize_weighted_fn wq = tr->from_float ? NULL : ht_ref_quantize_weighted(t->type);
+    if (!tr->from_float && !wq) return ENOTSUP;
     size_t rb = ht_row_size(t->type, t->ne[0]);
     for (int64_t r = c->r0; r < c->r1; r++) {
         fill_row(t, j->p->s, j->seed, j->layer_scale, &j->succ, r, x);
-        tr->from_float(x, q + (size_t)(r - c->r0) * rb, t->ne[0]);
+        if (wq) wq(x, q + (size_t)(r - c->r0) * rb, t->ne[0], ones);
+        else tr->from_float(x, q + (size_t)(r - c->r0) * rb, t->ne[0]);
     }
     size_t bytes = (size_t)(c->r1 - c->r0) * rb;
     int e = pwrite_all(j->fd, q, bytes, t->file_off + (uint64_t)c->r0 * rb);
@@ -888,13 +894,16 @@ static void writer_thread(void *arg, int ith, int nth) {
     size_t elems = (size_t)HT_MAX(CHUNK_ELEMS, max_ne0);
     float *x = malloc(elems * sizeof(float));
     uint8_t *q = malloc(elems * sizeof(float) + 4096);   /* no format is larger than F32 */
-    if (!x || !q) { int z = 0; atomic_compare_exchange_strong(&j->error, &z, ENOMEM); }
-    for (int c; x && q && !atomic_load(&j->error) && (c = atomic_fetch_add(&j->next, 1)) < j->n_chunks;) {
-        int e = write_chunk(j, &j->chunks[c], x, q);
+    float *ones = malloc((size_t)max_ne0 * sizeof(float));
+    if (!x || !q || !ones) { int z = 0; atomic_compare_exchange_strong(&j->error, &z, ENOMEM); }
+    for (int64_t i = 0; ones && i < max_ne0; i++) ones[i] = 1.0f;
+    for (int c; x && q && ones && !atomic_load(&j->error) && (c = atomic_fetch_add(&j->next, 1)) < j->n_chunks;) {
+        int e = write_chunk(j, &j->chunks[c], x, q, ones);
         if (e) { int z = 0; atomic_compare_exchange_strong(&j->error, &z, e); }
     }
     free(x);
     free(q);
+    free(ones);
 }
 
 static int write_weights(const syn_plan *p, int fd, const char *path, const synth_opts *o, hearth_err *err) {
