@@ -615,6 +615,12 @@ ht_quantize_weighted_fn ht_ref_quantize_weighted(uint32_t type) {
     case HT_Q6_K: return ht_ref_q6_K_weighted;
     case HT_Q5_K: return ht_ref_q5_K_weighted;
     case HT_Q4_K: return ht_ref_q4_K_weighted;
+    case HT_Q3_K: return ht_ref_q3_K_weighted;
+    case HT_Q2_K: return ht_ref_q2_K_weighted;
+    case HT_Q5_1: return ht_ref_q5_1_weighted;
+    case HT_Q5_0: return ht_ref_q5_0_weighted;
+    case HT_Q4_1: return ht_ref_q4_1_weighted;
+    case HT_Q4_0: return ht_ref_q4_0_weighted;
     case HT_IQ3_XXS: return iq3_xxs_weighted;
     case HT_IQ3_S: return iq3_s_weighted;
     default: return NULL;

@@ -1270,6 +1270,148 @@ static void q6_K_quantize(const float *x, void *vy, int64_t n, const float *qw) 
 void ht_ref_q6_K_from_float(const float *x, void *vy, int64_t n) { q6_K_quantize(x, vy, n, NULL); }
 void ht_ref_q6_K_weighted(const float *x, void *vy, int64_t n, const float *qw) { q6_K_quantize(x, vy, n, qw); }
 
+/* ======================= with an importance matrix: Q2_K, Q3_K, Q4_0, Q4_1, Q5_0, Q5_1 ======================= */
+
+/* ggml's quantize_row_*_impl with quant_weights: each value weighs qw * sqrt(sigma2 + x^2), sigma2 the mean
+ * square of its super-block (Q3_K: twice that; the legacy types: of the whole row). */
+static void importance(const float *x, const float *qw, int n, float sigma2, float *weight) {
+    for (int l = 0; l < n; ++l) weight[l] = qw[l] * sqrtf(sigma2 + x[l] * x[l]);
+}
+
+static float mean_square(const float *x, int64_t n) {
+    float sumx2 = 0;
+    for (int64_t j = 0; j < n; ++j) sumx2 += x[j] * x[j];
+    return sumx2 / n;
+}
+
+/* Q2_K: per 16 values an asymmetric fit (make_qkx3_quants), the 4-bit scales and mins by make_qp_quants
+ * weighted by each sub-block's total weight, then the values re-rounded with the stored scales. */
+void ht_ref_q2_K_weighted(const float *x, void *vy, int64_t n, const float *quant_weights) {
+    block_q2_K *y = vy;
+    uint8_t L[QK_K], Laux[16], Ls[QK_K / 16], Lm[QK_K / 16];
+    float mins[QK_K / 16], scales[QK_K / 16], sw[QK_K / 16], weight[16];
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        const float sigma2 = mean_square(x, QK_K);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            importance(x + 16 * j, quant_weights + QK_K * i + 16 * j, 16, sigma2, weight);
+            sw[j] = 0;
+            for (int l = 0; l < 16; ++l) sw[j] += weight[l];
+            scales[j] = make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36);
+        }
+        float dm = ht_make_qp_quants(QK_K / 16, 15, scales, Ls, sw);
+        float mm = ht_make_qp_quants(QK_K / 16, 15, mins, Lm, sw);
+        y[i].d = f32_to_fp16(dm);
+        y[i].dmin = f32_to_fp16(mm);
+        dm = fp16_to_f32(y[i].d);
+        mm = fp16_to_f32(y[i].dmin);
+        for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = (uint8_t)(Ls[j] | Lm[j] << 4);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = dm * (y[i].scales[j] & 0xF);
+            if (!d) continue;
+            const float m = mm * (y[i].scales[j] >> 4);
+            for (int ii = 0; ii < 16; ++ii) L[16 * j + ii] = (uint8_t)clampi(nearest_int((x[16 * j + ii] + m) / d), 0, 3);
+        }
+        pack_2bit(L, y[i].qs);
+    }
+}
+
+/* Q3_K: per 16 values make_qx_quants on the importance, the 6-bit scales by make_qx_quants weighted by each
+ * sub-block's total weight, then re-rounding with the stored scales. */
+void ht_ref_q3_K_weighted(const float *x, void *vy, int64_t n, const float *quant_weights) {
+    block_q3_K *y = vy;
+    int8_t L[QK_K], Ls[QK_K / 16];
+    float scales[QK_K / 16], weight[16], sw[QK_K / 16];
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        const float sigma2 = 2 * mean_square(x, QK_K);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            importance(x + 16 * j, quant_weights + QK_K * i + 16 * j, 16, sigma2, weight);
+            float sumw = 0;
+            for (int l = 0; l < 16; ++l) sumw += weight[l];
+            sw[j] = sumw;
+            scales[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weight);
+        }
+        memset(y[i].scales, 0, 12);
+        const float d_block = make_qx_quants(QK_K / 16, 32, scales, Ls, sw);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            int l = Ls[j];
+            if (j < 8) y[i].scales[j] = (uint8_t)(l & 0xF);
+            else y[i].scales[j - 8] |= (uint8_t)((l & 0xF) << 4);
+            l >>= 4;
+            y[i].scales[j % 4 + 8] |= (uint8_t)(l << (2 * (j / 4)));
+        }
+        y[i].d = f32_to_fp16(d_block);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            int sc = j < 8 ? y[i].scales[j] & 0xF : y[i].scales[j - 8] >> 4;
+            sc = (int8_t)((sc | ((y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
+            const float d = fp16_to_f32(y[i].d) * sc;
+            if (!d) continue;
+            for (int ii = 0; ii < 16; ++ii) L[16 * j + ii] = (int8_t)(clampi(nearest_int(x[16 * j + ii] / d), -4, 3) + 4);
+        }
+        memset(y[i].hmask, 0, QK_K / 8);
+        uint8_t L2[QK_K];
+        for (int j = 0; j < QK_K; ++j) {
+            if (L[j] > 3) {
+                y[i].hmask[j % 32] |= (uint8_t)(1u << (j / 32));
+                L[j] = (int8_t)(L[j] - 4);
+            }
+            L2[j] = (uint8_t)L[j];
+        }
+        pack_2bit(L2, y[i].qs);
+    }
+}
+
+/* The legacy 32-value blocks: symmetric (Q4_0, Q5_0: make_qx_quants) or with a min (Q4_1, Q5_1:
+ * make_qkx3_quants), 4 or 5 bits. */
+static void legacy_weighted(const float *x, void *vy, int64_t n, const float *quant_weights, int bits, bool with_min) {
+    const float sigma2 = mean_square(x, n);
+    float weight[32];
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        const float *xb = x + 32 * ib;
+        importance(xb, quant_weights + 32 * ib, 32, sigma2, weight);
+        uint8_t L[32], Laux[32];
+        float d, min = 0;
+        if (with_min) {
+            d = make_qkx3_quants(32, (1 << bits) - 1, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
+        } else {
+            int8_t Ls[32];
+            d = make_qx_quants(32, 1 << (bits - 1), xb, Ls, weight);
+            for (int j = 0; j < 32; ++j) L[j] = (uint8_t)Ls[j];
+        }
+        uint8_t qs[16];
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; ++j) {
+            qs[j] = (uint8_t)((L[j] & 0x0F) | (L[j + 16] & 0x0F) << 4);
+            qh |= ((L[j] & 0x10u) >> 4) << j;
+            qh |= ((L[j + 16] & 0x10u) >> 4) << (j + 16);
+        }
+        const ht_half hd = f32_to_fp16(d), hm = f32_to_fp16(-min);
+        if (bits == 4 && !with_min) {
+            block_q4_0 *y = (block_q4_0 *)vy + ib;
+            y->d = hd;
+            memcpy(y->qs, qs, 16);
+        } else if (bits == 4) {
+            block_q4_1 *y = (block_q4_1 *)vy + ib;
+            y->d = hd, y->m = hm;
+            memcpy(y->qs, qs, 16);
+        } else if (!with_min) {
+            block_q5_0 *y = (block_q5_0 *)vy + ib;
+            y->d = hd;
+            store_u32le(y->qh, qh);
+            memcpy(y->qs, qs, 16);
+        } else {
+            block_q5_1 *y = (block_q5_1 *)vy + ib;
+            y->d = hd, y->m = hm;
+            store_u32le(y->qh, qh);
+            memcpy(y->qs, qs, 16);
+        }
+    }
+}
+
+void ht_ref_q4_0_weighted(const float *x, void *vy, int64_t n, const float *qw) { legacy_weighted(x, vy, n, qw, 4, false); }
+void ht_ref_q4_1_weighted(const float *x, void *vy, int64_t n, const float *qw) { legacy_weighted(x, vy, n, qw, 4, true); }
+void ht_ref_q5_0_weighted(const float *x, void *vy, int64_t n, const float *qw) { legacy_weighted(x, vy, n, qw, 5, false); }
+void ht_ref_q5_1_weighted(const float *x, void *vy, int64_t n, const float *qw) { legacy_weighted(x, vy, n, qw, 5, true); }
+
 /* ggml: d = max / -127 (max = element of largest magnitude), q = min(127, nearest_int(x / d)),
  * bsums = sums of 16 consecutive quants. An all-zero block gets d = 0 and zero quants and bsums. */
 void ht_ref_q8_K_from_float(const float *x, void *vy, int64_t n) {

@@ -111,6 +111,12 @@ void ht_ref_iq4_xs_weighted(const float *x, void *dst, int64_t n, const float *q
 void ht_ref_q6_K_weighted(const float *x, void *dst, int64_t n, const float *qw);
 void ht_ref_q4_K_weighted(const float *x, void *dst, int64_t n, const float *qw);
 void ht_ref_q5_K_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_q2_K_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_q3_K_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_q4_0_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_q4_1_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_q5_0_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_q5_1_weighted(const float *x, void *dst, int64_t n, const float *qw);
 /* ggml's make_qp_quants: n non-negative values as levels 0..nmax with a weighted least-squares scale. */
 float ht_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw);
 /* The weighted quantizer of a type, or NULL where hearth has none. */
