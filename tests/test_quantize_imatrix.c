@@ -2,8 +2,8 @@
  * importance matrix (data/imatrix/llama-c128x8.gguf, llama-imatrix's) must give byte-identical matrices.
  * data/imatrix/llama-TYPE-imatrix.gguf were written by llama-quantize --pure --imatrix that file
  * --token-embedding-type q8_0 (llama.cpp has no importance for token_embd and will not make it IQ2_XXS without
- * one; hearth then uses uniform weights, so token_embd is left out of the comparison). The types: the i-quants,
- * the K-quants and the legacy Q4_0 / Q4_1 / Q5_0 / Q5_1, which all weigh their
+ * one; hearth then uses uniform weights, so token_embd is left out of the comparison). The types: every i-quant
+ * (IQ1_S and IQ1_M included), the K-quants and the legacy Q4_0 / Q4_1 / Q5_0 / Q5_1, which all weigh their
  * fits by the imatrix when given one. Also: the types that need an importance matrix are refused without one,
  * and an imatrix whose sizes do not fit the model is refused. */
 #include <string.h>
@@ -51,7 +51,7 @@ int main(void) {
     REQUIRE(mkdtemp(dir), "mkdtemp");
     snprintf(out, sizeof out, "%s/q.gguf", dir);
     static const char *const TYPES[] = { "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS", "IQ4_NL", "Q6_K", "Q4_K", "Q5_K",
-                                            "Q2_K", "Q3_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1" };
+                                            "IQ1_S", "IQ1_M", "Q2_K", "Q3_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1" };
     for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
         char ref[128];
         snprintf(ref, sizeof ref, "data/imatrix/llama-%s-imatrix.gguf", TYPES[t]);
@@ -61,7 +61,7 @@ int main(void) {
     }
     /* the types that need an importance matrix are refused without one, or with one of another model, and
      * write nothing */
-    static const char *const NEED[] = { "IQ2_XXS", "IQ2_XS" };
+    static const char *const NEED[] = { "IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ1_M" };
     for (size_t t = 0; t < sizeof NEED / sizeof NEED[0]; t++)
         CHECK(quantize("", "llama", out, NEED[t]) != 0 && access(out, F_OK) != 0, "%s without an imatrix", NEED[t]);
     CHECK(quantize("--imatrix data/imatrix/mixtral-c128x8.gguf", "llama", out, "IQ2_XXS") != 0 && access(out, F_OK) != 0,

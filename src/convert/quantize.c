@@ -30,7 +30,9 @@ static const qtype_name QTYPES[] = {
     { "TQ1_0", HT_TQ1_0, QMIX_PURE, 36 }, { "TQ2_0", HT_TQ2_0, QMIX_PURE, 37 }, { "MXFP4", HT_MXFP4, QMIX_PURE, 38 },
     { "IQ3_S", HT_IQ3_S, QMIX_PURE, 26 }, { "IQ3_XXS", HT_IQ3_XXS, QMIX_PURE, 23 },
     { "IQ2_S", HT_IQ2_S, QMIX_PURE, 29 },   /* llama.cpp's IQ2_M is the ftype whose matrices are IQ2_S */
-    { "IQ2_XXS", HT_IQ2_XXS, QMIX_PURE, 19 }, { "IQ2_XS", HT_IQ2_XS, QMIX_PURE, 20 },   /* these need an importance matrix */
+    /* these need an importance matrix */
+    { "IQ2_XXS", HT_IQ2_XXS, QMIX_PURE, 19 }, { "IQ2_XS", HT_IQ2_XS, QMIX_PURE, 20 },
+    { "IQ1_S", HT_IQ1_S, QMIX_PURE, 24 }, { "IQ1_M", HT_IQ1_M, QMIX_PURE, 31 },
 };
 
 int quant_parse_type(const char *name, bool pure, uint32_t *base, int *mix, uint32_t *ftype) {
@@ -46,7 +48,7 @@ int quant_parse_type(const char *name, bool pure, uint32_t *base, int *mix, uint
 
 const char *quant_type_list(void) {
     return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS Q4_K_M Q5_K_M TQ1_0 TQ2_0 MXFP4 "
-           "IQ3_S IQ3_XXS IQ2_S IQ2_XXS IQ2_XS";
+           "IQ3_S IQ3_XXS IQ2_S IQ2_XXS IQ2_XS IQ1_S IQ1_M";
 }
 
 /* llama.cpp's use_more_bits: the first and last eighth of layers, and every third in between. */
@@ -57,6 +59,7 @@ static uint32_t fit_row(uint32_t type, int64_t ne0) {
     if (ne0 % ht_get_traits(type)->blck == 0) return type;
     switch (type) {
     case HT_Q2_K: case HT_Q3_K: case HT_IQ4_XS: case HT_IQ3_S: case HT_IQ3_XXS: case HT_IQ2_S: case HT_IQ2_XXS: case HT_IQ2_XS:
+    case HT_IQ1_S: case HT_IQ1_M:
         type = HT_IQ4_NL;
         break;
     case HT_Q4_K: type = HT_Q5_0; break;

@@ -12,7 +12,11 @@
  * The search tables (ggml's iq2xs_init_impl / iq3xs_init_impl) are built once, on first use, into static
  * storage: for every vector of levels its grid index, or the list of grid points at the nwant smallest
  * squared distances (all ties, by distance then index). As quant_ref.c, every float expression is evaluated
- * as ggml writes it and never contracted into FMAs, so the blocks are identical byte for byte. */
+ * as ggml writes it and never contracted into FMAs, so the blocks are identical byte for byte.
+ *
+ * With an importance matrix also IQ2_XXS, IQ2_XS and the 1.5-bit IQ1_S / IQ1_M (ggml's quantize_iq1_s /
+ * quantize_iq1_m): values -1, 0, 1 shifted by +-1/8, the best split into those three levels found exactly
+ * over the sorted values, groups of 8 snapped to the 2048-point iq1s grid (three nearest distances). */
 #include "quant_ref.h"
 
 #include <float.h>
@@ -46,23 +50,26 @@ static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? 
 #define IQ2S_NEIGH 50253
 #define IQ2XXS_NEIGH 119462
 #define IQ2XS_NEIGH 187770
+#define IQ1S_NEIGH 332234
 
 typedef struct {
     int dims, bits, n_grid, map_size, nwant;
     int32_t *map;          /* >= 0: the grid index of this level vector; < 0: -(offset + 1) of its list in neigh */
     uint16_t *neigh;       /* per off-grid vector: count, then grid indices */
     int neigh_cap;
-    int8_t levels[1024][8];   /* each grid point's levels l (magnitude 2l + 1) */
+    int8_t levels[2048][8];   /* each grid point's levels l (magnitude 2l + 1; IQ1: value l - 1) */
     bool ok;
 } iq_search;
 
-static int32_t map3[IQ3S_MAP], map3xxs[IQ3S_MAP], map2[IQ2S_MAP], map2xxs[IQ2S_MAP], map2xs[IQ2S_MAP];
-static uint16_t neigh3[IQ3S_NEIGH], neigh3xxs[IQ3XXS_NEIGH], neigh2[IQ2S_NEIGH], neigh2xxs[IQ2XXS_NEIGH], neigh2xs[IQ2XS_NEIGH];
+static int32_t map3[IQ3S_MAP], map3xxs[IQ3S_MAP], map2[IQ2S_MAP], map2xxs[IQ2S_MAP], map2xs[IQ2S_MAP], map1[IQ2S_MAP];
+static uint16_t neigh3[IQ3S_NEIGH], neigh3xxs[IQ3XXS_NEIGH], neigh2[IQ2S_NEIGH], neigh2xxs[IQ2XXS_NEIGH], neigh2xs[IQ2XS_NEIGH],
+    neigh1[IQ1S_NEIGH];
 static iq_search search3 = { 4, 3, 512, IQ3S_MAP, 3, map3, neigh3, IQ3S_NEIGH, {{0}}, false };
 static iq_search search3xxs = { 4, 3, 256, IQ3S_MAP, 2, map3xxs, neigh3xxs, IQ3XXS_NEIGH, {{0}}, false };
 static iq_search search2 = { 8, 2, 1024, IQ2S_MAP, 1, map2, neigh2, IQ2S_NEIGH, {{0}}, false };
 static iq_search search2xxs = { 8, 2, 256, IQ2S_MAP, 2, map2xxs, neigh2xxs, IQ2XXS_NEIGH, {{0}}, false };
 static iq_search search2xs = { 8, 2, 512, IQ2S_MAP, 2, map2xs, neigh2xs, IQ2XS_NEIGH, {{0}}, false };
+static iq_search search1 = { 8, 2, 2048, IQ2S_MAP, 3, map1, neigh1, IQ1S_NEIGH, {{0}}, false };
 
 static int pack_levels(const iq_search *s, const int8_t *l) {
     int u = 0;
@@ -75,7 +82,9 @@ static int pack_levels(const iq_search *s, const int8_t *l) {
 static void grid_levels(iq_search *s) {
     for (int j = 0; j < s->n_grid; j++)
         for (int i = 0; i < s->dims; i++) {
-            if (s->dims == 8) {
+            if (s->n_grid == 2048) {
+                s->levels[j][i] = (int8_t)((int8_t)(ht_iq1s_grid[j] >> 8 * i & 0xFF) + 1);
+            } else if (s->dims == 8) {
                 const uint64_t g = s->n_grid == 256 ? ht_iq2xxs_grid[j] : s->n_grid == 512 ? ht_iq2xs_grid[j] : ht_iq2s_grid[j];
                 s->levels[j][i] = (int8_t)(((int)(g >> 8 * i & 0xFF) - 8) / 17);
             } else if (s->n_grid == 512) {
@@ -89,7 +98,7 @@ static void grid_levels(iq_search *s) {
 /* The neighbour list of level vector u (not a grid point), written at out: the grid points at the nwant
  * smallest distinct squared distances of the magnitudes, ascending, ties by index. Returns its length. */
 static int neighbours_of(const iq_search *s, int u, uint16_t *out, int cap) {
-    int d2[1024], best[3];
+    int d2[2048], best[3];
     for (int j = 0; j < s->n_grid; j++) {
         int d = 0;
         for (int i = 0; i < s->dims; i++) {
@@ -133,12 +142,13 @@ static void build(iq_search *s) {
 }
 
 static pthread_once_t once3 = PTHREAD_ONCE_INIT, once3xxs = PTHREAD_ONCE_INIT, once2 = PTHREAD_ONCE_INIT,
-                      once2xxs = PTHREAD_ONCE_INIT, once2xs = PTHREAD_ONCE_INIT;
+                      once2xxs = PTHREAD_ONCE_INIT, once2xs = PTHREAD_ONCE_INIT, once1 = PTHREAD_ONCE_INIT;
 static void build3(void) { build(&search3); }
 static void build3xxs(void) { build(&search3xxs); }
 static void build2(void) { build(&search2); }
 static void build2xxs(void) { build(&search2xxs); }
 static void build2xs(void) { build(&search2xs); }
+static void build1(void) { build(&search1); }
 
 /* ggml's iq{2,3}_find_best_neighbour: among u's neighbours the grid point nearest scale * (2l + 1) to xval in
  * the weighted distance (first on ties); its levels go to L. Returns its grid index. */
@@ -605,11 +615,279 @@ static void iq2_xs_weighted(const float *x, void *vy, int64_t n, const float *qu
     }
 }
 
+/* ---- IQ1_S and IQ1_M ---- */
+
+/* The grid holds 8 levels l in 0..2 standing for l - 1 + delta, delta = +-1/8 per sub-block (IQ1_S) or per
+ * group of 8 (IQ1_M): the values x[l] of one shift. */
+static const float iq1_xp[3] = { -1 + 0.125f, 0.125f, 1 + 0.125f }, iq1_xm[3] = { -1 - 0.125f, -0.125f, 1 - 0.125f };
+
+/* ggml's iq1_find_best_neighbour2: among u's neighbours the grid point whose values scale * xg[l] are nearest
+ * to x in the weighted distance (first on ties); its levels go to L. */
+static int iq1_best_neighbour(int u, const float *x, const float *weight, float scale, const float *xg, int8_t *L) {
+    const iq_search *s = &search1;
+    const uint16_t *nb = s->neigh - s->map[u] - 1;
+    float best_d2 = FLT_MAX;
+    int gi = nb[1];
+    for (int j = 1; j <= nb[0]; j++) {
+        float d2 = 0;
+        for (int i = 0; i < 8; i++) {
+            float q = xg[s->levels[nb[j]][i]];
+            float w = weight[i];
+            float diff = scale * q - x[i];
+            d2 += w * diff * diff;
+        }
+        if (d2 < best_d2) {
+            best_d2 = d2;
+            gi = nb[j];
+        }
+    }
+    for (int i = 0; i < 8; i++) L[i] = s->levels[gi][i];
+    return gi;
+}
+
+/* The order of n values, ascending, equal ones in index order (what glibc's merge-sorting qsort gives ggml). */
+static void iq1_sort(const float *x, int n, int *idx) {
+    for (int j = 0; j < n; j++) {
+        int k = j;
+        for (; k > 0 && x[idx[k - 1]] > x[j]; k--) idx[k] = idx[k - 1];
+        idx[k] = j;
+    }
+}
+
+/* Levels 0 / 1 / 2 for the sorted values below i1 / from i1 to i2 / from i2 on. */
+static void iq1_split(const int *idx, int n, int i1, int i2, int8_t *L) {
+    for (int j = 0; j < n; ++j) L[idx[j]] = (int8_t)(j < i1 ? 0 : j < i2 ? 1 : 2);
+}
+
+/* The grid indices of the groups of 8 of L (ggml: off-grid groups snap to their best neighbour at scale, the
+ * values of group k being xg[k]); returns whether all were on the grid. */
+static bool iq1_snap(int n, const float *xb, const float *weight, float scale, const float *const *xg, int8_t *L, uint16_t *index) {
+    bool all_on_grid = true;
+    for (int k = 0; k < n / 8; ++k) {
+        const int u = pack_levels(&search1, L + 8 * k);
+        int gi = search1.map[u];
+        if (gi < 0) {
+            all_on_grid = false;
+            gi = iq1_best_neighbour(u, xb + 8 * k, weight + 8 * k, scale, xg[k], L + 8 * k);
+        }
+        index[k] = (uint16_t)gi;
+    }
+    return all_on_grid;
+}
+
+/* The least-squares scale of the snapped groups, or scale if that is not positive. */
+static float iq1_refit(int n, const float *xb, const float *weight, const float *const *xg, const uint16_t *index, float scale) {
+    float sumqx = 0, sumq2 = 0;
+    for (int k = 0; k < n / 8; ++k)
+        for (int j = 0; j < 8; ++j) {
+            float w = weight[8 * k + j];
+            float q = xg[k][search1.levels[index[k]][j]];
+            sumqx += w * q * xb[8 * k + j];
+            sumq2 += w * q * q;
+        }
+    return sumqx > 0 && sumq2 > 0 ? sumqx / sumq2 : scale;
+}
+
+/* IQ1_S (ggml's quantize_row_iq1_s_impl): per 32 values the exact weighted least-squares split of the sorted
+ * values into levels -1, 0, 1 shifted by +-delta (every pair of boundaries, both shifts), the groups of 8
+ * snapped to the 2048-point grid; 3-bit sub-block scales of the super-block's max / 15, fp16 d * 1.125. */
+static void iq1_s_weighted(const float *x, void *vy, int64_t n, const float *quant_weights) {
+    pthread_once(&once1, build1);
+    block_iq1_s *y = vy;
+    enum { BS = 32 };
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
+        memset(&y[ibl], 0, sizeof y[ibl]);
+        if (!search1.ok) continue;
+        const float *xbl = x + QK_K * ibl;
+        const float sigma2 = super_sigma2(xbl);
+        float scales[QK_K / BS], max_scale = 0;
+        int8_t shifts[QK_K / BS];
+        for (int ib = 0; ib < QK_K / BS; ++ib) {
+            const float *xb = xbl + BS * ib;
+            float weight[BS], sumx[BS + 1], sumw[BS + 1];
+            int idx[BS];
+            int8_t L[BS];
+            sub_weights(xb, BS, quant_weights + QK_K * ibl + BS * ib, sigma2, 0, weight);
+            float max = fabsf(xb[0]);
+            for (int i = 1; i < BS; ++i) max = fmaxf(max, fabsf(xb[i]));
+            scales[ib] = 0;
+            shifts[ib] = 1;
+            if (max < 1e-12f) continue;   /* ggml's GROUP_MAX_EPS_IQ1_S */
+            iq1_sort(xb, BS, idx);
+            sumx[0] = sumw[0] = 0;
+            for (int j = 0; j < BS; ++j) {
+                const int i = idx[j];
+                sumx[j + 1] = sumx[j] + weight[i] * xb[i];
+                sumw[j + 1] = sumw[j] + weight[i];
+            }
+            float best_score = -FLT_MAX, scale = max;
+            int besti1 = -1, besti2 = -1, best_shift = 0;
+            for (int i1 = 0; i1 <= BS; ++i1)
+                for (int i2 = i1; i2 <= BS; ++i2)
+                    for (int sh = 1; sh >= -1; sh -= 2) {
+                        const float *v = sh == 1 ? iq1_xp : iq1_xm;
+                        float sumqx = (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[BS] - sumx[i2]) * v[2];
+                        float sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0] + (sumw[i2] - sumw[i1]) * v[1] * v[1] +
+                                      (sumw[BS] - sumw[i2]) * v[2] * v[2];
+                        if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
+                            scale = sumqx / sumq2;
+                            best_score = scale * sumqx;
+                            besti1 = i1, besti2 = i2, best_shift = sh;
+                        }
+                    }
+            if (besti1 < 0) continue;
+            iq1_split(idx, BS, besti1, besti2, L);
+            if (scale < 0) {
+                for (int j = 0; j < BS; ++j) L[j] = (int8_t)(2 - L[j]);
+                scale = -scale;
+                best_shift = -best_shift;
+            }
+            const float *xx = best_shift == 1 ? iq1_xp : iq1_xm;
+            const float *const xg[4] = { xx, xx, xx, xx };
+            uint16_t index[BS / 8];
+            if (!iq1_snap(BS, xb, weight, scale, xg, L, index)) scale = iq1_refit(BS, xb, weight, xg, index, scale);
+            uint16_t h = 0;
+            for (int k = 0; k < BS / 8; ++k) {
+                y[ibl].qs[(BS / 8) * ib + k] = (uint8_t)(index[k] & 255);
+                h |= (uint16_t)((index[k] >> 8) << 3 * k);
+            }
+            y[ibl].qh[ib] = h;
+            scales[ib] = scale;
+            shifts[ib] = (int8_t)best_shift;
+            max_scale = fmaxf(max_scale, scale);
+        }
+        if (!max_scale) continue;
+        float d = max_scale / 15;
+        y[ibl].d = f32_to_fp16(d * 1.125f);
+        float id = 1 / d;
+        for (int ib = 0; ib < QK_K / BS; ++ib) {
+            int l = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
+            if (shifts[ib] == -1) l |= 8;
+            y[ibl].qh[ib] |= (uint16_t)(l << 12);
+        }
+    }
+}
+
+/* IQ1_M (ggml's quantize_row_iq1_m_impl): as IQ1_S over 16 values, each half with its own shift (four
+ * combinations), 3-bit sub-block scales; the super-block's fp16 scale is then refitted by least squares over
+ * all its values (times 1.1125) and spread over the top nibbles of the scale words. */
+static void iq1_m_weighted(const float *x, void *vy, int64_t n, const float *quant_weights) {
+    pthread_once(&once1, build1);
+    block_iq1_m *y = vy;
+    enum { BS = 16 };
+    static const uint8_t masks[4] = { 0x00, 0x80, 0x08, 0x88 };
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
+        memset(&y[ibl], 0, sizeof y[ibl]);
+        if (!search1.ok) continue;
+        const float *xbl = x + QK_K * ibl;
+        const float sigma2 = super_sigma2(xbl);
+        float scales[QK_K / BS], max_scale = 0, weight[BS];
+        int8_t shifts[QK_K / BS];
+        for (int ib = 0; ib < QK_K / BS; ++ib) {
+            const float *xb = xbl + BS * ib;
+            int idx[BS];
+            int8_t L[BS];
+            sub_weights(xb, BS, quant_weights + QK_K * ibl + BS * ib, sigma2, 0, weight);
+            float max = fabsf(xb[0]);
+            for (int i = 1; i < BS; ++i) max = fmaxf(max, fabsf(xb[i]));
+            scales[ib] = 0;
+            shifts[ib] = 0;
+            if (max < 1e-7f) continue;   /* ggml's GROUP_MAX_EPS_IQ1_M */
+            iq1_sort(xb, BS, idx);
+            /* prefix sums per half: the split's sums are T * v[2] - px[i1] - px[i2], as v[0] - v[1] = v[1] - v[2] = -1 */
+            float px[2][BS + 1], pw[2][BS + 1];
+            px[0][0] = px[1][0] = pw[0][0] = pw[1][0] = 0;
+            for (int j = 0; j < BS; ++j) {
+                const int i = idx[j], h = i < BS / 2 ? 0 : 1;
+                px[h][j + 1] = px[h][j] + weight[i] * xb[i];
+                px[1 - h][j + 1] = px[1 - h][j];
+                pw[h][j + 1] = pw[h][j] + weight[i];
+                pw[1 - h][j + 1] = pw[1 - h][j];
+            }
+            const float txs[2] = { px[0][BS], px[1][BS] }, tws[2] = { pw[0][BS], pw[1][BS] };
+            const float p2 = iq1_xp[2], m2 = iq1_xm[2];
+            const float cp1 = iq1_xp[0] * iq1_xp[0] - iq1_xp[1] * iq1_xp[1], cp2 = iq1_xp[1] * iq1_xp[1] - iq1_xp[2] * iq1_xp[2];
+            const float cm1 = iq1_xm[0] * iq1_xm[0] - iq1_xm[1] * iq1_xm[1], cm2 = iq1_xm[1] * iq1_xm[1] - iq1_xm[2] * iq1_xm[2];
+            float best_score = -FLT_MAX, scale = max;
+            int besti1 = -1, besti2 = -1, best_k = -1;
+            for (int i1 = 0; i1 <= BS; ++i1)
+                for (int i2 = i1; i2 <= BS; ++i2) {
+                    float qx_p[2], qx_m[2], q2_p[2], q2_m[2], sumqx[4], sumq2[4];
+                    for (int h = 0; h < 2; ++h) {
+                        const float sx = px[h][i1] + px[h][i2];
+                        qx_p[h] = txs[h] * p2 - sx;
+                        qx_m[h] = txs[h] * m2 - sx;
+                        q2_p[h] = tws[h] * p2 * p2 + pw[h][i1] * cp1 + pw[h][i2] * cp2;
+                        q2_m[h] = tws[h] * m2 * m2 + pw[h][i1] * cm1 + pw[h][i2] * cm2;
+                    }
+                    /* k: bit 1 the first half's shift, bit 0 the second's (0 +, 1 -) */
+                    sumqx[0] = qx_p[0] + qx_p[1], sumq2[0] = q2_p[0] + q2_p[1];
+                    sumqx[1] = qx_p[0] + qx_m[1], sumq2[1] = q2_p[0] + q2_m[1];
+                    sumqx[2] = qx_m[0] + qx_p[1], sumq2[2] = q2_m[0] + q2_p[1];
+                    sumqx[3] = qx_m[0] + qx_m[1], sumq2[3] = q2_m[0] + q2_m[1];
+                    for (int k = 0; k < 4; ++k)
+                        if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best_score * sumq2[k]) {
+                            scale = sumqx[k] / sumq2[k];
+                            best_score = scale * sumqx[k];
+                            besti1 = i1, besti2 = i2, best_k = k;
+                        }
+                }
+            if (besti1 < 0) continue;
+            iq1_split(idx, BS, besti1, besti2, L);
+            if (scale < 0) {
+                for (int j = 0; j < BS; ++j) L[j] = (int8_t)(2 - L[j]);
+                scale = -scale;
+                best_k = 3 - best_k;
+            }
+            const float *const xg[2] = { best_k < 2 ? iq1_xp : iq1_xm, best_k % 2 == 0 ? iq1_xp : iq1_xm };
+            uint16_t index[BS / 8];
+            if (!iq1_snap(BS, xb, weight, scale, xg, L, index)) scale = iq1_refit(BS, xb, weight, xg, index, scale);
+            y[ibl].qs[2 * ib + 0] = (uint8_t)(index[0] & 255);
+            y[ibl].qs[2 * ib + 1] = (uint8_t)(index[1] & 255);
+            y[ibl].qh[ib] = (uint8_t)((index[0] >> 8) | ((index[1] >> 8) << 4));
+            scales[ib] = scale;
+            shifts[ib] = (int8_t)best_k;
+            max_scale = fmaxf(max_scale, scale);
+        }
+        if (!max_scale) continue;
+        uint16_t sc[4] = { 0 };
+        float d = max_scale / 15;
+        float id = 1 / d;
+        float sumqx_f = 0, sumq2_f = 0;
+        for (int ib = 0; ib < QK_K / BS; ++ib) {
+            int l = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
+            sc[ib / 4] |= (uint16_t)(l << 3 * (ib % 4));
+            y[ibl].qh[ib] |= masks[shifts[ib]];
+            const float *xb = xbl + BS * ib;
+            sub_weights(xb, BS, quant_weights + QK_K * ibl + BS * ib, sigma2, 0, weight);
+            for (int k = 0; k < BS / 8; ++k) {
+                const float *xx = (k == 0 ? shifts[ib] < 2 : shifts[ib] % 2 == 0) ? iq1_xp : iq1_xm;
+                const int gi = y[ibl].qs[2 * ib + k] | (((y[ibl].qh[ib] << (8 - 4 * k)) & 0x700));
+                for (int j = 0; j < 8; ++j) {
+                    float w = weight[8 * k + j];
+                    float q = xx[search1.levels[gi][j]] * (2 * l + 1);
+                    sumqx_f += w * q * xb[8 * k + j];
+                    sumq2_f += w * q * q;
+                }
+            }
+        }
+        if (sumq2_f > 0) d = sumqx_f / sumq2_f;
+        const uint16_t s = f32_to_fp16(d * 1.1125f);
+        sc[0] |= (uint16_t)((s & 0x000f) << 12);
+        sc[1] |= (uint16_t)((s & 0x00f0) << 8);
+        sc[2] |= (uint16_t)((s & 0x0f00) << 4);
+        sc[3] |= (uint16_t)(s & 0xf000);
+        memcpy(y[ibl].scales, sc, sizeof sc);
+    }
+}
+
 ht_quantize_weighted_fn ht_ref_quantize_weighted(uint32_t type) {
     switch (type) {
     case HT_IQ2_XXS: return ht_ref_iq2_xxs_quantize;
     case HT_IQ2_S: return iq2_s_weighted;
     case HT_IQ2_XS: return iq2_xs_weighted;
+    case HT_IQ1_S: return iq1_s_weighted;
+    case HT_IQ1_M: return iq1_m_weighted;
     case HT_IQ4_NL: return ht_ref_iq4_nl_weighted;
     case HT_IQ4_XS: return ht_ref_iq4_xs_weighted;
     case HT_Q6_K: return ht_ref_q6_K_weighted;
