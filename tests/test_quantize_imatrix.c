@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "golden_check.h"
 #include "io/gguf.h"
 #include "testutil.h"
 
@@ -46,6 +47,26 @@ static void compare(const char *ours_path, const char *ref_path) {
     gguf_close(b);
 }
 
+/* The fixture README's bar for a quantized file: our file's KL from the F32 golden at most 1.1 x the reference's
+ * on its own file of that type (made with a 79-chunk imatrix; ours with the 8-chunk one) + 1e-5. */
+static void check_kl(const char *ours_path, const char *type) {
+    golden_file f32, ref, out;
+    hearth_err err;
+    char ref_path[128];
+    snprintf(ref_path, sizeof ref_path, "data/golden/llama-%s.golden", type);
+    REQUIRE(!golden_read("data/golden/llama.golden", &f32, &err) && !golden_read(ref_path, &ref, &err), "%s", err.msg);
+    hearth_model *m;
+    REQUIRE(!hearth_model_load(ours_path, &m, &err), "%s: %s", ours_path, err.msg);
+    gc_eval_file(m, &ref, false, HEARTH_CACHE_F32, 0, &out);
+    const double kl = gc_mean_kl(&f32, &out), kl_ref = gc_mean_kl(&f32, &ref);
+    printf("%s: KL from F32 %.6f, the reference's on its file %.6f\n", type, kl, kl_ref);
+    CHECK(kl <= 1.1 * kl_ref + 1e-5, "%s: KL %.6f > 1.1 x the reference's %.6f", type, kl, kl_ref);
+    hearth_model_free(m);
+    golden_free(&out);
+    golden_free(&ref);
+    golden_free(&f32);
+}
+
 int main(void) {
     char dir[] = "/tmp/hearth_qimatrix_XXXXXX", out[128];
     REQUIRE(mkdtemp(dir), "mkdtemp");
@@ -57,6 +78,7 @@ int main(void) {
         snprintf(ref, sizeof ref, "data/imatrix/llama-%s-imatrix.gguf", TYPES[t]);
         REQUIRE(quantize("--imatrix data/imatrix/llama-c128x8.gguf", "llama", out, TYPES[t]) == 0, "quantize %s", TYPES[t]);
         compare(out, ref);
+        if (!strncmp(TYPES[t], "IQ1_", 4)) check_kl(out, TYPES[t]);
         remove(out);
     }
     /* the types that need an importance matrix are refused without one, or with one of another model, and
