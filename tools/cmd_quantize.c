@@ -31,7 +31,7 @@ int cmd_quantize(int argc, char **argv) {
                    "Q6_K (Q8_0 stays Q8_0); --pure uses TYPE for every matrix; Q4_K_M and Q5_K_M follow\n"
                    "llama.cpp's mix. Norms and biases stay F32.\n"
                    "--imatrix FILE weights the quantizers by an importance matrix (hearth imatrix, llama-imatrix's\n"
-                   "GGUF format), as llama-quantize --imatrix does; IQ2_XXS and IQ2_XS need one.\n"
+                   "GGUF format), as llama-quantize --imatrix does; IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M need one.\n"
                    "--lora / --lora-scaled merge LoRA adapters into OUT (W + scale B A, as run --lora-merge): a matrix\n"
                    "TYPE keeps in its type is merged and requantized in it (a quantized base is rounded again, so\n"
                    "logits differ slightly from the unmerged adapter's), any other merged in F32 and quantized once.\n"
