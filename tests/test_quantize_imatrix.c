@@ -72,7 +72,7 @@ int main(void) {
     REQUIRE(mkdtemp(dir), "mkdtemp");
     snprintf(out, sizeof out, "%s/q.gguf", dir);
     static const char *const TYPES[] = { "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS", "IQ4_NL", "Q6_K", "Q4_K", "Q5_K",
-                                            "IQ1_S", "IQ1_M", "Q2_K", "Q3_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1" };
+                                         "IQ1_S", "IQ1_M", "Q2_K", "Q3_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1" };
     for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
         char ref[128];
         snprintf(ref, sizeof ref, "data/imatrix/llama-%s-imatrix.gguf", TYPES[t]);

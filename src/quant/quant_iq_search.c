@@ -78,7 +78,7 @@ static int pack_levels(const iq_search *s, const int8_t *l) {
 }
 
 /* Grid point j's levels from the format's grid: IQ3_S bytes are 2l + 1, IQ3_XXS's 4, 12, ..., 52, 62 stand
- * for l = 0 .. 7, IQ2_S's 8, 25, 43 for l = 0, 1, 2. */
+ * for l = 0 .. 7, IQ2_S's 8, 25, 43 and IQ1's -1, 0, 1 for l = 0, 1, 2. */
 static void grid_levels(iq_search *s) {
     for (int j = 0; j < s->n_grid; j++)
         for (int i = 0; i < s->dims; i++) {
