@@ -81,6 +81,10 @@ int main(void) {
         if (!strncmp(TYPES[t], "IQ1_", 4)) check_kl(out, TYPES[t]);
         remove(out);
     }
+    /* the same bytes whatever the thread count (the grid tables are built once, shared by the threads) */
+    REQUIRE(quantize("-t 3 --imatrix data/imatrix/llama-c128x8.gguf", "llama", out, "IQ1_S") == 0, "quantize -t 3 IQ1_S");
+    compare(out, "data/imatrix/llama-IQ1_S-imatrix.gguf");
+    remove(out);
     /* the types that need an importance matrix are refused without one, or with one of another model, and
      * write nothing */
     static const char *const NEED[] = { "IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ1_M" };
