@@ -144,6 +144,19 @@ static const name_map DISTILBERT_GLOBAL[] = {
     { "vocab_layer_norm.weight", "mlm.norm.weight", 0 }, { "vocab_layer_norm.bias", "mlm.norm.bias", 0 },
     { "vocab_projector.bias", "output.bias", 0 }, { NULL, NULL, 0 } };
 
+/* gpt-oss: attention with biases and per-head sinks, a router with a bias; each layer's experts as whole stacks
+ * (mlp.experts.*): MXFP4 *_blocks + *_scales and the gate/up rows interleaved, read by add_gptoss_experts */
+static const name_map GPTOSS_LAYER[] = {
+    { "input_layernorm.weight", "attn_norm.weight", 0 },
+    { "self_attn.q_proj.weight", "attn_q.weight", 0 }, { "self_attn.q_proj.bias", "attn_q.bias", T_F32 },
+    { "self_attn.k_proj.weight", "attn_k.weight", 0 }, { "self_attn.k_proj.bias", "attn_k.bias", T_F32 },
+    { "self_attn.v_proj.weight", "attn_v.weight", 0 }, { "self_attn.v_proj.bias", "attn_v.bias", T_F32 },
+    { "self_attn.o_proj.weight", "attn_output.weight", 0 }, { "self_attn.o_proj.bias", "attn_output.bias", T_F32 },
+    { "self_attn.sinks", "attn_sinks.weight", T_F32 },
+    { "post_attention_layernorm.weight", "post_attention_norm.weight", 0 },
+    { "mlp.router.weight", "ffn_gate_inp.weight", 0 }, { "mlp.router.bias", "ffn_gate_inp.bias", T_F32 },
+    { "mlp.experts.down_proj_bias", "ffn_down_exps.bias", T_F32 }, { NULL, NULL, 0 } };
+
 typedef struct {
     const char *hf_arch;       /* config.json architectures[0] */
     const char *arch;          /* hearth / GGUF architecture */
@@ -171,6 +184,7 @@ static const family FAMILIES[] = {
     { "Qwen3_5MoeForConditionalGeneration", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false, NULL },
     { "Qwen3_5MoeForCausalLM", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false, NULL },
     { "Qwen3NextForCausalLM", "qwen3next", "model.layers.%d.", "model.|", QWEN35_LAYER, QWEN35_GLOBAL, false, QWEN3NEXT_LAYER },
+    { "GptOssForCausalLM", "gpt-oss", "model.layers.%d.", "", GPTOSS_LAYER, LLAMA_GLOBAL, false, NULL },
     { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false, NULL },
     { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false, NULL },
     { "DistilBertForMaskedLM", "bert", "distilbert.transformer.layer.%d.|transformer.layer.%d.", "distilbert.|",
@@ -260,7 +274,7 @@ static int put_moe(gguf_writer *w, const cJSON *cfg, const char *a, hearth_err *
     if ((cJSON_IsArray(dense) && cJSON_GetArraySize(dense) > 0) || (cfg_num(cfg, "decoder_sparse_step", &step) && step != 1))
         return herr(err, "config.json: dense layers between the sparse ones (mlp_only_layers, decoder_sparse_step) are not supported");
     if (put_u32(w, cfg, a, "expert_count", true, err, "num_local_experts|num_experts") ||
-        put_u32(w, cfg, a, "expert_used_count", true, err, "num_experts_per_tok") ||
+        put_u32(w, cfg, a, "expert_used_count", true, err, "num_experts_per_tok|experts_per_token") ||
         put_u32(w, cfg, a, "expert_feed_forward_length", false, err, "moe_intermediate_size"))
         return -1;
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(cfg, "norm_topk_prob");
@@ -308,6 +322,39 @@ static int put_qwen35(gguf_writer *w, const cJSON *cfg, const char *a, hearth_er
         snprintf(key, sizeof key, "%s.attention.recurrent_layers", a);
         gguf_w_arr(w, key, GGUF_BOOL, rec, (uint64_t)n);
         free(rec);
+    }
+    return 0;
+}
+
+/* YaRN (rope_scaling type "yarn"): the keys the converter writes; the scaling itself starts after
+ * original_max_position_embeddings positions. */
+static int put_yarn(gguf_writer *w, const cJSON *rs, const char *a, hearth_err *err) {
+    double f;
+    char key[128];
+    if (!cfg_num(rs, "factor", &f) || !(f > 0 && f < 1e6)) return herr(err, "config.json: rope_scaling yarn needs a positive factor");
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    gguf_w_str(w, key, "yarn");
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
+    gguf_w_f32(w, key, (float)f);
+    if (put_u32(w, rs, a, "rope.scaling.original_context_length", true, err, "original_max_position_embeddings")) return -1;
+    double b;
+    snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_fast", a);
+    if (cfg_num(rs, "beta_fast", &b)) gguf_w_f32(w, key, (float)b);
+    snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_slow", a);
+    if (cfg_num(rs, "beta_slow", &b)) gguf_w_f32(w, key, (float)b);
+    return 0;
+}
+
+/* gpt-oss: a sliding window on layers 0, 2, 4, ... (the pattern the model assumes; layer_types must say so). */
+static int put_gptoss(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
+    if (put_u32(w, cfg, "gpt-oss", "attention.sliding_window", true, err, "sliding_window")) return -1;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (!cJSON_IsArray(lt)) return 0;
+    for (int i = 0; i < cJSON_GetArraySize(lt); i++) {
+        const cJSON *e = cJSON_GetArrayItem(lt, i);
+        const char *want = i % 2 ? "full_attention" : "sliding_attention";
+        if (!cJSON_IsString(e) || strcmp(e->valuestring, want))
+            return herr(err, "config.json: layer_types[%d] should be '%s' (gpt-oss alternates sliding and full layers)", i, want);
     }
     return 0;
 }
@@ -371,9 +418,12 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
             gguf_w_str(w, key, "linear");
             snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
             gguf_w_f32(w, key, (float)f);
+        } else if (cJSON_IsString(t) && !strcmp(t->valuestring, "yarn")) {
+            if (put_yarn(w, rs, a, err)) return -1;
         } else if (!cJSON_IsString(t) || (strcmp(t->valuestring, "llama3") && strcmp(t->valuestring, "default")))
             return herr(err, "config.json: rope_scaling type '%s' is not supported", cJSON_IsString(t) ? t->valuestring : "?");
     }
+    if (!strcmp(a, "gpt-oss")) return put_gptoss(w, cfg, err);
     if (!strcmp(a, "gemma3")) {
         uint32_t period;
         double qs;
@@ -565,14 +615,105 @@ static int add_stack(hearth_model *m, const expert_part *parts, int n, hearth_er
     return 0;
 }
 
+/* A new tensor (data owned by the model) named "blk.<il>.<suffix>". */
+static int add_owned(hearth_model *m, int il, const char *suffix, uint32_t type, int n_dims, int64_t ne0, int64_t ne1,
+                     int64_t ne2, void *data, hearth_err *err) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "blk.%d.%s", il, suffix);
+    char *name = strdup(buf);
+    if (!name || model_own(m, name, err)) { free(data); return herr(err, "out of memory"); }
+    if (model_own(m, data, err)) return -1;
+    ht_tensor *t = &m->tensors[m->n_tensors++];
+    *t = (ht_tensor){ .name = name, .type = type, .n_dims = n_dims, .ne = { ne0, ne1, ne2, 1 }, .data = data };
+    t->row_bytes = ht_row_size(type, ne0);
+    t->nbytes = (size_t)(ne1 * ne2) * t->row_bytes;
+    return 0;
+}
+
+static bool is_u8(const st_tensor *t) { return !strcmp(t->dtype, "U8"); }
+
+/* gpt-oss's MXFP4 stack <base>_blocks [experts, rows, nb, 16] + <base>_scales [experts, rows, nb] (uint8: FP4 pairs,
+ * element 2j in the low nibble of byte j; E8M0 exponents) repacked once into ggml's blocks (the scale byte, then
+ * byte j = element j | element j + 16 << 4: the same bits, as the converter moves them). With up_suffix, rows
+ * alternate gate, up (HF's gate_up_proj): even rows make gate_suffix's stack, odd rows up_suffix's. */
+static int add_mxfp4_stack(hearth_model *m, const st_set *st, const st_tensor *bl, int il, const char *gate_suffix,
+                           const char *up_suffix, hearth_err *err) {
+    char sname[300];
+    const size_t n = strlen(bl->name) - strlen("_blocks");
+    snprintf(sname, sizeof sname, "%.*s_scales", (int)n, bl->name);
+    const st_tensor *sc = st_find(st, sname);
+    if (!is_u8(bl) || bl->n_dims != 4 || bl->shape[3] != 16)
+        return herr(err, "tensor '%s': %s of %d dimensions, U8 [experts, rows, blocks, 16] expected (MXFP4)", bl->name, bl->dtype, bl->n_dims);
+    if (!sc) return herr(err, "tensor '%s' missing (the scales of MXFP4 '%s')", sname, bl->name);
+    if (!is_u8(sc)) return herr(err, "tensor '%s': dtype %s, U8 expected (MXFP4 E8M0 scales)", sname, sc->dtype);
+    if (sc->n_dims != 3 || sc->shape[0] != bl->shape[0] || sc->shape[1] != bl->shape[1] || sc->shape[2] != bl->shape[2])
+        return herr(err, "tensor '%s': shape should be [%lld, %lld, %lld], the blocks' first three", sname,
+                    (long long)bl->shape[0], (long long)bl->shape[1], (long long)bl->shape[2]);
+    const int parts = up_suffix ? 2 : 1;
+    const int64_t NE = bl->shape[0], rows = bl->shape[1], nb = bl->shape[2], out_rows = rows / parts;
+    if (rows % parts) return herr(err, "tensor '%s': %lld rows, an even number (gate, up) expected", bl->name, (long long)rows);
+    const uint8_t *q = bl->data, *e8 = sc->data;
+    for (int p = 0; p < parts; p++) {
+        block_mxfp4 *dst = malloc((size_t)(NE * out_rows * nb) * sizeof *dst);
+        if (!dst) return herr(err, "out of memory repacking '%s'", bl->name);
+        for (int64_t e = 0; e < NE; e++)
+            for (int64_t r = 0; r < out_rows; r++) {
+                const int64_t src_row = e * rows + r * parts + p;
+                block_mxfp4 *d = dst + (e * out_rows + r) * nb;
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *x = q + (src_row * nb + b) * 16;
+                    uint8_t v[32];
+                    for (int j = 0; j < 16; j++) v[2 * j] = x[j] & 15, v[2 * j + 1] = x[j] >> 4;
+                    d[b].e = e8[src_row * nb + b];
+                    for (int j = 0; j < 16; j++) d[b].qs[j] = (uint8_t)(v[j] | v[j + 16] << 4);
+                }
+            }
+        if (add_owned(m, il, p ? up_suffix : gate_suffix, HT_MXFP4, 3, nb * QK_MXFP4, out_rows, NE, dst, err)) return -1;
+    }
+    return 0;
+}
+
+/* gate_up_proj_bias [experts, 2 * ff], gate and up alternating: two F32 bias stacks [experts][ff]. */
+static int add_gate_up_bias(hearth_model *m, const st_tensor *t, int il, hearth_err *err) {
+    if (t->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", t->name, t->dtype);
+    if (t->n_dims != 2 || t->shape[1] % 2) return herr(err, "tensor '%s': [experts, 2 * ff] expected", t->name);
+    const int64_t NE = t->shape[0], F = t->shape[1] / 2;
+    float *all = malloc((size_t)t->nelem * sizeof(float)), *g = malloc((size_t)(NE * F) * sizeof(float)),
+          *u = malloc((size_t)(NE * F) * sizeof(float));
+    if (!all || !g || !u) { free(all); free(g); free(u); return herr(err, "out of memory"); }
+    if (st_read_f32(t, 0, t->nelem, all, err)) { free(all); free(g); free(u); return -1; }
+    for (int64_t i = 0; i < NE * F; i++) g[i] = all[2 * i], u[i] = all[2 * i + 1];
+    free(all);
+    if (add_owned(m, il, "ffn_gate_exps.bias", HT_F32, 2, F, NE, 1, g, err)) { free(u); return -1; }
+    return add_owned(m, il, "ffn_up_exps.bias", HT_F32, 2, F, NE, 1, u, err);
+}
+
+/* gpt-oss's expert stacks, which no name table maps: 1 if t was one of them (added, or rc -1 on error). */
+static int add_gptoss_experts(hearth_model *m, const family *fam, const st_set *st, const st_tensor *t, int *rc, hearth_err *err) {
+    int il;
+    const char *rest;
+    if (strcmp(fam->arch, "gpt-oss") || !match_prefix(t->name, fam->layer_fmt, &il, &rest)) return 0;
+    if (!strcmp(rest, "mlp.experts.gate_up_proj_blocks"))
+        *rc = add_mxfp4_stack(m, st, t, il, "ffn_gate_exps.weight", "ffn_up_exps.weight", err);
+    else if (!strcmp(rest, "mlp.experts.down_proj_blocks"))
+        *rc = add_mxfp4_stack(m, st, t, il, "ffn_down_exps.weight", NULL, err);
+    else if (!strcmp(rest, "mlp.experts.gate_up_proj_bias"))
+        *rc = add_gate_up_bias(m, t, il, err);
+    else if (!strcmp(rest, "mlp.experts.gate_up_proj") || !strcmp(rest, "mlp.experts.down_proj"))
+        *rc = herr(err, "tensor '%s': unquantized gpt-oss experts are not supported (MXFP4 _blocks/_scales expected)", t->name);
+    else return 0;
+    return 1;
+}
+
 static int map_tensors(hearth_model *m, const family *fam, const st_set *st, hearth_err *err) {
-    m->tensors = calloc(st->n_tensors + 1, sizeof *m->tensors);
+    m->tensors = calloc(2 * st->n_tensors + 1, sizeof *m->tensors);   /* gpt-oss: one gate_up tensor makes two */
     expert_part *parts = calloc(st->n_tensors + 1, sizeof *parts);
     int n_parts = 0, rc = 0;
     if (!m->tensors || !parts) { free(parts); return herr(err, "out of memory"); }
     for (uint64_t i = 0; i < st->n_tensors && !rc; i++) {
         char gname[160];
         int transform, expert;
+        if (add_gptoss_experts(m, fam, st, &st->tensors[i], &rc, err)) continue;
         if (!map_name(fam, st->tensors[i].name, gname, sizeof gname, &transform, &expert)) continue;
         if (expert < 0) { rc = add_tensor(m, &st->tensors[i], gname, transform, err); continue; }
         parts[n_parts].st = &st->tensors[i];
