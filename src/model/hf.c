@@ -157,6 +157,23 @@ static const name_map GPTOSS_LAYER[] = {
     { "mlp.router.weight", "ffn_gate_inp.weight", 0 }, { "mlp.router.bias", "ffn_gate_inp.bias", T_F32 },
     { "mlp.experts.down_proj_bias", "ffn_down_exps.bias", T_F32 }, { NULL, NULL, 0 } };
 
+/* DeepSeek-V2 / V3 (multi-head latent attention): kv_b_proj is split into attn_k_b / attn_v_b by add_kv_b; the
+ * routed experts are one tensor each (mlp.experts.E.*), stacked as Qwen3-MoE's */
+static const name_map DEEPSEEK2_LAYER[] = {
+    { "input_layernorm.weight", "attn_norm.weight", 0 },
+    { "self_attn.q_proj.weight", "attn_q.weight", 0 }, { "self_attn.q_a_proj.weight", "attn_q_a.weight", 0 },
+    { "self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight", 0 }, { "self_attn.q_b_proj.weight", "attn_q_b.weight", 0 },
+    { "self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight", 0 },
+    { "self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight", 0 },
+    { "self_attn.o_proj.weight", "attn_output.weight", 0 },
+    { "post_attention_layernorm.weight", "ffn_norm.weight", 0 },
+    { "mlp.gate_proj.weight", "ffn_gate.weight", 0 }, { "mlp.up_proj.weight", "ffn_up.weight", 0 },
+    { "mlp.down_proj.weight", "ffn_down.weight", 0 }, { "mlp.gate.weight", "ffn_gate_inp.weight", 0 },
+    { "mlp.gate.e_score_correction_bias", "exp_probs_b.bias", T_F32 },
+    { "mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight", 0 },
+    { "mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight", 0 },
+    { "mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight", 0 }, { NULL, NULL, 0 } };
+
 typedef struct {
     const char *hf_arch;       /* config.json architectures[0] */
     const char *arch;          /* hearth / GGUF architecture */
@@ -185,6 +202,8 @@ static const family FAMILIES[] = {
     { "Qwen3_5MoeForCausalLM", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false, NULL },
     { "Qwen3NextForCausalLM", "qwen3next", "model.layers.%d.", "model.|", QWEN35_LAYER, QWEN35_GLOBAL, false, QWEN3NEXT_LAYER },
     { "GptOssForCausalLM", "gpt-oss", "model.layers.%d.", "", GPTOSS_LAYER, LLAMA_GLOBAL, false, NULL },
+    { "DeepseekV2ForCausalLM", "deepseek2", "model.layers.%d.", "", DEEPSEEK2_LAYER, LLAMA_GLOBAL, false, NULL },
+    { "DeepseekV3ForCausalLM", "deepseek2", "model.layers.%d.", "", DEEPSEEK2_LAYER, LLAMA_GLOBAL, false, NULL },
     { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false, NULL },
     { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false, NULL },
     { "DistilBertForMaskedLM", "bert", "distilbert.transformer.layer.%d.|transformer.layer.%d.", "distilbert.|",
@@ -359,6 +378,66 @@ static int put_gptoss(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
     return 0;
 }
 
+/* DeepSeek-V2 / V3 as the converter writes them: latent attention as MQA over [latent | rope key] (head_count_kv 1,
+ * key_length kv_lora_rank + qk_rope_head_dim, value_length kv_lora_rank), the per-head sizes as *_mla, dense
+ * leading layers, shared experts, the routing function and its scaling, YaRN with mscale_all_dim. */
+static int put_deepseek2(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
+    const char *a = "deepseek2";
+    double kv = 512, rope, nope, v, n_layer, x;
+    if (!cfg_num(cfg, "qk_rope_head_dim", &rope) || !cfg_num(cfg, "qk_nope_head_dim", &nope) || !cfg_num(cfg, "v_head_dim", &v) ||
+        !cfg_num(cfg, "num_hidden_layers", &n_layer))
+        return herr(err, "config.json: qk_rope_head_dim, qk_nope_head_dim, v_head_dim and num_hidden_layers are needed");
+    cfg_num(cfg, "kv_lora_rank", &kv);
+    if (!(kv >= 1 && kv <= 65536 && rope >= 0 && rope <= 4096 && nope >= 0 && nope <= 4096 && v >= 1 && v <= 4096))
+        return herr(err, "config.json: implausible latent attention sizes (kv_lora_rank %g, rope %g, nope %g, v %g)", kv, rope, nope, v);
+    if (put_u32(w, cfg, a, "embedding_length", true, err, "hidden_size") ||
+        put_u32(w, cfg, a, "block_count", true, err, "num_hidden_layers") ||
+        put_u32(w, cfg, a, "attention.head_count", true, err, "num_attention_heads") ||
+        put_u32(w, cfg, a, "feed_forward_length", true, err, "intermediate_size") ||
+        put_u32(w, cfg, a, "context_length", false, err, "max_position_embeddings") ||
+        put_u32(w, cfg, a, "expert_feed_forward_length", true, err, "moe_intermediate_size|intermediate_size") ||
+        put_u32(w, cfg, a, "expert_count", false, err, "n_routed_experts") ||
+        put_u32(w, cfg, a, "expert_used_count", false, err, "num_experts_per_tok") ||
+        put_u32(w, cfg, a, "expert_shared_count", false, err, "n_shared_experts") ||
+        put_u32(w, cfg, a, "expert_group_count", false, err, "n_group") ||
+        put_u32(w, cfg, a, "expert_group_used_count", false, err, "topk_group") ||
+        put_u32(w, cfg, a, "rope.dimension_count", true, err, "qk_rope_head_dim"))
+        return -1;
+    const cJSON *ql = cJSON_GetObjectItemCaseSensitive(cfg, "q_lora_rank");
+    if (cJSON_IsNumber(ql) && put_u32(w, cfg, a, "attention.q_lora_rank", false, err, "q_lora_rank")) return -1;
+    const bool moe = cfg_num(cfg, "n_routed_experts", &x);
+    double dense = moe ? 0 : n_layer;
+    cfg_num(cfg, "first_k_dense_replace", &dense);
+    if (!(dense >= 0 && dense <= n_layer)) return herr(err, "config.json: first_k_dense_replace %g is not in [0, %g]", dense, n_layer);
+    gguf_w_u32(w, "deepseek2.leading_dense_block_count", (uint32_t)dense);
+    gguf_w_u32(w, "deepseek2.attention.head_count_kv", 1);
+    gguf_w_u32(w, "deepseek2.attention.kv_lora_rank", (uint32_t)kv);
+    gguf_w_u32(w, "deepseek2.attention.key_length", (uint32_t)(kv + rope));
+    gguf_w_u32(w, "deepseek2.attention.value_length", (uint32_t)kv);
+    gguf_w_u32(w, "deepseek2.attention.key_length_mla", (uint32_t)(nope + rope));
+    gguf_w_u32(w, "deepseek2.attention.value_length_mla", (uint32_t)v);
+    put_f32(w, cfg, a, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1e-6);
+    put_f32(w, cfg, a, "rope.freq_base", "rope_theta", 10000.0);
+    if (cfg_num(cfg, "routed_scaling_factor", &x)) gguf_w_f32(w, "deepseek2.expert_weights_scale", (float)x);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "norm_topk_prob"))) gguf_w_bool(w, "deepseek2.expert_weights_norm", true);
+    const cJSON *sf = cJSON_GetObjectItemCaseSensitive(cfg, "scoring_func");
+    if (cJSON_IsString(sf)) {
+        if (strcmp(sf->valuestring, "softmax") && strcmp(sf->valuestring, "sigmoid"))
+            return herr(err, "config.json: scoring_func '%s' is not supported (softmax, sigmoid)", sf->valuestring);
+        gguf_w_u32(w, "deepseek2.expert_gating_func", strcmp(sf->valuestring, "softmax") ? 2 : 1);
+    }
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    if (cJSON_IsObject(rs)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+        if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "yarn"))
+            return herr(err, "config.json: rope_scaling type '%s' is not supported (yarn)", cJSON_IsString(t) ? t->valuestring : "?");
+        if (put_yarn(w, rs, a, err)) return -1;
+        if (cfg_num(rs, "mscale_all_dim", &x)) gguf_w_f32(w, "deepseek2.rope.scaling.yarn_log_multiplier", (float)(0.1 * x));
+    }
+    return 0;
+}
+
 static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, hearth_err *err) {
     const char *a = fam->arch;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");   /* a multimodal model's text tower */
@@ -376,6 +455,7 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
         put_f32(w, cfg, a, "attention.layer_norm_epsilon", "layer_norm_epsilon", 1e-5);
         return 0;
     }
+    if (!strcmp(a, "deepseek2")) return put_deepseek2(w, cfg, err);
     if (!strcmp(fam->hf_arch, "DistilBertForMaskedLM")) {
         if (put_u32(w, cfg, a, "embedding_length", true, err, "dim") ||
             put_u32(w, cfg, a, "block_count", true, err, "n_layers") ||
@@ -688,12 +768,43 @@ static int add_gate_up_bias(hearth_model *m, const st_tensor *t, int il, hearth_
     return add_owned(m, il, "ffn_up_exps.bias", HT_F32, 2, F, NE, 1, u, err);
 }
 
-/* gpt-oss's expert stacks, which no name table maps: 1 if t was one of them (added, or rc -1 on error). */
-static int add_gptoss_experts(hearth_model *m, const family *fam, const st_set *st, const st_tensor *t, int *rc, hearth_err *err) {
+/* DeepSeek's kv_b_proj [heads * (nope + v), kv_lora_rank] split per head as the converter does: K's nope rows
+ * transposed into attn_k_b (ggml [nope, rank, heads]), V's rows as attn_v_b ([rank, v, heads]); in its dtype. */
+static int add_kv_b(hearth_model *m, const st_tensor *t, int il, hearth_err *err) {
+    uint32_t H = 0, kmla = 0, vmla = 0, rope = 0;
+    gguf_get_u32(m->gguf, "deepseek2.attention.head_count", &H);
+    gguf_get_u32(m->gguf, "deepseek2.attention.key_length_mla", &kmla);
+    gguf_get_u32(m->gguf, "deepseek2.attention.value_length_mla", &vmla);
+    gguf_get_u32(m->gguf, "deepseek2.rope.dimension_count", &rope);
+    const int64_t nope = (int64_t)kmla - rope, v = vmla, R = t->n_dims == 2 ? t->shape[1] : 0;
+    if (t->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", t->name, t->dtype);
+    if (t->n_dims != 2 || nope < 0 || t->shape[0] != (int64_t)H * (nope + v))
+        return herr(err, "tensor '%s': shape should be [%lld, kv_lora_rank] (heads x (qk_nope_head_dim + v_head_dim))", t->name,
+                    (long long)H * (nope + v));
+    const size_t es = (size_t)(t->nbytes / t->nelem);
+    uint8_t *kb = malloc((size_t)(H * nope * R) * es), *vb = malloc((size_t)(H * v * R) * es);
+    if (!kb || !vb) { free(kb); free(vb); return herr(err, "out of memory"); }
+    const uint8_t *src = t->data;
+    for (int64_t h = 0; h < H; h++) {
+        const uint8_t *head = src + (size_t)(h * (nope + v) * R) * es;
+        for (int64_t i = 0; i < nope; i++)
+            for (int64_t r = 0; r < R; r++) memcpy(kb + (size_t)((h * R + r) * nope + i) * es, head + (size_t)(i * R + r) * es, es);
+        memcpy(vb + (size_t)(h * v * R) * es, head + (size_t)(nope * R) * es, (size_t)(v * R) * es);
+    }
+    if (add_owned(m, il, "attn_k_b.weight", (uint32_t)t->type, 3, nope, R, H, kb, err)) { free(vb); return -1; }
+    return add_owned(m, il, "attn_v_b.weight", (uint32_t)t->type, 3, R, v, H, vb, err);
+}
+
+/* The tensors no name table maps (gpt-oss's expert stacks, DeepSeek's kv_b_proj): 1 if t was one of them (added,
+ * or *rc -1 on error). */
+static int add_special(hearth_model *m, const family *fam, const st_set *st, const st_tensor *t, int *rc, hearth_err *err) {
     int il;
     const char *rest;
-    if (strcmp(fam->arch, "gpt-oss") || !match_prefix(t->name, fam->layer_fmt, &il, &rest)) return 0;
-    if (!strcmp(rest, "mlp.experts.gate_up_proj_blocks"))
+    if (!match_prefix(t->name, fam->layer_fmt, &il, &rest)) return 0;
+    if (!strcmp(fam->arch, "deepseek2") && !strcmp(rest, "self_attn.kv_b_proj.weight"))
+        *rc = add_kv_b(m, t, il, err);
+    else if (strcmp(fam->arch, "gpt-oss")) return 0;
+    else if (!strcmp(rest, "mlp.experts.gate_up_proj_blocks"))
         *rc = add_mxfp4_stack(m, st, t, il, "ffn_gate_exps.weight", "ffn_up_exps.weight", err);
     else if (!strcmp(rest, "mlp.experts.down_proj_blocks"))
         *rc = add_mxfp4_stack(m, st, t, il, "ffn_down_exps.weight", NULL, err);
@@ -706,14 +817,14 @@ static int add_gptoss_experts(hearth_model *m, const family *fam, const st_set *
 }
 
 static int map_tensors(hearth_model *m, const family *fam, const st_set *st, hearth_err *err) {
-    m->tensors = calloc(2 * st->n_tensors + 1, sizeof *m->tensors);   /* gpt-oss: one gate_up tensor makes two */
+    m->tensors = calloc(2 * st->n_tensors + 1, sizeof *m->tensors);   /* kv_b_proj, gate_up: one makes two */
     expert_part *parts = calloc(st->n_tensors + 1, sizeof *parts);
     int n_parts = 0, rc = 0;
     if (!m->tensors || !parts) { free(parts); return herr(err, "out of memory"); }
     for (uint64_t i = 0; i < st->n_tensors && !rc; i++) {
         char gname[160];
         int transform, expert;
-        if (add_gptoss_experts(m, fam, st, &st->tensors[i], &rc, err)) continue;
+        if (add_special(m, fam, st, &st->tensors[i], &rc, err)) continue;
         if (!map_name(fam, st->tensors[i].name, gname, sizeof gname, &transform, &expert)) continue;
         if (expert < 0) { rc = add_tensor(m, &st->tensors[i], gname, transform, err); continue; }
         parts[n_parts].st = &st->tensors[i];
