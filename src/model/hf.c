@@ -174,6 +174,14 @@ static const name_map DEEPSEEK2_LAYER[] = {
     { "mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight", 0 },
     { "mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight", 0 }, { NULL, NULL, 0 } };
 
+/* Ministral 3 / Mistral Small 3.x text towers (Llama layers; under model.language_model. or, in older
+ * transformers, language_model.model.; the vision tower and projector match none and are left unread) */
+static const name_map MISTRAL3_GLOBAL[] = {
+    { "embed_tokens.weight", "token_embd.weight", 0 }, { "norm.weight", "output_norm.weight", 0 },
+    { "lm_head.weight", "output.weight", 0 }, { NULL, NULL, 0 } };
+#define MISTRAL3_LAYERS "model.language_model.layers.%d.|language_model.model.layers.%d.|model.layers.%d."
+#define MISTRAL3_PREFIXES "model.language_model.|language_model.model.|language_model.|model.|"
+
 typedef struct {
     const char *hf_arch;       /* config.json architectures[0] */
     const char *arch;          /* hearth / GGUF architecture */
@@ -204,6 +212,8 @@ static const family FAMILIES[] = {
     { "GptOssForCausalLM", "gpt-oss", "model.layers.%d.", "", GPTOSS_LAYER, LLAMA_GLOBAL, false, NULL },
     { "DeepseekV2ForCausalLM", "deepseek2", "model.layers.%d.", "", DEEPSEEK2_LAYER, LLAMA_GLOBAL, false, NULL },
     { "DeepseekV3ForCausalLM", "deepseek2", "model.layers.%d.", "", DEEPSEEK2_LAYER, LLAMA_GLOBAL, false, NULL },
+    { "Mistral3ForConditionalGeneration", "mistral3", MISTRAL3_LAYERS, MISTRAL3_PREFIXES, LLAMA_LAYER, MISTRAL3_GLOBAL, true, NULL },
+    { "Ministral3ForCausalLM", "mistral3", MISTRAL3_LAYERS, MISTRAL3_PREFIXES, LLAMA_LAYER, MISTRAL3_GLOBAL, true, NULL },
     { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false, NULL },
     { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false, NULL },
     { "DistilBertForMaskedLM", "bert", "distilbert.transformer.layer.%d.|transformer.layer.%d.", "distilbert.|",
@@ -438,6 +448,27 @@ static int put_deepseek2(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
     return 0;
 }
 
+/* Ministral 3: rope_parameters (or rope_scaling) holds the base and YaRN, whose magnitude is mscale_all_dim
+ * itself (yarn_log_multiplier, unlike DeepSeek's 0.1 x), and Llama 4's attention temperature
+ * (llama_4_scaling_beta); Mistral Small 3.x: a plain rope_theta. */
+static int put_mistral3(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
+    const char *a = "mistral3";
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    if (!cJSON_IsObject(rp)) rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    double theta = 10000.0, x;
+    if (!cfg_num(cfg, "rope_theta", &theta) && cJSON_IsObject(rp)) cfg_num(rp, "rope_theta", &theta);
+    gguf_w_f32(w, "mistral3.rope.freq_base", (float)theta);
+    if (!cJSON_IsObject(rp)) return 0;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rp, "rope_type");
+    if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rp, "type");
+    if (!cJSON_IsString(t) || !strcmp(t->valuestring, "default")) return 0;
+    if (strcmp(t->valuestring, "yarn")) return herr(err, "config.json: rope type '%s' is not supported (yarn, default)", t->valuestring);
+    if (put_yarn(w, rp, a, err)) return -1;
+    if (cfg_num(rp, "mscale_all_dim", &x)) gguf_w_f32(w, "mistral3.rope.scaling.yarn_log_multiplier", (float)x);
+    if (cfg_num(rp, "llama_4_scaling_beta", &x)) gguf_w_f32(w, "mistral3.attention.temperature_scale", (float)x);
+    return 0;
+}
+
 static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, hearth_err *err) {
     const char *a = fam->arch;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");   /* a multimodal model's text tower */
@@ -486,6 +517,7 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
     if (put_moe(w, cfg, a, err)) return -1;
     put_f32(w, cfg, a, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1e-6);
     if (qwen35) return put_qwen35(w, cfg, a, err);   /* (its rope_parameters carry M-RoPE sections: text positions) */
+    if (!strcmp(a, "mistral3")) return put_mistral3(w, cfg, err);
     put_f32(w, cfg, a, "rope.freq_base", "rope_theta", 10000.0);
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
     if (cJSON_IsObject(rs)) {
