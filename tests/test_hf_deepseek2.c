@@ -3,7 +3,8 @@
  * routing with e_score_correction_bias, expert groups, renormalized and scaled weights), written here from the GGUF
  * fixtures the way Hugging Face stores them: kv_b_proj whole ([heads * (nope + v), kv_lora_rank], the inverse of the
  * converter's split into attn_k_b / attn_v_b), one tensor per routed expert, shared_experts, first_k_dense_replace
- * dense layers, and config.json's MLA sizes, routing hparams and YaRN (mscale_all_dim). Each directory gives its
+ * dense layers, a multi-token prediction layer past the last (left unread), and config.json's MLA sizes, routing
+ * hparams and YaRN (mscale_all_dim). Each directory gives its
  * GGUF twin's logits bit for bit (the same F32 weights) and meets the golden's F32 rule; a kv_b_proj of the wrong
  * shape and a missing tensor are refused in one line. */
 #include <stdlib.h>
@@ -139,6 +140,12 @@ static void write_hf(const char *gguf_path, const char *dir, const char *hf_arch
                 put(&o, t, name, (int64_t)e * (int64_t)t->ne[1], (int64_t)t->ne[1]);
             }
     }
+    /* a multi-token prediction layer after the last (V3 ships one): not the model's, never read */
+    const float junk[2] = { 1, 2 };
+    snprintf(name, sizeof name, "model.layers.%u.self_attn.kv_b_proj.weight", L);
+    st_add(&o, name, 1, 2, junk);
+    snprintf(name, sizeof name, "model.layers.%u.eh_proj.weight", L);
+    st_add(&o, name, 1, 2, junk);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     st_finish(&o, path);
     gguf_close(g);

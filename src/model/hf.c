@@ -853,9 +853,16 @@ static int map_tensors(hearth_model *m, const family *fam, const st_set *st, hea
     expert_part *parts = calloc(st->n_tensors + 1, sizeof *parts);
     int n_parts = 0, rc = 0;
     if (!m->tensors || !parts) { free(parts); return herr(err, "out of memory"); }
+    char key[128];
+    uint32_t n_layer = UINT32_MAX;
+    snprintf(key, sizeof key, "%s.block_count", fam->arch);
+    gguf_get_u32(m->gguf, key, &n_layer);
     for (uint64_t i = 0; i < st->n_tensors && !rc; i++) {
         char gname[160];
-        int transform, expert;
+        int transform, expert, il;
+        const char *rest;
+        /* layers past num_hidden_layers (DeepSeek-V3's multi-token prediction layer) are not the model's */
+        if (match_prefix(st->tensors[i].name, fam->layer_fmt, &il, &rest) && (uint32_t)il >= n_layer) continue;
         if (add_special(m, fam, st, &st->tensors[i], &rc, err)) continue;
         if (!map_name(fam, st->tensors[i].name, gname, sizeof gname, &transform, &expert)) continue;
         if (expert < 0) { rc = add_tensor(m, &st->tensors[i], gname, transform, err); continue; }
