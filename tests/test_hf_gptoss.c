@@ -2,8 +2,9 @@
  * the way the published checkpoint stores it: each layer's experts as whole stacks, MXFP4 as uint8
  * mlp.experts.*_blocks [experts, rows, blocks, 16] (element 2j in the low nibble of byte j) + *_scales [experts,
  * rows, blocks] (E8M0), gate and up rows interleaved in gate_up_proj (and its bias), self_attn.sinks, the router as
- * mlp.router, YaRN in config.json's rope_scaling and the alternating layer_types. The directory must give the
- * GGUF's logits bit for bit (the same weight bits) and the golden's argmax; directories with a scales tensor
+ * mlp.router, YaRN in config.json's rope_scaling and the alternating layer_types; and from the F32 fixture the
+ * unquantized form ([experts, in, out] gate_up_proj / down_proj). Each directory must give its GGUF's logits bit for
+ * bit (the same weight bits) and the golden's argmax; directories with a scales tensor
  * missing, scales of the wrong dtype or shape, or a layer_types pattern the model cannot run are refused in one line. */
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,23 @@ static void put_mxfp4(st_out *o, const gguf_tensor *const *stacks, int n_stacks,
     }
     free(q);
     free(sc);
+}
+
+/* Unquantized expert stacks (F32) as HF's [experts, in, out]: the GGUF's rows become columns; with two stacks
+ * (gate, up) their rows alternate. */
+static void put_dense(st_out *o, const gguf_tensor *const *stacks, int n_stacks, const char *hf) {
+    const gguf_tensor *t0 = stacks[0];
+    REQUIRE(t0->type == HT_F32, "%s: F32 expected", t0->name);
+    const int64_t in = (int64_t)t0->ne[0], rows = (int64_t)t0->ne[1], NE = (int64_t)t0->ne[2], R = rows * n_stacks;
+    float *x = malloc((size_t)(NE * in * R) * sizeof(float));
+    REQUIRE(x, "out of memory");
+    for (int64_t e = 0; e < NE; e++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t i = 0; i < in; i++)
+                x[(e * in + i) * R + r] = ((const float *)stacks[r % n_stacks]->data)[(e * rows + r / n_stacks) * in + i];
+    const int64_t shape[3] = { NE, in, R };
+    st_add_shape(o, hf, 3, shape, x);
+    free(x);
 }
 
 /* The expert biases [experts, rows] (gate and up interleaved into one [experts, 2 * rows]). */
@@ -139,11 +157,13 @@ static void write_hf(const char *gguf_path, const char *dir, int flaw) {
         snprintf(key, sizeof key, "blk.%u.ffn_up_exps.bias", il), gub[1] = need(g, key);
         snprintf(key, sizeof key, "blk.%u.ffn_down_exps.weight", il), down = need(g, key);
         snprintf(name, sizeof name, "model.layers.%u.mlp.experts.gate_up_proj", il);
-        put_mxfp4(&o, gu, 2, name, il == 1 && flaw != BAD_LAYER_TYPES ? flaw : OK);
+        if (gu[0]->type == HT_F32) put_dense(&o, gu, 2, name);
+        else put_mxfp4(&o, gu, 2, name, il == 1 && flaw != BAD_LAYER_TYPES ? flaw : OK);
         snprintf(name, sizeof name, "model.layers.%u.mlp.experts.gate_up_proj_bias", il);
         put_bias(&o, gub, 2, name);
         snprintf(name, sizeof name, "model.layers.%u.mlp.experts.down_proj", il);
-        put_mxfp4(&o, &down, 1, name, OK);
+        if (down->type == HT_F32) put_dense(&o, &down, 1, name);
+        else put_mxfp4(&o, &down, 1, name, OK);
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     st_finish(&o, path);
@@ -163,12 +183,13 @@ static void check_refused(const char *tmp, const char *gguf, int flaw, const cha
     CHECK(strstr(err.msg, want) && !strchr(err.msg, '\n'), "flaw %d: '%s' should say '%s'", flaw, err.msg, want);
 }
 
-int main(void) {
-    char tmp[] = "/tmp/hearth-hf-gptoss-XXXXXX", dir[300], cmd[300];
-    const char *gguf = "data/models/gpt-oss-MXFP4.gguf";
+/* The directory written from fixture gives its logits bit for bit and the golden's argmax. */
+static void check(const char *tmp, const char *fixture) {
+    char gguf[256], golden[256], dir[300];
     hearth_err err;
-    REQUIRE(mkdtemp(tmp), "mkdtemp");
-    snprintf(dir, sizeof dir, "%s/gpt-oss-hf", tmp);
+    snprintf(gguf, sizeof gguf, "data/models/%s.gguf", fixture);
+    snprintf(golden, sizeof golden, "data/golden/%s.golden", fixture);
+    snprintf(dir, sizeof dir, "%s/%s-hf", tmp, fixture);
     REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
     write_hf(gguf, dir, OK);
 
@@ -176,7 +197,7 @@ int main(void) {
     REQUIRE(!hearth_model_load(dir, &hf, &err), "%s: %s", dir, err.msg);
     REQUIRE(!hearth_model_load(gguf, &twin, &err), "%s: %s", gguf, err.msg);
     golden_file ref, a, b;
-    REQUIRE(!golden_read("data/golden/gpt-oss-MXFP4.golden", &ref, &err), "%s", err.msg);
+    REQUIRE(!golden_read(golden, &ref, &err), "%s", err.msg);
     gc_eval_file(hf, &ref, false, HEARTH_CACHE_F32, 0, &a);
     gc_eval_file(twin, &ref, false, HEARTH_CACHE_F32, 0, &b);
     int same = 0;
@@ -184,17 +205,26 @@ int main(void) {
         same += !memcmp(a.cases[c].values, b.cases[c].values, (size_t)golden_rows(&b.cases[c]) * b.cases[c].n_out * sizeof(float));
     int agree = 0, total = 0;
     double worst = gc_worst_rel(&a, &ref, &agree, &total);
-    printf("gpt-oss HF dir: %d of %u cases bit-identical to the GGUF's; vs golden %.2e, argmax %d/%d\n", same, ref.n_cases,
+    printf("%s HF dir: %d of %u cases bit-identical to the GGUF's; vs golden %.2e, argmax %d/%d\n", fixture, same, ref.n_cases,
            worst, agree, total);
-    CHECK(same == (int)ref.n_cases, "the HF directory's logits differ from the GGUF's in %u cases", ref.n_cases - (unsigned)same);
-    /* (the rel diff is the quantized rule's business, which test_golden applies to the GGUF) */
-    CHECK(agree >= 0.99 * total, "HF: argmax agrees with the golden's on %d of %d rows", agree, total);
+    CHECK(same == (int)ref.n_cases, "%s: the HF directory's logits differ from the GGUF's in %u cases", fixture,
+          ref.n_cases - (unsigned)same);
+    /* (the MXFP4 file's rel diff is the quantized rule's business, which test_golden applies to the GGUF) */
+    CHECK(agree >= 0.99 * total, "%s HF: argmax agrees with the golden's on %d of %d rows", fixture, agree, total);
+    if (!strstr(fixture, "MXFP4")) CHECK(worst <= 5e-3, "%s HF: rel diff %.3g from the golden", fixture, worst);
     golden_free(&a);
     golden_free(&b);
     golden_free(&ref);
     hearth_model_free(twin);
     hearth_model_free(hf);
+}
 
+int main(void) {
+    char tmp[] = "/tmp/hearth-hf-gptoss-XXXXXX", cmd[300];
+    const char *gguf = "data/models/gpt-oss-MXFP4.gguf";
+    REQUIRE(mkdtemp(tmp), "mkdtemp");
+    check(tmp, "gpt-oss-MXFP4");
+    check(tmp, "gpt-oss");   /* unquantized experts, as bf16 checkpoints store them */
     check_refused(tmp, gguf, NO_SCALES, "gate_up_proj_scales' missing");
     check_refused(tmp, gguf, F32_SCALES, "dtype F32, U8 expected");
     check_refused(tmp, gguf, SHORT_SCALES, "shape should be");

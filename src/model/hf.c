@@ -145,7 +145,8 @@ static const name_map DISTILBERT_GLOBAL[] = {
     { "vocab_projector.bias", "output.bias", 0 }, { NULL, NULL, 0 } };
 
 /* gpt-oss: attention with biases and per-head sinks, a router with a bias; each layer's experts as whole stacks
- * (mlp.experts.*): MXFP4 *_blocks + *_scales and the gate/up rows interleaved, read by add_gptoss_experts */
+ * (mlp.experts.*): MXFP4 *_blocks + *_scales (or unquantized [experts, in, out]) with the gate/up rows interleaved,
+ * read by add_special */
 static const name_map GPTOSS_LAYER[] = {
     { "input_layernorm.weight", "attn_norm.weight", 0 },
     { "self_attn.q_proj.weight", "attn_q.weight", 0 }, { "self_attn.q_proj.bias", "attn_q.bias", T_F32 },
@@ -800,6 +801,29 @@ static int add_gate_up_bias(hearth_model *m, const st_tensor *t, int il, hearth_
     return add_owned(m, il, "ffn_up_exps.bias", HT_F32, 2, F, NE, 1, u, err);
 }
 
+/* gpt-oss's unquantized expert stack [experts, in, out] (gate_up_proj: out = 2 * ff, gate and up alternating) as the
+ * converter transposes it: rows of `in`, in its dtype; with up_suffix the rows are split as in add_mxfp4_stack. */
+static int add_dense_stack(hearth_model *m, const st_tensor *t, int il, const char *gate_suffix, const char *up_suffix,
+                           hearth_err *err) {
+    const int parts = up_suffix ? 2 : 1;
+    if (t->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", t->name, t->dtype);
+    if (t->n_dims != 3 || t->shape[2] % parts) return herr(err, "tensor '%s': [experts, in, out] expected", t->name);
+    const int64_t NE = t->shape[0], in = t->shape[1], out = t->shape[2] / parts;
+    const size_t es = (size_t)(t->nbytes / t->nelem);
+    const uint8_t *src = t->data;
+    for (int p = 0; p < parts; p++) {
+        uint8_t *dst = malloc((size_t)(NE * out * in) * es);
+        if (!dst) return herr(err, "out of memory converting '%s'", t->name);
+        for (int64_t e = 0; e < NE; e++)
+            for (int64_t r = 0; r < out; r++)
+                for (int64_t i = 0; i < in; i++)
+                    memcpy(dst + (size_t)((e * out + r) * in + i) * es,
+                           src + (size_t)((e * in + i) * t->shape[2] + r * parts + p) * es, es);
+        if (add_owned(m, il, p ? up_suffix : gate_suffix, (uint32_t)t->type, 3, in, out, NE, dst, err)) return -1;
+    }
+    return 0;
+}
+
 /* DeepSeek's kv_b_proj [heads * (nope + v), kv_lora_rank] split per head as the converter does: K's nope rows
  * transposed into attn_k_b (ggml [nope, rank, heads]), V's rows as attn_v_b ([rank, v, heads]); in its dtype. */
 static int add_kv_b(hearth_model *m, const st_tensor *t, int il, hearth_err *err) {
@@ -842,8 +866,10 @@ static int add_special(hearth_model *m, const family *fam, const st_set *st, con
         *rc = add_mxfp4_stack(m, st, t, il, "ffn_down_exps.weight", NULL, err);
     else if (!strcmp(rest, "mlp.experts.gate_up_proj_bias"))
         *rc = add_gate_up_bias(m, t, il, err);
-    else if (!strcmp(rest, "mlp.experts.gate_up_proj") || !strcmp(rest, "mlp.experts.down_proj"))
-        *rc = herr(err, "tensor '%s': unquantized gpt-oss experts are not supported (MXFP4 _blocks/_scales expected)", t->name);
+    else if (!strcmp(rest, "mlp.experts.gate_up_proj"))
+        *rc = add_dense_stack(m, t, il, "ffn_gate_exps.weight", "ffn_up_exps.weight", err);
+    else if (!strcmp(rest, "mlp.experts.down_proj"))
+        *rc = add_dense_stack(m, t, il, "ffn_down_exps.weight", NULL, err);
     else return 0;
     return 1;
 }
