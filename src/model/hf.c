@@ -22,8 +22,8 @@
 #include "io/safetensors.h"
 
 /* T_F32: an F32 copy (vectors the forward pass reads as floats); T_NEG_EXP: -exp(x) (Qwen3.5's A_log);
- * T_SQUEEZE: a [n, 1, k] conv kernel as the matrix [n, k] */
-enum { T_PLAIN = 0, T_TRANSPOSE = 1, T_PLUS_ONE = 2, T_F32 = 3, T_NEG_EXP = 4, T_SQUEEZE = 5 };
+ * T_SQUEEZE: a [n, 1, k] conv kernel as the matrix [n, k]; T_STACK: a 3-D expert stack [experts, rows, cols] as stored */
+enum { T_PLAIN = 0, T_TRANSPOSE = 1, T_PLUS_ONE = 2, T_F32 = 3, T_NEG_EXP = 4, T_SQUEEZE = 5, T_STACK = 6 };
 
 typedef struct { const char *hf, *gguf; int transform; } name_map;
 
@@ -183,6 +183,35 @@ static const name_map MISTRAL3_GLOBAL[] = {
 #define MISTRAL3_LAYERS "model.language_model.layers.%d.|language_model.model.layers.%d.|model.layers.%d."
 #define MISTRAL3_PREFIXES "model.language_model.|language_model.model.|language_model.|model.|"
 
+/* Gemma 4's text tower: norms used as stored (no 1 + w), per-layer embeddings, the MoE layers' second FFN branch
+ * with whole expert stacks ([experts, rows, cols], gate_up rows [gate | up] as GGUF's); rope_freqs comes from
+ * config.json (add_gemma4_rope_freqs) */
+static const name_map GEMMA4_LAYER[] = {
+    { "input_layernorm.weight", "attn_norm.weight", 0 },
+    { "self_attn.q_proj.weight", "attn_q.weight", 0 }, { "self_attn.k_proj.weight", "attn_k.weight", 0 },
+    { "self_attn.v_proj.weight", "attn_v.weight", 0 }, { "self_attn.o_proj.weight", "attn_output.weight", 0 },
+    { "self_attn.q_norm.weight", "attn_q_norm.weight", 0 }, { "self_attn.k_norm.weight", "attn_k_norm.weight", 0 },
+    { "post_attention_layernorm.weight", "post_attention_norm.weight", 0 },
+    { "pre_feedforward_layernorm.weight", "ffn_norm.weight", 0 },
+    { "post_feedforward_layernorm.weight", "post_ffw_norm.weight", 0 },
+    { "mlp.gate_proj.weight", "ffn_gate.weight", 0 }, { "mlp.up_proj.weight", "ffn_up.weight", 0 },
+    { "mlp.down_proj.weight", "ffn_down.weight", 0 },
+    { "per_layer_input_gate.weight", "inp_gate.weight", 0 }, { "per_layer_projection.weight", "proj.weight", 0 },
+    { "post_per_layer_input_norm.weight", "post_norm.weight", 0 }, { "layer_scalar", "layer_output_scale.weight", T_F32 },
+    { "pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight", 0 },
+    { "post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight", 0 },
+    { "post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight", 0 },
+    { "router.proj.weight", "ffn_gate_inp.weight", 0 }, { "router.scale", "ffn_gate_inp.scale", T_F32 },
+    { "router.per_expert_scale", "ffn_down_exps.scale", T_F32 },
+    { "experts.gate_up_proj", "ffn_gate_up_exps.weight", T_STACK }, { "experts.down_proj", "ffn_down_exps.weight", T_STACK },
+    { NULL, NULL, 0 } };
+static const name_map GEMMA4_GLOBAL[] = {
+    { "embed_tokens.weight", "token_embd.weight", 0 }, { "norm.weight", "output_norm.weight", 0 },
+    { "embed_tokens_per_layer.weight", "per_layer_token_embd.weight", 0 },
+    { "per_layer_model_projection.weight", "per_layer_model_proj.weight", 0 },
+    { "per_layer_projection_norm.weight", "per_layer_proj_norm.weight", 0 },
+    { "lm_head.weight", "output.weight", 0 }, { NULL, NULL, 0 } };
+
 typedef struct {
     const char *hf_arch;       /* config.json architectures[0] */
     const char *arch;          /* hearth / GGUF architecture */
@@ -215,6 +244,8 @@ static const family FAMILIES[] = {
     { "DeepseekV3ForCausalLM", "deepseek2", "model.layers.%d.", "", DEEPSEEK2_LAYER, LLAMA_GLOBAL, false, NULL },
     { "Mistral3ForConditionalGeneration", "mistral3", MISTRAL3_LAYERS, MISTRAL3_PREFIXES, LLAMA_LAYER, MISTRAL3_GLOBAL, true, NULL },
     { "Ministral3ForCausalLM", "mistral3", MISTRAL3_LAYERS, MISTRAL3_PREFIXES, LLAMA_LAYER, MISTRAL3_GLOBAL, true, NULL },
+    { "Gemma4ForConditionalGeneration", "gemma4", QWEN35_LAYERS, "model.language_model.|model.|", GEMMA4_LAYER, GEMMA4_GLOBAL, false, NULL },
+    { "Gemma4ForCausalLM", "gemma4", QWEN35_LAYERS, "model.language_model.|model.|", GEMMA4_LAYER, GEMMA4_GLOBAL, false, NULL },
     { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false, NULL },
     { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false, NULL },
     { "DistilBertForMaskedLM", "bert", "distilbert.transformer.layer.%d.|transformer.layer.%d.", "distilbert.|",
@@ -470,6 +501,103 @@ static int put_mistral3(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
     return 0;
 }
 
+/* A rope_parameters sub-object (Gemma 4's "full_attention" / "sliding_attention"), or NULL. */
+static const cJSON *rope_sub(const cJSON *cfg, const char *which) {
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    const cJSON *sub = cJSON_IsObject(rp) ? cJSON_GetObjectItemCaseSensitive(rp, which) : NULL;
+    return cJSON_IsObject(sub) ? sub : NULL;
+}
+
+/* Gemma 4 as the converter writes it: per-layer sliding flags (layer_types), kv heads and FFN widths (arrays where
+ * global layers differ or KV-sharing layers are double wide), the global head size (global_head_dim) and the
+ * sliding one (head_dim), each kind's rope base, KV sharing, per-layer embeddings, experts, the final softcap. */
+static int put_gemma4(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
+    const char *a = "gemma4";
+    double L, hd_swa, hd, x;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (!cfg_num(cfg, "num_hidden_layers", &L) || !(L >= 1 && L <= 65536) || !cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != (int)L)
+        return herr(err, "config.json: num_hidden_layers and a layer_types list of that length are needed");
+    if (!cfg_num(cfg, "head_dim", &hd_swa) || !cfg_num(cfg, "global_head_dim", &hd) || !(hd >= 2 && hd <= 4096 && hd_swa >= 2 && hd_swa <= 4096))
+        return herr(err, "config.json: head_dim and global_head_dim are needed");
+    if (put_u32(w, cfg, a, "embedding_length", true, err, "hidden_size") ||
+        put_u32(w, cfg, a, "block_count", true, err, "num_hidden_layers") ||
+        put_u32(w, cfg, a, "attention.head_count", true, err, "num_attention_heads") ||
+        put_u32(w, cfg, a, "context_length", false, err, "max_position_embeddings") ||
+        put_u32(w, cfg, a, "attention.sliding_window", true, err, "sliding_window") ||
+        put_u32(w, cfg, a, "attention.shared_kv_layers", false, err, "num_kv_shared_layers") ||
+        put_u32(w, cfg, a, "expert_count", false, err, "num_experts|num_local_experts") ||
+        put_u32(w, cfg, a, "expert_used_count", false, err, "top_k_experts|num_experts_per_tok") ||
+        put_u32(w, cfg, a, "expert_feed_forward_length", false, err, "expert_intermediate_size|moe_intermediate_size"))
+        return -1;
+    const int n = (int)L;
+    uint8_t *swa = malloc((size_t)n);
+    uint32_t *arr = malloc((size_t)n * sizeof *arr);
+    if (!swa || !arr) { free(swa); free(arr); return herr(err, "out of memory"); }
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(lt, i);
+        swa[i] = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+    }
+    gguf_w_arr(w, "gemma4.attention.sliding_window_pattern", GGUF_BOOL, swa, (uint64_t)n);
+    double kv = 0, kv_full = 0, ff = 0, shared = 0;
+    cfg_num(cfg, "num_key_value_heads", &kv);
+    cfg_num(cfg, "intermediate_size", &ff);
+    cfg_num(cfg, "num_kv_shared_layers", &shared);
+    if (!(kv >= 1 && kv <= 65536 && ff >= 1 && ff <= (1 << 23))) {
+        free(swa); free(arr);
+        return herr(err, "config.json: num_key_value_heads and intermediate_size are needed");
+    }
+    if (cfg_num(cfg, "num_global_key_value_heads", &kv_full) && kv_full >= 1 && kv_full <= 65536) {
+        for (int i = 0; i < n; i++) arr[i] = (uint32_t)(swa[i] ? kv : kv_full);
+        gguf_w_arr(w, "gemma4.attention.head_count_kv", GGUF_U32, arr, (uint64_t)n);
+    } else gguf_w_u32(w, "gemma4.attention.head_count_kv", (uint32_t)kv);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "use_double_wide_mlp"))) {
+        for (int i = 0; i < n; i++) arr[i] = (uint32_t)(i < n - (int)shared ? ff : 2 * ff);
+        gguf_w_arr(w, "gemma4.feed_forward_length", GGUF_U32, arr, (uint64_t)n);
+    } else gguf_w_u32(w, "gemma4.feed_forward_length", (uint32_t)ff);
+    free(swa);
+    free(arr);
+    gguf_w_u32(w, "gemma4.attention.key_length", (uint32_t)hd);
+    gguf_w_u32(w, "gemma4.attention.value_length", (uint32_t)hd);
+    gguf_w_u32(w, "gemma4.attention.key_length_swa", (uint32_t)hd_swa);
+    gguf_w_u32(w, "gemma4.attention.value_length_swa", (uint32_t)hd_swa);
+    gguf_w_u32(w, "gemma4.rope.dimension_count", (uint32_t)hd);
+    double prf_swa = 1, base = 1000000.0, base_swa = 10000.0;
+    const cJSON *full = rope_sub(cfg, "full_attention"), *slide = rope_sub(cfg, "sliding_attention");
+    if (full) cfg_num(full, "rope_theta", &base);
+    if (slide) cfg_num(slide, "rope_theta", &base_swa), cfg_num(slide, "partial_rotary_factor", &prf_swa);
+    gguf_w_u32(w, "gemma4.rope.dimension_count_swa", (uint32_t)(hd_swa * prf_swa));
+    gguf_w_f32(w, "gemma4.rope.freq_base", (float)base);
+    gguf_w_f32(w, "gemma4.rope.freq_base_swa", (float)base_swa);
+    put_f32(w, cfg, a, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1e-6);
+    x = 0;
+    cfg_num(cfg, "hidden_size_per_layer_input", &x);
+    gguf_w_u32(w, "gemma4.embedding_length_per_layer_input", x >= 0 && x <= 65536 ? (uint32_t)x : 0);
+    if (cfg_num(cfg, "final_logit_softcapping", &x) && x > 0) gguf_w_f32(w, "gemma4.final_logit_softcapping", (float)x);
+    return 0;
+}
+
+/* Gemma 4's global layers rope only partial_rotary_factor of their dims ("proportional"): the converter's
+ * rope_freqs, 1 for the rotated pairs and 1e30 (no rotation) for the rest. */
+static int add_gemma4_rope_freqs(hearth_model *m, const cJSON *cfg, hearth_err *err) {
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");
+    if (cJSON_IsObject(text)) cfg = text;
+    const cJSON *full = rope_sub(cfg, "full_attention");
+    double hd = 0, prf = 1;
+    cfg_num(cfg, "global_head_dim", &hd);
+    if (full) cfg_num(full, "partial_rotary_factor", &prf);
+    if (!(prf > 0 && prf <= 1)) return herr(err, "config.json: partial_rotary_factor %g is not in (0, 1]", prf);
+    const int half = (int)hd / 2, rot = (int)(hd * prf / 2);
+    float *ff = malloc((size_t)(half ? half : 1) * sizeof(float));
+    char *name = strdup("rope_freqs.weight");
+    if (!ff || !name || model_own(m, name, err)) { free(ff); free(name); return herr(err, "out of memory"); }
+    if (model_own(m, ff, err)) return -1;
+    for (int i = 0; i < half; i++) ff[i] = i < rot ? 1.0f : 1e30f;
+    ht_tensor *t = &m->tensors[m->n_tensors++];
+    *t = (ht_tensor){ .name = name, .type = HT_F32, .n_dims = 1, .ne = { half, 1, 1, 1 }, .data = ff,
+                      .row_bytes = (size_t)half * 4, .nbytes = (size_t)half * 4 };
+    return 0;
+}
+
 static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, hearth_err *err) {
     const char *a = fam->arch;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");   /* a multimodal model's text tower */
@@ -488,6 +616,7 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
         return 0;
     }
     if (!strcmp(a, "deepseek2")) return put_deepseek2(w, cfg, err);
+    if (!strcmp(a, "gemma4")) return put_gemma4(w, cfg, err);
     if (!strcmp(fam->hf_arch, "DistilBertForMaskedLM")) {
         if (put_u32(w, cfg, a, "embedding_length", true, err, "dim") ||
             put_u32(w, cfg, a, "block_count", true, err, "n_layers") ||
@@ -643,8 +772,9 @@ bool hf_gguf_name(const char *arch, const char *hf_name, char *out, size_t cap, 
 static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, int transform, hearth_err *err) {
     if (st->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", st->name, st->dtype);
     const bool squeeze = transform == T_SQUEEZE && st->n_dims == 3 && st->ne[1] == 1;
-    if ((st->n_dims < 1 || st->n_dims > 2) && !squeeze)
-        return herr(err, "tensor '%s': %d dimensions, expected 1 or 2", st->name, st->n_dims);
+    const bool stack = transform == T_STACK;
+    if (stack ? st->n_dims != 3 : (st->n_dims < 1 || st->n_dims > 2) && !squeeze)
+        return herr(err, "tensor '%s': %d dimensions, expected %s", st->name, st->n_dims, stack ? "3 (experts, rows, cols)" : "1 or 2");
     ht_tensor *t = &m->tensors[m->n_tensors];
     char *name = strdup(gname);
     if (!name || model_own(m, name, err)) return herr(err, "out of memory");
@@ -655,9 +785,9 @@ static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, i
     if (squeeze) t->n_dims = 2, t->ne[1] = st->ne[2], t->ne[2] = 1;
     t->data = st->data;
     t->nbytes = st->nbytes;
-    if (transform || !st->aligned) {
+    if ((transform && !stack) || !st->aligned) {
         /* layout change (or unaligned data): an F32 copy */
-        int64_t rows = t->ne[1], cols = t->ne[0];
+        int64_t rows = t->ne[1] * t->ne[2], cols = t->ne[0];
         float *f = malloc((size_t)(rows * cols) * sizeof(float));
         if (!f) return herr(err, "out of memory converting '%s'", st->name);
         if (st_read_f32(st, 0, (uint64_t)(rows * cols), f, err)) { free(f); return -1; }
@@ -875,7 +1005,7 @@ static int add_special(hearth_model *m, const family *fam, const st_set *st, con
 }
 
 static int map_tensors(hearth_model *m, const family *fam, const st_set *st, hearth_err *err) {
-    m->tensors = calloc(2 * st->n_tensors + 1, sizeof *m->tensors);   /* kv_b_proj, gate_up: one makes two */
+    m->tensors = calloc(2 * st->n_tensors + 2, sizeof *m->tensors);   /* kv_b_proj, gate_up: one makes two; rope_freqs */
     expert_part *parts = calloc(st->n_tensors + 1, sizeof *parts);
     int n_parts = 0, rc = 0;
     if (!m->tensors || !parts) { free(parts); return herr(err, "out of memory"); }
@@ -961,6 +1091,7 @@ int hf_load(hearth_model *m, const char *dir, hearth_err *err) {
     w = gguf_writer_new();
     if (build_metadata(w, fam, cfg, err) || hf_put_extra_metadata(w, dir, err) || open_metadata(w, &m->gguf, err)) goto out;
     if (st_open_dir(dir, &st, err) || map_tensors(m, fam, st, err)) goto out;
+    if (!strcmp(fam->arch, "gemma4") && add_gemma4_rope_freqs(m, cfg, err)) goto out;
     snprintf(m->name, sizeof m->name, "%s", fam->hf_arch);
     if (m->arch->load_hparams(m, err)) goto out;
     if (fam->neox_from_hf) { m->hp.rope_type = ROPE_NEOX; m->qk_rotate_half = true; }
