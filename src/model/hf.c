@@ -587,9 +587,11 @@ static int add_gemma4_rope_freqs(hearth_model *m, const cJSON *cfg, hearth_err *
     if (full) cfg_num(full, "partial_rotary_factor", &prf);
     if (!(prf > 0 && prf <= 1)) return herr(err, "config.json: partial_rotary_factor %g is not in (0, 1]", prf);
     const int half = (int)hd / 2, rot = (int)(hd * prf / 2);
-    float *ff = malloc((size_t)(half ? half : 1) * sizeof(float));
+    if (half < 1) return herr(err, "config.json: global_head_dim is needed");
+    float *ff = malloc((size_t)half * sizeof(float));
     char *name = strdup("rope_freqs.weight");
-    if (!ff || !name || model_own(m, name, err)) { free(ff); free(name); return herr(err, "out of memory"); }
+    if (!ff || !name) { free(ff); free(name); return herr(err, "out of memory"); }
+    if (model_own(m, name, err)) { free(ff); return -1; }   /* (model_own frees what it cannot keep) */
     if (model_own(m, ff, err)) return -1;
     for (int i = 0; i < half; i++) ff[i] = i < rot ? 1.0f : 1e30f;
     ht_tensor *t = &m->tensors[m->n_tensors++];
@@ -885,7 +887,7 @@ static int add_mxfp4_stack(hearth_model *m, const st_set *st, const st_tensor *b
     const size_t n = strlen(bl->name) - strlen("_blocks");
     snprintf(sname, sizeof sname, "%.*s_scales", (int)n, bl->name);
     const st_tensor *sc = st_find(st, sname);
-    if (!is_u8(bl) || bl->n_dims != 4 || bl->shape[3] != 16)
+    if (!is_u8(bl) || bl->n_dims != 4 || bl->shape[3] != 16 || !bl->nelem)
         return herr(err, "tensor '%s': %s of %d dimensions, U8 [experts, rows, blocks, 16] expected (MXFP4)", bl->name, bl->dtype, bl->n_dims);
     if (!sc) return herr(err, "tensor '%s' missing (the scales of MXFP4 '%s')", sname, bl->name);
     if (!is_u8(sc)) return herr(err, "tensor '%s': dtype %s, U8 expected (MXFP4 E8M0 scales)", sname, sc->dtype);
@@ -919,7 +921,7 @@ static int add_mxfp4_stack(hearth_model *m, const st_set *st, const st_tensor *b
 /* gate_up_proj_bias [experts, 2 * ff], gate and up alternating: two F32 bias stacks [experts][ff]. */
 static int add_gate_up_bias(hearth_model *m, const st_tensor *t, int il, hearth_err *err) {
     if (t->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", t->name, t->dtype);
-    if (t->n_dims != 2 || t->shape[1] % 2) return herr(err, "tensor '%s': [experts, 2 * ff] expected", t->name);
+    if (t->n_dims != 2 || t->shape[1] % 2 || !t->nelem) return herr(err, "tensor '%s': [experts, 2 * ff] expected", t->name);
     const int64_t NE = t->shape[0], F = t->shape[1] / 2;
     float *all = malloc((size_t)t->nelem * sizeof(float)), *g = malloc((size_t)(NE * F) * sizeof(float)),
           *u = malloc((size_t)(NE * F) * sizeof(float));
@@ -937,7 +939,7 @@ static int add_dense_stack(hearth_model *m, const st_tensor *t, int il, const ch
                            hearth_err *err) {
     const int parts = up_suffix ? 2 : 1;
     if (t->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", t->name, t->dtype);
-    if (t->n_dims != 3 || t->shape[2] % parts) return herr(err, "tensor '%s': [experts, in, out] expected", t->name);
+    if (t->n_dims != 3 || t->shape[2] % parts || !t->nelem) return herr(err, "tensor '%s': [experts, in, out] expected", t->name);
     const int64_t NE = t->shape[0], in = t->shape[1], out = t->shape[2] / parts;
     const size_t es = (size_t)(t->nbytes / t->nelem);
     const uint8_t *src = t->data;
@@ -964,7 +966,7 @@ static int add_kv_b(hearth_model *m, const st_tensor *t, int il, hearth_err *err
     gguf_get_u32(m->gguf, "deepseek2.rope.dimension_count", &rope);
     const int64_t nope = (int64_t)kmla - rope, v = vmla, R = t->n_dims == 2 ? t->shape[1] : 0;
     if (t->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", t->name, t->dtype);
-    if (t->n_dims != 2 || nope < 0 || t->shape[0] != (int64_t)H * (nope + v))
+    if (t->n_dims != 2 || nope < 1 || !t->nelem || t->shape[0] != (int64_t)H * (nope + v))
         return herr(err, "tensor '%s': shape should be [%lld, kv_lora_rank] (heads x (qk_nope_head_dim + v_head_dim))", t->name,
                     (long long)H * (nope + v));
     const size_t es = (size_t)(t->nbytes / t->nelem);
