@@ -5,16 +5,19 @@
  * converter's split into attn_k_b / attn_v_b), one tensor per routed expert, shared_experts, first_k_dense_replace
  * dense layers, a multi-token prediction layer past the last (left unread), and config.json's MLA sizes, routing
  * hparams and YaRN (mscale_all_dim). Each directory gives its
- * GGUF twin's logits bit for bit (the same F32 weights) and meets the golden's F32 rule; a kv_b_proj of the wrong
+ * GGUF twin's logits bit for bit (the same F32 weights), meets the golden's F32 rule and quantizes back to an F32
+ * GGUF whose tensors are the fixture's byte for byte (the split undone exactly); a kv_b_proj of the wrong
  * shape and a missing tensor are refused in one line. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/gguf.h"
 #include "quant/quant.h"
 #include "golden_check.h"
 #include "hearth.h"
+#include "convert/quantize.h"
 #include "st_write.h"
 #include "testutil.h"
 
@@ -180,7 +183,25 @@ static void check(const char *fixture, const char *hf_arch, const char *tmp) {
     golden_free(&b);
     golden_free(&ref);
     hearth_model_free(twin);
+
+    /* back to GGUF: every tensor of the fixture comes out byte for byte (kv_b_proj split, stacks, rope_freqs) */
+    char out[320];
+    snprintf(out, sizeof out, "%s/%s-from-hf.gguf", tmp, fixture);
+    REQUIRE(!model_quantize(hf, out, "F32", true, 2, NULL, NULL, &err), "%s", err.msg);
     hearth_model_free(hf);
+    gguf_file *x, *y;
+    REQUIRE(!gguf_open(out, &x, &err) && !gguf_open(gguf, &y, &err), "%s", err.msg);
+    int identical = 0;
+    for (uint64_t i = 0; i < y->n_tensors; i++) {
+        const gguf_tensor *t = &y->tensors[i], *u = gguf_find_tensor(x, t->name);
+        bool ok = u && u->type == t->type && u->n_dims == t->n_dims && u->nbytes == t->nbytes && !memcmp(u->data, t->data, t->nbytes);
+        CHECK(ok, "%s: tensor %s differs after HF -> GGUF", fixture, t->name);
+        identical += ok;
+    }
+    printf("%s HF dir -> GGUF F32: %d of %llu tensors identical to the fixture's\n", fixture, identical, (unsigned long long)y->n_tensors);
+    gguf_close(x);
+    gguf_close(y);
+    unlink(out);
 
     const struct { int flaw; const char *want; } bad[] = { { BAD_KV_B, "kv_b_proj.weight': shape should be" },
                                                            { NO_KV_A_NORM, "blk.2.attn_kv_a_norm.weight" } };

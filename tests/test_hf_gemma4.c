@@ -5,16 +5,19 @@
  * rope_parameters with the global layers' partial_rotary_factor, num_kv_shared_layers, use_double_wide_mlp,
  * hidden_size_per_layer_input), layer_scalar, the router (proj, scale, per_expert_scale) and whole expert stacks.
  * rope_freqs is not in the directory: it must come from partial_rotary_factor. Each directory gives its GGUF
- * twin's logits bit for bit (the same F32 weights) and meets the golden's F32 rule (gemma4's own bar, see
- * test_golden); layer_types of the wrong length is refused in one line. */
+ * twin's logits bit for bit (the same F32 weights), meets the golden's F32 rule (gemma4's own bar, see
+ * test_golden) and quantizes back to an F32 GGUF whose tensors (rope_freqs included) are the fixture's byte for
+ * byte; layer_types of the wrong length is refused in one line. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/gguf.h"
 #include "quant/quant.h"
 #include "golden_check.h"
 #include "hearth.h"
+#include "convert/quantize.h"
 #include "st_write.h"
 #include "testutil.h"
 
@@ -171,7 +174,25 @@ static void check(const char *tmp, const char *fixture, double bar) {
     golden_free(&b);
     golden_free(&ref);
     hearth_model_free(twin);
+
+    /* back to GGUF: every tensor of the fixture comes out byte for byte (kv_b_proj split, stacks, rope_freqs) */
+    char out[320];
+    snprintf(out, sizeof out, "%s/%s-from-hf.gguf", tmp, fixture);
+    REQUIRE(!model_quantize(hf, out, "F32", true, 2, NULL, NULL, &err), "%s", err.msg);
     hearth_model_free(hf);
+    gguf_file *x, *y;
+    REQUIRE(!gguf_open(out, &x, &err) && !gguf_open(gguf, &y, &err), "%s", err.msg);
+    int identical = 0;
+    for (uint64_t i = 0; i < y->n_tensors; i++) {
+        const gguf_tensor *t = &y->tensors[i], *u = gguf_find_tensor(x, t->name);
+        bool ok = u && u->type == t->type && u->n_dims == t->n_dims && u->nbytes == t->nbytes && !memcmp(u->data, t->data, t->nbytes);
+        CHECK(ok, "%s: tensor %s differs after HF -> GGUF", fixture, t->name);
+        identical += ok;
+    }
+    printf("%s HF dir -> GGUF F32: %d of %llu tensors identical to the fixture's\n", fixture, identical, (unsigned long long)y->n_tensors);
+    gguf_close(x);
+    gguf_close(y);
+    unlink(out);
 }
 
 int main(void) {
