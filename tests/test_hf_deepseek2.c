@@ -4,10 +4,9 @@
  * fixtures the way Hugging Face stores them: kv_b_proj whole ([heads * (nope + v), kv_lora_rank], the inverse of the
  * converter's split into attn_k_b / attn_v_b), one tensor per routed expert, shared_experts, first_k_dense_replace
  * dense layers, a multi-token prediction layer past the last (left unread), and config.json's MLA sizes, routing
- * hparams and YaRN (mscale_all_dim). Each directory gives its
- * GGUF twin's logits bit for bit (the same F32 weights), meets the golden's F32 rule and quantizes back to an F32
- * GGUF whose tensors are the fixture's byte for byte (the split undone exactly); a kv_b_proj of the wrong
- * shape and a missing tensor are refused in one line. */
+ * hparams and YaRN (mscale_all_dim). Each directory gives its GGUF twin's logits bit for bit (the same F32
+ * weights), meets the golden's F32 rule and quantizes back to an F32 GGUF whose tensors are the fixture's byte
+ * for byte (the split undone exactly); a kv_b_proj of the wrong shape and a missing tensor are refused in one line. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

@@ -5,9 +5,11 @@
  * built as a small in-memory GGUF (a memfd) so every architecture reads its hyperparameters exactly as it
  * does from a .gguf; safetensors names are renamed to GGUF names by one table per family. Weights stay
  * in the safetensors mapping; only what changes layout is copied: GPT-2's Conv1D matrices are stored
- * [in, out] (transposed here), Gemma's norms are stored as w for (1 + w), and unaligned data. Llama-family
- * q/k weights are in rotate-half order (GGUF's were permuted by its converter), which NEOX rope computes
- * exactly, so instead of permuting we switch the rope mode. */
+ * [in, out] (transposed here), Gemma's norms are stored as w for (1 + w), gpt-oss's MXFP4 experts (repacked
+ * once into ggml's blocks, gate and up rows de-interleaved), DeepSeek's kv_b_proj (split per head into
+ * attn_k_b / attn_v_b as the converter splits it), and unaligned data. Llama-family q/k weights are in
+ * rotate-half order (GGUF's were permuted by its converter), which NEOX rope computes exactly, so instead of
+ * permuting we switch the rope mode. */
 #define _GNU_SOURCE
 #include "model/hf.h"
 
