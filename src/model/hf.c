@@ -664,7 +664,7 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
             gguf_w_str(w, key, "linear");
             snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
             gguf_w_f32(w, key, (float)f);
-        } else if (cJSON_IsString(t) && !strcmp(t->valuestring, "yarn")) {
+        } else if (cJSON_IsString(t) && !strcmp(t->valuestring, "yarn") && !strcmp(a, "gpt-oss")) {   /* (the one proven here) */
             if (put_yarn(w, rs, a, err)) return -1;
         } else if (!cJSON_IsString(t) || (strcmp(t->valuestring, "llama3") && strcmp(t->valuestring, "default")))
             return herr(err, "config.json: rope_scaling type '%s' is not supported", cJSON_IsString(t) ? t->valuestring : "?");
