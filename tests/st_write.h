@@ -1,5 +1,5 @@
 /* st_write.h — for the tests that write Hugging Face directories from the GGUF fixtures: a safetensors file built
- * in memory (a JSON header of F32 entries and the data after it), and the fixtures' integer metadata. */
+ * in memory (a JSON header of F32 (or raw U8, ...) entries and the data after it), and the fixtures' integer metadata. */
 #ifndef HEARTH_ST_WRITE_H
 #define HEARTH_ST_WRITE_H
 
@@ -34,17 +34,18 @@ static inline void st_begin(st_out *o) {
     o->hlen = 1;
 }
 
-/* An F32 tensor of the given HF shape (outermost first), n_dims 1 to 3. */
-static inline void st_add_shape(st_out *o, const char *name, int n_dims, const int64_t *shape, const float *x) {
+/* A tensor of the given dtype and HF shape (outermost first), n_dims 1 to 4; x holds its bytes. */
+static inline void st_add_raw(st_out *o, const char *name, const char *dtype, size_t elem_bytes, int n_dims,
+                              const int64_t *shape, const void *x) {
     size_t n = 1;
     char entry[512], dims[96] = "";
     for (int d = 0; d < n_dims; d++) {
         n *= (size_t)shape[d];
         snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", d ? "," : "", (long long)shape[d]);
     }
-    const size_t bytes = n * sizeof(float);
-    int len = snprintf(entry, sizeof entry, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                       o->hlen > 1 ? "," : "", name, dims, o->dlen, o->dlen + bytes);
+    const size_t bytes = n * elem_bytes;
+    int len = snprintf(entry, sizeof entry, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                       o->hlen > 1 ? "," : "", name, dtype, dims, o->dlen, o->dlen + bytes);
     if (o->hlen + (size_t)len + 64 > o->hcap) o->hdr = realloc(o->hdr, o->hcap = (o->hcap + (size_t)len) * 2 + 4096);
     REQUIRE(o->hdr, "out of memory");
     memcpy(o->hdr + o->hlen, entry, (size_t)len + 1);
@@ -53,6 +54,11 @@ static inline void st_add_shape(st_out *o, const char *name, int n_dims, const i
     REQUIRE(o->data, "out of memory");
     memcpy(o->data + o->dlen, x, bytes);
     o->dlen += bytes;
+}
+
+/* An F32 tensor of the given HF shape (outermost first), n_dims 1 to 3. */
+static inline void st_add_shape(st_out *o, const char *name, int n_dims, const int64_t *shape, const float *x) {
+    st_add_raw(o, name, "F32", sizeof(float), n_dims, shape, x);
 }
 
 /* rows 0: a vector of cols */

@@ -5,9 +5,11 @@
  * built as a small in-memory GGUF (a memfd) so every architecture reads its hyperparameters exactly as it
  * does from a .gguf; safetensors names are renamed to GGUF names by one table per family. Weights stay
  * in the safetensors mapping; only what changes layout is copied: GPT-2's Conv1D matrices are stored
- * [in, out] (transposed here), Gemma's norms are stored as w for (1 + w), and unaligned data. Llama-family
- * q/k weights are in rotate-half order (GGUF's were permuted by its converter), which NEOX rope computes
- * exactly, so instead of permuting we switch the rope mode. */
+ * [in, out] (transposed here), Gemma's norms are stored as w for (1 + w), gpt-oss's MXFP4 experts (repacked
+ * once into ggml's blocks, gate and up rows de-interleaved), DeepSeek's kv_b_proj (split per head into
+ * attn_k_b / attn_v_b as the converter splits it), and unaligned data. Llama-family q/k weights are in
+ * rotate-half order (GGUF's were permuted by its converter), which NEOX rope computes exactly, so instead of
+ * permuting we switch the rope mode. */
 #define _GNU_SOURCE
 #include "model/hf.h"
 
@@ -22,8 +24,8 @@
 #include "io/safetensors.h"
 
 /* T_F32: an F32 copy (vectors the forward pass reads as floats); T_NEG_EXP: -exp(x) (Qwen3.5's A_log);
- * T_SQUEEZE: a [n, 1, k] conv kernel as the matrix [n, k] */
-enum { T_PLAIN = 0, T_TRANSPOSE = 1, T_PLUS_ONE = 2, T_F32 = 3, T_NEG_EXP = 4, T_SQUEEZE = 5 };
+ * T_SQUEEZE: a [n, 1, k] conv kernel as the matrix [n, k]; T_STACK: a 3-D expert stack [experts, rows, cols] as stored */
+enum { T_PLAIN = 0, T_TRANSPOSE = 1, T_PLUS_ONE = 2, T_F32 = 3, T_NEG_EXP = 4, T_SQUEEZE = 5, T_STACK = 6 };
 
 typedef struct { const char *hf, *gguf; int transform; } name_map;
 
@@ -144,6 +146,74 @@ static const name_map DISTILBERT_GLOBAL[] = {
     { "vocab_layer_norm.weight", "mlm.norm.weight", 0 }, { "vocab_layer_norm.bias", "mlm.norm.bias", 0 },
     { "vocab_projector.bias", "output.bias", 0 }, { NULL, NULL, 0 } };
 
+/* gpt-oss: attention with biases and per-head sinks, a router with a bias; each layer's experts as whole stacks
+ * (mlp.experts.*): MXFP4 *_blocks + *_scales (or unquantized [experts, in, out]) with the gate/up rows interleaved,
+ * read by add_special */
+static const name_map GPTOSS_LAYER[] = {
+    { "input_layernorm.weight", "attn_norm.weight", 0 },
+    { "self_attn.q_proj.weight", "attn_q.weight", 0 }, { "self_attn.q_proj.bias", "attn_q.bias", T_F32 },
+    { "self_attn.k_proj.weight", "attn_k.weight", 0 }, { "self_attn.k_proj.bias", "attn_k.bias", T_F32 },
+    { "self_attn.v_proj.weight", "attn_v.weight", 0 }, { "self_attn.v_proj.bias", "attn_v.bias", T_F32 },
+    { "self_attn.o_proj.weight", "attn_output.weight", 0 }, { "self_attn.o_proj.bias", "attn_output.bias", T_F32 },
+    { "self_attn.sinks", "attn_sinks.weight", T_F32 },
+    { "post_attention_layernorm.weight", "post_attention_norm.weight", 0 },
+    { "mlp.router.weight", "ffn_gate_inp.weight", 0 }, { "mlp.router.bias", "ffn_gate_inp.bias", T_F32 },
+    { "mlp.experts.down_proj_bias", "ffn_down_exps.bias", T_F32 }, { NULL, NULL, 0 } };
+
+/* DeepSeek-V2 / V3 (multi-head latent attention): kv_b_proj is split into attn_k_b / attn_v_b by add_kv_b; the
+ * routed experts are one tensor each (mlp.experts.E.*), stacked as Qwen3-MoE's */
+static const name_map DEEPSEEK2_LAYER[] = {
+    { "input_layernorm.weight", "attn_norm.weight", 0 },
+    { "self_attn.q_proj.weight", "attn_q.weight", 0 }, { "self_attn.q_a_proj.weight", "attn_q_a.weight", 0 },
+    { "self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight", 0 }, { "self_attn.q_b_proj.weight", "attn_q_b.weight", 0 },
+    { "self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight", 0 },
+    { "self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight", 0 },
+    { "self_attn.o_proj.weight", "attn_output.weight", 0 },
+    { "post_attention_layernorm.weight", "ffn_norm.weight", 0 },
+    { "mlp.gate_proj.weight", "ffn_gate.weight", 0 }, { "mlp.up_proj.weight", "ffn_up.weight", 0 },
+    { "mlp.down_proj.weight", "ffn_down.weight", 0 }, { "mlp.gate.weight", "ffn_gate_inp.weight", 0 },
+    { "mlp.gate.e_score_correction_bias", "exp_probs_b.bias", T_F32 },
+    { "mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight", 0 },
+    { "mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight", 0 },
+    { "mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight", 0 }, { NULL, NULL, 0 } };
+
+/* Ministral 3 / Mistral Small 3.x text towers (Llama layers; under model.language_model. or, in older
+ * transformers, language_model.model.; the vision tower and projector match none and are left unread) */
+static const name_map MISTRAL3_GLOBAL[] = {
+    { "embed_tokens.weight", "token_embd.weight", 0 }, { "norm.weight", "output_norm.weight", 0 },
+    { "lm_head.weight", "output.weight", 0 }, { NULL, NULL, 0 } };
+#define MISTRAL3_LAYERS "model.language_model.layers.%d.|language_model.model.layers.%d.|model.layers.%d."
+#define MISTRAL3_PREFIXES "model.language_model.|language_model.model.|language_model.|model.|"
+
+/* Gemma 4's text tower: norms used as stored (no 1 + w), per-layer embeddings, the MoE layers' second FFN branch
+ * with whole expert stacks ([experts, rows, cols], gate_up rows [gate | up] as GGUF's); rope_freqs comes from
+ * config.json (add_gemma4_rope_freqs) */
+static const name_map GEMMA4_LAYER[] = {
+    { "input_layernorm.weight", "attn_norm.weight", 0 },
+    { "self_attn.q_proj.weight", "attn_q.weight", 0 }, { "self_attn.k_proj.weight", "attn_k.weight", 0 },
+    { "self_attn.v_proj.weight", "attn_v.weight", 0 }, { "self_attn.o_proj.weight", "attn_output.weight", 0 },
+    { "self_attn.q_norm.weight", "attn_q_norm.weight", 0 }, { "self_attn.k_norm.weight", "attn_k_norm.weight", 0 },
+    { "post_attention_layernorm.weight", "post_attention_norm.weight", 0 },
+    { "pre_feedforward_layernorm.weight", "ffn_norm.weight", 0 },
+    { "post_feedforward_layernorm.weight", "post_ffw_norm.weight", 0 },
+    { "mlp.gate_proj.weight", "ffn_gate.weight", 0 }, { "mlp.up_proj.weight", "ffn_up.weight", 0 },
+    { "mlp.down_proj.weight", "ffn_down.weight", 0 },
+    { "per_layer_input_gate.weight", "inp_gate.weight", 0 }, { "per_layer_projection.weight", "proj.weight", 0 },
+    { "post_per_layer_input_norm.weight", "post_norm.weight", 0 }, { "layer_scalar", "layer_output_scale.weight", T_F32 },
+    { "pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight", 0 },
+    { "post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight", 0 },
+    { "post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight", 0 },
+    { "router.proj.weight", "ffn_gate_inp.weight", 0 }, { "router.scale", "ffn_gate_inp.scale", T_F32 },
+    { "router.per_expert_scale", "ffn_down_exps.scale", T_F32 },
+    { "experts.gate_up_proj", "ffn_gate_up_exps.weight", T_STACK }, { "experts.down_proj", "ffn_down_exps.weight", T_STACK },
+    { NULL, NULL, 0 } };
+static const name_map GEMMA4_GLOBAL[] = {
+    { "embed_tokens.weight", "token_embd.weight", 0 }, { "norm.weight", "output_norm.weight", 0 },
+    { "embed_tokens_per_layer.weight", "per_layer_token_embd.weight", 0 },
+    { "per_layer_model_projection.weight", "per_layer_model_proj.weight", 0 },
+    { "per_layer_projection_norm.weight", "per_layer_proj_norm.weight", 0 },
+    { "lm_head.weight", "output.weight", 0 }, { NULL, NULL, 0 } };
+
 typedef struct {
     const char *hf_arch;       /* config.json architectures[0] */
     const char *arch;          /* hearth / GGUF architecture */
@@ -171,6 +241,13 @@ static const family FAMILIES[] = {
     { "Qwen3_5MoeForConditionalGeneration", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false, NULL },
     { "Qwen3_5MoeForCausalLM", "qwen35moe", QWEN35_LAYERS, QWEN35_PREFIXES, QWEN35_LAYER, QWEN35_GLOBAL, false, NULL },
     { "Qwen3NextForCausalLM", "qwen3next", "model.layers.%d.", "model.|", QWEN35_LAYER, QWEN35_GLOBAL, false, QWEN3NEXT_LAYER },
+    { "GptOssForCausalLM", "gpt-oss", "model.layers.%d.", "", GPTOSS_LAYER, LLAMA_GLOBAL, false, NULL },
+    { "DeepseekV2ForCausalLM", "deepseek2", "model.layers.%d.", "", DEEPSEEK2_LAYER, LLAMA_GLOBAL, false, NULL },
+    { "DeepseekV3ForCausalLM", "deepseek2", "model.layers.%d.", "", DEEPSEEK2_LAYER, LLAMA_GLOBAL, false, NULL },
+    { "Mistral3ForConditionalGeneration", "mistral3", MISTRAL3_LAYERS, MISTRAL3_PREFIXES, LLAMA_LAYER, MISTRAL3_GLOBAL, true, NULL },
+    { "Ministral3ForCausalLM", "mistral3", MISTRAL3_LAYERS, MISTRAL3_PREFIXES, LLAMA_LAYER, MISTRAL3_GLOBAL, true, NULL },
+    { "Gemma4ForConditionalGeneration", "gemma4", QWEN35_LAYERS, "model.language_model.|model.|", GEMMA4_LAYER, GEMMA4_GLOBAL, false, NULL },
+    { "Gemma4ForCausalLM", "gemma4", QWEN35_LAYERS, "model.language_model.|model.|", GEMMA4_LAYER, GEMMA4_GLOBAL, false, NULL },
     { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false, NULL },
     { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false, NULL },
     { "DistilBertForMaskedLM", "bert", "distilbert.transformer.layer.%d.|transformer.layer.%d.", "distilbert.|",
@@ -260,7 +337,7 @@ static int put_moe(gguf_writer *w, const cJSON *cfg, const char *a, hearth_err *
     if ((cJSON_IsArray(dense) && cJSON_GetArraySize(dense) > 0) || (cfg_num(cfg, "decoder_sparse_step", &step) && step != 1))
         return herr(err, "config.json: dense layers between the sparse ones (mlp_only_layers, decoder_sparse_step) are not supported");
     if (put_u32(w, cfg, a, "expert_count", true, err, "num_local_experts|num_experts") ||
-        put_u32(w, cfg, a, "expert_used_count", true, err, "num_experts_per_tok") ||
+        put_u32(w, cfg, a, "expert_used_count", true, err, "num_experts_per_tok|experts_per_token") ||
         put_u32(w, cfg, a, "expert_feed_forward_length", false, err, "moe_intermediate_size"))
         return -1;
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(cfg, "norm_topk_prob");
@@ -312,6 +389,219 @@ static int put_qwen35(gguf_writer *w, const cJSON *cfg, const char *a, hearth_er
     return 0;
 }
 
+/* YaRN (rope_scaling type "yarn"): the keys the converter writes; the scaling itself starts after
+ * original_max_position_embeddings positions. */
+static int put_yarn(gguf_writer *w, const cJSON *rs, const char *a, hearth_err *err) {
+    double f;
+    char key[128];
+    if (!cfg_num(rs, "factor", &f) || !(f > 0 && f < 1e6)) return herr(err, "config.json: rope_scaling yarn needs a positive factor");
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    gguf_w_str(w, key, "yarn");
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
+    gguf_w_f32(w, key, (float)f);
+    if (put_u32(w, rs, a, "rope.scaling.original_context_length", true, err, "original_max_position_embeddings")) return -1;
+    double b;
+    snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_fast", a);
+    if (cfg_num(rs, "beta_fast", &b)) gguf_w_f32(w, key, (float)b);
+    snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_slow", a);
+    if (cfg_num(rs, "beta_slow", &b)) gguf_w_f32(w, key, (float)b);
+    return 0;
+}
+
+/* gpt-oss: a sliding window on layers 0, 2, 4, ... (the pattern the model assumes; layer_types must say so). */
+static int put_gptoss(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
+    if (put_u32(w, cfg, "gpt-oss", "attention.sliding_window", true, err, "sliding_window")) return -1;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (!cJSON_IsArray(lt)) return 0;
+    for (int i = 0; i < cJSON_GetArraySize(lt); i++) {
+        const cJSON *e = cJSON_GetArrayItem(lt, i);
+        const char *want = i % 2 ? "full_attention" : "sliding_attention";
+        if (!cJSON_IsString(e) || strcmp(e->valuestring, want))
+            return herr(err, "config.json: layer_types[%d] should be '%s' (gpt-oss alternates sliding and full layers)", i, want);
+    }
+    return 0;
+}
+
+/* DeepSeek-V2 / V3 as the converter writes them: latent attention as MQA over [latent | rope key] (head_count_kv 1,
+ * key_length kv_lora_rank + qk_rope_head_dim, value_length kv_lora_rank), the per-head sizes as *_mla, dense
+ * leading layers, shared experts, the routing function and its scaling, YaRN with mscale_all_dim. */
+static int put_deepseek2(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
+    const char *a = "deepseek2";
+    double kv = 512, rope, nope, v, n_layer, x;
+    if (!cfg_num(cfg, "qk_rope_head_dim", &rope) || !cfg_num(cfg, "qk_nope_head_dim", &nope) || !cfg_num(cfg, "v_head_dim", &v) ||
+        !cfg_num(cfg, "num_hidden_layers", &n_layer))
+        return herr(err, "config.json: qk_rope_head_dim, qk_nope_head_dim, v_head_dim and num_hidden_layers are needed");
+    cfg_num(cfg, "kv_lora_rank", &kv);
+    if (!(kv >= 1 && kv <= 65536 && rope >= 0 && rope <= 4096 && nope >= 0 && nope <= 4096 && v >= 1 && v <= 4096))
+        return herr(err, "config.json: implausible latent attention sizes (kv_lora_rank %g, rope %g, nope %g, v %g)", kv, rope, nope, v);
+    if (put_u32(w, cfg, a, "embedding_length", true, err, "hidden_size") ||
+        put_u32(w, cfg, a, "block_count", true, err, "num_hidden_layers") ||
+        put_u32(w, cfg, a, "attention.head_count", true, err, "num_attention_heads") ||
+        put_u32(w, cfg, a, "feed_forward_length", true, err, "intermediate_size") ||
+        put_u32(w, cfg, a, "context_length", false, err, "max_position_embeddings") ||
+        put_u32(w, cfg, a, "expert_feed_forward_length", true, err, "moe_intermediate_size|intermediate_size") ||
+        put_u32(w, cfg, a, "expert_count", false, err, "n_routed_experts") ||
+        put_u32(w, cfg, a, "expert_used_count", false, err, "num_experts_per_tok") ||
+        put_u32(w, cfg, a, "expert_shared_count", false, err, "n_shared_experts") ||
+        put_u32(w, cfg, a, "expert_group_count", false, err, "n_group") ||
+        put_u32(w, cfg, a, "expert_group_used_count", false, err, "topk_group") ||
+        put_u32(w, cfg, a, "rope.dimension_count", true, err, "qk_rope_head_dim"))
+        return -1;
+    const cJSON *ql = cJSON_GetObjectItemCaseSensitive(cfg, "q_lora_rank");
+    if (cJSON_IsNumber(ql) && put_u32(w, cfg, a, "attention.q_lora_rank", false, err, "q_lora_rank")) return -1;
+    const bool moe = cfg_num(cfg, "n_routed_experts", &x);
+    double dense = moe ? 0 : n_layer;
+    cfg_num(cfg, "first_k_dense_replace", &dense);
+    if (!(dense >= 0 && dense <= n_layer)) return herr(err, "config.json: first_k_dense_replace %g is not in [0, %g]", dense, n_layer);
+    gguf_w_u32(w, "deepseek2.leading_dense_block_count", (uint32_t)dense);
+    gguf_w_u32(w, "deepseek2.attention.head_count_kv", 1);
+    gguf_w_u32(w, "deepseek2.attention.kv_lora_rank", (uint32_t)kv);
+    gguf_w_u32(w, "deepseek2.attention.key_length", (uint32_t)(kv + rope));
+    gguf_w_u32(w, "deepseek2.attention.value_length", (uint32_t)kv);
+    gguf_w_u32(w, "deepseek2.attention.key_length_mla", (uint32_t)(nope + rope));
+    gguf_w_u32(w, "deepseek2.attention.value_length_mla", (uint32_t)v);
+    put_f32(w, cfg, a, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1e-6);
+    put_f32(w, cfg, a, "rope.freq_base", "rope_theta", 10000.0);
+    if (cfg_num(cfg, "routed_scaling_factor", &x)) gguf_w_f32(w, "deepseek2.expert_weights_scale", (float)x);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "norm_topk_prob"))) gguf_w_bool(w, "deepseek2.expert_weights_norm", true);
+    const cJSON *sf = cJSON_GetObjectItemCaseSensitive(cfg, "scoring_func");
+    if (cJSON_IsString(sf)) {
+        if (strcmp(sf->valuestring, "softmax") && strcmp(sf->valuestring, "sigmoid"))
+            return herr(err, "config.json: scoring_func '%s' is not supported (softmax, sigmoid)", sf->valuestring);
+        gguf_w_u32(w, "deepseek2.expert_gating_func", strcmp(sf->valuestring, "softmax") ? 2 : 1);
+    }
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    if (cJSON_IsObject(rs)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+        if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "yarn"))
+            return herr(err, "config.json: rope_scaling type '%s' is not supported (yarn)", cJSON_IsString(t) ? t->valuestring : "?");
+        if (put_yarn(w, rs, a, err)) return -1;
+        if (cfg_num(rs, "mscale_all_dim", &x)) gguf_w_f32(w, "deepseek2.rope.scaling.yarn_log_multiplier", (float)(0.1 * x));
+    }
+    return 0;
+}
+
+/* Ministral 3: rope_parameters (or rope_scaling) holds the base and YaRN, whose magnitude is mscale_all_dim
+ * itself (yarn_log_multiplier, unlike DeepSeek's 0.1 x), and Llama 4's attention temperature
+ * (llama_4_scaling_beta); Mistral Small 3.x: a plain rope_theta. */
+static int put_mistral3(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
+    const char *a = "mistral3";
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    if (!cJSON_IsObject(rp)) rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    double theta = 10000.0, x;
+    if (!cfg_num(cfg, "rope_theta", &theta) && cJSON_IsObject(rp)) cfg_num(rp, "rope_theta", &theta);
+    gguf_w_f32(w, "mistral3.rope.freq_base", (float)theta);
+    if (!cJSON_IsObject(rp)) return 0;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rp, "rope_type");
+    if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rp, "type");
+    if (!cJSON_IsString(t) || !strcmp(t->valuestring, "default")) return 0;
+    if (strcmp(t->valuestring, "yarn")) return herr(err, "config.json: rope type '%s' is not supported (yarn, default)", t->valuestring);
+    if (put_yarn(w, rp, a, err)) return -1;
+    if (cfg_num(rp, "mscale_all_dim", &x)) gguf_w_f32(w, "mistral3.rope.scaling.yarn_log_multiplier", (float)x);
+    if (cfg_num(rp, "llama_4_scaling_beta", &x)) gguf_w_f32(w, "mistral3.attention.temperature_scale", (float)x);
+    return 0;
+}
+
+/* A rope_parameters sub-object (Gemma 4's "full_attention" / "sliding_attention"), or NULL. */
+static const cJSON *rope_sub(const cJSON *cfg, const char *which) {
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    const cJSON *sub = cJSON_IsObject(rp) ? cJSON_GetObjectItemCaseSensitive(rp, which) : NULL;
+    return cJSON_IsObject(sub) ? sub : NULL;
+}
+
+/* Gemma 4 as the converter writes it: per-layer sliding flags (layer_types), kv heads and FFN widths (arrays where
+ * global layers differ or KV-sharing layers are double wide), the global head size (global_head_dim) and the
+ * sliding one (head_dim), each kind's rope base, KV sharing, per-layer embeddings, experts, the final softcap. */
+static int put_gemma4(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
+    const char *a = "gemma4";
+    double L, hd_swa, hd, x;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (!cfg_num(cfg, "num_hidden_layers", &L) || !(L >= 1 && L <= 65536) || !cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != (int)L)
+        return herr(err, "config.json: num_hidden_layers and a layer_types list of that length are needed");
+    if (!cfg_num(cfg, "head_dim", &hd_swa) || !cfg_num(cfg, "global_head_dim", &hd) || !(hd >= 2 && hd <= 4096 && hd_swa >= 2 && hd_swa <= 4096))
+        return herr(err, "config.json: head_dim and global_head_dim are needed");
+    if (put_u32(w, cfg, a, "embedding_length", true, err, "hidden_size") ||
+        put_u32(w, cfg, a, "block_count", true, err, "num_hidden_layers") ||
+        put_u32(w, cfg, a, "attention.head_count", true, err, "num_attention_heads") ||
+        put_u32(w, cfg, a, "context_length", false, err, "max_position_embeddings") ||
+        put_u32(w, cfg, a, "attention.sliding_window", true, err, "sliding_window") ||
+        put_u32(w, cfg, a, "attention.shared_kv_layers", false, err, "num_kv_shared_layers") ||
+        put_u32(w, cfg, a, "expert_count", false, err, "num_experts|num_local_experts") ||
+        put_u32(w, cfg, a, "expert_used_count", false, err, "top_k_experts|num_experts_per_tok") ||
+        put_u32(w, cfg, a, "expert_feed_forward_length", false, err, "expert_intermediate_size|moe_intermediate_size"))
+        return -1;
+    const int n = (int)L;
+    uint8_t *swa = malloc((size_t)n);
+    uint32_t *arr = malloc((size_t)n * sizeof *arr);
+    if (!swa || !arr) { free(swa); free(arr); return herr(err, "out of memory"); }
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(lt, i);
+        swa[i] = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+    }
+    gguf_w_arr(w, "gemma4.attention.sliding_window_pattern", GGUF_BOOL, swa, (uint64_t)n);
+    double kv = 0, kv_full = 0, ff = 0, shared = 0;
+    cfg_num(cfg, "num_key_value_heads", &kv);
+    cfg_num(cfg, "intermediate_size", &ff);
+    cfg_num(cfg, "num_kv_shared_layers", &shared);
+    if (!(kv >= 1 && kv <= 65536 && ff >= 1 && ff <= (1 << 23))) {
+        free(swa); free(arr);
+        return herr(err, "config.json: num_key_value_heads and intermediate_size are needed");
+    }
+    if (cfg_num(cfg, "num_global_key_value_heads", &kv_full) && kv_full >= 1 && kv_full <= 65536) {
+        for (int i = 0; i < n; i++) arr[i] = (uint32_t)(swa[i] ? kv : kv_full);
+        gguf_w_arr(w, "gemma4.attention.head_count_kv", GGUF_U32, arr, (uint64_t)n);
+    } else gguf_w_u32(w, "gemma4.attention.head_count_kv", (uint32_t)kv);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "use_double_wide_mlp"))) {
+        for (int i = 0; i < n; i++) arr[i] = (uint32_t)(i < n - (int)shared ? ff : 2 * ff);
+        gguf_w_arr(w, "gemma4.feed_forward_length", GGUF_U32, arr, (uint64_t)n);
+    } else gguf_w_u32(w, "gemma4.feed_forward_length", (uint32_t)ff);
+    free(swa);
+    free(arr);
+    gguf_w_u32(w, "gemma4.attention.key_length", (uint32_t)hd);
+    gguf_w_u32(w, "gemma4.attention.value_length", (uint32_t)hd);
+    gguf_w_u32(w, "gemma4.attention.key_length_swa", (uint32_t)hd_swa);
+    gguf_w_u32(w, "gemma4.attention.value_length_swa", (uint32_t)hd_swa);
+    gguf_w_u32(w, "gemma4.rope.dimension_count", (uint32_t)hd);
+    double prf_swa = 1, base = 1000000.0, base_swa = 10000.0;
+    const cJSON *full = rope_sub(cfg, "full_attention"), *slide = rope_sub(cfg, "sliding_attention");
+    if (full) cfg_num(full, "rope_theta", &base);
+    if (slide) cfg_num(slide, "rope_theta", &base_swa), cfg_num(slide, "partial_rotary_factor", &prf_swa);
+    gguf_w_u32(w, "gemma4.rope.dimension_count_swa", (uint32_t)(hd_swa * prf_swa));
+    gguf_w_f32(w, "gemma4.rope.freq_base", (float)base);
+    gguf_w_f32(w, "gemma4.rope.freq_base_swa", (float)base_swa);
+    put_f32(w, cfg, a, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1e-6);
+    x = 0;
+    cfg_num(cfg, "hidden_size_per_layer_input", &x);
+    gguf_w_u32(w, "gemma4.embedding_length_per_layer_input", x >= 0 && x <= 65536 ? (uint32_t)x : 0);
+    if (cfg_num(cfg, "final_logit_softcapping", &x) && x > 0) gguf_w_f32(w, "gemma4.final_logit_softcapping", (float)x);
+    return 0;
+}
+
+/* Gemma 4's global layers rope only partial_rotary_factor of their dims ("proportional"): the converter's
+ * rope_freqs, 1 for the rotated pairs and 1e30 (no rotation) for the rest. */
+static int add_gemma4_rope_freqs(hearth_model *m, const cJSON *cfg, hearth_err *err) {
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");
+    if (cJSON_IsObject(text)) cfg = text;
+    const cJSON *full = rope_sub(cfg, "full_attention");
+    double hd = 0, prf = 1;
+    cfg_num(cfg, "global_head_dim", &hd);
+    if (full) cfg_num(full, "partial_rotary_factor", &prf);
+    if (!(prf > 0 && prf <= 1)) return herr(err, "config.json: partial_rotary_factor %g is not in (0, 1]", prf);
+    const int half = (int)hd / 2, rot = (int)(hd * prf / 2);
+    if (half < 1) return herr(err, "config.json: global_head_dim is needed");
+    float *ff = malloc((size_t)half * sizeof(float));
+    char *name = strdup("rope_freqs.weight");
+    if (!ff || !name) { free(ff); free(name); return herr(err, "out of memory"); }
+    if (model_own(m, name, err)) { free(ff); return -1; }   /* (model_own frees what it cannot keep) */
+    if (model_own(m, ff, err)) return -1;
+    for (int i = 0; i < half; i++) ff[i] = i < rot ? 1.0f : 1e30f;
+    ht_tensor *t = &m->tensors[m->n_tensors++];
+    *t = (ht_tensor){ .name = name, .type = HT_F32, .n_dims = 1, .ne = { half, 1, 1, 1 }, .data = ff,
+                      .row_bytes = (size_t)half * 4, .nbytes = (size_t)half * 4 };
+    return 0;
+}
+
 static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, hearth_err *err) {
     const char *a = fam->arch;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");   /* a multimodal model's text tower */
@@ -329,6 +619,8 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
         put_f32(w, cfg, a, "attention.layer_norm_epsilon", "layer_norm_epsilon", 1e-5);
         return 0;
     }
+    if (!strcmp(a, "deepseek2")) return put_deepseek2(w, cfg, err);
+    if (!strcmp(a, "gemma4")) return put_gemma4(w, cfg, err);
     if (!strcmp(fam->hf_arch, "DistilBertForMaskedLM")) {
         if (put_u32(w, cfg, a, "embedding_length", true, err, "dim") ||
             put_u32(w, cfg, a, "block_count", true, err, "n_layers") ||
@@ -359,6 +651,7 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
     if (put_moe(w, cfg, a, err)) return -1;
     put_f32(w, cfg, a, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1e-6);
     if (qwen35) return put_qwen35(w, cfg, a, err);   /* (its rope_parameters carry M-RoPE sections: text positions) */
+    if (!strcmp(a, "mistral3")) return put_mistral3(w, cfg, err);
     put_f32(w, cfg, a, "rope.freq_base", "rope_theta", 10000.0);
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
     if (cJSON_IsObject(rs)) {
@@ -371,9 +664,12 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
             gguf_w_str(w, key, "linear");
             snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
             gguf_w_f32(w, key, (float)f);
+        } else if (cJSON_IsString(t) && !strcmp(t->valuestring, "yarn") && !strcmp(a, "gpt-oss")) {   /* (the one proven here) */
+            if (put_yarn(w, rs, a, err)) return -1;
         } else if (!cJSON_IsString(t) || (strcmp(t->valuestring, "llama3") && strcmp(t->valuestring, "default")))
             return herr(err, "config.json: rope_scaling type '%s' is not supported", cJSON_IsString(t) ? t->valuestring : "?");
     }
+    if (!strcmp(a, "gpt-oss")) return put_gptoss(w, cfg, err);
     if (!strcmp(a, "gemma3")) {
         uint32_t period;
         double qs;
@@ -480,8 +776,9 @@ bool hf_gguf_name(const char *arch, const char *hf_name, char *out, size_t cap, 
 static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, int transform, hearth_err *err) {
     if (st->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", st->name, st->dtype);
     const bool squeeze = transform == T_SQUEEZE && st->n_dims == 3 && st->ne[1] == 1;
-    if ((st->n_dims < 1 || st->n_dims > 2) && !squeeze)
-        return herr(err, "tensor '%s': %d dimensions, expected 1 or 2", st->name, st->n_dims);
+    const bool stack = transform == T_STACK;
+    if (stack ? st->n_dims != 3 : (st->n_dims < 1 || st->n_dims > 2) && !squeeze)
+        return herr(err, "tensor '%s': %d dimensions, expected %s", st->name, st->n_dims, stack ? "3 (experts, rows, cols)" : "1 or 2");
     ht_tensor *t = &m->tensors[m->n_tensors];
     char *name = strdup(gname);
     if (!name || model_own(m, name, err)) return herr(err, "out of memory");
@@ -492,9 +789,9 @@ static int add_tensor(hearth_model *m, const st_tensor *st, const char *gname, i
     if (squeeze) t->n_dims = 2, t->ne[1] = st->ne[2], t->ne[2] = 1;
     t->data = st->data;
     t->nbytes = st->nbytes;
-    if (transform || !st->aligned) {
+    if ((transform && !stack) || !st->aligned) {
         /* layout change (or unaligned data): an F32 copy */
-        int64_t rows = t->ne[1], cols = t->ne[0];
+        int64_t rows = t->ne[1] * t->ne[2], cols = t->ne[0];
         float *f = malloc((size_t)(rows * cols) * sizeof(float));
         if (!f) return herr(err, "out of memory converting '%s'", st->name);
         if (st_read_f32(st, 0, (uint64_t)(rows * cols), f, err)) { free(f); return -1; }
@@ -565,14 +862,168 @@ static int add_stack(hearth_model *m, const expert_part *parts, int n, hearth_er
     return 0;
 }
 
+/* A new tensor (data owned by the model) named "blk.<il>.<suffix>". */
+static int add_owned(hearth_model *m, int il, const char *suffix, uint32_t type, int n_dims, int64_t ne0, int64_t ne1,
+                     int64_t ne2, void *data, hearth_err *err) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "blk.%d.%s", il, suffix);
+    char *name = strdup(buf);
+    if (!name || model_own(m, name, err)) { free(data); return herr(err, "out of memory"); }
+    if (model_own(m, data, err)) return -1;
+    ht_tensor *t = &m->tensors[m->n_tensors++];
+    *t = (ht_tensor){ .name = name, .type = type, .n_dims = n_dims, .ne = { ne0, ne1, ne2, 1 }, .data = data };
+    t->row_bytes = ht_row_size(type, ne0);
+    t->nbytes = (size_t)(ne1 * ne2) * t->row_bytes;
+    return 0;
+}
+
+static bool is_u8(const st_tensor *t) { return !strcmp(t->dtype, "U8"); }
+
+/* gpt-oss's MXFP4 stack <base>_blocks [experts, rows, nb, 16] + <base>_scales [experts, rows, nb] (uint8: FP4 pairs,
+ * element 2j in the low nibble of byte j; E8M0 exponents) repacked once into ggml's blocks (the scale byte, then
+ * byte j = element j | element j + 16 << 4: the same bits, as the converter moves them). With up_suffix, rows
+ * alternate gate, up (HF's gate_up_proj): even rows make gate_suffix's stack, odd rows up_suffix's. */
+static int add_mxfp4_stack(hearth_model *m, const st_set *st, const st_tensor *bl, int il, const char *gate_suffix,
+                           const char *up_suffix, hearth_err *err) {
+    char sname[300];
+    const size_t n = strlen(bl->name) - strlen("_blocks");
+    snprintf(sname, sizeof sname, "%.*s_scales", (int)n, bl->name);
+    const st_tensor *sc = st_find(st, sname);
+    if (!is_u8(bl) || bl->n_dims != 4 || bl->shape[3] != 16 || !bl->nelem)
+        return herr(err, "tensor '%s': %s of %d dimensions, U8 [experts, rows, blocks, 16] expected (MXFP4)", bl->name, bl->dtype, bl->n_dims);
+    if (!sc) return herr(err, "tensor '%s' missing (the scales of MXFP4 '%s')", sname, bl->name);
+    if (!is_u8(sc)) return herr(err, "tensor '%s': dtype %s, U8 expected (MXFP4 E8M0 scales)", sname, sc->dtype);
+    if (sc->n_dims != 3 || sc->shape[0] != bl->shape[0] || sc->shape[1] != bl->shape[1] || sc->shape[2] != bl->shape[2])
+        return herr(err, "tensor '%s': shape should be [%lld, %lld, %lld], the blocks' first three", sname,
+                    (long long)bl->shape[0], (long long)bl->shape[1], (long long)bl->shape[2]);
+    const int parts = up_suffix ? 2 : 1;
+    const int64_t NE = bl->shape[0], rows = bl->shape[1], nb = bl->shape[2], out_rows = rows / parts;
+    if (rows % parts) return herr(err, "tensor '%s': %lld rows, an even number (gate, up) expected", bl->name, (long long)rows);
+    const uint8_t *q = bl->data, *e8 = sc->data;
+    for (int p = 0; p < parts; p++) {
+        block_mxfp4 *dst = malloc((size_t)(NE * out_rows * nb) * sizeof *dst);
+        if (!dst) return herr(err, "out of memory repacking '%s'", bl->name);
+        for (int64_t e = 0; e < NE; e++)
+            for (int64_t r = 0; r < out_rows; r++) {
+                const int64_t src_row = e * rows + r * parts + p;
+                block_mxfp4 *d = dst + (e * out_rows + r) * nb;
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *x = q + (src_row * nb + b) * 16;
+                    uint8_t v[32];
+                    for (int j = 0; j < 16; j++) v[2 * j] = x[j] & 15, v[2 * j + 1] = x[j] >> 4;
+                    d[b].e = e8[src_row * nb + b];
+                    for (int j = 0; j < 16; j++) d[b].qs[j] = (uint8_t)(v[j] | v[j + 16] << 4);
+                }
+            }
+        if (add_owned(m, il, p ? up_suffix : gate_suffix, HT_MXFP4, 3, nb * QK_MXFP4, out_rows, NE, dst, err)) return -1;
+    }
+    return 0;
+}
+
+/* gate_up_proj_bias [experts, 2 * ff], gate and up alternating: two F32 bias stacks [experts][ff]. */
+static int add_gate_up_bias(hearth_model *m, const st_tensor *t, int il, hearth_err *err) {
+    if (t->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", t->name, t->dtype);
+    if (t->n_dims != 2 || t->shape[1] % 2 || !t->nelem) return herr(err, "tensor '%s': [experts, 2 * ff] expected", t->name);
+    const int64_t NE = t->shape[0], F = t->shape[1] / 2;
+    float *all = malloc((size_t)t->nelem * sizeof(float)), *g = malloc((size_t)(NE * F) * sizeof(float)),
+          *u = malloc((size_t)(NE * F) * sizeof(float));
+    if (!all || !g || !u) { free(all); free(g); free(u); return herr(err, "out of memory"); }
+    if (st_read_f32(t, 0, t->nelem, all, err)) { free(all); free(g); free(u); return -1; }
+    for (int64_t i = 0; i < NE * F; i++) g[i] = all[2 * i], u[i] = all[2 * i + 1];
+    free(all);
+    if (add_owned(m, il, "ffn_gate_exps.bias", HT_F32, 2, F, NE, 1, g, err)) { free(u); return -1; }
+    return add_owned(m, il, "ffn_up_exps.bias", HT_F32, 2, F, NE, 1, u, err);
+}
+
+/* gpt-oss's unquantized expert stack [experts, in, out] (gate_up_proj: out = 2 * ff, gate and up alternating) as the
+ * converter transposes it: rows of `in`, in its dtype; with up_suffix the rows are split as in add_mxfp4_stack. */
+static int add_dense_stack(hearth_model *m, const st_tensor *t, int il, const char *gate_suffix, const char *up_suffix,
+                           hearth_err *err) {
+    const int parts = up_suffix ? 2 : 1;
+    if (t->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", t->name, t->dtype);
+    if (t->n_dims != 3 || t->shape[2] % parts || !t->nelem) return herr(err, "tensor '%s': [experts, in, out] expected", t->name);
+    const int64_t NE = t->shape[0], in = t->shape[1], out = t->shape[2] / parts;
+    const size_t es = (size_t)(t->nbytes / t->nelem);
+    const uint8_t *src = t->data;
+    for (int p = 0; p < parts; p++) {
+        uint8_t *dst = malloc((size_t)(NE * out * in) * es);
+        if (!dst) return herr(err, "out of memory converting '%s'", t->name);
+        for (int64_t e = 0; e < NE; e++)
+            for (int64_t r = 0; r < out; r++)
+                for (int64_t i = 0; i < in; i++)
+                    memcpy(dst + (size_t)((e * out + r) * in + i) * es,
+                           src + (size_t)((e * in + i) * t->shape[2] + r * parts + p) * es, es);
+        if (add_owned(m, il, p ? up_suffix : gate_suffix, (uint32_t)t->type, 3, in, out, NE, dst, err)) return -1;
+    }
+    return 0;
+}
+
+/* DeepSeek's kv_b_proj [heads * (nope + v), kv_lora_rank] split per head as the converter does: K's nope rows
+ * transposed into attn_k_b (ggml [nope, rank, heads]), V's rows as attn_v_b ([rank, v, heads]); in its dtype. */
+static int add_kv_b(hearth_model *m, const st_tensor *t, int il, hearth_err *err) {
+    uint32_t H = 0, kmla = 0, vmla = 0, rope = 0;
+    gguf_get_u32(m->gguf, "deepseek2.attention.head_count", &H);
+    gguf_get_u32(m->gguf, "deepseek2.attention.key_length_mla", &kmla);
+    gguf_get_u32(m->gguf, "deepseek2.attention.value_length_mla", &vmla);
+    gguf_get_u32(m->gguf, "deepseek2.rope.dimension_count", &rope);
+    const int64_t nope = (int64_t)kmla - rope, v = vmla, R = t->n_dims == 2 ? t->shape[1] : 0;
+    if (t->type == ST_UNSUPPORTED) return herr(err, "tensor '%s': dtype %s not supported (F32, F16, BF16 only)", t->name, t->dtype);
+    if (t->n_dims != 2 || nope < 1 || !t->nelem || t->shape[0] != (int64_t)H * (nope + v))
+        return herr(err, "tensor '%s': shape should be [%lld, kv_lora_rank] (heads x (qk_nope_head_dim + v_head_dim))", t->name,
+                    (long long)H * (nope + v));
+    const size_t es = (size_t)(t->nbytes / t->nelem);
+    uint8_t *kb = malloc((size_t)(H * nope * R) * es), *vb = malloc((size_t)(H * v * R) * es);
+    if (!kb || !vb) { free(kb); free(vb); return herr(err, "out of memory"); }
+    const uint8_t *src = t->data;
+    for (int64_t h = 0; h < H; h++) {
+        const uint8_t *head = src + (size_t)(h * (nope + v) * R) * es;
+        for (int64_t i = 0; i < nope; i++)
+            for (int64_t r = 0; r < R; r++) memcpy(kb + (size_t)((h * R + r) * nope + i) * es, head + (size_t)(i * R + r) * es, es);
+        memcpy(vb + (size_t)(h * v * R) * es, head + (size_t)(nope * R) * es, (size_t)(v * R) * es);
+    }
+    if (add_owned(m, il, "attn_k_b.weight", (uint32_t)t->type, 3, nope, R, H, kb, err)) { free(vb); return -1; }
+    return add_owned(m, il, "attn_v_b.weight", (uint32_t)t->type, 3, R, v, H, vb, err);
+}
+
+/* The tensors no name table maps (gpt-oss's expert stacks, DeepSeek's kv_b_proj): 1 if t was one of them (added,
+ * or *rc -1 on error). */
+static int add_special(hearth_model *m, const family *fam, const st_set *st, const st_tensor *t, int *rc, hearth_err *err) {
+    int il;
+    const char *rest;
+    if (!match_prefix(t->name, fam->layer_fmt, &il, &rest)) return 0;
+    if (!strcmp(fam->arch, "deepseek2") && !strcmp(rest, "self_attn.kv_b_proj.weight"))
+        *rc = add_kv_b(m, t, il, err);
+    else if (strcmp(fam->arch, "gpt-oss")) return 0;
+    else if (!strcmp(rest, "mlp.experts.gate_up_proj_blocks"))
+        *rc = add_mxfp4_stack(m, st, t, il, "ffn_gate_exps.weight", "ffn_up_exps.weight", err);
+    else if (!strcmp(rest, "mlp.experts.down_proj_blocks"))
+        *rc = add_mxfp4_stack(m, st, t, il, "ffn_down_exps.weight", NULL, err);
+    else if (!strcmp(rest, "mlp.experts.gate_up_proj_bias"))
+        *rc = add_gate_up_bias(m, t, il, err);
+    else if (!strcmp(rest, "mlp.experts.gate_up_proj"))
+        *rc = add_dense_stack(m, t, il, "ffn_gate_exps.weight", "ffn_up_exps.weight", err);
+    else if (!strcmp(rest, "mlp.experts.down_proj"))
+        *rc = add_dense_stack(m, t, il, "ffn_down_exps.weight", NULL, err);
+    else return 0;
+    return 1;
+}
+
 static int map_tensors(hearth_model *m, const family *fam, const st_set *st, hearth_err *err) {
-    m->tensors = calloc(st->n_tensors + 1, sizeof *m->tensors);
+    m->tensors = calloc(2 * st->n_tensors + 2, sizeof *m->tensors);   /* kv_b_proj, gate_up: one makes two; rope_freqs */
     expert_part *parts = calloc(st->n_tensors + 1, sizeof *parts);
     int n_parts = 0, rc = 0;
     if (!m->tensors || !parts) { free(parts); return herr(err, "out of memory"); }
+    char key[128];
+    uint32_t n_layer = UINT32_MAX;
+    snprintf(key, sizeof key, "%s.block_count", fam->arch);
+    gguf_get_u32(m->gguf, key, &n_layer);
     for (uint64_t i = 0; i < st->n_tensors && !rc; i++) {
         char gname[160];
-        int transform, expert;
+        int transform, expert, il;
+        const char *rest;
+        /* layers past num_hidden_layers (DeepSeek-V3's multi-token prediction layer) are not the model's */
+        if (match_prefix(st->tensors[i].name, fam->layer_fmt, &il, &rest) && (uint32_t)il >= n_layer) continue;
+        if (add_special(m, fam, st, &st->tensors[i], &rc, err)) continue;
         if (!map_name(fam, st->tensors[i].name, gname, sizeof gname, &transform, &expert)) continue;
         if (expert < 0) { rc = add_tensor(m, &st->tensors[i], gname, transform, err); continue; }
         parts[n_parts].st = &st->tensors[i];
@@ -644,6 +1095,7 @@ int hf_load(hearth_model *m, const char *dir, hearth_err *err) {
     w = gguf_writer_new();
     if (build_metadata(w, fam, cfg, err) || hf_put_extra_metadata(w, dir, err) || open_metadata(w, &m->gguf, err)) goto out;
     if (st_open_dir(dir, &st, err) || map_tensors(m, fam, st, err)) goto out;
+    if (!strcmp(fam->arch, "gemma4") && add_gemma4_rope_freqs(m, cfg, err)) goto out;
     snprintf(m->name, sizeof m->name, "%s", fam->hf_arch);
     if (m->arch->load_hparams(m, err)) goto out;
     if (fam->neox_from_hf) { m->hp.rope_type = ROPE_NEOX; m->qk_rotate_half = true; }
