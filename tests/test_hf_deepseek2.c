@@ -15,6 +15,7 @@
 #include "io/gguf.h"
 #include "quant/quant.h"
 #include "golden_check.h"
+#include "hf_check.h"
 #include "hearth.h"
 #include "convert/quantize.h"
 #include "st_write.h"
@@ -162,45 +163,9 @@ static void check(const char *fixture, const char *hf_arch, const char *tmp) {
     REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
     write_hf(gguf, dir, hf_arch, OK);
 
-    hearth_model *hf, *twin;
-    REQUIRE(!hearth_model_load(dir, &hf, &err), "%s: %s", dir, err.msg);
-    REQUIRE(!hearth_model_load(gguf, &twin, &err), "%s: %s", gguf, err.msg);
-    golden_file ref, a, b;
-    REQUIRE(!golden_read(golden, &ref, &err), "%s", err.msg);
-    gc_eval_file(hf, &ref, false, HEARTH_CACHE_F32, 0, &a);
-    gc_eval_file(twin, &ref, false, HEARTH_CACHE_F32, 0, &b);
-    int same = 0;
-    for (uint32_t c = 0; c < ref.n_cases; c++)
-        same += !memcmp(a.cases[c].values, b.cases[c].values, (size_t)golden_rows(&b.cases[c]) * b.cases[c].n_out * sizeof(float));
-    int agree = 0, total = 0;
-    double worst = gc_worst_rel(&a, &ref, &agree, &total);
-    printf("%s HF dir (%s): %d of %u cases bit-identical to the GGUF's; vs golden %.2e, argmax %d/%d\n", fixture, hf_arch, same,
-           ref.n_cases, worst, agree, total);
-    CHECK(same == (int)ref.n_cases, "%s: the HF directory's logits differ from the GGUF's", fixture);
-    CHECK(worst <= 5e-3 && agree >= 0.99 * total, "%s HF: rel diff %.3g, argmax %d/%d", fixture, worst, agree, total);
-    golden_free(&a);
-    golden_free(&b);
-    golden_free(&ref);
-    hearth_model_free(twin);
-
+    hearth_model *hf = hf_check_logits(dir, gguf, golden, fixture, 0, 5e-3);
     /* back to GGUF: every tensor of the fixture comes out byte for byte (kv_b_proj split, stacks, rope_freqs) */
-    char out[320];
-    snprintf(out, sizeof out, "%s/%s-from-hf.gguf", tmp, fixture);
-    REQUIRE(!model_quantize(hf, out, "F32", true, 2, NULL, NULL, &err), "%s", err.msg);
-    hearth_model_free(hf);
-    gguf_file *x, *y;
-    REQUIRE(!gguf_open(out, &x, &err) && !gguf_open(gguf, &y, &err), "%s", err.msg);
-    int identical = 0;
-    for (uint64_t i = 0; i < y->n_tensors; i++) {
-        const gguf_tensor *t = &y->tensors[i], *u = gguf_find_tensor(x, t->name);
-        bool ok = u && u->type == t->type && u->n_dims == t->n_dims && u->nbytes == t->nbytes && !memcmp(u->data, t->data, t->nbytes);
-        CHECK(ok, "%s: tensor %s differs after HF -> GGUF", fixture, t->name);
-        identical += ok;
-    }
-    printf("%s HF dir -> GGUF F32: %d of %llu tensors identical to the fixture's\n", fixture, identical, (unsigned long long)y->n_tensors);
-    gguf_close(x);
-    gguf_close(y);
-    unlink(out);
+    hf_check_to_gguf(hf, gguf, tmp, fixture);
 
     const struct { int flaw; const char *want; } bad[] = { { BAD_KV_B, "kv_b_proj.weight': shape should be" },
                                                            { NO_KV_A_NORM, "blk.2.attn_kv_a_norm.weight" } };

@@ -13,6 +13,7 @@
 #include "io/gguf.h"
 #include "quant/quant.h"
 #include "golden_check.h"
+#include "hf_check.h"
 #include "hearth.h"
 #include "st_write.h"
 #include "testutil.h"
@@ -186,37 +187,14 @@ static void check_refused(const char *tmp, const char *gguf, int flaw, const cha
 /* The directory written from fixture gives its logits bit for bit and the golden's argmax. */
 static void check(const char *tmp, const char *fixture) {
     char gguf[256], golden[256], dir[300];
-    hearth_err err;
     snprintf(gguf, sizeof gguf, "data/models/%s.gguf", fixture);
     snprintf(golden, sizeof golden, "data/golden/%s.golden", fixture);
     snprintf(dir, sizeof dir, "%s/%s-hf", tmp, fixture);
     REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
     write_hf(gguf, dir, OK);
 
-    hearth_model *hf, *twin;
-    REQUIRE(!hearth_model_load(dir, &hf, &err), "%s: %s", dir, err.msg);
-    REQUIRE(!hearth_model_load(gguf, &twin, &err), "%s: %s", gguf, err.msg);
-    golden_file ref, a, b;
-    REQUIRE(!golden_read(golden, &ref, &err), "%s", err.msg);
-    gc_eval_file(hf, &ref, false, HEARTH_CACHE_F32, 0, &a);
-    gc_eval_file(twin, &ref, false, HEARTH_CACHE_F32, 0, &b);
-    int same = 0;
-    for (uint32_t c = 0; c < ref.n_cases; c++)
-        same += !memcmp(a.cases[c].values, b.cases[c].values, (size_t)golden_rows(&b.cases[c]) * b.cases[c].n_out * sizeof(float));
-    int agree = 0, total = 0;
-    double worst = gc_worst_rel(&a, &ref, &agree, &total);
-    printf("%s HF dir: %d of %u cases bit-identical to the GGUF's; vs golden %.2e, argmax %d/%d\n", fixture, same, ref.n_cases,
-           worst, agree, total);
-    CHECK(same == (int)ref.n_cases, "%s: the HF directory's logits differ from the GGUF's in %u cases", fixture,
-          ref.n_cases - (unsigned)same);
     /* (the MXFP4 file's rel diff is the quantized rule's business, which test_golden applies to the GGUF) */
-    CHECK(agree >= 0.99 * total, "%s HF: argmax agrees with the golden's on %d of %d rows", fixture, agree, total);
-    if (!strstr(fixture, "MXFP4")) CHECK(worst <= 5e-3, "%s HF: rel diff %.3g from the golden", fixture, worst);
-    golden_free(&a);
-    golden_free(&b);
-    golden_free(&ref);
-    hearth_model_free(twin);
-    hearth_model_free(hf);
+    hearth_model_free(hf_check_logits(dir, gguf, golden, fixture, 0, strstr(fixture, "MXFP4") ? 0 : 5e-3));
 }
 
 int main(void) {

@@ -12,6 +12,7 @@
 #include "io/gguf.h"
 #include "quant/quant.h"
 #include "golden_check.h"
+#include "hf_check.h"
 #include "hearth.h"
 #include "st_write.h"
 #include "testutil.h"
@@ -121,34 +122,12 @@ static void write_hf(const char *gguf_path, const char *dir, bool multimodal, in
 static void check(const char *tmp, bool multimodal) {
     const char *gguf = "data/models/mistral3.gguf";
     char dir[300];
-    hearth_err err;
     snprintf(dir, sizeof dir, "%s/hf-%d", tmp, multimodal);
     REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
     write_hf(gguf, dir, multimodal, OK);
-    hearth_model *hf, *twin;
-    REQUIRE(!hearth_model_load(dir, &hf, &err), "%s: %s", dir, err.msg);
-    REQUIRE(!hearth_model_load(gguf, &twin, &err), "%s: %s", gguf, err.msg);
-    golden_file ref, a, b;
-    REQUIRE(!golden_read("data/golden/mistral3.golden", &ref, &err), "%s", err.msg);
-    gc_eval_file(hf, &ref, false, HEARTH_CACHE_F32, 0, &a);
-    gc_eval_file(twin, &ref, false, HEARTH_CACHE_F32, 0, &b);
-    double twin_diff = 0;
-    for (uint32_t c = 0; c < ref.n_cases; c++) {
-        double d = gc_rel_diff(&a.cases[c], &b.cases[c]);
-        if (!(d <= twin_diff)) twin_diff = d;
-    }
-    int agree = 0, total = 0;
-    double worst = gc_worst_rel(&a, &ref, &agree, &total);
-    printf("mistral3 HF dir (%s): vs its GGUF twin %.2e, vs golden %.2e, argmax %d/%d\n",
-           multimodal ? "Mistral3ForConditionalGeneration" : "Ministral3ForCausalLM", twin_diff, worst, agree, total);
     /* rotate-half q/k under NEOX rope: the same products, summed over the head in another order */
-    CHECK(twin_diff <= 1e-5, "the HF directory's logits differ from the GGUF's by %.3g", twin_diff);
-    CHECK(worst <= 5e-3 && agree >= 0.99 * total, "HF: rel diff %.3g, argmax %d/%d", worst, agree, total);
-    golden_free(&a);
-    golden_free(&b);
-    golden_free(&ref);
-    hearth_model_free(twin);
-    hearth_model_free(hf);
+    hearth_model_free(hf_check_logits(dir, gguf, "data/golden/mistral3.golden",
+                                      multimodal ? "mistral3 (Mistral3ForConditionalGeneration)" : "mistral3 (Ministral3ForCausalLM)", 1e-5, 5e-3));
 }
 
 static void check_refused(const char *tmp, int flaw, const char *want) {

@@ -12,6 +12,7 @@
 
 #include "io/gguf.h"
 #include "golden_check.h"
+#include "hf_check.h"
 #include "hearth.h"
 #include "convert/quantize.h"
 #include "st_write.h"
@@ -133,7 +134,7 @@ static void write_hf(const family *f, const char *gguf_path, const char *dir, in
 }
 
 static void check_family(const family *f, const char *fixture, const char *tmp) {
-    char gguf[256], dir[256], golden[256], out[300];
+    char gguf[256], dir[256], golden[256];
     hearth_err err;
     snprintf(gguf, sizeof gguf, "data/models/%s.gguf", fixture);
     snprintf(golden, sizeof golden, "data/golden/%s.golden", fixture);
@@ -141,45 +142,9 @@ static void check_family(const family *f, const char *fixture, const char *tmp) 
     REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
     write_hf(f, gguf, dir, -1);
 
-    hearth_model *hf, *twin;
-    REQUIRE(!hearth_model_load(dir, &hf, &err), "%s: %s", dir, err.msg);
-    REQUIRE(!hearth_model_load(gguf, &twin, &err), "%s: %s", gguf, err.msg);
-    golden_file ref, a, b;
-    REQUIRE(!golden_read(golden, &ref, &err), "%s", err.msg);
-    gc_eval_file(hf, &ref, false, HEARTH_CACHE_F32, 0, &a);
-    gc_eval_file(twin, &ref, false, HEARTH_CACHE_F32, 0, &b);
-    double twin_diff = 0;
-    for (uint32_t c = 0; c < ref.n_cases; c++) {
-        double d = gc_rel_diff(&a.cases[c], &b.cases[c]);
-        if (!(d <= twin_diff)) twin_diff = d;
-    }
-    int agree = 0, total = 0;
-    double worst = gc_worst_rel(&a, &ref, &agree, &total);
-    printf("%s HF dir: vs its GGUF twin %.2e, vs golden %.2e, argmax %d/%d\n", fixture, twin_diff, worst, agree, total);
-    CHECK(twin_diff <= 1e-5, "%s: the HF directory's logits differ from the GGUF's by %.3g", fixture, twin_diff);
-    CHECK(worst <= 5e-3 && agree >= 0.99 * total, "%s HF: rel diff %.3g, argmax %d/%d", fixture, worst, agree, total);
-    golden_free(&a);
-    golden_free(&b);
-    golden_free(&ref);
-    hearth_model_free(twin);
-
+    hearth_model *hf = hf_check_logits(dir, gguf, golden, fixture, 1e-5, 5e-3);
     /* back to GGUF: the stacks are rebuilt row for row (and Mixtral's q/k permuted back) */
-    snprintf(out, sizeof out, "%s/%s-from-hf.gguf", tmp, fixture);
-    REQUIRE(!model_quantize(hf, out, "F32", true, 2, NULL, NULL, &err), "%s", err.msg);
-    hearth_model_free(hf);
-    gguf_file *x, *y;
-    REQUIRE(!gguf_open(out, &x, &err) && !gguf_open(gguf, &y, &err), "%s", err.msg);
-    int same = 0;
-    for (uint64_t i = 0; i < y->n_tensors; i++) {
-        const gguf_tensor *t = &y->tensors[i], *u = gguf_find_tensor(x, t->name);
-        bool ok = u && u->type == t->type && u->n_dims == t->n_dims && u->nbytes == t->nbytes && !memcmp(u->data, t->data, t->nbytes);
-        CHECK(ok, "%s: tensor %s differs after HF -> GGUF", fixture, t->name);
-        same += ok;
-    }
-    printf("%s HF dir -> GGUF F32: %d of %llu tensors identical to the fixture's\n", fixture, same, (unsigned long long)y->n_tensors);
-    gguf_close(x);
-    gguf_close(y);
-    unlink(out);
+    hf_check_to_gguf(hf, gguf, tmp, fixture);
 
     /* an expert missing from a stack: one line naming it */
     snprintf(dir, sizeof dir, "%s/%s-hf-gap", tmp, fixture);
