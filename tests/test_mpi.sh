@@ -172,4 +172,12 @@ err=$(mpi 4 info -m data/models/mixtral.gguf --tp 2 2>&1)
 check "info -np 4 --tp 2: four ranks name their share [$err]" \
     '[[ $(grep -c "^rank [0-3]/4 on .*: layers [01]-[01], tensor part [12]/2 (" <<<"$err") == 4 && $err == *"heads        4 (kv 2,"* ]]'
 
+# Data parallel (serve --dp R): refused on a job of another size, without mpirun, and for other commands.
+err=$(mpi 3 serve -m "$f" --port 0 --dp 2 2>&1)
+check "--dp 2 on 3 ranks: refused [$err]" '[[ $(grep -c "^error:" <<<"$err") == 1 && $err == *"error: --dp 2: the job has 3 ranks; start it with mpirun -np 2 (one rank per replica)"* ]]'
+err=$("$HEARTH" serve -m "$f" --dp 2 2>&1)
+check "--dp without mpirun: refused [$err]" '[[ $err == "error: --dp 2: start hearth with mpirun -np 2 (one rank per replica)" ]]'
+err=$("$HEARTH" run -m "$f" -p hi --dp 2 2>&1)
+check "--dp on run: refused [$err]" '[[ $err == "error: --dp: only hearth serve runs replicas"* ]]'
+
 exit $fail
