@@ -7,9 +7,11 @@
  * medians and the median of the paired ratios (B / A of the same round) say which build is faster.
  * Same threads, same tokens, same model file on both sides.
  *
- *   bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] MODEL LIB_A LIB_B
+ *   bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-a LORA] [-b LORA [-m]] MODEL LIB_A LIB_B
  *   e.g. bench_ab -p 512 -n 64 m.gguf /tmp/before/build/libhearth.so build/libhearth.so
- * -p 0 or -n 0 skips that phase. LIB_A may equal LIB_B (a check of the method: the ratio should come out 1). */
+ * -p 0 or -n 0 skips that phase. LIB_A may equal LIB_B (a check of the method: the ratio should come out 1).
+ * -a / -b apply a LoRA adapter at scale 1 on side A / B (unmerged; with -m B's is merged into its weights):
+ * the same library on both sides with -b gives the adapter's overhead. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -30,6 +32,8 @@ typedef struct {
     int (*decode)(hearth_ctx *, const hearth_batch *, hearth_err *);
     void (*seq_truncate)(hearth_ctx *, int, int);
     const char *(*kernels)(void);
+    const char *lora;   /* an adapter to apply, or NULL */
+    int merge;          /* merged into the weights (hearth_lora_merge) rather than applied beside them */
     hearth_ctx *ctx;
     double pp[MAX_ROUNDS], tg[MAX_ROUNDS];
 } side;
@@ -67,13 +71,31 @@ static void open_side(side *s, const char *model, int threads, int n_ctx) {
         fprintf(stderr, "bench_ab: %s: %s\n", s->lib, err.msg);
         exit(1);
     }
+    hearth_lora *a = NULL;
+    const float one = 1.0f;
+    if (s->lora) {
+        int (*lora_load)(hearth_model *, const char *, hearth_lora **, hearth_err *);
+        *(void **)&lora_load = sym(h, s->lib, "hearth_lora_load");
+        if (lora_load(m, s->lora, &a, &err)) goto fail;
+    }
+    if (s->merge) {
+        int (*merge)(hearth_model *, hearth_lora *const *, const float *, int, int, size_t *, hearth_err *);
+        *(void **)&merge = sym(h, s->lib, "hearth_lora_merge");
+        if (merge(m, &a, &one, 1, threads, NULL, &err)) goto fail;
+    }
     hearth_ctx_params p = s->default_params();
     p.n_ctx = n_ctx;
     p.n_threads = threads;
-    if (s->ctx_new(m, &p, &s->ctx, &err)) {
-        fprintf(stderr, "bench_ab: %s: %s\n", s->lib, err.msg);
-        exit(1);
+    if (s->ctx_new(m, &p, &s->ctx, &err)) goto fail;
+    if (a && !s->merge) {
+        int (*set)(hearth_ctx *, hearth_lora *const *, const float *, int, hearth_err *);
+        *(void **)&set = sym(h, s->lib, "hearth_ctx_set_lora");
+        if (set(s->ctx, &a, &one, 1, &err)) goto fail;
     }
+    return;   /* (the model, context and adapter live until the process ends) */
+fail:
+    fprintf(stderr, "bench_ab: %s: %s\n", s->lib, err.msg);
+    exit(1);
 }
 
 /* Tokens per second of prefilling n_pp tokens (batches of 512) from an empty cache, or, with n_tg, of
@@ -128,20 +150,24 @@ static void report(const char *what, const double *a, const double *b, int round
 }
 
 int main(int argc, char **argv) {
-    int threads = 2, n_pp = 512, n_tg = 64, rounds = 6, opt;
-    while ((opt = getopt(argc, argv, "t:p:n:r:")) != -1) {
+    int threads = 2, n_pp = 512, n_tg = 64, rounds = 6, opt, merge = 0;
+    const char *lora[2] = {NULL, NULL};
+    while ((opt = getopt(argc, argv, "t:p:n:r:a:b:m")) != -1) {
         switch (opt) {
         case 't': threads = atoi(optarg); break;
         case 'p': n_pp = atoi(optarg); break;
         case 'n': n_tg = atoi(optarg); break;
         case 'r': rounds = atoi(optarg); break;
+        case 'a': lora[0] = optarg; break;
+        case 'b': lora[1] = optarg; break;
+        case 'm': merge = 1; break;
         default: goto usage;
         }
     }
     if (argc - optind != 3 || threads < 1 || n_pp < 0 || n_tg < 0 || n_pp + n_tg < 1 || n_pp + n_tg > 8192 ||
-        rounds < 1 || rounds > MAX_ROUNDS)
+        rounds < 1 || rounds > MAX_ROUNDS || (merge && !lora[1]))
         goto usage;
-    side s[2] = {{.lib = argv[optind + 1]}, {.lib = argv[optind + 2]}};
+    side s[2] = {{.lib = argv[optind + 1], .lora = lora[0]}, {.lib = argv[optind + 2], .lora = lora[1], .merge = merge}};
     const int n_ctx = n_pp > n_tg + 1 ? n_pp : n_tg + 1;
     hearth_token *tok = malloc(sizeof *tok * (size_t)(n_ctx + 1));
     if (!tok) return 1;
@@ -150,8 +176,9 @@ int main(int argc, char **argv) {
         open_side(&s[i], argv[optind], threads, n_ctx);
         run(&s[i], tok, n_pp < 64 ? n_pp : 64, n_pp ? 0 : 4);   /* touch the weights and scratch once */
     }
-    printf("A: %s (%s)\nB: %s (%s)\n%s, %d threads, %d rounds A B B A of", s[0].lib, s[0].kernels(), s[1].lib,
-           s[1].kernels(), argv[optind], threads, rounds);
+    printf("A: %s (%s)%s%s\nB: %s (%s)%s%s%s\n%s, %d threads, %d rounds A B B A of", s[0].lib, s[0].kernels(), lora[0] ? " + LoRA " : "",
+           lora[0] ? lora[0] : "", s[1].lib, s[1].kernels(), lora[1] ? " + LoRA " : "", lora[1] ? lora[1] : "",
+           merge ? " merged" : "", argv[optind], threads, rounds);
     if (n_pp) printf(" pp%d", n_pp);
     if (n_tg) printf(" tg%d", n_tg);
     printf("\n");
@@ -169,6 +196,6 @@ int main(int argc, char **argv) {
     free(tok);
     return 0;
 usage:
-    fprintf(stderr, "usage: bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] MODEL LIB_A LIB_B\n");
+    fprintf(stderr, "usage: bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-a LORA] [-b LORA [-m]] MODEL LIB_A LIB_B\n");
     return 2;
 }

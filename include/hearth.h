@@ -130,6 +130,11 @@ HEARTH_API int  hearth_seq_len(const hearth_ctx *c, int seq);
  * keeps only the last window + n_batch positions of those layers: going back more than n_batch tokens
  * clears the sequence instead (hearth_seq_len tells). */
 HEARTH_API void hearth_seq_truncate(hearth_ctx *c, int seq, int pos);
+/* How many more positions sequence seq can take and still be cut back to its current length exactly: a model
+ * with recurrent layers (Gated DeltaNet) keeps its state at the start of the current chunk of 64 positions, and
+ * the position that completes the chunk makes the positions before it final; a sliding-window ring overwrites
+ * what is further back than its slack. INT_MAX when nothing limits it (speculative drafts stay within it). */
+HEARTH_API int  hearth_seq_cut_room(const hearth_ctx *c, int seq);
 /* A sequence's KV cache as bytes, to keep a prompt's prefix and restore it later (prompt caches): each position
  * takes hearth_kv_token_bytes(c). hearth_kv_read copies positions [pos0, pos0 + n) of seq (they must be cached)
  * into buf; hearth_kv_write appends them to seq, whose length must be pos0, and the sequence is then as if it
@@ -182,6 +187,14 @@ HEARTH_API int hearth_seq_set_lora(hearth_ctx *c, int seq, const float *scales, 
  * hearth_ctx_lora_id is sequence 0's. */
 HEARTH_API uint64_t hearth_seq_lora_id(const hearth_ctx *c, int seq);
 HEARTH_API uint64_t hearth_ctx_lora_id(const hearth_ctx *c);
+/* Merges adapters into m's weights for good (W' = W + sum of scale * alpha / rank * B A, row by row on n_threads):
+ * each adapted matrix is dequantized, added to and requantized to its own type with hearth's reference
+ * quantizer (F32 / F16 / BF16 stay in their type), in a copy the model owns; untouched matrices stay mapped.
+ * A quantized base is rounded again, so logits differ slightly from the unmerged path's. Only before m's first
+ * context, and not for a model split over MPI ranks or a token embedding; *bytes (may be NULL) gets the bytes
+ * copied. The adapters are then merged: hearth_ctx_set_lora refuses them. -1 with err (m unchanged). */
+HEARTH_API int hearth_lora_merge(hearth_model *m, hearth_lora *const *a, const float *scales, int n, int n_threads,
+                                 size_t *bytes, hearth_err *err);
 /* ---- sampling ---- */
 /* The sampler chain. hearth_sample runs these stages, in this order, over the n_vocab logits of one row:
  *   1. logit bias   logit += bias[id]          (hearth_sampler_set_bias, hearth_sampler_bias_text)

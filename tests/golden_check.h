@@ -76,6 +76,16 @@ static inline double gc_worst_rel(const golden_file *ours, const golden_file *re
     return worst;
 }
 
+/* Every case of ref evaluated on ctx (batched, or token by token) into out, or exit 1. */
+static inline void gc_eval_ctx(hearth_ctx *ctx, const golden_file *ref, bool by_token, golden_file *out) {
+    hearth_err err;
+    out->n_cases = ref->n_cases;
+    out->cases = calloc(ref->n_cases, sizeof *out->cases);
+    REQUIRE(out->cases, "out of memory");
+    for (uint32_t i = 0; i < ref->n_cases; i++)
+        REQUIRE(!golden_eval(ctx, &ref->cases[i], by_token, &out->cases[i], &err), "eval: %s", err.msg);
+}
+
 /* Evaluates every case of ref on a fresh context of m (n_batch 0 = default), batched or token by token. */
 static inline void gc_eval_file(hearth_model *m, const golden_file *ref, bool by_token, hearth_cache_type ct,
                                 int n_batch, golden_file *out) {
@@ -86,10 +96,7 @@ static inline void gc_eval_file(hearth_model *m, const golden_file *ref, bool by
     cp.cache_type = ct;
     hearth_ctx *ctx;
     REQUIRE(!hearth_ctx_new(m, &cp, &ctx, &err), "ctx: %s", err.msg);
-    out->n_cases = ref->n_cases;
-    out->cases = calloc(ref->n_cases, sizeof *out->cases);
-    for (uint32_t i = 0; i < ref->n_cases; i++)
-        REQUIRE(!golden_eval(ctx, &ref->cases[i], by_token, &out->cases[i], &err), "eval: %s", err.msg);
+    gc_eval_ctx(ctx, ref, by_token, out);
     hearth_ctx_free(ctx);
 }
 

@@ -1,11 +1,15 @@
 # lib.sh — helpers shared by the shell tests (sourced, not run): `check NAME EXPR` records a failure
 # without stopping, `one_error_line CMD...` requires exit 1 with exactly one stderr line "error: ..."
-# (the message is left in LAST_ERR); `sanitized_build` makes the clang ASan + UBSan build (below).
+# (the message is left in LAST_ERR), `slow_layers N` sizes a slow test model; `sanitized_build` makes the clang ASan + UBSan build (below).
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
 # `cmd | matches PATTERN`: grep -q that reads all of its input. Under pipefail `cmd | grep -q` fails (or, after
 # `!`, passes) at random: grep exits at the first match and cmd's next write dies of SIGPIPE.
 matches() { grep "$@" > /dev/null; }
+# slow_layers N: the depth of the "slow" synthesized tiny-llama a test uses to make a prompt take seconds: N, or
+# half of it in the ASan + UBSan build (test_sanitizers sets ASAN_OPTIONS), which runs ~3x slower and beside the
+# rest of the suite; the same seconds either way, not minutes.
+slow_layers() { if [[ -n ${ASAN_OPTIONS:-} ]]; then echo $(($1 / 2)); else echo "$1"; fi; }
 one_error_line() {
     local err; err=$("$@" 2>&1 >/dev/null); local rc=$?
     [[ $rc -eq 1 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == error:* ]] || { echo "  rc=$rc out=[$err]"; return 1; }
@@ -14,13 +18,30 @@ one_error_line() {
 
 # sanitized_build: configures and builds SAN_BUILD ($HEARTH_BUILD-fuzz), the clang build with ASan + UBSan (and
 # libFuzzer's coverage) of everything: test_sanitizers runs the suite there, test_fuzz the fuzz targets. One
-# build serves both (whichever test comes first pays for it; tests.cmake keeps them from running at once). On
-# failure the log's tail is printed and 1 returned.
+# build serves both (under CTest its own step makes it first, and HEARTH_SAN_READY tells the two not to build
+# again while the other runs; a script run alone builds). On failure the log's tail is printed and 1 returned.
 sanitized_build() {
-    command -v clang >/dev/null || { echo "FAIL: clang not found (apt-get install -y clang libclang-rt-14-dev)"; return 1; }
     SAN_BUILD="${HEARTH_BUILD:?}-fuzz"
+    [[ -n ${HEARTH_SAN_READY:-} ]] && return 0   # built by CTest's sanitized_build step before the tests using it
+    command -v clang >/dev/null || { echo "FAIL: clang not found (apt-get install -y clang libclang-rt-14-dev)"; return 1; }
     local B=$SAN_BUILD src; src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
     mkdir -p "$B"   # the build log lives in the build directory, not beside it in the source tree
     CC=clang cmake -S "$src" -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B/build.log" 2>&1 &&
         cmake --build "$B" -j"$(nproc)" >> "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; return 1; }
+}
+
+# start_server NAME ARGS...: `hearth serve` on a free local port with ARGS, its stderr in $tmp/NAME.log (the
+# caller's temp dir); appends its pid to the caller's `pids` array and sets URL once it listens. A server that
+# exits or never listens fails the script with its log.
+start_server() {
+    local name=$1; shift
+    "$HEARTH" serve --host 127.0.0.1 --port 0 "$@" 2>"$tmp/$name.log" &
+    pids+=($!)
+    for _ in $(seq 200); do
+        URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/$name.log" | head -1)
+        [[ -n $URL ]] && return 0
+        kill -0 "${pids[-1]}" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "FAIL: $name server did not start:"; cat "$tmp/$name.log"; exit 1
 }

@@ -112,14 +112,14 @@ fi
 # 8. a prompt that takes more than a second: `run` and `chat` show its progress on a terminal (stderr), erased
 # before the reply; with stderr not a terminal, no progress line. A tiny-llama 96 layers deep makes ~1,800 tokens
 # take seconds on one thread.
-if [[ -x $PTY ]] && "$HEARTH" synth --shape tiny-llama --type Q4_0 --layers 96 -o "$tmp/slow.gguf" -t 1 2>/dev/null; then
+if [[ -x $PTY ]] && "$HEARTH" synth --shape tiny-llama --type Q4_0 --layers "$(slow_layers 96)" -o "$tmp/slow.gguf" -t 1 2>/dev/null; then
     long=$(printf 'Once upon a time there was a little dog who liked to play in the park. %.0s' $(seq 30))
-    TERM=dumb "$PTY" "$tmp/tty3" 60 -e 'prefill' -- "$HEARTH" run -m "$tmp/slow.gguf" -p "$long" -n 4 -t 1 --temp 0
+    TERM=dumb "$PTY" "$tmp/tty3" 180 -e 'prefill' -- "$HEARTH" run -m "$tmp/slow.gguf" -p "$long" -n 4 -t 1 --temp 0
     check "tty: run shows the prompt's progress, then erases it" \
         'grep -aqF "$(printf "\rprompt 1536 / 1831 tokens, 83%%\r%30s\r" "")" "$tmp/tty3"'
     "$HEARTH" run -m "$tmp/slow.gguf" -p "$long" -n 4 -t 1 --temp 0 >/dev/null 2>"$tmp/run.err"
     check "not a terminal: no progress line" '! grep -aq "tokens, [0-9]*%" "$tmp/run.err" && grep -q "^prefill 1831 tok" "$tmp/run.err"'
-    TERM=dumb "$PTY" "$tmp/tty4" 60 -e '> ' -s 'Hi\r' -e 'prefill' -e '> ' -w 300 -s '\x04' -- \
+    TERM=dumb "$PTY" "$tmp/tty4" 180 -e '> ' -s 'Hi\r' -e 'prefill' -e '> ' -w 300 -s '\x04' -- \
         "$HEARTH" chat -m "$tmp/slow.gguf" --system "$long" -n 4 -t 1 2>/dev/null
     check "tty: chat shows the prompt's progress" 'grep -aq "prompt 1536 / 1835 tokens, 83%" "$tmp/tty4"'
 fi

@@ -112,17 +112,67 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":2}",
       { "{}", "{\"a\":1,\"b\":2}" }, { "{\"a\":\"x\"}", "{\"a\":1,\"b\":2,\"c\":3}" } },
     { "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}}", { 0 }, { 0 }, "\"not\"" },   /* nothing matches */
-    { "{\"type\":\"number\",\"multipleOf\":0.5}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"number\",\"multipleOf\":0.5}", { "0", "1.5", "-2", "3.5" }, { "1.25", "0.3", "1.50" } },
+    { "{\"type\":\"number\",\"multipleOf\":0.25,\"minimum\":0,\"maximum\":2000}",   /* fraction endings, whole-part bounds */
+      { "0.75", "1999.25", "2000", "0" }, { "0.3", "-0.25", "2000.5", "0.125" } },
+    { "{\"type\":\"number\",\"multipleOf\":2.5}", { "0", "2.5", "-7.5", "10", "12.5", "100" }, { "1", "2.25", "3.5", "5.5", "-2" } },
+    { "{\"type\":\"number\",\"multipleOf\":0.3,\"exclusiveMinimum\":0}", { "0.3", "0.9", "1.2", "3", "300.3" },
+      { "0", "0.4", "-0.3", "1.3", "0.30" } },
+    { "{\"type\":\"number\",\"multipleOf\":0.05,\"minimum\":0.1,\"exclusiveMaximum\":0.3}",   /* few: listed */
+      { "0.1", "0.15", "0.25" }, { "0.05", "0.3", "0.12", "0.35" } },
+    { "{\"type\":\"number\",\"multipleOf\":1.5,\"minimum\":3,\"maximum\":100000}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"integer\",\"multipleOf\":2.5}", { "5", "-10", "0" }, { "2.5", "3" } },
+    { "{\"type\":\"number\",\"multipleOf\":1e-12}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"number\",\"exclusiveMinimum\":1e15}", { 0 }, { 0 }, "minimum" },   /* was a grammar that did not parse */
+    { "{\"type\":\"number\",\"multipleOf\":1}", { "0", "-3", "12" }, { "1.5", "0.1", "1e3" } },   /* 1.5 was written */
+    /* a required key without its own schema: written, with additionalProperties' (it used to be left out) */
+    { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"],\"additionalProperties\":{\"type\":\"string\"}}",
+      { "{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}" }, { "{}", "{\"a\":1}", "{\"b\":1}" } },
+    { "{\"type\":\"object\",\"required\":[\"id\"]}", { "{\"id\":1}", "{\"id\":[]}" }, { "{}" } },
+    { "{\"type\":\"object\",\"patternProperties\":{\"^x\":{\"type\":\"integer\"}},\"required\":[\"xid\"],\"additionalProperties\":false}",
+      { "{\"xid\":1}" }, { "{}", "{\"xid\":\"1\"}" } },
+    { "{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"],\"additionalProperties\":false}", { 0 }, { 0 }, "'b'" },
+    { "{\"type\":\"number\",\"exclusiveMaximum\":0}", { "-0.5", "-3", "-0.01" }, { "-0", "-0.0", "0", "0.5" } },   /* -0 is 0 */
     { "{\"type\":\"integer\",\"multipleOf\":7}", { "0", "14", "-21", "700" }, { "15", "-1", "0014", "7.0" } },
     { "{\"type\":\"integer\",\"multipleOf\":5,\"exclusiveMinimum\":0}", { "5", "1000" }, { "0", "-5", "4" } },
     { "{\"type\":\"integer\",\"multipleOf\":15,\"minimum\":0,\"maximum\":60}", { "0", "45", "60" }, { "50", "75", "-15" } },
     { "{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0}", { "1.25", "3", "0.5" }, { "1.255", "-1" } },
     { "{\"type\":\"integer\",\"multipleOf\":3,\"minimum\":10}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"integer\",\"multipleOf\":3,\"maximum\":12}", { 0 }, { 0 }, "multipleOf" },   /* 15 was written */
+    { "{\"type\":\"integer\",\"multipleOf\":3,\"minimum\":-30}", { 0 }, { 0 }, "multipleOf" },
+    { "{\"type\":\"integer\",\"multipleOf\":4,\"maximum\":-4}", { "-4", "-400" }, { "0", "-2", "4" } },
     { "{\"type\":\"integer\",\"minimum\":-9223372036854775808,\"maximum\":9223372036854775807}",
       { "5", "-999999999999999" }, { "1.5" } },
     { "{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"minProperties\":2}", { "{\"a\":1,\"b\":2}" }, { "{\"a\":1}", "{}" } },
     { "{\"type\":\"string\",\"format\":\"regex\"}", { 0 }, { 0 }, "'regex'" },
     { "{\"oneOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":{\"b\":{}}}]}", { 0 }, { 0 }, "oneOf" },
+    /* oneOf made exclusive: a key only one allows (made required, so {} - which both match - is never written) */
+    { "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"additionalProperties\":false},"
+      "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\"}},\"additionalProperties\":false}]}",
+      { "{\"a\":\"x\"}", "{\"b\":1}" }, { "{}", "{\"a\":\"x\",\"b\":1}", "{\"b\":\"x\"}" } },
+    /* a discriminating const, not required by the schema: required in the grammar */
+    { "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"a\"},\"x\":{\"type\":\"integer\"}}},"
+      "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"b\"},\"y\":{\"type\":\"string\"}}}]}",
+      { "{\"kind\":\"a\",\"x\":1}", "{\"kind\":\"b\"}", "{\"kind\":\"b\",\"y\":\"s\"}" },
+      { "{}", "{\"x\":1}", "{\"y\":\"s\"}", "{\"kind\":\"c\"}" } },
+    /* alternatives without "type" through $ref (they would also match any string: written as objects only) */
+    { "{\"$defs\":{\"c\":{\"properties\":{\"t\":{\"const\":\"c\"},\"r\":{\"type\":\"number\"}},\"required\":[\"t\"]},"
+      "\"s\":{\"properties\":{\"t\":{\"enum\":[\"s\",\"q\"]}},\"required\":[\"t\"]}},\"oneOf\":[{\"$ref\":\"#/$defs/c\"},{\"$ref\":\"#/$defs/s\"}]}",
+      { "{\"t\":\"c\",\"r\":1}", "{\"t\":\"q\"}" }, { "\"abc\"", "{\"t\":\"x\"}", "{}" } },
+    /* the outer keywords apply to every alternative; the discriminator is in the alternatives */
+    { "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"],\"oneOf\":["
+      "{\"properties\":{\"kind\":{\"const\":\"a\"}},\"required\":[\"kind\"]},{\"properties\":{\"kind\":{\"const\":\"b\"},\"n\":{}}}]}",
+      { "{\"id\":1,\"kind\":\"a\"}", "{\"id\":1,\"kind\":\"b\",\"n\":null}", "{\"id\":1}" },   /* only the second allows no kind */
+      { "{\"id\":1,\"kind\":\"c\"}", "{\"kind\":\"a\"}" } },
+    { "{\"oneOf\":[{\"enum\":[\"a\",\"b\"]},{\"enum\":[\"c\",1]}]}", { "\"a\"", "1" }, { "\"d\"" } },
+    { "{\"oneOf\":[{\"enum\":[\"a\",\"b\"]},{\"enum\":[\"b\",\"c\"]}]}", { 0 }, { 0 }, "oneOf" },   /* "b" matches both */
+    { "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", { 0 }, { 0 }, "oneOf" },   /* 1 is both */
+    { "{\"oneOf\":[{\"type\":\"integer\"},{\"enum\":[1.0,\"x\"]}]}", { 0 }, { 0 }, "oneOf" },
+    /* a required key the other one allows through patternProperties: both match {"xa":1} */
+    { "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"xa\":{\"type\":\"integer\"}},\"required\":[\"xa\"]},"
+      "{\"type\":\"object\",\"patternProperties\":{\"^x\":{}},\"additionalProperties\":false}]}", { 0 }, { 0 }, "oneOf" },
+    /* no type on the other side: a string matches both ("properties" constrains objects only) */
+    { "{\"oneOf\":[{\"type\":\"string\"},{\"properties\":{\"a\":{}}}]}", { 0 }, { 0 }, "oneOf" },
     { "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", { 0 }, { 0 }, "lookaround" },
     { "{\"$ref\":\"http://example.com/s.json\"}", { 0 }, { 0 }, "local" },
     { "{\"type\":\"object\",\"patternProperties\":{\"^x\":{\"type\":\"integer\"}}}",
@@ -144,6 +194,57 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":[\"string\",\"null\"],\"not\":{\"type\":\"null\"}}", { "\"x\"" }, { "null" } },
     { "{\"enum\":[\"a\",\"b\"],\"not\":{\"enum\":[\"b\"]}}", { "\"a\"" }, { "\"b\"" } },
     { "{\"not\":{\"minimum\":3}}", { 0 }, { 0 }, "\"not\"" },
+    /* found by checking random schemas' grammars against a validator: */
+    { "{\"type\":\"object\",\"oneOf\":[{\"const\":2},{\"type\":\"object\",\"minProperties\":1}]}",   /* const beside a type */
+      { "{\"a\":1}" }, { "2", "{}" } },
+    { "{\"type\":\"integer\",\"enum\":[1,5,\"x\",2.5],\"minimum\":3}", { "5" }, { "1", "\"x\"", "2.5" } },
+    { "{\"type\":\"string\",\"enum\":[\"ab\",\"abcd\"],\"maxLength\":3,\"pattern\":\"^a\"}", { "\"ab\"" }, { "\"abcd\"" } },
+    { "{\"const\":1,\"enum\":[2,3]}", { 0 }, { 0 }, "const" },
+    { "{\"type\":\"object\",\"properties\":{},\"not\":{\"required\":[\"a\"]}}", { 0 }, { 0 }, "\"not\"" },   /* a map */
+    { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{}},\"if\":{\"required\":[\"a\"]},\"then\":{},"
+      "\"else\":{\"properties\":{\"a\":{\"enum\":[\"y\"]}}}}",   /* the else's a was declared again */
+      { "{\"a\":true}", "{\"b\":1}" }, { "{\"a\":\"y\"}" } },
+    { "{\"properties\":{\"kind\":{\"enum\":[null]}},\"not\":{\"required\":[\"kind\"]}}", { "{}" }, { "{\"kind\":\"x\"}", "{\"kind\":null}" } },
+    /* a required key without a schema is written: a "not" of it cannot count it as never there */
+    { "{\"properties\":{\"a\":{\"enum\":[\"x\",true]}},\"type\":\"object\",\"required\":[\"a\",\"kind\"],\"not\":{\"required\":[\"kind\"]}}",
+      { 0 }, { 0 }, "\"not\"" },
+    { "{\"properties\":{\"c\":{}},\"required\":[\"a\"],\"not\":{\"properties\":{\"a\":{\"const\":2}},\"required\":[\"a\"]}}",
+      { "{\"a\":1}", "{\"c\":1,\"a\":\"x\"}" }, { "{\"a\":2}", "{\"c\":1}" } },
+    /* not const/enum on a type without a value list */
+    { "{\"type\":\"string\",\"not\":{\"const\":\"\"}}", { "\"a\"", "\"ab c\"" }, { "\"\"" } },
+    { "{\"type\":\"string\",\"not\":{\"enum\":[\"admin\",\"root\",\"ad\"]}}",
+      { "\"a\"", "\"adm\"", "\"admins\"", "\"roo\"", "\"\"", "\"x\"" }, { "\"admin\"", "\"root\"", "\"ad\"" } },
+    { "{\"type\":\"string\",\"maxLength\":3,\"not\":{\"const\":\"x\"}}", { 0 }, { 0 }, "\"not\"" },
+    { "{\"type\":\"string\",\"not\":{\"const\":\"a\\\"b\"}}", { 0 }, { 0 }, "\"not\"" },
+    { "{\"type\":\"integer\",\"minimum\":0,\"maximum\":10,\"not\":{\"enum\":[0,5,10,11,2.5]}}",
+      { "1", "4", "6", "9" }, { "0", "5", "10", "11", "-1" } },
+    { "{\"type\":\"integer\",\"not\":{\"const\":0}}", { "1", "-1", "100" }, { "0", "-0" } },
+    { "{\"type\":\"number\",\"not\":{\"enum\":[0.2,0.4]},\"exclusiveMinimum\":-5}", { "0", "-3", "1.5" }, { "0.2", "0.4", "0.3", "-5", "-6" } },
+    /* within one whole unit of a bound: no fraction that could pass the other (0.9 > 0.5 was written) */
+    { "{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":0.5}", { 0 }, { 0 }, "bounds" },
+    { "{\"type\":\"number\",\"exclusiveMinimum\":-0.5,\"exclusiveMaximum\":0}", { 0 }, { 0 }, "bounds" },
+    { "{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":1.5}", { "0.5", "1", "0.99" }, { "0", "1.5", "1.7" } },
+    { "{\"type\":\"number\",\"not\":{\"const\":0}}", { "0.5", "-0.5", "3" }, { "0", "-0", "0.0", "-0.00" } },
+    { "{\"type\":[\"string\",\"null\"],\"not\":{\"const\":\"none\"}}", { "null", "\"non\"", "\"nonee\"" }, { "\"none\"" } },
+    { "{\"type\":[\"integer\",\"null\"],\"not\":{\"const\":null}}", { "1" }, { "null" } },
+    { "{\"type\":\"boolean\",\"not\":{\"const\":false}}", { "true" }, { "false" } },
+    { "{\"type\":\"boolean\",\"not\":{\"enum\":[false,true]}}", { 0 }, { 0 }, "\"not\"" },
+    /* not {properties: {k: S}}: k's value not in S (and there, without required) */
+    { "{\"type\":\"object\",\"properties\":{\"role\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},"
+      "\"not\":{\"properties\":{\"role\":{\"const\":\"admin\"}},\"required\":[\"role\"]}}",
+      { "{}", "{\"n\":1}", "{\"role\":\"user\"}" }, { "{\"role\":\"admin\"}", "{\"role\":\"admin\",\"n\":1}" } },
+    { "{\"type\":\"object\",\"properties\":{\"kind\":{\"enum\":[\"a\",\"b\"]}},\"not\":{\"properties\":{\"kind\":{\"const\":\"a\"}}}}",
+      { "{\"kind\":\"b\"}" }, { "{}", "{\"kind\":\"a\"}" } },
+    /* if on required keys, on a type, on a property's schema that "not" reads */
+    { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"integer\"}},\"if\":{\"required\":[\"a\"]},"
+      "\"then\":{\"required\":[\"b\"]}}", { "{\"a\":\"x\",\"b\":1}", "{}", "{\"b\":2}" }, { "{\"a\":\"x\"}" } },
+    { "{\"type\":[\"string\",\"integer\"],\"if\":{\"type\":\"string\"},\"then\":{\"maxLength\":3},\"else\":{\"minimum\":0}}",
+      { "\"abc\"", "0", "7" }, { "\"abcd\"", "-1", "1.5" } },
+    { "{\"type\":\"object\",\"properties\":{\"unit\":{\"type\":\"string\"},\"v\":{\"type\":\"number\"}},\"required\":[\"unit\"],"
+      "\"if\":{\"properties\":{\"unit\":{\"enum\":[\"pct\",\"ratio\"]}}},\"then\":{\"properties\":{\"v\":{\"maximum\":100}}},\"else\":{\"required\":[\"v\"]}}",
+      { "{\"unit\":\"pct\",\"v\":50}", "{\"unit\":\"pct\"}", "{\"unit\":\"kg\",\"v\":500}" },
+      { "{\"unit\":\"pct\",\"v\":500}", "{\"unit\":\"kg\"}" } },
+    { "{\"properties\":{\"a\":{}},\"if\":{\"properties\":{\"a\":{\"minimum\":3}}},\"then\":{\"required\":[\"a\"]}}", { 0 }, { 0 }, "\"if\"" },
     { "{\"$defs\":{\"b\":{\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"]},\"n\":{\"allOf\":[{\"$ref\":\"#/$defs/b\"},"
       "{\"properties\":{\"nm\":{\"type\":\"string\"}},\"required\":[\"nm\"]}]}},\"allOf\":[{\"$ref\":\"#/$defs/n\"}],\"type\":\"object\"}",
       { "{\"id\":1,\"nm\":\"x\"}" }, { "{\"id\":1}", "{\"nm\":\"x\"}" } },
@@ -321,10 +422,52 @@ static void budget_rule(hearth_model *m, const char *gbnf, int extra_max) {
     hearth_grammar_free(G);
 }
 
+/* multipleOf against arithmetic: every decimal i/1000 in [-30, 30] (written shortest) is accepted exactly when it
+ * is a multiple of k = km / 1000 (i % km == 0) and within the bounds. */
+static void multiples_exact(void) {
+    static const struct { int km; const char *schema; double lo, hi; } M[] = {
+        { 250, "{\"type\":\"number\",\"multipleOf\":0.25}", -1e9, 1e9 },
+        { 500, "{\"type\":\"number\",\"multipleOf\":0.5}", -1e9, 1e9 },
+        { 50, "{\"type\":\"number\",\"multipleOf\":0.05}", -1e9, 1e9 },
+        { 2500, "{\"type\":\"number\",\"multipleOf\":2.5}", -1e9, 1e9 },
+        { 300, "{\"type\":\"number\",\"multipleOf\":0.3}", -1e9, 1e9 },
+        { 1500, "{\"type\":\"number\",\"multipleOf\":1.5,\"minimum\":0}", 0, 1e9 },
+        { 70, "{\"type\":\"number\",\"multipleOf\":0.07,\"maximum\":0}", -1e9, 0 },
+        { 125, "{\"type\":\"number\",\"multipleOf\":0.125}", -1e9, 1e9 },
+        { 750, "{\"type\":\"number\",\"multipleOf\":0.75,\"minimum\":-4.5,\"maximum\":12}", -4.5, 12 },
+        { 120, "{\"type\":\"number\",\"multipleOf\":0.12,\"exclusiveMinimum\":-1,\"exclusiveMaximum\":7.2}", -0.9999, 7.1999 },
+        { 250, "{\"type\":\"number\",\"multipleOf\":0.25,\"exclusiveMaximum\":0}", -1e9, -0.0001 },
+    };
+    for (size_t m = 0; m < sizeof M / sizeof *M; m++) {
+        hearth_err err = { "" };
+        char *text = hearth_json_schema_to_grammar(M[m].schema, &err);
+        REQUIRE(text, "multipleOf %s: %s", M[m].schema, err.msg);
+        gram *g = gram_parse(text, &err);
+        REQUIRE(g, "multipleOf grammar: %s", err.msg);
+        int wrong = 0;
+        for (int i = -30000; i <= 30000 && wrong < 3; i++) {
+            char t[32];
+            int n = snprintf(t, sizeof t, "%s%d", i < 0 ? "-" : "", abs(i) / 1000);
+            if (abs(i) % 1000) {
+                n += snprintf(t + n, sizeof t - (size_t)n, ".%03d", abs(i) % 1000);
+                while (t[n - 1] == '0') t[--n] = 0;
+            }
+            double v = i / 1000.0;
+            bool want = i % M[m].km == 0 && v >= M[m].lo && v <= M[m].hi;
+            bool got = gram_matches(g, t, (size_t)n, true);
+            if (got != want) wrong++;
+            CHECK(got == want, "%s: %s %s, should %s", M[m].schema, t, got ? "accepted" : "rejected", want ? "match" : "not");
+        }
+        gram_free(g);
+        free(text);
+    }
+}
+
 int main(void) {
     gbnf_tables();
     gbnf_errors();
     schemas();
+    multiples_exact();
     hearth_model *m = tu_load_model("stories260K");
     token_masks(m, "root ::= \"The \" [a-z]+ (\" \" [a-z]+){0,3} \".\"", 4);
     hearth_err err;

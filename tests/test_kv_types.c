@@ -37,11 +37,7 @@ static hearth_ctx *new_ctx(hearth_model *m, kv_types t, int n_ctx, int n_batch, 
 
 static void eval_golden(hearth_model *m, const golden_file *ref, kv_types t, golden_file *out) {
     hearth_ctx *c = new_ctx(m, t, 128, 512, 2);
-    hearth_err err;
-    out->n_cases = ref->n_cases;
-    out->cases = calloc(ref->n_cases, sizeof *out->cases);
-    for (uint32_t i = 0; i < ref->n_cases; i++)
-        REQUIRE(!golden_eval(c, &ref->cases[i], false, &out->cases[i], &err), "eval: %s", err.msg);
+    gc_eval_ctx(c, ref, false, out);
     hearth_ctx_free(c);
 }
 

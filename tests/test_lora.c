@@ -27,16 +27,6 @@ static const lora_case CASES[] = {
     { "qwen3+lora", "qwen3", { "qwen3-lora", NULL }, { 1.0f, 0 } },
 };
 
-/* Every case of ref evaluated on ctx (batched, or token by token) into out. */
-static void eval(hearth_ctx *ctx, const golden_file *ref, bool by_token, golden_file *out) {
-    hearth_err err;
-    out->n_cases = ref->n_cases;
-    out->cases = calloc(ref->n_cases, sizeof *out->cases);
-    REQUIRE(out->cases, "out of memory");
-    for (uint32_t i = 0; i < ref->n_cases; i++)
-        REQUIRE(!golden_eval(ctx, &ref->cases[i], by_token, &out->cases[i], &err), "eval: %s", err.msg);
-}
-
 static bool same(const golden_file *a, const golden_file *b) {
     for (uint32_t c = 0; c < a->n_cases; c++)
         if (gc_rel_diff(&a->cases[c], &b->cases[c]) != 0) return false;
@@ -73,11 +63,11 @@ static void check_case(const lora_case *k) {
     REQUIRE(!golden_read(path, &base_ref, &err), "%s", err.msg);
 
     hearth_ctx *c1 = new_ctx(m, 1), *c2 = new_ctx(m, 2);
-    eval(c1, &ref, false, &plain);   /* before any adapter */
+    gc_eval_ctx(c1, &ref, false, &plain);   /* before any adapter */
     REQUIRE(!hearth_ctx_set_lora(c1, a, k->scale, n, &err) && !hearth_ctx_set_lora(c2, a, k->scale, n, &err), "%s", err.msg);
-    eval(c1, &ref, false, &ours);
-    eval(c1, &ref, true, &tok);
-    eval(c2, &ref, false, &two);
+    gc_eval_ctx(c1, &ref, false, &ours);
+    gc_eval_ctx(c1, &ref, true, &tok);
+    gc_eval_ctx(c2, &ref, false, &two);
     int agree = 0, total = 0;
     const double worst = gc_worst_rel(&ours, &ref, &agree, &total);
     const double moved = gc_worst_rel(&plain, &ref, &agree, &total);   /* how far the adapter moves the logits */
@@ -90,9 +80,9 @@ static void check_case(const lora_case *k) {
     CHECK(same(&ours, &two), "%s: 2 threads differ from 1", k->golden);
     const float zeros[2] = { 0, 0 };
     REQUIRE(!hearth_ctx_set_lora(c1, a, zeros, n, &err), "%s", err.msg);
-    eval(c1, &ref, false, &zero);
+    gc_eval_ctx(c1, &ref, false, &zero);
     REQUIRE(!hearth_ctx_set_lora(c1, NULL, NULL, 0, &err), "%s", err.msg);
-    eval(c1, &ref, false, &off);
+    gc_eval_ctx(c1, &ref, false, &off);
     CHECK(same(&zero, &plain) && same(&off, &plain), "%s: scale 0 / no adapters do not give the base logits", k->golden);
     /* the CLI: hearth golden --lora-scaled FILE:SCALE,... writes the same logits */
     const char *hearth = getenv("HEARTH");
@@ -195,9 +185,9 @@ static void check_peft(const char *base, const char *lora, const int heads[2]) {
     hearth_ctx *c = new_ctx(m, 2);
     const float one = 1;
     REQUIRE(!hearth_ctx_set_lora(c, &a, &one, 1, &err), "%s", err.msg);
-    eval(c, &ref, false, &x);
+    gc_eval_ctx(c, &ref, false, &x);
     REQUIRE(!hearth_ctx_set_lora(c, &p, &one, 1, &err), "%s", err.msg);
-    eval(c, &ref, false, &y);
+    gc_eval_ctx(c, &ref, false, &y);
     CHECK(same(&x, &y), "%s: the PEFT directory's logits differ from the GGUF adapter's", lora);
     printf("%s as a PEFT directory: %d weights, the GGUF adapter's logits %s\n", lora, hearth_lora_count(p),
            same(&x, &y) ? "exactly" : "NOT");

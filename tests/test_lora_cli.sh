@@ -2,7 +2,7 @@
 # LoRA adapters from the command line: `hearth run` and `hearth serve` with --lora-scaled give the same greedy
 # text (the server applies the adapters to every request and its prompt cache keys on them), which differs from
 # the base model's; a bad --lora / --lora-scaled value, a missing file and an adapter for another model are one
-# error line each.
+# error line each. With --lora-merge, run and serve give the same text, and the server refuses scale changes.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d); pid=
@@ -50,6 +50,21 @@ check "POST /lora-adapters sets the global scales: a plain request now gets lora
 code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/completions" -d '{"prompt": "x", "lora": [{"id": 7, "scale": 1}]}')
 check "an unknown adapter id is a 400 [$code]" '[[ $code == 400 ]]'
 kill $pid; wait $pid 2>/dev/null; pid=
+
+# --lora-merge: the adapters in the weights; the server lists them, refuses to change their scales, and answers as run
+merged=$("$HEARTH" run -m $m -p "$p" -n 24 --temp 0 --lora-scaled "$ad" --lora-merge 2>/dev/null | ascii)
+check "run --lora-merge: the adapters change the text [$merged]" '[[ -n $merged && $merged != "$base" ]]'
+"$HEARTH" serve -m $m --port 0 -t 1 --lora-scaled "$ad" --lora-merge 2>"$tmp/log" & pid=$!
+for _ in $(seq 100); do url=$(grep -o 'http://[0-9.:]*' "$tmp/log" | head -1); [[ -n $url ]] && break; sleep 0.1; done
+check "serve --lora-merge: the text of run --lora-merge" '[[ $(req "") == "$merged" ]]'
+check "serve --lora-merge lists the adapters [$(curl -s "$url/lora-adapters")]" \
+    '[[ $(curl -s "$url/lora-adapters" | jq -c "[.[] | [.id, (.scale * 10 | round)]]") == "[[0,5],[1,7]]" ]]'
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' "$url/v1/completions" -d '{"prompt": "x", "lora": [{"id": 0, "scale": 1}]}')
+check "serve --lora-merge: a request's lora is a 400 [$code $(cat "$tmp/r")]" '[[ $code == 400 ]] && grep -q "merged" "$tmp/r"'
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' "$url/lora-adapters" -d '[{"id": 0, "scale": 1}]')
+check "serve --lora-merge: POST /lora-adapters is a 400 [$code]" '[[ $code == 400 ]] && grep -q "merged" "$tmp/r"'
+kill $pid; wait $pid 2>/dev/null; pid=
+check "--lora-merge without adapters" 'one_error_line "$HEARTH" run -m $m --lora-merge'
 
 check "--lora-scaled without a scale" 'one_error_line "$HEARTH" run -m $m --lora-scaled data/models/llama-lora-a.gguf'
 check "--lora with a missing file" 'one_error_line "$HEARTH" run -m $m --lora "$tmp/none.gguf"'

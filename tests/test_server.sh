@@ -23,18 +23,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/n
 trap cleanup EXIT
 
 # start NAME ARGS...: runs hearth serve on a free port; sets URL to its address
-start() {
-    local name=$1; shift
-    "$HEARTH" serve --host 127.0.0.1 --port 0 "$@" 2>"$tmp/$name.log" &
-    pids+=($!)
-    for _ in $(seq 200); do
-        URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/$name.log" | head -1)
-        [[ -n $URL ]] && return 0
-        kill -0 "${pids[-1]}" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "FAIL: $name server did not start:"; cat "$tmp/$name.log"; exit 1
-}
+start() { start_server "$@"; }
 
 start gen --parallel 8 -c 1024 -t 1 --api-key sekrit
 GEN_URL=$URL
@@ -60,8 +49,8 @@ GEN_URL=$GEN_URL API_KEY=sekrit SHOT="$HEARTH_BUILD/chat-page.png" timeout 120 n
 GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_endpoints.mjs" || fail=1
 HEARTH=$HEARTH timeout 120 node "$here/server/test_reasoning.mjs" || fail=1
 # prompts that take several idle timeouts: a tiny-llama deep enough that ~1,800 tokens take seconds on one thread
-if "$HEARTH" synth --shape tiny-llama --type Q4_0 --layers 48 -o "$tmp/slow.gguf" -t 1 2>/dev/null; then
-    HEARTH=$HEARTH SLOW_MODEL=$tmp/slow.gguf timeout 120 node "$here/server/test_long_prefill.mjs" || fail=1
+if "$HEARTH" synth --shape tiny-llama --type Q4_0 --layers "$(slow_layers 48)" -o "$tmp/slow.gguf" -t 1 2>/dev/null; then
+    HEARTH=$HEARTH SLOW_MODEL=$tmp/slow.gguf timeout 240 node "$here/server/test_long_prefill.mjs" || fail=1
 else echo "FAIL: hearth synth (the slow model)"; fail=1; fi
 # hostile clients: smuggling shapes, strict JSON, auth before routing, 1100 idle/slow connections
 (ulimit -n "$(ulimit -Hn)" 2>/dev/null; GEN_URL=$GEN_URL API_KEY=sekrit timeout 120 node "$here/server/test_hardening.mjs") || fail=1

@@ -13,15 +13,7 @@ cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "
 trap cleanup EXIT
 
 start() {   # start ARGS...: hearth serve on a free port with the llama fixture; sets URL
-    "$HEARTH" serve -m data/models/llama.gguf --host 127.0.0.1 --port 0 --parallel 2 -c 1024 -t 1 "$@" 2>"$tmp/log" &
-    pid=$!
-    for _ in $(seq 200); do
-        URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/log" | head -1)
-        [[ -n $URL ]] && return 0
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "FAIL: server did not start:"; cat "$tmp/log"; exit 1
+    pids=(); start_server srv -m data/models/llama.gguf --parallel 2 -c 1024 -t 1 "$@"; pid=${pids[0]}
 }
 stop() { kill "$pid"; wait "$pid" 2>/dev/null; pid=""; }
 complete() {   # complete PROMPT [CACHE_PROMPT]: prints "cache_n<TAB>text"

@@ -2,7 +2,8 @@
 # `hearth serve` with speculative decoding: with concurrent requests in one batch (some speculative with the draft
 # model, some with n-gram lookup, some not), every reply's text and token list equal the one the same request gets
 # alone without speculation, for greedy and seeded sampling with every sampler field; /metrics counts drafted and
-# accepted tokens; a drafter with another vocabulary and a bad "speculative" field are refused.
+# accepted tokens; a hybrid (recurrent) target likewise; a drafter with another vocabulary and a bad "speculative"
+# field are refused.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d)
@@ -10,17 +11,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-start() {   # start NAME ARGS...: hearth serve on a free port; sets URL
-    local name=$1; shift
-    "$HEARTH" serve --host 127.0.0.1 --port 0 "$@" 2>"$tmp/$name.log" &
-    pids+=($!)
-    for _ in $(seq 200); do
-        URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/$name.log" | head -1)
-        [[ -n $URL ]] && return 0
-        sleep 0.05
-    done
-    echo "FAIL: $name server did not start:"; cat "$tmp/$name.log"; exit 1
-}
+start() { start_server "$@"; }   # start NAME ARGS...: sets URL
 # req URL BODY MODE OUT: a completion with "speculative": {"mode": MODE} (none: the server's), text and tokens to OUT
 req() {
     local body; body=$(jq -c --arg m "$3" 'if $m == "" then . else . + {speculative: {mode: $m}} end + {logprobs: 1}' <<<"$2")
@@ -65,6 +56,14 @@ wait $(jobs -p | grep -v -e "^${pids[0]}$" -e "^${pids[1]}$") 2>/dev/null
 for s in 1 2 3; do check "ngram server, seed $s: same text and tokens" '[[ -s $tmp/nalone.$s ]] && cmp -s "$tmp/nalone.$s" "$tmp/nconc.$s"'; done
 check "ngram server: accepted tokens" '(( $(metric "$URL" hearth_draft_tokens_accepted_total | cut -d. -f1) > 0 ))'
 check "draft mode without a drafter: 400" '[[ $(curl -s -o /dev/null -w "%{http_code}" "$URL/v1/completions" -d "{\"prompt\":\"x\",\"speculative\":{\"mode\":\"draft\"}}") == 400 ]]'
+
+# A hybrid (recurrent) target: drafting slots and plain ones in one batch, each reply as alone without speculation.
+start hybrid -m data/models/qwen35.gguf --model-draft data/models/qwen35.gguf --parallel 3 -c 1024 -t 2
+for s in 1 2 3; do req "$URL" "{\"prompt\":\"$P\",\"max_tokens\":150,\"seed\":$s,\"temperature\":0.6}" off "$tmp/halone.$s"; done
+for s in 1 2 3; do req "$URL" "{\"prompt\":\"$P\",\"max_tokens\":150,\"seed\":$s,\"temperature\":0.6}" "$([[ $s == 2 ]] && echo off)" "$tmp/hconc.$s" & done
+wait $(jobs -p | grep -v -e "^${pids[0]}$" -e "^${pids[1]}$" -e "^${pids[2]}$") 2>/dev/null
+for s in 1 2 3; do check "hybrid server, seed $s: same text and tokens" '[[ -s $tmp/halone.$s ]] && cmp -s "$tmp/halone.$s" "$tmp/hconc.$s"'; done
+check "hybrid server: accepted tokens" '(( $(metric "$URL" hearth_draft_tokens_accepted_total | cut -d. -f1) > 0 ))'
 
 check "another vocabulary: one line" 'one_error_line "$HEARTH" serve --port 0 -m data/models/llama-F16.gguf --model-draft data/models/qwen2.gguf'
 exit $fail

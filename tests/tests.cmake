@@ -18,5 +18,11 @@ endforeach()
 # pty_drive: plays a terminal user's keystrokes against a command (test_chat's line-editing checks)
 add_executable(pty_drive ${CMAKE_SOURCE_DIR}/tests/pty_drive.c)
 target_link_libraries(pty_drive PRIVATE util)
-# test_sanitizers and test_fuzz share one sanitized build directory (tests/lib.sh): never both at once
-set_tests_properties(test_sanitizers test_fuzz PROPERTIES RESOURCE_LOCK sanitized_build)
+# test_sanitizers and test_fuzz share one sanitized build directory (tests/lib.sh), built once first by
+# sanitized_build; then they run side by side
+add_test(NAME sanitized_build COMMAND bash -c "source ./lib.sh && sanitized_build" WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests)
+set_tests_properties(sanitized_build PROPERTIES FIXTURES_SETUP sanitized ENVIRONMENT "HEARTH_BUILD=${CMAKE_BINARY_DIR}")
+set_tests_properties(test_sanitizers test_fuzz PROPERTIES FIXTURES_REQUIRED sanitized)
+set_property(TEST test_sanitizers test_fuzz APPEND PROPERTY ENVIRONMENT "HEARTH_SAN_READY=1")
+# the README runs the suite with -j2: the MPI jobs start up to four ranks on their own
+set_tests_properties(test_mpi PROPERTIES RUN_SERIAL TRUE)

@@ -19,6 +19,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_imatrix(int argc, char **argv);
 int cmd_fill_mask(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
@@ -37,10 +38,12 @@ bool cli_is_cache_flag(const char *flag);
 bool cli_cache_types(const char *flag, const char *val, hearth_cache_type kv[2]);
 /* LoRA adapters as llama.cpp spells them: --lora FILE[,FILE...] (scale 1) and --lora-scaled FILE:SCALE[,...],
  * both repeatable. cli_lora_arg collects a flag's value (false after printing the error); cli_lora_load loads
- * them for m (once), cli_lora_set sets them on ctx, cli_lora_apply does both (each 1 after printing the error,
- * naming the file); cli_lora_free frees them, after the contexts that use them. */
+ * them for m (once), cli_lora_set sets them on ctx (each 1 after printing the error, naming the file);
+ * cli_lora_free frees them, after the contexts that use them. With merge (--lora-merge), cli_lora_load merges
+ * them into m's weights (so before m's first context) and cli_lora_set does nothing. */
 typedef struct {
     int n;
+    bool merge, merged;
     char *path[HEARTH_MAX_LORA];
     float scale[HEARTH_MAX_LORA];
     hearth_lora *a[HEARTH_MAX_LORA];
@@ -48,7 +51,6 @@ typedef struct {
 bool cli_lora_arg(const char *flag, const char *val, cli_lora *l);
 int cli_lora_load(hearth_model *m, cli_lora *l);
 int cli_lora_set(hearth_ctx *ctx, const cli_lora *l);
-int cli_lora_apply(hearth_model *m, hearth_ctx *ctx, cli_lora *l);
 void cli_lora_free(cli_lora *l);
 /* Prints "error: MSG" as one line to stderr and returns 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -62,6 +64,8 @@ char *cli_read_file(const char *path, size_t *len);
 /* text[0..len) tokenized into *out (malloc'd, grown to what the tokenizer needs: byte fallback can give more tokens
  * than bytes); the count, or -1 after printing an error. */
 int cli_tokenize(hearth_model *m, const char *text, size_t len, bool add_bos, bool special, hearth_token **out);
+/* The BOS a chunk of a text starts with (perplexity, imatrix): the model's, if its tokenizer adds one; else -1. */
+hearth_token cli_chunk_bos(hearth_model *m);
 /* The grammar the reply must follow: --grammar-file F (GBNF), --json-schema F, or --json-object (any JSON
  * object); at most one. *g stays NULL when none is asked for. Returns 0, or 1 after printing the error. */
 typedef struct { const char *gbnf_file, *schema_file; bool json_object; } cli_grammar_opts;

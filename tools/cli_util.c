@@ -105,18 +105,25 @@ bool cli_lora_arg(const char *flag, const char *val, cli_lora *l) {
 
 int cli_lora_load(hearth_model *m, cli_lora *l) {
     hearth_err err;
+    if (l->merge && !l->n) return cli_fail("--lora-merge needs adapters (--lora FILE or --lora-scaled FILE:SCALE)");
     for (int i = 0; i < l->n; i++)
         if (!l->a[i] && hearth_lora_load(m, l->path[i], &l->a[i], &err)) return cli_fail("%s", err.msg);
+    if (l->merge && !l->merged) {
+        const long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        size_t bytes;
+        if (hearth_lora_merge(m, l->a, l->scale, l->n, nc > 0 ? (int)nc : 1, &bytes, &err)) return cli_fail("--lora-merge: %s", err.msg);
+        l->merged = true;
+        fprintf(stderr, "lora: %d adapter%s merged into the weights (%.1f MiB of merged matrices)\n", l->n, l->n > 1 ? "s" : "",
+                (double)bytes / 1048576.0);
+    }
     return 0;
 }
 
 int cli_lora_set(hearth_ctx *ctx, const cli_lora *l) {
     hearth_err err;
-    if (l->n && hearth_ctx_set_lora(ctx, l->a, l->scale, l->n, &err)) return cli_fail("%s", err.msg);
+    if (l->n && !l->merge && hearth_ctx_set_lora(ctx, l->a, l->scale, l->n, &err)) return cli_fail("%s", err.msg);
     return 0;
 }
-
-int cli_lora_apply(hearth_model *m, hearth_ctx *ctx, cli_lora *l) { return cli_lora_load(m, l) || cli_lora_set(ctx, l); }
 
 void cli_lora_free(cli_lora *l) {
     for (int i = 0; i < l->n; i++) { hearth_lora_free(l->a[i]); free(l->path[i]); }
@@ -222,4 +229,12 @@ int cli_tokenize(hearth_model *m, const char *text, size_t len, bool add_bos, bo
     free(ids);
     cli_fail("the tokenizer gave two different counts for one text");
     return -1;
+}
+
+hearth_token cli_chunk_bos(hearth_model *m) {
+    hearth_token t[4];
+    hearth_err err;
+    hearth_token bos = hearth_token_bos(m);
+    int n = hearth_tokenize(m, "", 0, true, false, t, 4, &err);
+    return bos >= 0 && n >= 1 && t[0] == bos ? bos : -1;
 }

@@ -62,7 +62,8 @@ static double now_ms(void) {
 
 static void bench_usage(void) {
     printf("usage: hearth bench -m MODEL [-t THREADS] [-p N_PROMPT] [-n N_GEN] [-r REPS] [-d DEPTH] [-c CTX] [-ctk T] [-ctv T] [--no-bw]\n"
-           "                    [--lora FILE[,FILE]] [--lora-scaled FILE:SCALE[,...]] [--model-draft FILE [--draft-max N]]\n"
+           "                    [--lora FILE[,FILE]] [--lora-scaled FILE:SCALE[,...]] [--lora-merge]\n"
+           "                    [--model-draft FILE [--draft-max N]]\n"
            "                    [-o md|csv|json]  (-p and -n take lists too: -p 128,512)\n"
            "                    [--cpu avx512vnni|avx512|avx2|neon|scalar]\n"
            "Prints llama-bench's table (pp: one batch of N_PROMPT tokens from an empty cache; tg: N_GEN tokens one at\n"
@@ -84,6 +85,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         bool ok = true;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { bench_usage(); return 0; }
         if (!strcmp(f, "--no-bw")) { a->bandwidth = false; continue; }
+        if (!strcmp(f, "--lora-merge")) { a->lora.merge = true; continue; }
         if (!v) { cli_fail("missing value for %s", f); return -1; }
         if (!strcmp(f, "-m")) a->path = v;
         else if (!strcmp(f, "-t")) ok = cli_int(f, v, 1, 256, &a->threads);
@@ -507,12 +509,16 @@ static int load(const bench_args *a, loaded *l, hearth_err *err) {
     cp.n_ctx = (int)(a->n_ctx ? a->n_ctx : HT_MAX(2048, a->depth + a->n_prompt + a->n_gen));
     cp.n_batch = (int)HT_MAX(a->draft_path ? SPEC_MAX_DRAFT + 1 : 1, a->n_prompt);   /* verification batches whole */
     cp.cache_type = a->cache_type[0], cp.cache_type_k = a->cache_type[0], cp.cache_type_v = a->cache_type[1];
-    if (hearth_ctx_new(l->m, &cp, &l->c, err)) { hearth_model_free(l->m); return -1; }
     for (int i = 0; i < a->lora.n; i++) {
         hearth_err e2;
         if (hearth_lora_load(l->m, a->lora.path[i], &l->a[i], &e2)) { herr(err, "%s", e2.msg); unload(l); return -1; }
     }
-    if (hearth_ctx_set_lora(l->c, l->a, a->lora.scale, a->lora.n, err)) { unload(l); return -1; }
+    size_t merged = 0;   /* --lora-merge: before the first context */
+    if (a->lora.merge && !a->lora.n) { unload(l); return herr(err, "--lora-merge needs adapters (--lora FILE or --lora-scaled FILE:SCALE)"); }
+    if (a->lora.merge && hearth_lora_merge(l->m, l->a, a->lora.scale, a->lora.n, a->threads > 0 ? (int)a->threads : (int)sysconf(_SC_NPROCESSORS_ONLN), &merged, err)) { unload(l); return -1; }
+    if (a->lora.merge) fprintf(stderr, "lora: merged into the weights (%.1f MiB of merged matrices)\n", (double)merged / 1048576.0);
+    if (hearth_ctx_new(l->m, &cp, &l->c, err)) { unload(l); return -1; }
+    if (!a->lora.merge && hearth_ctx_set_lora(l->c, l->a, a->lora.scale, a->lora.n, err)) { unload(l); return -1; }
     l->ms = now_ms() - t0;
     return 0;
 }

@@ -56,7 +56,7 @@ static double now_ms(void) {
 static void chat_usage(void) {
     printf("usage: hearth chat [-m MODEL] [--system TEXT] [--chat-template FILE] [-n N] [-c CTX] [-t THREADS]\n"
            "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
-           "                   [--no-shift] [--ignore-eos] [-ctk T] [-ctv T] [--lora F[,F]] [--lora-scaled F:S[,F:S]]\n"
+           "                   [--no-shift] [--ignore-eos] [-ctk T] [-ctv T] [--lora F[,F]] [--lora-scaled F:S[,F:S]] [--lora-merge]\n"
            "                   [--grammar-file F.gbnf | --json-schema F.json | --json]\n"
            "                   [--model-draft F] [--spec draft|ngram|off] [--draft-max N] [--draft-min N] [--draft-p-min P]\n"
            "Reads one message per line from stdin and streams each reply to stdout; after each reply a stats line\n"
@@ -93,6 +93,7 @@ static int parse_opts(int argc, char **argv, chat_opts *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { chat_usage(); return 0; }
         if (!strcmp(a, "--no-shift")) { o->no_shift = true; continue; }
         if (!strcmp(a, "--ignore-eos")) { o->ignore_eos = true; continue; }
+        if (!strcmp(a, "--lora-merge")) { o->lora.merge = true; continue; }
         if (!strcmp(a, "--json") || !strcmp(a, "--json-object")) { o->grammar.json_object = true; continue; }
         if (!known(a)) { cli_fail("unknown option '%s' for chat (see hearth chat --help)", a); return 1; }
         if (!v) { cli_fail("missing value for %s", a); return 1; }
@@ -377,8 +378,9 @@ static int chat_setup(chat_state *s, chat_opts *o) {
     cp.n_ctx = (int)o->n_ctx;
     cp.n_threads = (int)o->threads;
     cp.cache_type = o->cache_type[0], cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
+    if (cli_lora_load(s->m, &o->lora)) return 1;   /* (--lora-merge: before the first context) */
     if (hearth_ctx_new(s->m, &cp, &s->ctx, &err)) return cli_fail("%s", err.msg);
-    if (cli_lora_apply(s->m, s->ctx, &o->lora)) return 1;
+    if (cli_lora_set(s->ctx, &o->lora)) return 1;
     s->n_ctx = hearth_ctx_n_ctx(s->ctx);
     hearth_sampler_params sp = hearth_sampler_default_params();
     sp.temperature = (float)o->temp; sp.top_k = (int)o->top_k; sp.top_p = (float)o->top_p; sp.min_p = (float)o->min_p;
@@ -391,7 +393,6 @@ static int chat_setup(chat_state *s, chat_opts *o) {
     bool off = o->spec_mode && !strcmp(o->spec_mode, "off"), ngram = o->spec_mode && !strcmp(o->spec_mode, "ngram");
     if (o->spec_mode && !strcmp(o->spec_mode, "draft") && !o->draft_path) return cli_fail("--spec draft needs --model-draft FILE");
     if (!off && (o->draft_path || ngram)) {
-        if (spec_ctx_check(s->ctx, &err)) return cli_fail("%s", err.msg);
         s->sp = spec_default_params();
         s->sp.n_max = (int)o->draft_max, s->sp.n_min = (int)o->draft_min, s->sp.p_min = (float)o->draft_p_min;
         s->sp.ngram = ngram;

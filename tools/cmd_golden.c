@@ -16,7 +16,7 @@ int cmd_golden(int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: hearth golden -m MODEL -i REF.golden -o OUT.golden [--token-by-token] [-t THREADS]\n"
-                   "                     [--lora FILE[,FILE]] [--lora-scaled FILE:SCALE[,FILE:SCALE]]\n");
+                   "                     [--lora FILE[,FILE]] [--lora-scaled FILE:SCALE[,FILE:SCALE]] [--lora-merge]\n");
             return 0;
         }
         if (!strcmp(a, "-m") && i + 1 < argc) path = argv[++i];
@@ -24,6 +24,7 @@ int cmd_golden(int argc, char **argv) {
         else if (!strcmp(a, "-o") && i + 1 < argc) outp = argv[++i];
         else if (!strcmp(a, "-t") && i + 1 < argc) { if (!cli_int(a, argv[++i], 1, 256, &threads)) return 1; }
         else if (!strcmp(a, "--token-by-token")) seq = true;
+        else if (!strcmp(a, "--lora-merge")) lora.merge = true;
         else if ((!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled")) && i + 1 < argc) { if (!cli_lora_arg(a, argv[++i], &lora)) return 1; }
         else return cli_fail("unknown option '%s' for golden", a);
     }
@@ -41,8 +42,9 @@ int cmd_golden(int argc, char **argv) {
     cp.n_threads = (int)threads;
     cp.cache_type = HEARTH_CACHE_F32;
     hearth_ctx *ctx = NULL;
+    if (cli_lora_load(m, &lora)) goto done;   /* (--lora-merge: before the first context) */
     if (hearth_ctx_new(m, &cp, &ctx, &err)) { cli_fail("%s", err.msg); goto done; }
-    if (cli_lora_apply(m, ctx, &lora)) goto done;
+    if (cli_lora_set(ctx, &lora)) goto done;
     out.n_cases = ref.n_cases;
     out.cases = calloc(ref.n_cases ? ref.n_cases : 1, sizeof *out.cases);
     if (!out.cases) { cli_fail("out of memory"); goto done; }

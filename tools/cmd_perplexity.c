@@ -61,6 +61,8 @@ static void ppl_usage(void) {
            "                            q4_0 need head sizes that are multiples of 32)\n"
            "  -ctk, --cache-type-k T    the K cache's type alone; -ctv, --cache-type-v T: the V cache's\n"
            "  --lora FILE[,FILE]        apply LoRA adapters at scale 1; --lora-scaled FILE:SCALE[,...] at SCALE\n"
+           "  --lora-merge              merge them into the weights at load (requantized to each weight's type: a\n"
+           "                            quantized base's logits differ slightly from the unmerged path's)\n"
            "  --save-logits OUT         write the scored positions' log-probabilities: header \"HLPB\", u32 version 1,\n"
            "                            u32 n_vocab, n_ctx, n_chunks; i32 tokens[n_chunks*n_ctx]; then f32\n"
            "                            log-softmax rows [n_chunks][n_ctx-1-n_ctx/2][n_vocab] (little-endian)\n"
@@ -71,10 +73,11 @@ static void ppl_usage(void) {
 
 static int parse_opts(int argc, char **argv, ppl_opts *o) {
     *o = (ppl_opts){ .n_ctx = 0, .n_batch = 0, .threads = 0, .cache_type = { HEARTH_CACHE_F16, HEARTH_CACHE_F16 } };
-    for (int i = 1; i < argc; i += 2) {   /* every option but --help takes a value */
+    for (int i = 1; i < argc; i += 2) {   /* every option but --help and --lora-merge takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { ppl_usage(); return 0; }
+        else if (!strcmp(a, "--lora-merge")) { o->lora.merge = true; i--; continue; }   /* (the one switch) */
         else if (!v) return cli_fail("missing value for %s", a);
         else if (!strcmp(a, "-m")) o->model = v;
         else if (!strcmp(a, "-f")) o->text = v;
@@ -257,22 +260,13 @@ static int setup_tokens(ppl_run *r, const ppl_opts *o) {
     return 0;
 }
 
-/* The BOS a chunk starts with: the model's, if its tokenizer adds one. */
-static hearth_token chunk_bos(hearth_model *m) {
-    hearth_token t[4];
-    hearth_err err;
-    hearth_token bos = hearth_token_bos(m);
-    int n = hearth_tokenize(m, "", 0, true, false, t, 4, &err);
-    return bos >= 0 && n >= 1 && t[0] == bos ? bos : -1;
-}
-
 static int setup(ppl_run *r, ppl_opts *o) {
     hearth_model_info info;
     if (!(r->m = cli_load_model(o->model ? o->model : cli_default_model()))) return 1;
     hearth_model_get_info(r->m, &info);
     if (info.is_encoder) return cli_fail("%s is an encoder (%s): it has no next-token logits", o->model, info.arch);
     r->n_vocab = info.n_vocab;
-    r->bos = chunk_bos(r->m);
+    r->bos = cli_chunk_bos(r->m);
     if (setup_tokens(r, o)) return 1;
     r->n_batch = (int)(o->n_batch ? o->n_batch : 512);
     if (r->n_batch > r->n_ctx) r->n_batch = r->n_ctx;
@@ -280,8 +274,9 @@ static int setup(ppl_run *r, ppl_opts *o) {
     cp.n_ctx = r->n_ctx; cp.n_batch = r->n_batch; cp.n_threads = (int)o->threads;
     cp.cache_type = o->cache_type[0], cp.cache_type_k = o->cache_type[0], cp.cache_type_v = o->cache_type[1];
     hearth_err err;
+    if (cli_lora_load(r->m, &o->lora)) return 1;   /* (--lora-merge: before the first context) */
     if (hearth_ctx_new(r->m, &cp, &r->ctx, &err)) return cli_fail("%s", err.msg);
-    if (cli_lora_apply(r->m, r->ctx, &o->lora)) return 1;
+    if (cli_lora_set(r->ctx, &o->lora)) return 1;
     if (hearth_ctx_n_ctx(r->ctx) < r->n_ctx) return cli_fail("the model allows a context of %d, not -c %d", hearth_ctx_n_ctx(r->ctx), r->n_ctx);
     if (o->save) {
         if (!(r->save = fopen(o->save, "wb"))) return cli_fail("cannot create %s: %s", o->save, strerror(errno));

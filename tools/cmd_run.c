@@ -56,6 +56,9 @@ static void run_usage(void) {
            "                               prompt there (the store hearth serve --prompt-cache uses)\n"
            "  --lora FILE[,FILE]           apply LoRA adapters (GGUF, llama.cpp's format) at scale 1 (repeatable)\n"
            "  --lora-scaled FILE:S[,...]   apply LoRA adapters at scale S (repeatable)\n"
+           "  --lora-merge                 merge them into the weights at load (W + S B A, requantized to each\n"
+           "                               weight's type: a quantized base's logits differ slightly from the\n"
+           "                               unmerged path's; F32 / F16 / BF16 weights stay in their type)\n"
            "Speculative decoding (the output is the same token for token; only the speed changes):\n"
            "  --model-draft FILE           a small model with the same vocabulary proposes tokens (GGUF or HF dir)\n"
            "  --spec MODE                  draft (the default with --model-draft), ngram (look the last tokens up\n"
@@ -133,6 +136,7 @@ static bool parse_switch(run_opts *o, const char *a) {
     if (!strcmp(a, "--least-likely")) o->least_likely = true;
     else if (!strcmp(a, "--json")) o->json = true;
     else if (!strcmp(a, "--json-object")) o->grammar.json_object = true;
+    else if (!strcmp(a, "--lora-merge")) o->lora.merge = true;
     else return false;
     return true;
 }
@@ -546,13 +550,12 @@ static int setup_spec(run_state *r, const run_opts *o) {
     bool off = o->spec_mode && !strcmp(o->spec_mode, "off");
     bool ngram = o->spec_mode && !strcmp(o->spec_mode, "ngram");
     if (off || (!o->draft_path && !ngram)) return 0;
-    hearth_err err;
-    if (spec_ctx_check(r->ctx, &err)) return cli_fail("%s", err.msg);
     r->sp = spec_default_params();
     r->sp.n_max = (int)o->draft_max, r->sp.n_min = (int)o->draft_min, r->sp.p_min = (float)o->draft_p_min;
     r->sp.ngram = ngram, r->sp.ngram_min = (int)o->ngram_min, r->sp.ngram_max = (int)o->ngram_max;
     if (!o->draft_path) return 0;
     if (!(r->draft_m = cli_load_model(o->draft_path))) return 1;
+    hearth_err err;
     if (!(r->drafter = spec_drafter_new(r->m, r->draft_m, r->cap, 1, (int)o->threads, &err)))
         return cli_fail("%s: %s", o->draft_path, err.msg);
     fprintf(stderr, "draft model %s: %.1f MiB (weights and KV cache)\n", o->draft_path,

@@ -58,6 +58,10 @@ static void serve_usage(void) {
            "                       at SCALE: the global scales (GET/POST /lora-adapters reads / sets them), which a\n"
            "                       request's \"lora\": [{\"id\": N, \"scale\": S}] overrides for itself; requests with\n"
            "                       different adapters share the batch, and the prompt cache keeps them apart\n"
+           "  --lora-merge         merge the adapters into the weights at load, at their --lora-scaled scales\n"
+           "                       (requantized to each weight's type: a quantized base's logits differ slightly\n"
+           "                       from the unmerged path's); the scales are then fixed: POST /lora-adapters and\n"
+           "                       a request's \"lora\" are refused\n"
            "  --reasoning-format F auto (default): a model that reasons in its template's markup (<think>, gpt-oss's\n"
            "                       analysis channel, Gemma 4's thought channel) has it returned apart, as\n"
            "                       reasoning_content (OpenAI), thinking blocks (Anthropic), \"thinking\" (Ollama);\n"
@@ -80,10 +84,11 @@ static int parse_opts(int argc, char **argv, server_params *p, const char **mode
     long port = 8080, parallel = 4, n_ctx = 0, threads = 0, cache_ram = 1024, idle = 10, head = 20, dmax = 8, dmin = 0;
     double pmin = 0;
     const char *spec = NULL;
-    for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
+    for (int i = 1; i < argc; i += 2) {   /* every option but --lora-merge takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(); return 0; }
+        if (!strcmp(a, "--lora-merge")) { lora->merge = true; i--; continue; }   /* (the one switch) */
         if (!known(a)) { cli_fail("unknown option '%s' for serve (see hearth serve --help)", a); return 1; }
         if (!v) { cli_fail("missing value for %s", a); return 1; }
         if (!strcmp(a, "-m")) *model = v;
@@ -144,6 +149,7 @@ int cmd_serve(int argc, char **argv) {
     if (m && draft && !(p.draft_model = cli_load_model(draft))) { hearth_model_free(m); m = NULL; }
     if (!m || cli_lora_load(m, &lora)) { free(tmpl); cli_lora_free(&lora); hearth_model_free(m); hearth_model_free(p.draft_model); return 1; }
     p.lora = lora.a, p.lora_scale = lora.scale, p.n_lora = lora.n, p.lora_path = (const char *const *)lora.path;
+    p.lora_merged = lora.merge;
     struct sigaction sa = { .sa_handler = on_stop };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);

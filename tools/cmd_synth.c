@@ -21,10 +21,9 @@ static void synth_usage(void) {
            "        uses the type for every matrix; the _M mixes give some attn_v / ffn_down layers Q6_K\n"
            "        --layers N: the shape with N layers instead (small models deep enough to split over ranks)\n"
            "        --layer-scale X: every layer's output projections (attn_output, ffn_down) drawn X times as\n"
-           "        large, for speculative-decoding pairs (an F16 model and its Q4_0 copy, same seed). Each layer's\n"
-           "        output is ~40x an embedding's size at X = 1, so the embeddings dominate the residual stream only\n"
-           "        well below 0.1: on llama-3.2-1b, 0.1 keeps greedy tokens unstable under Q4_0, while 0.01 makes the\n"
-           "        pair agree (~90%%) but the tied output then mostly repeats the current token\n"
+           "        large, and a successor structure planted (the embeddings in orbits the last FFN steps along), for\n"
+           "        speculative-decoding pairs: an F16 model and its Q4_0 copy (same seed) agree on ~87%% of greedy\n"
+           "        tokens at 0.1 on llama-3.2-1b, and continuations do not repeat one token\n"
            "defaults: --seed 0, -t 2\n", quant_type_list());
 }
 
@@ -50,7 +49,7 @@ static void on_progress(void *user, uint64_t done, uint64_t total) {
 int cmd_synth(int argc, char **argv) {
     const char *shape_name = NULL, *type_name = NULL, *out = NULL;
     long seed = 0, threads = 2, layers = 0;
-    double layer_scale = 1;
+    double layer_scale = 0;   /* 0: not given */
     bool pure = false;
     for (int i = 1; i < argc;) {
         const char *a = argv[i++];

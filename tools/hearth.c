@@ -19,6 +19,7 @@ static const command COMMANDS[] = {
     { "synth", cmd_synth, "write a random-weight model with a real model's shapes and metadata" },
     { "bench", cmd_bench, "measure prompt and generation speed, load time and memory (llama-bench style)" },
     { "perplexity", cmd_perplexity, "perplexity of a model on a text; KL divergence against a saved base run" },
+    { "imatrix", cmd_imatrix, "collect an importance matrix over a text (llama.cpp's GGUF imatrix) for quantize --imatrix" },
     { "quantize", cmd_quantize, "write a GGUF or Hugging Face model as a GGUF of another tensor type" },
 };
 

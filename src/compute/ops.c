@@ -283,6 +283,58 @@ float op_dot_lanes(const float *a, const float *b, int n) {
     return s;
 }
 
+/* op_dot_lanes of R rows of x by 4 rows of w, each of the 4R sums with op_dot_lanes's own operations (so its
+ * bits); x and w are loaded once for 4 (R) products each. */
+OPS_INLINE void dot_lanes_rx4(float *t, size_t ts, const float *x, size_t xs, const float *w, size_t ws, int n, const int R) {
+    ops_vf acc[4][4];
+    memset(acc, 0, sizeof acc);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        ops_vf xv[4], wv[4];
+        for (int r = 0; r < R; r++) memcpy(&xv[r], x + r * xs + i, sizeof xv[r]);
+        for (int k = 0; k < 4; k++) memcpy(&wv[k], w + k * ws + i, sizeof wv[k]);
+        for (int r = 0; r < R; r++)
+            for (int k = 0; k < 4; k++) acc[r][k] += wv[k] * xv[r];
+    }
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < 4; k++) {
+            float l[16];
+            memcpy(l, &acc[r][k], sizeof l);
+            for (int j = i; j < n; j++) l[j % 16] += w[k * ws + j] * x[r * xs + j];
+            for (int v = 8; v >= 1; v /= 2)
+                for (int q = 0; q < v; q++) l[q] += l[q + v];
+            t[r * ts + k] = l[0];
+        }
+}
+OPS_INLINE void op_dot_lanes_x4_body(float *t, size_t ts, const float *x, size_t xs, int nr, const float *w, size_t ws, int n) {
+    switch (nr) {
+    case 4: dot_lanes_rx4(t, ts, x, xs, w, ws, n, 4); break;
+    case 3: dot_lanes_rx4(t, ts, x, xs, w, ws, n, 3); break;
+    case 2: dot_lanes_rx4(t, ts, x, xs, w, ws, n, 2); break;
+    default: dot_lanes_rx4(t, ts, x, xs, w, ws, n, 1); break;
+    }
+}
+OPS_SIMD(op_dot_lanes_x4, (float *t, size_t ts, const float *x, size_t xs, int nr, const float *w, size_t ws, int n),
+         (t, ts, x, xs, nr, w, ws, n))
+
+/* y[i] += a[0] * b[i], then += a[1] * b[bs + i], ... a[m-1] (op_axpy's operations, in that order), with y in
+ * registers across the m terms. */
+OPS_INLINE void op_axpy_m_body(float *y, const float *a, const float *b, size_t bs, int m, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        ops_vf v, bv;
+        memcpy(&v, y + i, sizeof v);
+        for (int k = 0; k < m; k++) {
+            memcpy(&bv, b + k * bs + i, sizeof bv);
+            v += a[k] * bv;
+        }
+        memcpy(y + i, &v, sizeof v);
+    }
+    for (; i < n; i++)
+        for (int k = 0; k < m; k++) y[i] += a[k] * b[k * bs + i];
+}
+OPS_SIMD(op_axpy_m, (float *y, const float *a, const float *b, size_t bs, int m, int n), (y, a, b, bs, m, n))
+
 OPS_INLINE void op_matvec2_t_body(float *a, float *b, const float *M, const float *x, const float *y, int rows, int n) {
     for (int i = 0; i < n; i++) a[i] = b[i] = 0;
     for (int r = 0; r < rows; r++) {

@@ -49,6 +49,10 @@ float op_dot(const float *a, const float *b, int n);
 void op_axpy(float *y, float a, const float *x, int n);      /* y += a * x */
 /* a . b through 16 lanes (vectorized; its own rounding, the same at every vector width). */
 float op_dot_lanes(const float *a, const float *b, int n);
+/* t[r * ts + k] = op_dot_lanes(w + k * ws, x + r * xs, n) for r < nr (1..4), k < 4, bit for bit (a register tile). */
+void op_dot_lanes_x4(float *t, size_t ts, const float *x, size_t xs, int nr, const float *w, size_t ws, int n);
+/* op_axpy(y, a[k], b + k * bs, n) for k = 0 .. m-1 in turn, bit for bit (y kept in registers). */
+void op_axpy_m(float *y, const float *a, const float *b, size_t bs, int m, int n);
 /* a = M^T x, b = M^T y for M of rows x n (row r of M scaled by x[r], summed over r in order). */
 void op_matvec2_t(float *a, float *b, const float *M, const float *x, const float *y, int rows, int n);
 /* The vector width for the loops above, after a quant kernel set's name ("avx512vnni", "avx512", "avx2"; any

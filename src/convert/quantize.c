@@ -7,6 +7,8 @@
  * Norms, biases and other vectors stay F32. Tensor data is produced at write time, one tensor at a time,
  * rows quantized in parallel with the scalar reference quantizers, so memory stays at one tensor. */
 #include "convert/quantize.h"
+#include "model/lora.h"
+#include "quant/quant_ref.h"
 #include "tokenizer/vocab_export.h"
 
 #include <dirent.h>
@@ -28,6 +30,7 @@ static const qtype_name QTYPES[] = {
     { "TQ1_0", HT_TQ1_0, QMIX_PURE, 36 }, { "TQ2_0", HT_TQ2_0, QMIX_PURE, 37 }, { "MXFP4", HT_MXFP4, QMIX_PURE, 38 },
     { "IQ3_S", HT_IQ3_S, QMIX_PURE, 26 }, { "IQ3_XXS", HT_IQ3_XXS, QMIX_PURE, 23 },
     { "IQ2_S", HT_IQ2_S, QMIX_PURE, 29 },   /* llama.cpp's IQ2_M is the ftype whose matrices are IQ2_S */
+    { "IQ2_XXS", HT_IQ2_XXS, QMIX_PURE, 19 }, { "IQ2_XS", HT_IQ2_XS, QMIX_PURE, 20 },   /* these need an importance matrix */
 };
 
 int quant_parse_type(const char *name, bool pure, uint32_t *base, int *mix, uint32_t *ftype) {
@@ -43,7 +46,7 @@ int quant_parse_type(const char *name, bool pure, uint32_t *base, int *mix, uint
 
 const char *quant_type_list(void) {
     return "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS Q4_K_M Q5_K_M TQ1_0 TQ2_0 MXFP4 "
-           "IQ3_S IQ3_XXS IQ2_S";
+           "IQ3_S IQ3_XXS IQ2_S IQ2_XXS IQ2_XS";
 }
 
 /* llama.cpp's use_more_bits: the first and last eighth of layers, and every third in between. */
@@ -53,7 +56,7 @@ static bool use_more_bits(int il, int n) { return il < n / 8 || il >= 7 * n / 8 
 static uint32_t fit_row(uint32_t type, int64_t ne0) {
     if (ne0 % ht_get_traits(type)->blck == 0) return type;
     switch (type) {
-    case HT_Q2_K: case HT_Q3_K: case HT_IQ4_XS: case HT_IQ3_S: case HT_IQ3_XXS: case HT_IQ2_S:
+    case HT_Q2_K: case HT_Q3_K: case HT_IQ4_XS: case HT_IQ3_S: case HT_IQ3_XXS: case HT_IQ2_S: case HT_IQ2_XXS: case HT_IQ2_XS:
         type = HT_IQ4_NL;
         break;
     case HT_Q4_K: type = HT_Q5_0; break;
@@ -104,6 +107,8 @@ typedef struct {
      * of row_blk (0: none), or a row's columns in blocks of col_blk (0: none); vk = v-heads per k-head */
     int64_t row_v0, row_blk, col_blk;
     int k_heads, vk;
+    ht_quantize_weighted_fn wq;   /* with an importance matrix: the weighted quantizer, and */
+    const float *qw;              /* its weights, ne0 per expert (one matrix: one row of them) */
     bool failed;
     int index, total;        /* for progress reports */
     quant_progress_fn progress;
@@ -140,7 +145,8 @@ static void *quantize_rows(void *arg_) {
         if (j->col_blk)
             for (int64_t t = 0; t < n / j->col_blk; t++)
                 memcpy(g + t * j->col_blk, f + grouped_block(j, t) * j->col_blk, (size_t)j->col_blk * sizeof(float));
-        dt->from_float(j->col_blk ? g : f, d, n);
+        if (j->qw) j->wq(j->col_blk ? g : f, d, n, j->qw + r / j->src->ne[1] * n);
+        else dt->from_float(j->col_blk ? g : f, d, n);
     }
     free(f);
     free(g);
@@ -205,8 +211,46 @@ static void retile_v_heads(const hearth_model *m, qjob *j) {
     else if (ends_with(n, "ssm_out.weight")) j->col_blk = S;
 }
 
+/* Types ggml quantizes without looking at an importance matrix. */
+static bool ignores_imatrix(uint32_t t) {
+    return !ht_get_traits(t)->is_quant || t == HT_Q8_0 || t == HT_TQ1_0 || t == HT_TQ2_0 || t == HT_MXFP4;
+}
+
+/* The importance weights of tensor t for type dst (into j), as llama-quantize picks them: the imatrix's entry
+ * of t's name, which must have ne0 per expert; token_embd and output, which llama.cpp never requires one for,
+ * get uniform weights when a type needs some and the file has none. */
+static int pick_weights(ht_imatrix *im, const ht_tensor *t, uint32_t dst, qjob *j, float **uniform, hearth_err *err) {
+    const ht_traits *tr = ht_get_traits(dst);
+    const bool needs = ht_ref_requires_imatrix(dst), head = !strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "output.weight");
+    if (t->type == dst || (!im && !needs)) return 0;
+    int64_t n = 0;
+    const float *w = im ? imatrix_weights(im, t->name, &n) : NULL;
+    if (w && n != t->ne[0] * t->ne[2]) {
+        if (!head) return herr(err, "the imatrix has %lld values for %s, which has %lld columns x %lld experts", (long long)n,
+                               t->name, (long long)t->ne[0], (long long)t->ne[2]);
+        w = NULL;
+    }
+    if (ignores_imatrix(dst)) return 0;
+    if (!w && needs && head) {
+        if (!*uniform && !(*uniform = malloc((size_t)(t->ne[0] * t->ne[2]) * sizeof(float)))) return herr(err, "out of memory");
+        for (int64_t i = 0; i < t->ne[0] * t->ne[2]; i++) (*uniform)[i] = 1.0f;
+        w = *uniform;
+    }
+    if (!w) return needs ? herr(err, "%s as %s needs an importance matrix (hearth imatrix, then quantize --imatrix FILE)%s",
+                                t->name, tr->name, im ? ": the file has no entry for it" : "") : 0;
+    if (!(j->wq = ht_ref_quantize_weighted(dst)))
+        return herr(err, "quantize --imatrix: weighting %s by an importance matrix is not implemented yet", tr->name);
+    j->qw = w;
+    return 0;
+}
+
 int model_quantize(const hearth_model *m, const char *out, const char *type_name, bool pure, int n_threads,
                    quant_progress_fn progress, void *user, hearth_err *err) {
+    return model_quantize_imatrix(m, out, type_name, pure, NULL, n_threads, progress, user, err);
+}
+
+int model_quantize_imatrix(const hearth_model *m, const char *out, const char *type_name, bool pure, ht_imatrix *im,
+                           int n_threads, quant_progress_fn progress, void *user, hearth_err *err) {
     uint32_t base, ftype;
     int mix;
     if (quant_parse_type(type_name, pure, &base, &mix, &ftype)) return herr(err, "unknown type '%s' (one of: %s)", type_name, quant_type_list());
@@ -226,6 +270,7 @@ int model_quantize(const hearth_model *m, const char *out, const char *type_name
     bool has_output = false;
     for (int i = 0; i < m->n_tensors; i++) has_output |= !strcmp(m->tensors[i].name, "output.weight");
     qjob *jobs = calloc((size_t)m->n_tensors + 1, sizeof *jobs);
+    float *uniform[2] = { NULL, NULL };   /* token_embd's and output's, when made */
     if (!jobs) { gguf_writer_free(w); return herr(err, "out of memory"); }
     int nj = 0;
     for (int i = 0; i <= m->n_tensors; i++) {
@@ -237,6 +282,12 @@ int model_quantize(const hearth_model *m, const char *out, const char *type_name
         j->dst_type = quant_tensor_type(t->name, t->n_dims, t->ne[0], base, mix, m->hp.n_layer, has_output);
         j->rows = t->ne[1] * t->ne[2] * t->ne[3];
         j->dst_row = ht_row_size(j->dst_type, t->ne[0]);
+        if (pick_weights(im, t, j->dst_type, j, &uniform[strcmp(t->name, "output.weight") == 0], err)) {
+            gguf_writer_free(w);
+            free(jobs);
+            free(uniform[0]), free(uniform[1]);
+            return -1;
+        }
         j->n_threads = n_threads;
         j->index = nj - 1;
         j->progress = progress;
@@ -252,5 +303,24 @@ int model_quantize(const hearth_model *m, const char *out, const char *type_name
     if (progress && !rc) progress(user, nj, nj, "");
     gguf_writer_free(w);
     free(jobs);
+    free(uniform[0]), free(uniform[1]);
     return rc;
+}
+
+/* ---- quantize --lora ---- */
+typedef struct { uint32_t base; int mix; bool has_output; } merge_recipe;
+
+static uint32_t merged_type(const hearth_model *m, const ht_tensor *W, void *user) {
+    const merge_recipe *r = user;
+    const uint32_t t = quant_tensor_type(W->name, W->n_dims, W->ne[0], r->base, r->mix, m->hp.n_layer, r->has_output);
+    return t == W->type ? t : (uint32_t)HT_F32;
+}
+
+int quant_merge_lora(hearth_model *m, hearth_lora *const *a, const float *scales, int n, const char *type_name, bool pure,
+                     int n_threads, size_t *bytes, hearth_err *err) {
+    merge_recipe r = { 0 };
+    uint32_t ftype;
+    if (quant_parse_type(type_name, pure, &r.base, &r.mix, &ftype)) return herr(err, "unknown type '%s' (one of: %s)", type_name, quant_type_list());
+    for (int i = 0; i < m->n_tensors; i++) r.has_output |= !strcmp(m->tensors[i].name, "output.weight");
+    return lora_merge(m, a, scales, n, n_threads, merged_type, &r, bytes, err);
 }

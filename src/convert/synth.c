@@ -6,6 +6,7 @@
  * with the reference quantizer and pwrite it into its place. Nothing is written twice and memory stays at a
  * chunk per thread. The finished file is reopened with gguf_open, so it passes every check the reader makes. */
 #include "convert/synth.h"
+#include "quant/quant_ref.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,21 +34,21 @@
 
 static const synth_shape SHAPES[] = {
     { "llama-3.2-1b", "Llama 3.2 1B", "1B", SYN_LLAMA, 2048, 16, 32, 8, 64, 8192, 128256, 128000, 131072,
-      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
+      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "qwen3-0.6b", "Qwen3 0.6B", "0.6B", SYN_QWEN3, 1024, 28, 16, 8, 128, 3072, 151936, 151643, 40960,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "gemma-3-1b", "Gemma 3 1b", "1B", SYN_GEMMA3, 1152, 26, 4, 1, 256, 6912, 262144, 262144, 32768,
-      1000000.0f, 10000.0f, 1e-6f, 512, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
+      1000000.0f, 10000.0f, 1e-6f, 512, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "gpt2-124m", "GPT2", "124M", SYN_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 50256, 1024,
-      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
+      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "qwen3-30b-a3b", "Qwen3 30B A3B", "30B-A3B", SYN_QWEN3MOE, 2048, 48, 32, 4, 128, 6144, 151936, 151643, 40960,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 128, 8, 768, true, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 128, 8, 768, true, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "qwen3.5-4b", "Qwen3.5 4B", "4B", SYN_QWEN35, 2560, 32, 16, 4, 256, 9216, 248320, 248044, 262144,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 64, 16, 32, 128, 0, 0, 0, 0, 0, 0, false, false },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 64, 16, 32, 128, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "qwen3.6-35b-a3b", "Qwen3.6 35B A3B", "35B-A3B", SYN_QWEN35, 2048, 40, 16, 2, 256, 512, 248320, 248044, 262144,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 256, 8, 512, true, 64, 16, 32, 128, 512, 0, 0, 0, 0, 0, false, false },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 256, 8, 512, true, 64, 16, 32, 128, 512, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "qwen3-next-80b-a3b", "Qwen3 Next 80B A3B", "80B-A3B", SYN_QWEN3NEXT, 2048, 48, 16, 2, 256, 5120, 151936, 151643, 262144,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 512, 10, 512, true, 64, 16, 32, 128, 512, 0, 0, 0, 0, 0, false, false },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 512, 10, 512, true, 64, 16, 32, 128, 512, 0, 0, 0, 0, 0, false, false, 0, 0 },
     /* Gemma 4 E2B and 26B-A4B, from their config.json (text_config) */
     { .name = "gemma-4-e2b", .label = "Gemma 4 E2B", .size_label = "E2B", .family = SYN_GEMMA4, .n_embd = 1536,
       .n_layer = 35, .n_head = 8, .n_head_kv = 1, .head_dim = 512, .n_ff = 6144, .n_vocab = 262144, .n_text = 262144,
@@ -59,20 +60,26 @@ static const synth_shape SHAPES[] = {
       .n_text = 262144, .n_ctx = 262144, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f,
       .sliding_window = 1024, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 704, .head_dim_swa = 256,
       .n_head_kv_swa = 8, .swa_period = 6, .k_eq_v = true },
+    /* gpt-oss-20b, from its config.json: sliding window 128 on every other layer (the first included), sinks,
+     * biases, YaRN x32 over 4096 positions; experts in MXFP4 */
+    { .name = "gpt-oss-20b", .label = "Gpt Oss 20b", .size_label = "20B", .family = SYN_GPTOSS, .n_embd = 2880,
+      .n_layer = 24, .n_head = 64, .n_head_kv = 8, .head_dim = 64, .n_ff = 2880, .n_vocab = 201088, .n_text = 199998,
+      .n_ctx = 131072, .rope_base = 150000.0f, .norm_eps = 1e-5f, .sliding_window = 128, .n_expert = 32,
+      .n_expert_used = 4, .n_ff_exp = 2880, .untied = true, .rope_yarn_factor = 32.0f, .rope_yarn_orig_ctx = 4096 },
     /* tiny shapes for tests: the same structure (tied output, GQA, q/k norms, sliding window, widths that
      * are not a multiple of 256 where the real model has them) with small dimensions */
     { "tiny-llama", "Tiny Llama", "1M", SYN_LLAMA, 256, 2, 4, 2, 64, 512, 2048, 1792, 2048,
-      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
+      500000.0f, 0, 1e-5f, 0, 32.0f, 8192, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "tiny-qwen3", "Tiny Qwen3", "1M", SYN_QWEN3, 256, 2, 4, 2, 128, 512, 1320, 1280, 4096,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "tiny-gemma3", "Tiny Gemma 3", "2M", SYN_GEMMA3, 384, 7, 2, 1, 128, 768, 2048, 2048, 2048,
-      1000000.0f, 10000.0f, 1e-6f, 16, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
+      1000000.0f, 10000.0f, 1e-6f, 16, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "tiny-gpt2", "Tiny GPT2", "1M", SYN_GPT2, 128, 2, 4, 4, 32, 512, 1025, 1024, 256,
-      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
+      0, 0, 1e-5f, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "tiny-qwen3moe", "Tiny Qwen3 MoE", "8x1M", SYN_QWEN3MOE, 256, 2, 4, 2, 64, 768, 1320, 1280, 4096,
-      1000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 256, true, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false },
+      1000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 256, true, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "tiny-qwen35", "Tiny Qwen3.5", "1M", SYN_QWEN35, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 16, 2, 4, 32, 0, 0, 0, 0, 0, 0, false, false },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 0, 0, 0, false, 16, 2, 4, 32, 0, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { .name = "tiny-gemma4", .label = "Tiny Gemma 4", .size_label = "2M", .family = SYN_GEMMA4, .n_embd = 256,
       .n_layer = 6, .n_head = 4, .n_head_kv = 2, .head_dim = 128, .n_ff = 512, .n_vocab = 2048, .n_text = 2048,
       .n_ctx = 4096, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f, .sliding_window = 16,
@@ -83,10 +90,14 @@ static const synth_shape SHAPES[] = {
       .n_ctx = 4096, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f, .sliding_window = 16,
       .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 96, .head_dim_swa = 64, .n_head_kv_swa = 2, .swa_period = 4,
       .k_eq_v = true },
+    { .name = "tiny-gpt-oss", .label = "Tiny Gpt Oss", .size_label = "8x1M", .family = SYN_GPTOSS, .n_embd = 256,
+      .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 64, .n_ff = 128, .n_vocab = 2048, .n_text = 1792,
+      .n_ctx = 4096, .rope_base = 150000.0f, .norm_eps = 1e-5f, .sliding_window = 16, .n_expert = 8,
+      .n_expert_used = 2, .n_ff_exp = 128, .untied = true, .rope_yarn_factor = 32.0f, .rope_yarn_orig_ctx = 256 },
     { "tiny-qwen35moe", "Tiny Qwen3.5 MoE", "8x1M", SYN_QWEN35, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256, 0, 0, 0, 0, 0, false, false },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256, 0, 0, 0, 0, 0, false, false, 0, 0 },
     { "tiny-qwen3next", "Tiny Qwen3 Next", "8x1M", SYN_QWEN3NEXT, 256, 4, 4, 2, 64, 512, 1320, 1280, 4096,
-      10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256, 0, 0, 0, 0, 0, false, false },
+      10000000.0f, 0, 1e-6f, 0, 0, 0, 8, 2, 128, true, 16, 2, 4, 32, 256, 0, 0, 0, 0, 0, false, false, 0, 0 },
 };
 #define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
 
@@ -157,6 +168,7 @@ static void add_stack(syn_plan *p, int64_t ne0, int64_t ne1, const char *fmt, in
     syn_tensor *t = &p->t[p->n - 1];
     t->n_dims = 3;
     t->ne[2] = p->s->n_expert;
+    if (p->s->family == SYN_GPTOSS) t->type = HT_MXFP4;   /* as published, whatever the file's type */
 }
 
 /* A vector of n floats (norms, biases, rope factors: always F32). */
@@ -276,7 +288,8 @@ static void plan_gemma4(syn_plan *p) {
         add_mat(p, E, NL * P, "per_layer_model_proj.weight", 0);
         add_vec(p, INIT_NORM, P, "per_layer_proj_norm.weight", 0);
     }
-    add_vec(p, INIT_ROPE_PROP, s->head_dim / 2, "rope_freqs.weight", 0);
+    if (NL >= s->swa_period)   /* the global layers' (llama.cpp refuses a file with it and none: --layers 2) */
+        add_vec(p, INIT_ROPE_PROP, s->head_dim / 2, "rope_freqs.weight", 0);
     for (int il = 0; il < NL; il++) {
         const bool swa = g4_swa(s, il), shared = il >= NL - s->n_kv_shared;
         const int64_t hd = swa ? s->head_dim_swa : s->head_dim, KD = (swa ? s->n_head_kv_swa : s->n_head_kv) * hd;
@@ -316,6 +329,47 @@ static void plan_gemma4(syn_plan *p) {
     add_vec(p, INIT_NORM, E, "output_norm.weight", 0);
 }
 
+/* A bias of one row per expert (gpt-oss's expert biases: F32 matrices). */
+static void add_bias_rows(syn_plan *p, int64_t n, const char *fmt, int il) {
+    add_vec(p, INIT_BIAS, n, fmt, il);
+    if (p->oom) return;
+    syn_tensor *t = &p->t[p->n - 1];
+    t->n_dims = 2;
+    t->ne[1] = p->s->n_expert;
+}
+
+/* gpt-oss as convert_hf_to_gguf.py writes it: biased q/k/v/o, per-head sinks, post_attention_norm before the
+ * experts, a biased router and biased expert stacks (gate_up split into gate and up), a separate output. */
+static void plan_gptoss(syn_plan *p) {
+    const synth_shape *s = p->s;
+    const int64_t E = s->n_embd, QD = (int64_t)s->n_head * s->head_dim, KD = (int64_t)s->n_head_kv * s->head_dim;
+    const int64_t FE = s->n_ff_exp;
+    add_mat(p, E, s->n_vocab, "token_embd.weight", 0);
+    for (int il = 0; il < s->n_layer; il++) {
+        add_vec(p, INIT_NORM, E, "blk.%d.attn_norm.weight", il);
+        add_mat(p, E, QD, "blk.%d.attn_q.weight", il);
+        add_vec(p, INIT_BIAS, QD, "blk.%d.attn_q.bias", il);
+        add_mat(p, E, KD, "blk.%d.attn_k.weight", il);
+        add_vec(p, INIT_BIAS, KD, "blk.%d.attn_k.bias", il);
+        add_mat(p, E, KD, "blk.%d.attn_v.weight", il);
+        add_vec(p, INIT_BIAS, KD, "blk.%d.attn_v.bias", il);
+        add_mat(p, QD, E, "blk.%d.attn_output.weight", il);
+        add_vec(p, INIT_BIAS, E, "blk.%d.attn_output.bias", il);
+        add_vec(p, INIT_BIAS, s->n_head, "blk.%d.attn_sinks.weight", il);
+        add_vec(p, INIT_NORM, E, "blk.%d.post_attention_norm.weight", il);
+        add_mat(p, E, s->n_expert, "blk.%d.ffn_gate_inp.weight", il);
+        add_vec(p, INIT_BIAS, s->n_expert, "blk.%d.ffn_gate_inp.bias", il);
+        add_stack(p, E, FE, "blk.%d.ffn_gate_exps.weight", il);
+        add_bias_rows(p, FE, "blk.%d.ffn_gate_exps.bias", il);
+        add_stack(p, E, FE, "blk.%d.ffn_up_exps.weight", il);
+        add_bias_rows(p, FE, "blk.%d.ffn_up_exps.bias", il);
+        add_stack(p, FE, E, "blk.%d.ffn_down_exps.weight", il);
+        add_bias_rows(p, E, "blk.%d.ffn_down_exps.bias", il);
+    }
+    add_vec(p, INIT_NORM, E, "output_norm.weight", 0);
+    add_mat(p, E, s->n_vocab, "output.weight", 0);
+}
+
 static void plan_gpt2(syn_plan *p) {
     const synth_shape *s = p->s;
     int64_t E = s->n_embd, F = s->n_ff, QKV = 3 * E;
@@ -346,6 +400,7 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
     if (s->family == SYN_GPT2) plan_gpt2(p);
     else if (s->family == SYN_QWEN35 || s->family == SYN_QWEN3NEXT) plan_qwen35(p);
     else if (s->family == SYN_GEMMA4) plan_gemma4(p);
+    else if (s->family == SYN_GPTOSS) plan_gptoss(p);
     else plan_llama_like(p);
     if (p->oom) return herr(err, "out of memory");
     for (int i = 0; i < p->n; i++)
@@ -356,7 +411,8 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
 /* ---- metadata ---- */
 
 static const char *arch_name(const synth_shape *s) {
-    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe", "qwen35", "qwen3next", "gemma4" };
+    static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe", "qwen35", "qwen3next", "gemma4",
+                                          "gpt-oss" };
     return s->family == SYN_QWEN35 && s->n_expert ? "qwen35moe" : names[s->family];
 }
 
@@ -449,12 +505,21 @@ static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftyp
         if (s->n_ff_shexp) kv_u32(w, s, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp);
     }
     if (s->family == SYN_GEMMA4) write_gemma4_hparams(w, s);
+    if (s->rope_yarn_factor > 0) {   /* config.json's rope_scaling (yarn, beta_fast 32, beta_slow 1) */
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", arch_name(s));
+        gguf_w_str(w, key, "yarn");
+        kv_f32(w, s, "rope.scaling.factor", s->rope_yarn_factor);
+        kv_u32(w, s, "rope.scaling.original_context_length", (uint32_t)s->rope_yarn_orig_ctx);
+        kv_f32(w, s, "rope.scaling.yarn_beta_fast", 32.0f);
+        kv_f32(w, s, "rope.scaling.yarn_beta_slow", 1.0f);
+    }
     gguf_w_u32(w, "general.file_type", ft->file_type);
     gguf_w_u32(w, "general.quantization_version", GGUF_QUANT_VERSION);
 }
 
 static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vocab *v) {
-    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2", "qwen2", "qwen2", "default" };
+    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2", "qwen2", "qwen2", "default", "gpt-4o" };
     const bool spm = s->family == SYN_GEMMA3 || s->family == SYN_GEMMA4;
     gguf_w_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
     gguf_w_str(w, "tokenizer.ggml.pre", pre[s->family]);
@@ -479,7 +544,7 @@ static int build_vocab(const synth_shape *s, synth_vocab *v, hearth_err *err) {
     /* Gemma 4 takes Gemma 3's synthetic SentencePiece vocabulary (of the same 262144 tokens): its own BPE merges are
      * not synthesized */
     static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2, SV_BPE_QWEN, SV_BPE_QWEN,
-                                              SV_BPE_QWEN, SV_SPM_GEMMA };
+                                              SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_HARMONY };
     synth_vocab_layout l = { kinds[s->family], s->n_vocab, s->n_text };
     return synth_vocab_build(&l, v, err);
 }
@@ -629,7 +694,120 @@ static void fill_rope_llama3(float *x, int64_t n, const synth_shape *s) {
  * scales. */
 static bool is_layer_output(const char *name) { return strstr(name, ".attn_output.") || strstr(name, ".ffn_down"); }
 
-static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, float layer_scale, int64_t row, float *x) {
+/* ---- the --layer-scale construction: a model whose greedy continuations survive quantization ----
+ *
+ * Random weights give near-flat logits, and with a tied output the current token's own embedding wins whenever the
+ * layers are small (logits are E * h, so a residual stream h ~ e_t scores t highest: the output repeats). So with
+ * --layer-scale the weights stay random but carry one planted structure:
+ * - R, a random signed permutation of the embedding dims past the first block of SUCC_PAD; the vocabulary is cut
+ *   into orbits of SUCC_ORBIT tokens (special tokens alone), token i*L+j has the embedding R^j b_i (b_i random, SUCC_EMB_STD per dim),
+ *   so R maps each token's embedding onto the next one's in its orbit; the first SUCC_PAD dims of every embedding
+ *   hold one constant (as much energy as the random part), the same for every token, so it moves no logit;
+ * - the last layer's FFN computes ~ (SUCC_GAIN * R - I) of its input: 2n of its hidden units (n = n_embd - PAD)
+ *   have gate rows reading the constant block (so silu(gate) ~ silu(4), a constant: the unit is linear) and up
+ *   rows reading one dim each; ffn_down sends unit k to dim R(k) (the successor) and unit n+k back to dim k with
+ *   the opposite sign (cancelling the current token's own embedding). Everything else is the usual noise, the
+ *   layers' output projections scaled by X as before.
+ * The residual stream leaving the last layer is then ~ SUCC_GAIN times the next token's embedding plus the layers'
+ * noise: inside an orbit the successor wins by a wide margin (stable under Q4_0), and at an orbit's end R^L b_i
+ * matches no token, so the argmax is a near-tie among random tokens (context-dependent, where quantization flips
+ * some): continuations walk an orbit, jump, walk another, never repeating one token. */
+#define SUCC_PAD 32            /* one Q4_0 / Q8_0 block: the constant quantizes exactly */
+#define SUCC_ORBIT 4
+#define SUCC_GAIN 3.0f
+#define SUCC_EMB_STD 1.0f
+#define SUCC_GATE 4.0f         /* the planted units' gate input */
+
+typedef struct {
+    bool on;
+    int d, n, L;               /* n_embd, the permuted dims (d - PAD), the orbit length */
+    int n_text;                /* the tokens in orbits (the rest are special) */
+    int *pw;                   /* pw[j*n + k]: where R^j sends dim k (j < L); sg: its sign */
+    int8_t *sg;
+    int *inv;                  /* R's inverse permutation */
+    float pad, gate, up, down_succ, down_self;
+    char gate_name[64], up_name[64], down_name[64];
+} syn_succ;
+
+static void succ_free(syn_succ *c) { free(c->pw); free(c->sg); free(c->inv); }
+
+static int succ_init(syn_succ *c, const synth_shape *s, uint64_t seed, hearth_err *err) {
+    memset(c, 0, sizeof *c);
+    int d = s->n_embd, n = d - SUCC_PAD, L = SUCC_ORBIT;
+    if ((s->family != SYN_LLAMA && s->family != SYN_QWEN3) || n < SUCC_PAD || s->n_ff < 2 * n)
+        return herr(err, "--layer-scale needs a llama or qwen3 shape (a dense FFN at least twice as wide as the embedding)");
+    c->pw = malloc((size_t)L * n * sizeof *c->pw);
+    c->sg = malloc((size_t)L * n);
+    c->inv = malloc((size_t)n * sizeof *c->inv);
+    if (!c->pw || !c->sg || !c->inv) { succ_free(c); return herr(err, "out of memory"); }
+    uint64_t st = seed ^ 0x7375636365737372ull;
+    int *rho = c->inv;         /* R's permutation (Fisher-Yates), inverted in place below */
+    for (int k = 0; k < n; k++) rho[k] = k;
+    for (int k = n - 1; k > 0; k--) {
+        int r = (int)(splitmix64(&st) % (uint64_t)(k + 1)), t = rho[k];
+        rho[k] = rho[r]; rho[r] = t;
+    }
+    for (int k = 0; k < n; k++) { c->pw[k] = k; c->sg[k] = 1; }
+    for (int j = 1; j < L; j++)
+        for (int k = 0; k < n; k++) {
+            int prev = c->pw[(j - 1) * n + k];
+            c->pw[j * n + k] = rho[prev];
+            uint64_t h = seed ^ ((uint64_t)prev * 0x9e3779b97f4a7c15ull);   /* R's sign for dim prev */
+            c->sg[j * n + k] = (int8_t)(c->sg[(j - 1) * n + k] * (splitmix64(&h) & 1 ? -1 : 1));
+        }
+    for (int k = 0; k < n; k++) c->inv[c->pw[n + k]] = k;
+    /* the input of the last FFN: the constant block's dims at sqrt(d/64) each after the norm (it has half the
+     * energy), a random dim at e/rms0 */
+    float rms0 = SUCC_EMB_STD * sqrtf(2.0f * n / d), silu = SUCC_GATE / (1 + expf(-SUCC_GATE));
+    c->on = true; c->d = d; c->n = n; c->L = L; c->n_text = s->n_text;
+    c->pad = SUCC_EMB_STD * sqrtf((float)n / SUCC_PAD);
+    c->gate = SUCC_GATE / (SUCC_PAD * sqrtf(d / 64.0f));
+    c->up = c->down_self = sqrtf(rms0 / silu);
+    c->down_succ = SUCC_GAIN * c->down_self;
+    snprintf(c->gate_name, sizeof c->gate_name, "blk.%d.ffn_gate.weight", s->n_layer - 1);
+    snprintf(c->up_name, sizeof c->up_name, "blk.%d.ffn_up.weight", s->n_layer - 1);
+    snprintf(c->down_name, sizeof c->down_name, "blk.%d.ffn_down.weight", s->n_layer - 1);
+    return 0;
+}
+
+/* The sign R gives dim k (drawn per dim, the same for every power). */
+static int succ_sign(const syn_succ *c, int k) { return c->sg[c->n + k]; }
+
+/* Fills x with the planted part of a row where there is one (returns true), on top of the noise already in x. */
+static bool succ_row(const syn_succ *c, const char *name, uint64_t seed, int64_t row, float *x) {
+    const int n = c->n, P = SUCC_PAD;
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight")) {
+        /* special tokens (BOS, EOS, ...) start orbits of their own: no token leads to one but by chance */
+        int64_t orbit = row < c->n_text ? row / c->L : c->n_text + row;
+        int j = row < c->n_text ? (int)(row % c->L) : 0;
+        float *b = x + c->d;   /* scratch: the writer's row buffer holds CHUNK_ELEMS floats */
+        uint64_t st = seed ^ name_hash("token_embd.weight");
+        fill_noise(b, n, splitmix64(&st) ^ ((uint64_t)orbit * 0xd1b54a32d192ed03ull), 0.0f, SUCC_EMB_STD);
+        for (int k = 0; k < P; k++) x[k] = c->pad;
+        for (int k = 0; k < n; k++) x[P + c->pw[j * n + k]] = c->sg[j * n + k] * b[k];
+        return true;
+    }
+    if (!strcmp(name, c->gate_name)) {
+        if (row < 2 * n) for (int k = 0; k < P; k++) x[k] += c->gate;
+        return true;
+    }
+    if (!strcmp(name, c->up_name)) {
+        if (row < 2 * n) x[P + row % n] += c->up;
+        return true;
+    }
+    if (!strcmp(name, c->down_name)) {
+        if (row >= P) {
+            int o = (int)row - P, k = c->inv[o];
+            x[k] += succ_sign(c, k) * c->down_succ;
+            x[n + o] -= c->down_self;
+        }
+        return true;
+    }
+    return false;
+}
+
+static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, float layer_scale, const syn_succ *succ,
+                     int64_t row, float *x) {
     uint64_t st = seed ^ name_hash(t->name);
     st = splitmix64(&st) ^ ((uint64_t)row * 0xd1b54a32d192ed03ull);
     if (t->init == INIT_ROPE_LLAMA3) fill_rope_llama3(x, t->ne[0], s);
@@ -641,6 +819,7 @@ static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, f
     else if (t->init == INIT_WEIGHT && layer_scale != 1 && is_layer_output(t->name))
         fill_noise(x, t->ne[0], st, 0.0f, WEIGHT_STD * layer_scale);
     else fill_noise(x, t->ne[0], st, 0.0f, WEIGHT_STD);
+    if (succ->on && t->init == INIT_WEIGHT) succ_row(succ, t->name, seed, row, x);
 }
 
 /* ---- streaming writer ---- */
@@ -651,6 +830,7 @@ typedef struct {
     const syn_plan *p;
     uint64_t seed;
     float layer_scale;
+    syn_succ succ;
     int fd;
     syn_chunk *chunks;
     int n_chunks;
@@ -686,14 +866,19 @@ static void report(syn_job *j, uint64_t bytes) {
     pthread_mutex_unlock(&j->mu);
 }
 
-/* Generates, quantizes and writes one chunk of rows; returns 0 or an errno. */
-static int write_chunk(syn_job *j, const syn_chunk *c, float *x, uint8_t *q) {
+/* Generates, quantizes and writes one chunk of rows; returns 0 or an errno. The types with no plain quantizer
+ * (the i-quants that need an importance matrix) are weighted by `ones`, a uniform one, as quantize does for the
+ * tensors an imatrix never covers. */
+static int write_chunk(syn_job *j, const syn_chunk *c, float *x, uint8_t *q, const float *ones) {
     const syn_tensor *t = &j->p->t[c->ti];
     const ht_traits *tr = ht_get_traits_ref(t->type);
+    ht_quantize_weighted_fn wq = tr->from_float ? NULL : ht_ref_quantize_weighted(t->type);
+    if (!tr->from_float && !wq) return ENOTSUP;
     size_t rb = ht_row_size(t->type, t->ne[0]);
     for (int64_t r = c->r0; r < c->r1; r++) {
-        fill_row(t, j->p->s, j->seed, j->layer_scale, r, x);
-        tr->from_float(x, q + (size_t)(r - c->r0) * rb, t->ne[0]);
+        fill_row(t, j->p->s, j->seed, j->layer_scale, &j->succ, r, x);
+        if (wq) wq(x, q + (size_t)(r - c->r0) * rb, t->ne[0], ones);
+        else tr->from_float(x, q + (size_t)(r - c->r0) * rb, t->ne[0]);
     }
     size_t bytes = (size_t)(c->r1 - c->r0) * rb;
     int e = pwrite_all(j->fd, q, bytes, t->file_off + (uint64_t)c->r0 * rb);
@@ -709,25 +894,30 @@ static void writer_thread(void *arg, int ith, int nth) {
     size_t elems = (size_t)HT_MAX(CHUNK_ELEMS, max_ne0);
     float *x = malloc(elems * sizeof(float));
     uint8_t *q = malloc(elems * sizeof(float) + 4096);   /* no format is larger than F32 */
-    if (!x || !q) { int z = 0; atomic_compare_exchange_strong(&j->error, &z, ENOMEM); }
-    for (int c; x && q && !atomic_load(&j->error) && (c = atomic_fetch_add(&j->next, 1)) < j->n_chunks;) {
-        int e = write_chunk(j, &j->chunks[c], x, q);
+    float *ones = malloc((size_t)max_ne0 * sizeof(float));
+    if (!x || !q || !ones) { int z = 0; atomic_compare_exchange_strong(&j->error, &z, ENOMEM); }
+    for (int64_t i = 0; ones && i < max_ne0; i++) ones[i] = 1.0f;
+    for (int c; x && q && ones && !atomic_load(&j->error) && (c = atomic_fetch_add(&j->next, 1)) < j->n_chunks;) {
+        int e = write_chunk(j, &j->chunks[c], x, q, ones);
         if (e) { int z = 0; atomic_compare_exchange_strong(&j->error, &z, e); }
     }
     free(x);
     free(q);
+    free(ones);
 }
 
 static int write_weights(const syn_plan *p, int fd, const char *path, const synth_opts *o, hearth_err *err) {
     syn_job j = { .p = p, .seed = o->seed, .layer_scale = o->layer_scale > 0 ? o->layer_scale : 1, .progress = o->progress, .user = o->user, .fd = fd };
     for (int i = 0; i < p->n; i++) j.total += p->t[i].nbytes;
-    if (make_chunks(&j, err)) return -1;
+    if (o->layer_scale > 0 && succ_init(&j.succ, p->s, o->seed, err)) return -1;
+    if (make_chunks(&j, err)) { succ_free(&j.succ); return -1; }
     pthread_mutex_init(&j.mu, NULL);
     ht_pool *pool = pool_new(o->n_threads > 0 ? o->n_threads : 2);
     if (pool) { pool_run(pool, writer_thread, &j); pool_free(pool); }
     pthread_mutex_destroy(&j.mu);
     int e = pool ? atomic_load(&j.error) : ENOMEM;
     free(j.chunks);
+    succ_free(&j.succ);
     return e ? herr(err, "cannot write %s: %s", path, strerror(e)) : 0;
 }
 

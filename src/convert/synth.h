@@ -7,7 +7,8 @@
 
 #include "common.h"
 
-typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2, SYN_QWEN3MOE, SYN_QWEN35, SYN_QWEN3NEXT, SYN_GEMMA4 } synth_family;
+typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2, SYN_QWEN3MOE, SYN_QWEN35, SYN_QWEN3NEXT, SYN_GEMMA4,
+               SYN_GPTOSS } synth_family;
 
 typedef struct {
     const char *name;          /* "llama-3.2-1b", or a tiny test shape "tiny-llama" */
@@ -31,6 +32,9 @@ typedef struct {
      * n_embd_per_layer; k_eq_v: global layers have no attn_v; with experts, a dense MLP of n_ff beside them */
     int head_dim_swa, n_head_kv_swa, swa_period, n_kv_shared, n_embd_per_layer;
     bool wide_shared, k_eq_v;
+    /* gpt-oss: YaRN rope (factor over yarn_orig_ctx positions); experts always MXFP4, as every published file */
+    float rope_yarn_factor;
+    int rope_yarn_orig_ctx;
 } synth_shape;
 
 /* NULL if unknown. synth_shape_at(i) lists them (NULL past the end). */

@@ -224,6 +224,22 @@ static void add_qwen_specials(vbuild *b, synth_vocab *v) {
     v->eos = first + 2 < b->n ? first + 2 : first;
 }
 
+/* o200k_harmony's (gpt-oss): its named tokens at their offsets from <|startoftext|>, the rest reserved */
+static void add_harmony_specials(vbuild *b, synth_vocab *v) {
+    static const char *const named[] = { "<|startoftext|>", "<|endoftext|>", NULL, NULL, "<|return|>", "<|constrain|>",
+        NULL, "<|channel|>", "<|start|>", "<|end|>", "<|message|>", NULL, NULL, NULL, "<|call|>" };
+    const int first = b->n, n_named = (int)(sizeof named / sizeof named[0]);
+    char tmp[64];
+    for (int k = 0; b->n < b->cap; k++) {
+        if (k < n_named && named[k]) vb_add(b, named[k], strlen(named[k]), TT_CONTROL, false);
+        else vb_add(b, tmp, (size_t)snprintf(tmp, sizeof tmp, "<|reserved_%d|>", b->n), TT_CONTROL, false);
+    }
+    v->bos = first;
+    v->pad = first + 1;
+    v->eos = first + 4;      /* <|return|> */
+    v->eot = first + 9;      /* <|end|> */
+}
+
 static void add_gemma_specials(vbuild *b, synth_vocab *v) {
     static const char *const named[] = { "<pad>", "<eos>", "<bos>", "<unk>", "<mask>" };
     char tmp[32];
@@ -247,12 +263,14 @@ static int build_tokens(const synth_vocab_layout *l, vbuild *b, synth_vocab *v, 
         return grow_from_letters(b, l->n_vocab, SPACE_SPM, false, true, err);
     }
     int n_special = l->n_vocab - l->n_text;
-    if (l->n_text < 256 + 64 || n_special < 1 || (l->kind == SV_BPE_LLAMA3 && n_special < 11))
+    if (l->n_text < 256 + 64 || n_special < 1 || (l->kind == SV_BPE_LLAMA3 && n_special < 11) ||
+        (l->kind == SV_BPE_HARMONY && n_special < 15))
         return herr(err, "synthetic vocabulary layout %d/%d invalid", l->n_text, l->n_vocab);
     add_byte_tokens(b);
     if (grow_from_letters(b, l->n_text, SPACE_BPE, true, false, err)) return -1;
     if (l->kind == SV_BPE_LLAMA3) add_llama3_specials(b, v);
     else if (l->kind == SV_BPE_QWEN) add_qwen_specials(b, v);
+    else if (l->kind == SV_BPE_HARMONY) add_harmony_specials(b, v);
     else {
         vb_add(b, "<|endoftext|>", 13, TT_CONTROL, false);
         v->bos = v->eos = v->unk = l->n_text;

@@ -7,7 +7,7 @@
 
 #include "common.h"
 
-typedef enum { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_BPE_GPT2, SV_SPM_GEMMA } synth_vocab_kind;
+typedef enum { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_BPE_GPT2, SV_SPM_GEMMA, SV_BPE_HARMONY } synth_vocab_kind;
 
 typedef struct {
     synth_vocab_kind kind;

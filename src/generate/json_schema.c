@@ -274,6 +274,9 @@ static int types_of(conv *c, const cJSON *s) {
 }
 
 static char *visit(conv *c, const cJSON *s, const char *hint);
+#define EXCEPT_KEY "\x01" "except"   /* internal: the strings a plain string schema must not be (string_rule) */
+static char *string_except(conv *c, const cJSON *words, const char *hint);
+static int listed_value_ok(conv *c, const cJSON *s, const cJSON *v);
 
 /* ---- strings ---- */
 
@@ -640,6 +643,8 @@ static char *pattern_within(const char *pat, long lo, long hi) {
 }
 
 static char *string_rule(conv *c, const cJSON *s, const char *hint) {
+    const cJSON *except = get(s, EXCEPT_KEY);   /* what a "not" of strings left (plain strings only) */
+    if (except) return string_except(c, except, hint);
     const cJSON *fmt = get(s, "format"), *pat = get(s, "pattern"), *mn = get(s, "minLength"), *mx = get(s, "maxLength");
     if (pat && !cJSON_IsString(pat)) return fail(c, "\"pattern\" must be a string");
     if ((mn && !cJSON_IsNumber(mn)) || (mx && !cJSON_IsNumber(mx)))
@@ -842,8 +847,9 @@ static char *multiple_rule(conv *c, long long k, bool has_lo, long long lo, bool
         }
     }
     if (k > 1000) return fail(c, "\"multipleOf\" %lld above 1000 with wide bounds is not supported", k);
-    bool neg = !has_lo || lo <= -k, zero = (!has_lo || lo <= 0) && (!has_hi || hi >= 0), pos = !has_hi || hi >= k;
-    if ((has_lo && lo < 0 && lo > -k) || (has_lo && lo > k) || (has_hi && hi > 0 && hi < k) || (has_hi && hi < -k))
+    /* a bound is read only where it cuts no multiple off: within (-k, k) (then it leaves out a sign) */
+    bool neg = !has_lo, zero = (!has_lo || lo <= 0) && (!has_hi || hi >= 0), pos = !has_hi;
+    if ((has_lo && (lo <= -k || lo > k)) || (has_hi && (hi >= k || hi < -k)))
         return fail(c, "\"multipleOf\" with bounds inside the numbers is not supported (few multiples, or sign-only bounds are)");
     char name[64];
     for (long long r = 0; r < k; r++) {   /* rule mult-k-r: digits that bring a remainder r to 0 */
@@ -885,20 +891,157 @@ static char *multiple_rule(conv *c, long long k, bool has_lo, long long lo, bool
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
+/* A rule under exactly `name` (rules that refer to each other by name), unless one is there already. Takes body. */
+static void named_rule(conv *c, const char *name, char *body) {
+    for (int i = 0; i < c->n_rules; i++) if (!strcmp(c->rules[i].name, name)) { free(body); return; }
+    if (c->n_rules == c->cap_rules) {
+        int cap = c->cap_rules ? c->cap_rules * 2 : 32;
+        grule *nr = cap > 100000 ? NULL : realloc(c->rules, (size_t)cap * sizeof *nr);
+        if (nr) c->rules = nr, c->cap_rules = cap;
+    }
+    if (!body || c->n_rules == c->cap_rules || !(c->rules[c->n_rules].name = strdup(name))) {
+        free(body);
+        fail(c, "out of memory");
+        return;
+    }
+    c->rules[c->n_rules++].body = body;
+}
+
+static long long gcd_ll(long long a, long long b) { while (b) { long long t = a % b; a = b; b = t; } return a; }
+
+/* The decimal V / 10^d (V an integer), trailing fraction zeros dropped. */
+static void decimal_text(char *buf, size_t size, long long V, int d) {
+    long long p = 1;
+    for (int i = 0; i < d; i++) p *= 10;
+    unsigned long long a = V < 0 ? 0ULL - (unsigned long long)V : (unsigned long long)V;
+    int n = snprintf(buf, size, "%s%llu", V < 0 ? "-" : "", a / (unsigned long long)p);
+    unsigned long long f = a % (unsigned long long)p;
+    if (f && n > 0 && (size_t)n < size) {
+        char fr[24];
+        snprintf(fr, sizeof fr, "%0*llu", d, f);
+        for (int e = d - 1; e > 0 && fr[e] == '0'; e--) fr[e] = 0;
+        snprintf(buf + n, size - (size_t)n, ".%s", fr);
+    }
+}
+
+/* multipleOf k as the exact decimal m / 10^d it was written as (d <= 9, m <= 1e15; the shortest such that reads
+ * back as k), then in lowest terms num / den. False when k is no such decimal. */
+static bool decimal_of(double k, int *d, long long *num, long long *den) {
+    long long p = 1;
+    for (int i = 0; i <= 9; i++, p *= 10) {
+        double sc = k * (double)p;
+        if (!(sc < 1e15)) return false;
+        long long m = llround(sc);
+        char buf[48];
+        decimal_text(buf, sizeof buf, m, i);
+        if (m > 0 && strtod(buf, NULL) == k) {
+            long long g = gcd_ll(m, p);
+            *d = i, *num = m / g, *den = p / g;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The fraction endings of a multiple of num/den written with d digits: F in [0, den) stands for the fraction
+ * F * 10^d / den, written without trailing zeros; those with (r * den + F) % num == 0 (r: the whole part's
+ * remainder mod num), F = 0 left out. As "." alternatives, or an empty string when there are none. */
+static void endings(ht_str *b, long long num, long long den, int d, long long r) {
+    long long p = 1;
+    for (int i = 0; i < d; i++) p *= 10;
+    bool first = true;
+    for (long long F = 1; F < den; F++) {
+        if ((r * den + F) % num) continue;
+        char t[48];
+        decimal_text(t, sizeof t, F * (p / den), d);   /* "0.25" */
+        ht_str_printf(b, "%s\"%s\"", first ? "\".\" (" : " | ", t + 2);
+        first = false;
+    }
+    if (!first) ht_str_puts(b, ")");
+}
+
+/* Non-negative multiples of num/den (den > 1, coprime) with their fractions: rules mofrac-num-den-r read the
+ * rest of the whole part from remainder r (mod num), then a fraction that makes the whole a multiple. Writes the
+ * alternatives for zero, the positive ones and the negative ones, as allowed. */
+static void fraction_multiples(conv *c, ht_str *b, long long num, long long den, int d, bool zero, bool pos, bool neg) {
+    char name[96];
+    for (long long r = 0; r < num && !c->failed; r++) {
+        ht_str x = { 0 };
+        for (long long t = 0; t < num; t++) {
+            char cls[16];
+            int n = 0;
+            for (int dg = 0; dg <= 9; dg++) if ((r * 10 + dg) % num == t) cls[n++] = (char)('0' + dg);
+            if (!n) continue;
+            cls[n] = 0;
+            ht_str_printf(&x, "%s[%s] mofrac-%lld-%lld-%lld", x.n ? " | " : "", cls, num, den, t);
+        }
+        ht_str e = { 0 };
+        endings(&e, num, den, d, r);
+        if (e.n) ht_str_printf(&x, " | %s", e.p);
+        free(e.p);
+        if (!r) { char *w = x.p; x = (ht_str){ 0 }; ht_str_printf(&x, "(%s)?", w); free(w); }
+        snprintf(name, sizeof name, "mofrac-%lld-%lld-%lld", num, den, r);
+        named_rule(c, name, x.oom ? (free(x.p), NULL) : x.p);
+    }
+    ht_str mag = { 0 };   /* a positive magnitude: 0 and a fraction, or a first digit 1-9 and the rest */
+    endings(&mag, num, den, d, 0);
+    if (mag.n) { char *w = mag.p; mag = (ht_str){ 0 }; ht_str_printf(&mag, "\"0\" %s", w); free(w); }
+    for (int dg = 1; dg <= 9; dg++) ht_str_printf(&mag, "%s\"%d\" mofrac-%lld-%lld-%lld", mag.n ? " | " : "", dg, num, den, dg % num);
+    const char *sep = "";
+    if (zero) ht_str_puts(b, "\"0\""), sep = " | ";
+    if (pos) ht_str_printf(b, "%s%s", sep, mag.p), sep = " | ";
+    if (neg) ht_str_printf(b, "%s\"-\" (%s)", sep, mag.p);
+    if (mag.oom) b->oom = true;
+    free(mag.p);
+}
+
+/* Multiples of num/den within [lo, hi] (each end maybe exclusive), listed when at most 1000 of them and
+ * written exactly; NULL (without failing) when there are more. */
+static char *listed_multiples(conv *c, long long num, long long den, int d, double lo, bool lo_ex, double hi, bool hi_ex,
+                              const char *hint) {
+    long long p = 1;
+    for (int i = 0; i < d; i++) p *= 10;
+    long long unit = num * (p / den);   /* a multiple q of num/den is q * unit / 10^d */
+    if (fabs(lo) * (double)p > 1e17 || fabs(hi) * (double)p > 1e17) return NULL;
+    char t[48];
+#define MO_VALUE(q) (decimal_text(t, sizeof t, (q) * unit, d), strtod(t, NULL))
+    long long q0 = (long long)floor(lo * (double)p / (double)unit) - 2, q1 = (long long)ceil(hi * (double)p / (double)unit) + 2;
+    while (q0 <= q1 && (lo_ex ? MO_VALUE(q0) <= lo : MO_VALUE(q0) < lo)) q0++;
+    while (q1 >= q0 && (hi_ex ? MO_VALUE(q1) >= hi : MO_VALUE(q1) > hi)) q1--;
+#undef MO_VALUE
+    if (q0 > q1) return fail(c, "no multiple of the \"multipleOf\" lies within the bounds");
+    if (q1 - q0 >= 1000) return NULL;
+    ht_str b = { 0 };
+    free(prim(c, "space"));
+    ht_str_puts(&b, "(");
+    for (long long q = q0; q <= q1; q++) {
+        decimal_text(t, sizeof t, q * unit, d);
+        ht_str_printf(&b, "%s\"%s\"", q > q0 ? " | " : "", t);
+    }
+    ht_str_puts(&b, ") space");
+    return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+}
+
 static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint) {
     const cJSON *mo = get(s, "multipleOf");
     int frac = 16;   /* fraction digits written */
     double k = 1;
+    /* multipleOf k = num / den in lowest terms (den divides 10^md): a multiple v = W + F/den (W whole, 0 <= F <
+     * den) is one exactly when (W * den + F) % num == 0. den 1: whole multiples of num; num 1: any whole part and
+     * the fraction endings F/den (den 10^md: any md digits); else the whole part's remainder picks the endings. */
+    long long num = 1, den = 1;
+    int md = 0;
     if (mo) {
         if (!cJSON_IsNumber(mo) || !(mo->valuedouble > 0)) return fail(c, "\"multipleOf\" must be a positive number");
-        k = mo->valuedouble;
-        if (k != floor(k)) {   /* 0.1, 0.01, ...: at most that many fraction digits; integers are multiples anyway */
-            int d = 0;
-            for (int i = 1; i <= 8 && !d; i++) if (fabs(k * pow(10, i) - 1) < 1e-9) d = i;
-            if (!d) return fail(c, "\"multipleOf\" %g is not supported (integers and 0.1, 0.01, ... are)", k);
-            frac = d, k = 1;
-        } else if (k > 1) integer = true;   /* a multiple of a whole number is whole: written as an integer */
+        if (!decimal_of(mo->valuedouble, &md, &num, &den))
+            return fail(c, "\"multipleOf\" %g is not supported (decimals of up to 9 fraction digits are)", mo->valuedouble);
+        if (integer) k = (double)num, den = 1;   /* an integer n is a multiple exactly when n % num == 0 */
+        else if (den == 1) k = (double)num, integer = true;   /* a multiple of a whole number (1 too) is whole */
+        else if (num == 1 && den == (long long)pow(10, md)) frac = md;   /* 0.1, 0.01, ...: that many digits */
+        else if (den > 1000 || num > 1000)
+            return fail(c, "\"multipleOf\" %g is not supported (its fraction has more than 1000 endings)", mo->valuedouble);
     }
+    bool endings_only = den > 1 && num == 1 && frac == 16;   /* 0.25, 0.5, 0.05, ...: fraction endings */
     char dec[32];
     snprintf(dec, sizeof dec, frac == 16 ? "decimal-part" : "[0-9]{1,%d}", frac);
     bool has_lo, lo_ex, has_hi, hi_ex;
@@ -912,19 +1055,50 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
     /* bounds beyond what is written (15 digits) are narrowed to it: stricter, and the same for any real reply */
     if (has_lo && lo < -999999999999999.0) lo = -999999999999999.0, lo_ex = false;
     if (has_hi && hi > 999999999999999.0) hi = 999999999999999.0, hi_ex = false;
-    if (fabs(lo) > 1e15 || fabs(hi) > 1e15) return fail(c, "a minimum above 1e15 (or a maximum below -1e15) is not supported");
+    if ((has_lo && lo >= 999999999999999.0 && (lo_ex || lo > 999999999999999.0)) ||
+        (has_hi && hi <= -999999999999999.0 && (hi_ex || hi < -999999999999999.0)) || fabs(lo) > 1e15 || fabs(hi) > 1e15)
+        return fail(c, "a minimum from 1e15 up (or a maximum from -1e15 down) is not supported");
     /* integer bounds: the smallest and largest allowed integers */
     long long ilo = 0, ihi = 0;
     if (has_lo) ilo = (long long)ceil(lo), ilo += lo_ex && (double)ilo == lo;
     if (has_hi) ihi = (long long)floor(hi), ihi -= hi_ex && (double)ihi == hi;
     if (integer && k > 1) return multiple_rule(c, (long long)k, has_lo, ilo, has_hi, ihi, hint);
     if (integer) return int_rule(c, has_lo, ilo, has_hi, ihi, hint);
-    if (!has_lo && !has_hi && frac == 16) return prim(c, "number");
+    if (den > 1 && has_lo && has_hi) {   /* few multiples within the bounds: each written */
+        char *l = listed_multiples(c, num, den, md, lo, lo_ex, hi, hi_ex, hint);
+        if (l || c->failed) return l;
+    }
+    ht_str ends = { 0 }, ends_nz = { 0 };   /* the fraction endings (as dec) and the non-zero ones */
+    if (endings_only) {
+        endings(&ends_nz, 1, den, md, 0);
+        ht_str_printf(&ends, "(\"0\" | %s)", ends_nz.p + 4);   /* ends_nz is "\".\" (...)" */
+        if (ends.oom || ends_nz.oom) { free(ends.p); free(ends_nz.p); return fail(c, "out of memory"); }
+    }
+    const char *decp = endings_only ? ends.p : dec;
+    if (den > 1 && !endings_only && frac == 16) {   /* by the whole part's remainder: bounds at 0 or inside (-k, k) */
+        double kk = mo->valuedouble;
+        bool lo_ok = !has_lo || (lo > -kk && lo < kk) || (lo == kk && !lo_ex) || (lo == -kk && lo_ex);
+        bool hi_ok = !has_hi || (hi > -kk && hi < kk) || (hi == -kk && !hi_ex) || (hi == kk && hi_ex);
+        if (!lo_ok || !hi_ok)
+            return fail(c, "\"multipleOf\" %g with bounds that cut through the multiples (more than 1000 of them) is not supported", kk);
+        bool zero = (!has_lo || lo < 0 || (lo == 0 && !lo_ex)) && (!has_hi || hi > 0 || (hi == 0 && !hi_ex));
+        bool pos = !has_hi, neg = !has_lo;
+        if (!zero && !pos && !neg) return fail(c, "no multiple of the \"multipleOf\" lies within the bounds");
+        free(prim(c, "space"));
+        ht_str b = { 0 };
+        ht_str_puts(&b, "(");
+        fraction_multiples(c, &b, num, den, md, zero, pos, neg);
+        ht_str_puts(&b, ") space");
+        if (c->failed) { free(b.p); return NULL; }
+        return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+    }
+    if (!has_lo && !has_hi && frac == 16 && !endings_only) return prim(c, "number");
     if (!has_lo && !has_hi) {
         free(prim(c, "integral-part"));
         free(prim(c, "space"));
         ht_str b = { 0 };
-        ht_str_printf(&b, "\"-\"? integral-part (\".\" %s)? space", dec);
+        ht_str_printf(&b, "\"-\"? integral-part (\".\" %s)? space", decp);
+        free(ends.p), free(ends_nz.p);
         return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
     }
     /* numbers with bounds: no exponent, and bounds met by whole-number parts (stricter than non-integer bounds):
@@ -937,17 +1111,27 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
     if (!has_hi || hi > 0 || (hi == 0 && !hi_ex)) {   /* v >= 0 */
         long long a = 0;
         if (has_lo && lo >= 0) a = (long long)ceil(lo) + (lo_ex && floor(lo) == lo);
-        if (has_lo && lo_ex && floor(lo) == lo && lo >= 0 && (!has_hi || lo < hi)) {   /* v > lo: lo.000x too */
-            ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sep, (long long)lo, frac - 1);
+        if (has_lo && lo_ex && floor(lo) == lo && lo >= 0 && (!has_hi || hi >= lo + 1)) {   /* v > lo: lo.000x too */
+            if (endings_only) ht_str_printf(&b, "%s\"%lld\" %s", sep, (long long)lo, ends_nz.p);
+            else ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sep, (long long)lo, frac - 1);
             sep = " | ";
         }
-        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "", dec);
+        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "", decp);
     }
     if (!has_lo || lo < 0) {                            /* v < 0: "-" and a magnitude */
         long long a = has_hi && hi < 0 ? (long long)ceil(-hi) + (hi_ex && floor(hi) == hi) : 0;
-        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ", dec);
+        if (has_hi && hi == 0 && hi_ex) {   /* v < 0 strictly: "-0" and "-0.0" are 0 */
+            if (!has_lo || lo <= -1) {
+                if (endings_only) ht_str_printf(&b, "%s\"-0\" %s", sep, ends_nz.p);
+                else ht_str_printf(&b, "%s\"-0.\" [0-9]{0,%d} [1-9]", sep, frac - 1);
+                sep = " | ";
+            }
+            a = 1;
+        }
+        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ", decp);
     }
     ht_str_puts(&b, ") space");
+    free(ends.p), free(ends_nz.p);
     if (!*sep) { free(b.p); return fail(c, "the bounds leave no number whose whole part hearth can enforce"); }
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
@@ -1024,6 +1208,13 @@ static bool in_required(const cJSON *req, const char *k) {
     return false;
 }
 
+/* Makes property k of m never present (its schema false, which a merge keeps): deleting it would let a merge
+ * declare it again, or leave a map of any keys when it was the last one. */
+static void drop_property(cJSON *m, const char *k) {
+    cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    if (get(props, k)) cJSON_ReplaceItemInObjectCaseSensitive(props, k, cJSON_CreateFalse());
+}
+
 /* "properties" an object, "required" an array of strings: what object_rule reads and merge() unites (the
  * grammar fuzzer found "properties" as an array merged as if it had keys). */
 static bool object_shapes_ok(conv *c, const cJSON *s) {
@@ -1070,7 +1261,7 @@ static char *dependencies(conv *c, const cJSON *s, const char *hint) {
                 if (n) { cJSON_Delete(m); m = n; }
             } else if (!cJSON_IsTrue(x)) fail(c, "a dependency must be an array of names or a schema");
             if (drop && a_req) fail(c, "required property '%s' has a dependency that cannot be met", x->string);
-            else if (drop) cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "properties"), x->string);
+            else if (drop) drop_property(m, x->string);
         }
     }
     for (int d = 0; d < 3; d++) cJSON_Delete(dep[d]);
@@ -1139,6 +1330,33 @@ static cJSON *declared_value(conv *c, const cJSON *own, const cJSON *pp, const c
     return all;
 }
 
+/* Declares m's required keys that have no schema under "properties" (only declared keys are written), with the
+ * schemas that apply to them: the matching patternProperties', else additionalProperties'. False after failing. */
+static bool declare_required(conv *c, cJSON *m) {
+    const cJSON *req = get(m, "required"), *pp = get(m, "patternProperties"), *addl = get(m, "additionalProperties"), *x;
+    bool undeclared = false;
+    cJSON_ArrayForEach(x, req) undeclared |= cJSON_IsString(x) && !get(get(m, "properties"), x->valuestring);
+    if (!undeclared) return true;
+    cJSON *mp = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    if (!mp) mp = cJSON_AddObjectToObject(m, "properties");
+    if (!cJSON_IsObject(mp)) return fail(c, "\"properties\" must be an object"), false;
+    cJSON_ArrayForEach(x, req) {
+        if (!cJSON_IsString(x) || get(mp, x->valuestring)) continue;
+        bool by_pattern = false;
+        const cJSON *p;
+        cJSON_ArrayForEach(p, pp) if (!by_pattern) {
+            int hit = pattern_matches(c, p->string, x->valuestring);
+            if (hit < 0) return false;
+            by_pattern = hit;
+        }
+        if (!by_pattern && cJSON_IsFalse(addl))
+            return fail(c, "required property '%s' is forbidden by additionalProperties false", x->valuestring), false;
+        cJSON_AddItemToObject(mp, x->valuestring, !by_pattern && cJSON_IsObject(addl) ? cJSON_Duplicate(addl, true)
+                                                                                     : cJSON_CreateObject());
+    }
+    return true;
+}
+
 static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     const cJSON *props = get(s, "properties"), *req = get(s, "required"), *addl = get(s, "additionalProperties"),
                 *mn = get(s, "minProperties"), *mx = get(s, "maxProperties"), *pp = get(s, "patternProperties"),
@@ -1151,9 +1369,13 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
     if (!object_shapes_ok(c, s)) return NULL;
     int n_props = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
     const cJSON *x;
-    cJSON_ArrayForEach(x, req) {
-        if (!get(props, x->valuestring) && n_props > 0 && (cJSON_IsFalse(addl) || !addl))
-            return fail(c, "required property '%s' has no schema under \"properties\"", x->valuestring);
+    bool undeclared = false;
+    cJSON_ArrayForEach(x, req) undeclared |= !get(props, x->valuestring);
+    if (undeclared) {
+        cJSON *m = cJSON_Duplicate(s, true);
+        char *out = m && declare_required(c, m) ? object_rule(c, m, hint) : (m ? NULL : fail(c, "out of memory"));
+        cJSON_Delete(m);
+        return out;
     }
     long lo = count_of(mn, 0), hi = count_of(mx, -1);
     if (lo < 0 || hi < -1) return fail(c, "bad minProperties/maxProperties");
@@ -1199,8 +1421,6 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
                 str = add_rule(c, "map-key", xstrdup(c, "\"\\\"\" char{0,64} \"\\\"\" space"));
             }
         }
-        int n_req = req ? cJSON_GetArraySize(req) : 0;
-        if (n_req) { free(val); free(str); free(b.p); return fail(c, "\"required\" without \"properties\" is not supported"); }
         if (lo > 100 || (hi >= 0 && hi < lo)) { free(val); free(str); free(b.p); return fail(c, "bad minProperties/maxProperties"); }
         if (!c->failed) {
             if (hi == 0) {}
@@ -1233,6 +1453,10 @@ static char *object_rule(conv *c, const cJSON *s, const char *hint) {
             bool r = in_required(req, x->string);
             int named = pn ? key_ok(c, pn, x->string) : 1;   /* a key propertyNames forbids is never written */
             if (!named && r) fail(c, "required property '%s' is forbidden by \"propertyNames\"", x->string);
+            if (cJSON_IsFalse(x) && named > 0) {   /* nor one whose schema is false */
+                named = 0;
+                if (r) fail(c, "required property '%s' can never be present (its schema is false)", x->string);
+            }
             cJSON *vs = named > 0 && pp ? declared_value(c, x, pp, x->string) : NULL;
             if (named > 0 && !c->failed) {
                 key[n] = x->string;
@@ -1304,6 +1528,7 @@ static cJSON *merge(conv *c, const cJSON *a, const cJSON *b) {
             cJSON_ArrayForEach(p, x) {
                 cJSON *hp = cJSON_GetObjectItemCaseSensitive(have, p->string);
                 if (!hp) cJSON_AddItemToObject(have, p->string, cJSON_Duplicate(p, true));
+                else if (cJSON_IsFalse(hp) || cJSON_IsFalse(p)) cJSON_ReplaceItemInObjectCaseSensitive(have, p->string, cJSON_CreateFalse());
                 else if (!cJSON_Compare(hp, p, true)) {
                     cJSON *both = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(both, "allOf");
                     cJSON_AddItemToArray(arr, cJSON_Duplicate(hp, true));
@@ -1325,6 +1550,9 @@ static cJSON *merge(conv *c, const cJSON *a, const cJSON *b) {
             static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
             for (int i = 0; i < 7; i++) if (t & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
             cJSON_ReplaceItemInObjectCaseSensitive(m, "type", arr);
+        } else if (cJSON_IsNumber(x) && cJSON_IsNumber(have) && (!strcmp(k, "exclusiveMinimum") || !strcmp(k, "exclusiveMaximum"))) {
+            if (k[10] == 'i' ? x->valuedouble > have->valuedouble : x->valuedouble < have->valuedouble)
+                cJSON_SetNumberValue(have, x->valuedouble);
         } else if (!strcmp(k, "minimum") || !strcmp(k, "minLength") || !strcmp(k, "minItems") ||
                    !strcmp(k, "minProperties")) {
             if (cJSON_IsNumber(x) && x->valuedouble > have->valuedouble) cJSON_SetNumberValue(have, x->valuedouble);
@@ -1360,39 +1588,156 @@ static cJSON *merge(conv *c, const cJSON *a, const cJSON *b) {
     return m;
 }
 
-/* Two schemas no value can satisfy both of (for oneOf): different types, or a required property whose const/enum
- * values differ, or one requires what the other forbids. Conservative: false when unsure. */
-static bool values_disjoint(const cJSON *a, const cJSON *b) {
-    const cJSON *ca = get(a, "const"), *cb = get(b, "const"), *ea = get(a, "enum"), *eb = get(b, "enum");
-    if (!(ca || ea) || !(cb || eb)) return false;
-    const cJSON *x, *y;
-    if (ca && cb) return !cJSON_Compare(ca, cb, true);
-    if (ca) { cJSON_ArrayForEach(y, eb) if (cJSON_Compare(ca, y, true)) return false; return true; }
-    if (cb) { cJSON_ArrayForEach(x, ea) if (cJSON_Compare(x, cb, true)) return false; return true; }
-    cJSON_ArrayForEach(x, ea) cJSON_ArrayForEach(y, eb) if (cJSON_Compare(x, y, true)) return false;
+/* ---- oneOf: alternatives proved exclusive ----
+ * A value the grammar writes for alternative a is in S(a'), the set a' (a with the keywords made stricter that are
+ * added below) validates; oneOf holds when no such value is in S(b) for another b, the alternative as written. The
+ * facts read about S(x) come from x's own top-level keywords only ("type", "const"/"enum", "required",
+ * "properties", "additionalProperties" false); any other keyword only narrows S(x), so ignoring it is safe. */
+
+/* x with a "$ref" standing alone followed (depth-limited), else x. */
+static const cJSON *deref(conv *c, const cJSON *x) {
+    for (int i = 0; i < 16 && cJSON_IsObject(x) && cJSON_IsString(get(x, "$ref")); i++) {
+        for (const cJSON *y = x->child; y; y = y->next)
+            if (strcmp(y->string, "$ref") && !annotation(y->string)) return x;
+        hearth_err scratch, *keep = c->err;   /* one that points nowhere is told when the alternative is visited */
+        bool failed = c->failed;
+        c->err = &scratch;
+        const cJSON *t = resolve_ref(c, get(x, "$ref")->valuestring);
+        c->err = keep, c->failed = failed;
+        if (!t) return x;
+        x = t;
+    }
+    return x;
+}
+
+/* The JSON types S(x) may hold (integer and number as one: 1.0 is an integer), from "type" and "const"/"enum". */
+static int value_type(const cJSON *v) {
+    return cJSON_IsNull(v) ? T_NULL : cJSON_IsBool(v) ? T_BOOL : cJSON_IsObject(v) ? T_OBJECT : cJSON_IsArray(v) ? T_ARRAY
+         : cJSON_IsNumber(v) ? T_NUMBER | T_INTEGER : T_STRING;
+}
+
+static int stypes(const cJSON *x) {
+    int m = T_ALL;
+    const cJSON *t = get(x, "type"), *y;
+    if (cJSON_IsString(t) || cJSON_IsArray(t)) {
+        m = 0;
+        if (cJSON_IsString(t)) m = type_bit(t->valuestring);
+        else cJSON_ArrayForEach(y, t) m |= cJSON_IsString(y) ? type_bit(y->valuestring) : T_ALL;
+        if (!m) m = T_ALL;   /* unknown names: assume anything */
+        if (has(x, "nullable")) m |= T_NULL;
+    }
+    if (has(x, "const")) m &= value_type(get(x, "const"));
+    else if (cJSON_IsArray(get(x, "enum"))) {
+        int e = 0;
+        cJSON_ArrayForEach(y, get(x, "enum")) e |= value_type(y);
+        m &= e;
+    }
+    return m & (T_NUMBER | T_INTEGER) ? m | T_NUMBER | T_INTEGER : m;
+}
+
+/* Whether the value v is outside S(y), by y's const/enum or type. */
+static bool value_excluded(const cJSON *v, const cJSON *y) {
+    if (!(value_type(v) & stypes(y))) return true;
+    const cJSON *cy = get(y, "const"), *ey = get(y, "enum"), *z;
+    if (cy) return !cJSON_Compare(v, cy, true);
+    if (cJSON_IsArray(ey)) { cJSON_ArrayForEach(z, ey) if (cJSON_Compare(v, z, true)) return false; return true; }
+    return false;
+}
+
+/* Whether y's objects never hold key k: additionalProperties false, k not declared nor matched by a pattern, or
+ * declared false. */
+static bool forbids_key(conv *c, const cJSON *y, const char *k) {
+    const cJSON *p = get(get(y, "properties"), k), *x;
+    if (p) return cJSON_IsFalse(p);
+    if (!cJSON_IsFalse(get(y, "additionalProperties"))) return false;
+    cJSON_ArrayForEach(x, get(y, "patternProperties")) {
+        hearth_err scratch, *keep = c->err;
+        bool failed = c->failed;
+        c->err = &scratch;
+        int m = pattern_matches(c, x->string, k);   /* one that does not compile: assume it matches */
+        c->err = keep, c->failed = failed;
+        if (m != 0) return false;
+    }
     return true;
 }
 
-static bool disjoint(conv *c, const cJSON *a, const cJSON *b) {
-    int ta = types_of(c, a), tb = types_of(c, b);
-    int na = ta & T_NUMBER ? ta | T_INTEGER : ta, nb = tb & T_NUMBER ? tb | T_INTEGER : tb;
-    if (!(na & nb)) return true;
-    if (values_disjoint(a, b)) return true;
-    if ((ta & tb) != T_OBJECT && ((na & nb) & ~T_OBJECT)) return false;
-    const cJSON *pa = get(a, "properties"), *pb = get(b, "properties"), *x;
-    cJSON_ArrayForEach(x, pa) {
-        const cJSON *y = get(pb, x->string);
-        if (y && in_required(get(a, "required"), x->string) && in_required(get(b, "required"), x->string) &&
-            values_disjoint(x, y))
-            return true;
+/* Whether S(x) and S(y) have no value in common (false when unsure). */
+static bool sdisjoint(conv *c, const cJSON *x, const cJSON *y, int depth) {
+    x = deref(c, x), y = deref(c, y);
+    if (cJSON_IsFalse(x) || cJSON_IsFalse(y)) return true;
+    if (!cJSON_IsObject(x) || !cJSON_IsObject(y) || depth > 8) return false;
+    int common = stypes(x) & stypes(y);
+    if (!common) return true;
+    for (int side = 0; side < 2; side++) {   /* every listed value of one is outside the other */
+        const cJSON *p = side ? y : x, *q = side ? x : y, *cv = get(p, "const"), *ev = get(p, "enum"), *v;
+        if (cv && value_excluded(cv, q)) return true;
+        if (!cv && cJSON_IsArray(ev)) {
+            bool all = true;
+            cJSON_ArrayForEach(v, ev) all &= value_excluded(v, q);
+            if (all) return true;
+        }
     }
-    for (int side = 0; side < 2; side++) {
-        const cJSON *p = side ? b : a, *q = side ? a : b;
-        if (!cJSON_IsFalse(get(q, "additionalProperties"))) continue;
-        cJSON_ArrayForEach(x, get(p, "required")) if (cJSON_IsString(x) && !get(get(q, "properties"), x->valuestring))
-            return true;
+    if (common != T_OBJECT) return false;
+    for (int side = 0; side < 2; side++) {   /* a key one requires that the other forbids, or whose values differ */
+        const cJSON *p = side ? y : x, *q = side ? x : y, *k;
+        cJSON_ArrayForEach(k, get(p, "required")) {
+            if (!cJSON_IsString(k)) continue;
+            if (forbids_key(c, q, k->valuestring)) return true;
+            const cJSON *pv = get(get(p, "properties"), k->valuestring), *qv = get(get(q, "properties"), k->valuestring);
+            if (pv && qv && sdisjoint(c, pv, qv, depth + 1)) return true;
+        }
     }
     return false;
+}
+
+/* g (an alternative as it will be visited) with key k required too: a new object. */
+static cJSON *requiring(const cJSON *g, const char *k) {
+    cJSON *m = cJSON_Duplicate(g, true), *r = m ? cJSON_GetObjectItemCaseSensitive(m, "required") : NULL;
+    if (m && !r) r = cJSON_AddArrayToObject(m, "required");
+    if (!r || !cJSON_AddItemToArray(r, cJSON_CreateString(k))) { cJSON_Delete(m); return NULL; }
+    return m;
+}
+
+/* Makes the written alternatives g[] exclusive against the alternatives s[] as the schema states them: where a
+ * pair may overlap, a key declared in g[a] that tells it from s[b] is made required in g[a] (stricter). */
+static void make_exclusive(conv *c, cJSON **g, const cJSON **s, int n) {
+    for (int a = 0; a < n && !c->failed; a++) {
+        if (!g[a]) continue;
+        const cJSON *p = deref(c, g[a]);
+        if (cJSON_IsObject(p) && !has(p, "type") && !has(p, "const") && !has(p, "enum")) {
+            bool plain = true;   /* visited by its own keywords' types: write them down, the grammar is the same */
+            static const char *const COMB[] = { "$ref", "allOf", "anyOf", "oneOf", "not", "if" };
+            for (size_t i = 0; i < sizeof COMB / sizeof *COMB; i++) plain &= !has(p, COMB[i]);
+            int t = plain ? types_of(c, p) : T_ALL;
+            if (t != T_ALL && !c->failed) {
+                if (p != g[a]) {   /* a $ref: its target, copied */
+                    cJSON *cp = cJSON_Duplicate(p, true);
+                    if (!cp) { fail(c, "out of memory"); break; }
+                    cJSON_Delete(g[a]);
+                    g[a] = cp;
+                }
+                cJSON *arr = cJSON_AddArrayToObject(g[a], "type");
+                static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
+                for (int i = 0; i < 7 && arr; i++) if (t & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
+            }
+        }
+        for (int b = 0; b < n && !c->failed; b++) {
+            if (b == a || !s[b] || sdisjoint(c, g[a], s[b], 0)) continue;
+            bool done = false;
+            p = deref(c, g[a]);
+            const cJSON *props = cJSON_IsObject(p) ? get(p, "properties") : NULL, *k;
+            cJSON_ArrayForEach(k, props) {
+                cJSON *t = requiring(p, k->string);
+                if (!t) { fail(c, "out of memory"); break; }
+                if (sdisjoint(c, t, s[b], 0)) { cJSON_Delete(g[a]); g[a] = t; done = true; break; }
+                cJSON_Delete(t);
+            }
+            if (!done && !c->failed)
+                fail(c, "oneOf: alternatives %d and %d may both match and no keyword tells them apart (a property with "
+                     "different const/enum values, different types, or a key only one allows): not supported", a < b ? a : b,
+                     a < b ? b : a);
+        }
+    }
 }
 
 static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *hint) {
@@ -1406,8 +1751,8 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
     int n = cJSON_GetArraySize(arr);
     cJSON **alt = calloc((size_t)n, sizeof *alt);
     if (!alt) { cJSON_Delete(base); return fail(c, "out of memory"); }
-    cJSON **check = calloc((size_t)n, sizeof *check);   /* refs resolved, for the oneOf test */
-    if (!check) { free(alt); cJSON_Delete(base); return fail(c, "out of memory"); }
+    const cJSON **stated = calloc((size_t)n, sizeof *stated);   /* each as the schema states it, refs resolved */
+    if (!stated) { free(alt); cJSON_Delete(base); return fail(c, "out of memory"); }
     int i = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, arr) {   /* each alternative with the schema's other keywords applied to it */
@@ -1415,23 +1760,24 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
         if (cJSON_IsObject(x) && cJSON_IsString(get(x, "$ref"))) xs = resolve_ref(c, get(x, "$ref")->valuestring);
         if (c->failed) break;
         if (cJSON_IsFalse(xs)) { i++; continue; }
-        if (siblings && cJSON_IsObject(xs)) {
-            alt[i] = merge(c, base, xs);
-            check[i] = cJSON_Duplicate(alt[i], true);
-        } else {
-            alt[i] = cJSON_Duplicate(x, true);
-            check[i] = cJSON_Duplicate(xs, true);
+        stated[i] = xs;
+        alt[i] = siblings && cJSON_IsObject(xs) ? merge(c, base, xs) : cJSON_Duplicate(x, true);
+        const cJSON *cv = get(alt[i], "const"), *ev = get(alt[i], "enum"), *v;
+        if ((cv || cJSON_IsArray(ev)) && !has(alt[i], "$ref")) {   /* values the rest rules out: it matches nothing */
+            bool any = cv && listed_value_ok(c, alt[i], cv) > 0;
+            if (!cv) cJSON_ArrayForEach(v, ev) any |= !c->failed && listed_value_ok(c, alt[i], v) > 0;
+            if (!any && !c->failed) { cJSON_Delete(alt[i]); alt[i] = NULL; }
         }
         i++;
         if (c->failed) break;
     }
-    if (!c->failed && !strcmp(kw, "oneOf"))
-        for (int a = 0; a < n && !c->failed; a++)
-            for (int b2 = a + 1; b2 < n && !c->failed; b2++)
-                if (check[a] && check[b2] && !disjoint(c, check[a], check[b2]))
-                    fail(c, "oneOf: alternatives %d and %d may both match ('exactly one' cannot be enforced): not supported", a, b2);
-    for (int a = 0; a < n; a++) cJSON_Delete(check[a]);
-    free(check);
+    if (!c->failed && !strcmp(kw, "oneOf")) {
+        size_t plen = strlen(c->path);
+        snprintf(c->path + plen, sizeof c->path - plen, "/oneOf");
+        make_exclusive(c, alt, stated, n);
+        if (!c->failed) c->path[plen] = 0;
+    }
+    free(stated);
     ht_str b = { 0 };
     for (int a = 0; a < n && !c->failed; a++) {
         if (!alt[a]) continue;
@@ -1482,26 +1828,219 @@ static cJSON *flat(conv *c, const cJSON *x, int depth) {
 /* Removes from m a property that names lists (one not required), so an object never holds them all. */
 static bool not_all_of(conv *c, cJSON *m, const cJSON *names) {
     cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties");
-    if (!cJSON_IsObject(props)) return fail(c, "\"not\" with \"required\" on an object without \"properties\" is not supported"), false;
+    bool closed = cJSON_IsFalse(get(m, "additionalProperties")) && !has(m, "patternProperties");
+    if (!closed && (!cJSON_IsObject(props) || !props->child))   /* a map: any key may be written */
+        return fail(c, "\"not\" with \"required\" on an object without \"properties\" is not supported"), false;
     const cJSON *y;
     cJSON_ArrayForEach(y, names) {
         if (!cJSON_IsString(y)) return fail(c, "\"required\" must hold strings"), false;
         if (!get(props, y->valuestring)) return true;   /* never written: they are never all there */
     }
     cJSON_ArrayForEach(y, names) if (!in_required(get(m, "required"), y->valuestring)) {
-        cJSON_DeleteItemFromObjectCaseSensitive(props, y->valuestring);
+        drop_property(m, y->valuestring);
         return true;
     }
     return fail(c, "\"not\": the properties it forbids together are all required"), false;
 }
 
+/* ---- not const/enum on a type without a list of values ---- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* m (one type, t) without the values in ex (an array): booleans as the other one, integers and numbers as an
+ * anyOf of the intervals between them, plain strings through EXCEPT_KEY. False after failing. */
+static bool except_values(conv *c, cJSON *m, int t, const cJSON *ex) {
+    const cJSON *v;
+    if (t == T_BOOL) {
+        cJSON *en = cJSON_CreateArray();
+        for (int b = 0; b < 2 && en; b++) {
+            bool out = false;
+            cJSON_ArrayForEach(v, ex) out |= cJSON_IsBool(v) && !cJSON_IsTrue(v) == !b;
+            if (!out) cJSON_AddItemToArray(en, cJSON_CreateBool(b));
+        }
+        if (!en || !cJSON_AddItemToObject(m, "enum", en)) return fail(c, "out of memory"), false;
+        if (!cJSON_GetArraySize(en)) return fail(c, "\"not\" excludes every value the schema allows"), false;
+        return true;
+    }
+    if (t == T_NULL) {
+        cJSON_ArrayForEach(v, ex) if (cJSON_IsNull(v)) return fail(c, "\"not\" excludes every value the schema allows"), false;
+        return true;
+    }
+    if (t == T_INTEGER || t == T_NUMBER) {
+        bool has_lo, lo_ex, has_hi, hi_ex;
+        double lo = 0, hi = 0;
+        if (!bounds(c, m, &has_lo, &lo, &lo_ex, &has_hi, &hi, &hi_ex)) return false;
+        if (has(m, "anyOf") || has(m, "oneOf")) return fail(c, "\"not\" with a value list beside anyOf/oneOf is not supported"), false;
+        double e[64];
+        int n = 0;
+        cJSON_ArrayForEach(v, ex) {
+            if (!cJSON_IsNumber(v)) continue;
+            double x = v->valuedouble;
+            if (t == T_INTEGER && x != floor(x)) continue;   /* never an integer */
+            if ((has_lo && (x < lo || (lo_ex && x == lo))) || (has_hi && (x > hi || (hi_ex && x == hi)))) continue;
+            if (n == 64) return fail(c, "\"not\" with more than 64 numbers is not supported"), false;
+            e[n++] = x;
+        }
+        if (!n) return true;
+        qsort(e, (size_t)n, sizeof *e, cmp_double);
+        cJSON *any = cJSON_AddArrayToObject(m, "anyOf");
+        if (!any) return fail(c, "out of memory"), false;
+        for (int i = 0; i <= n; i++) {   /* the gap below e[i] (above e[i-1]) */
+            if (i && i < n && e[i] == e[i - 1]) continue;
+            double a = i ? e[i - 1] : 0, b = i < n ? e[i] : 0;
+            if (i && i < n && floor(a) + 1 >= b) continue;   /* no whole number between: left out (stricter) */
+            cJSON *gap = cJSON_CreateObject();
+            if (!gap) return fail(c, "out of memory"), false;
+            if (t == T_INTEGER) {
+                if (i) cJSON_AddNumberToObject(gap, "minimum", a + 1);
+                if (i < n) cJSON_AddNumberToObject(gap, "maximum", b - 1);
+            } else {
+                if (i) cJSON_AddNumberToObject(gap, "exclusiveMinimum", a);
+                if (i < n) cJSON_AddNumberToObject(gap, "exclusiveMaximum", b);
+            }
+            bool empty = (i == 0 && has_lo && (t == T_INTEGER ? b - 1 < lo : b <= lo)) ||
+                         (i == n && has_hi && (t == T_INTEGER ? a + 1 > hi : a >= hi));
+            if (empty) cJSON_Delete(gap);
+            else cJSON_AddItemToArray(any, gap);
+        }
+        if (!cJSON_GetArraySize(any)) return fail(c, "\"not\" excludes every value the schema allows"), false;
+        return true;
+    }
+    if (t == T_STRING) {
+        for (const cJSON *x = m->child; x; x = x->next)
+            if (!annotation(x->string) && strcmp(x->string, "type") && strcmp(x->string, "nullable"))
+                return fail(c, "\"not\" with strings beside '%s' is not supported (beside a plain string it is)", x->string), false;
+        cJSON *words = cJSON_CreateArray();
+        if (!words || !cJSON_AddItemToObject(m, EXCEPT_KEY, words)) { cJSON_Delete(words); return fail(c, "out of memory"), false; }
+        size_t total = 0;
+        cJSON_ArrayForEach(v, ex) {
+            if (!cJSON_IsString(v)) continue;
+            for (const unsigned char *q = (const unsigned char *)v->valuestring; *q; q++)
+                if (*q < 0x20 || *q >= 0x7f || *q == '"' || *q == '\\')
+                    return fail(c, "\"not\" of strings with characters outside printable ASCII, quotes or backslashes is not supported"), false;
+            if ((total += strlen(v->valuestring)) > 4000) return fail(c, "\"not\" with too many strings is not supported"), false;
+            cJSON_AddItemToArray(words, cJSON_CreateString(v->valuestring));
+        }
+        return true;
+    }
+    return fail(c, "\"not\" with values of this type is not supported"), false;
+}
+
+/* Plain strings other than the words (printable ASCII), written without escapes (stricter): a trie of the words
+ * where leaving it (or going on past a word's end) frees the rest; a rule per prefix (HINT-except...). */
+static char *string_except(conv *c, const cJSON *words, const char *hint) {
+    free(prim(c, "space"));
+    char *free_rest = add_rule(c, "plain-chars", xstrdup(c, "[^\"\\\\\\x7F\\x00-\\x1F]*"));
+    if (!free_rest) return NULL;
+    char name[160];
+    char **pre = NULL;   /* every distinct prefix of a word: a node */
+    int np = 0, cap = 0;
+    const cJSON *w;
+    cJSON_ArrayForEach(w, words) {
+        size_t L = strlen(w->valuestring);
+        for (size_t l = 0; l <= L; l++) {
+            bool seen = false;
+            for (int i = 0; i < np && !seen; i++) seen = strlen(pre[i]) == l && !strncmp(pre[i], w->valuestring, l);
+            if (seen) continue;
+            if (np == cap) {
+                cap = cap ? cap * 2 : 16;
+                char **np2 = realloc(pre, (size_t)cap * sizeof *pre);
+                if (!np2) { fail(c, "out of memory"); break; }
+                pre = np2;
+            }
+            pre[np] = strndup(w->valuestring, l);
+            if (!pre[np]) { fail(c, "out of memory"); break; }
+            np++;
+        }
+    }
+    char **rule = calloc((size_t)np + 1, sizeof *rule);
+    if (!rule && np) fail(c, "out of memory");
+    size_t longest = 0;
+    for (int i = 0; i < np; i++) if (strlen(pre[i]) > longest) longest = strlen(pre[i]);
+    for (size_t len = longest + 1; len-- > 0 && !c->failed;) {   /* longest first: a node's children have rules */
+        for (int i = 0; i < np && !c->failed; i++) {
+            if (strlen(pre[i]) != len) continue;
+            bool word = false;
+            cJSON_ArrayForEach(w, words) word |= !strcmp(w->valuestring, pre[i]);
+            ht_str b = { 0 }, cls = { 0 };
+            if (!word) ht_str_puts(&b, "\"\"");   /* may end here */
+            for (int j = 0; j < np; j++) {   /* children: one character longer */
+                if (strlen(pre[j]) != len + 1 || strncmp(pre[j], pre[i], len)) continue;
+                unsigned char ch = (unsigned char)pre[j][len];
+                ht_str_printf(&b, "%s", b.n ? " | " : "");
+                sb_literal(&b, (const char *)&ch, 1);
+                ht_str_printf(&b, " %s", rule[j]);
+                ht_str_printf(&cls, "\\x%02X", ch);
+            }
+            ht_str_printf(&b, "%s[^\"\\\\\\x7F\\x00-\\x1F%s] %s", b.n ? " | " : "", cls.p ? cls.p : "", free_rest);
+            free(cls.p);
+            snprintf(name, sizeof name, "%.40s-except", hint);
+            rule[i] = b.oom ? fail(c, "out of memory") : add_rule(c, name, b.p);
+        }
+    }
+    char *out = NULL;
+    if (!c->failed) {
+        int root = -1;
+        for (int i = 0; i < np; i++) if (!pre[i][0]) root = i;
+        ht_str b = { 0 };
+        if (root >= 0) ht_str_printf(&b, "\"\\\"\" %s \"\\\"\" space", rule[root]);
+        else ht_str_printf(&b, "\"\\\"\" %s \"\\\"\" space", free_rest);   /* no words */
+        out = b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
+    }
+    for (int i = 0; i < np; i++) { free(pre[i]); if (rule) free(rule[i]); }
+    free(pre);
+    free(rule);
+    free(free_rest);
+    return out;
+}
+
+/* not {properties: {k: S}} (with required [k] or not): the value is an object (anything else satisfies the
+ * inner schema), and k's value is not in S (present when the inner one does not require it). */
+static bool not_property(conv *c, cJSON *m, const cJSON *n) {
+    const cJSON *ip = get(n, "properties"), *ir = get(n, "required");
+    const char *k = ip->child->string;
+    bool req = ir != NULL;
+    int t = types_of(c, m);
+    if (!(t & T_OBJECT)) return fail(c, "\"not\" excludes every value the schema allows"), false;
+    cJSON *ty = cJSON_CreateString("object");
+    if (has(m, "type")) cJSON_ReplaceItemInObjectCaseSensitive(m, "type", ty);
+    else cJSON_AddItemToObject(m, "type", ty);
+    cJSON *props = cJSON_GetObjectItemCaseSensitive(m, "properties");
+    cJSON *own = props ? cJSON_GetObjectItemCaseSensitive(props, k) : NULL;
+    if (!cJSON_IsObject(props) || !cJSON_GetArraySize(props))
+        return fail(c, "\"not\" with \"properties\" on an object without \"properties\" is not supported"), false;
+    if (!own || cJSON_IsFalse(own)) {   /* never written: objects never hold k */
+        if (!req) return fail(c, "\"not\": property '%s' it requires to be there is not declared", k), false;
+        return true;
+    }
+    cJSON *both = cJSON_CreateObject(), *all = both ? cJSON_AddArrayToObject(both, "allOf") : NULL, *neg = cJSON_CreateObject();
+    if (!all || !neg) { cJSON_Delete(both); cJSON_Delete(neg); return fail(c, "out of memory"), false; }
+    cJSON_AddItemToArray(all, cJSON_Duplicate(own, true));
+    cJSON_AddItemToObject(neg, "not", cJSON_Duplicate(ip->child, true));
+    cJSON_AddItemToArray(all, neg);
+    cJSON_ReplaceItemInObjectCaseSensitive(props, k, both);
+    if (!req) {
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "required");
+        if (!r) r = cJSON_AddArrayToObject(m, "required");
+        if (r && !in_required(r, k)) cJSON_AddItemToArray(r, cJSON_CreateString(k));
+    }
+    return true;
+}
+
 /* s without its "not", made stricter so that nothing it allows matches the negated schema. The forms read: not
- * type, not required (and not anyOf of requireds), not enum/const beside an enum. A new object, or NULL. */
+ * type, not required (and not anyOf of requireds), not enum/const (beside an enum; or on booleans, integers,
+ * numbers, plain strings, or the one type of several the values touch), not {properties: {k: S}} (k not in S,
+ * with required [k] or without). A new object, or NULL. */
 static cJSON *negated(conv *c, const cJSON *s) {
     const cJSON *n = get(s, "not");
     cJSON *m = cJSON_Duplicate(s, true);
     if (!m) return fail(c, "out of memory"), NULL;
     cJSON_DeleteItemFromObjectCaseSensitive(m, "not");
+    if (has(m, "required") && object_shapes_ok(c, m) && !declare_required(c, m)) { cJSON_Delete(m); return NULL; }   /* they are written */
+    if (c->failed) { cJSON_Delete(m); return NULL; }
     const char *kw = NULL;
     int n_kw = 0;
     for (const cJSON *x = cJSON_IsObject(n) ? n->child : NULL; x; x = x->next)
@@ -1525,7 +2064,7 @@ static cJSON *negated(conv *c, const cJSON *s) {
         cJSON_ArrayForEach(alt, get(n, kw)) {
             int k = 0;
             for (const cJSON *x = cJSON_IsObject(alt) ? alt->child : NULL; x; x = x->next) k += !annotation(x->string);
-            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, enum are)"); break; }
+            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, properties of one key are)"); break; }
             if (!not_all_of(c, m, get(alt, "required"))) break;
         }
     } else if (n_kw == 1 && (!strcmp(kw, "enum") || !strcmp(kw, "const")) && cJSON_IsArray(get(m, "enum"))) {
@@ -1537,7 +2076,60 @@ static cJSON *negated(conv *c, const cJSON *s) {
             if (out) cJSON_DeleteItemFromArray(en, i);
         }
         if (!cJSON_GetArraySize(en)) fail(c, "\"not\" excludes every value of the \"enum\"");
-    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, enum are)");
+    } else if (n_kw == 1 && (!strcmp(kw, "enum") || !strcmp(kw, "const")) && !has(m, "const") &&
+               (kw[0] == 'c' || cJSON_IsArray(get(n, "enum")))) {
+        cJSON *ex = kw[0] == 'c' ? cJSON_CreateArray() : cJSON_Duplicate(get(n, "enum"), true);
+        if (ex && kw[0] == 'c') cJSON_AddItemToArray(ex, cJSON_Duplicate(get(n, "const"), true));
+        int t = types_of(c, m), hit = 0;   /* the types some excluded value has */
+        const cJSON *v;
+        cJSON_ArrayForEach(v, ex) {
+            int vt = value_type(v) & t;
+            if ((vt & T_INTEGER) && v->valuedouble != floor(v->valuedouble)) vt &= ~T_INTEGER;
+            hit |= vt;
+        }
+        int bits = 0;
+        for (int i = 0; i < 7; i++) bits += !!(t & (1 << i));
+        static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
+        int n_bool = 0;
+        cJSON_ArrayForEach(v, ex) n_bool += cJSON_IsTrue(v) ? 1 : cJSON_IsFalse(v) ? 2 : 0;
+        if (!ex) fail(c, "out of memory");
+        else if (!hit) {}
+        else if (bits == 1) except_values(c, m, t, ex);
+        else if (hit == T_NULL || (hit == T_BOOL && n_bool == 3)) {   /* that type goes */
+            cJSON *arr = cJSON_CreateArray();
+            for (int i = 0; i < 7 && arr; i++) if ((t & ~hit) & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
+            if (!arr) fail(c, "out of memory");
+            else if (has(m, "type")) cJSON_ReplaceItemInObjectCaseSensitive(m, "type", arr);
+            else cJSON_AddItemToObject(m, "type", arr);
+            cJSON_DeleteItemFromObjectCaseSensitive(m, "nullable");
+        }
+        else if (hit == T_BOOL || hit == T_INTEGER || hit == T_NUMBER || hit == T_STRING) {
+            if (has(m, "anyOf") || has(m, "oneOf")) fail(c, "\"not\" with a value list beside anyOf/oneOf is not supported");
+            else {   /* the one type the values touch, apart: anyOf [that type without them, the other types] */
+                cJSON *any = cJSON_AddArrayToObject(m, "anyOf"), *one = cJSON_CreateObject(), *rest = cJSON_CreateObject();
+                cJSON *rt = rest ? cJSON_AddArrayToObject(rest, "type") : NULL;
+                for (int i = 0; i < 7 && rt; i++) if ((t & ~hit) & (1 << i)) cJSON_AddItemToArray(rt, cJSON_CreateString(N[i]));
+                if (one) {
+                    for (int i = 0; i < 7; i++) if (hit & (1 << i)) cJSON_AddStringToObject(one, "type", N[i]);
+                    cJSON *nn = cJSON_AddObjectToObject(one, "not");
+                    if (nn) cJSON_AddItemToObject(nn, kw, cJSON_Duplicate(get(n, kw), true));
+                }
+                if (!any || !one || !rt) { cJSON_Delete(one); cJSON_Delete(rest); fail(c, "out of memory"); }
+                else {
+                    cJSON_AddItemToArray(any, one);
+                    cJSON_AddItemToArray(any, rest);
+                    cJSON_DeleteItemFromObjectCaseSensitive(m, "type");   /* each alternative says its own */
+                    cJSON_DeleteItemFromObjectCaseSensitive(m, "nullable");
+                }
+            }
+        } else fail(c, "\"not\" with values of several types is not supported");
+        cJSON_Delete(ex);
+    } else if (cJSON_IsObject(get(n, "properties")) && cJSON_GetArraySize(get(n, "properties")) == 1 &&
+               (n_kw == 1 || (n_kw == 2 && cJSON_IsArray(get(n, "required")) && cJSON_GetArraySize(get(n, "required")) == 1 &&
+                              cJSON_IsString(get(n, "required")->child) &&
+                              !strcmp(get(n, "required")->child->valuestring, get(n, "properties")->child->string)))) {
+        not_property(c, m, n);
+    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, properties of one key are)");
     if (c->failed) { cJSON_Delete(m); return NULL; }
     return m;
 }
@@ -1574,6 +2166,48 @@ static cJSON *with_values(const cJSON *base, const char *k, const cJSON *vals, b
     return m;
 }
 
+/* if/then/else for an "if" whose negation is a "not" form that is read (type, required, const/enum, one
+ * property's schema, ...): anyOf [base with the if and then, base with not-if and else]. Takes base. */
+static cJSON *conditional_general(conv *c, cJSON *base, const cJSON *I, const cJSON *T, const cJSON *E) {
+    hearth_err scratch = { "" }, *keep = c->err;   /* a failure inside is told as the "if"'s */
+    c->err = &scratch;
+    cJSON *any = cJSON_CreateObject(), *alts = any ? cJSON_AddArrayToObject(any, "anyOf") : NULL;
+    if (!alts) fail(c, "out of memory");
+    if (!cJSON_IsObject(I) && !cJSON_IsBool(I)) fail(c, "\"if\" must be a schema");
+    if (has(base, "not")) fail(c, "\"if\" beside \"not\" is not supported");
+    bool then_ok = !cJSON_IsFalse(I) && !cJSON_IsFalse(T);
+    const cJSON *ireq = cJSON_IsObject(I) ? get(I, "required") : NULL, *r;
+    cJSON_ArrayForEach(r, ireq)   /* a key base never writes: never true */
+        if (cJSON_IsString(r) && !get(get(base, "properties"), r->valuestring) && cJSON_IsFalse(get(base, "additionalProperties")))
+            then_ok = false;
+    if (then_ok && !c->failed) {
+        cJSON *t = cJSON_IsObject(I) ? merge(c, base, I) : cJSON_Duplicate(base, true);
+        if (t && cJSON_IsObject(T)) { cJSON *tm = merge(c, t, T); cJSON_Delete(t); t = tm; }
+        if (t && !c->failed) cJSON_AddItemToArray(alts, t);
+        else cJSON_Delete(t);
+    }
+    if (!cJSON_IsTrue(I) && !cJSON_IsFalse(E) && !c->failed) {
+        cJSON *e = cJSON_Duplicate(base, true), *ne = NULL;
+        if (e && cJSON_AddItemToObject(e, "not", cJSON_Duplicate(I, true))) ne = negated(c, e);
+        else fail(c, "out of memory");
+        cJSON_Delete(e);
+        if (ne && cJSON_IsObject(E)) { cJSON *em = merge(c, ne, E); cJSON_Delete(ne); ne = em; }
+        if (ne && !c->failed) cJSON_AddItemToArray(alts, ne);
+        else cJSON_Delete(ne);
+    }
+    if (!c->failed && !cJSON_GetArraySize(alts)) fail(c, "if/then/else: no value can satisfy it");
+    cJSON_Delete(base);
+    c->err = keep;
+    if (c->failed) {
+        const char *why = strstr(scratch.msg, ": ");
+        c->failed = false;
+        fail(c, "\"if\" of this form is not supported (%s)", why ? why + 2 : scratch.msg);
+        cJSON_Delete(any);
+        return NULL;
+    }
+    return any;
+}
+
 /* if/then/else in its common form, an "if" on one declared property's const or enum (maybe required): the
  * anyOf of the objects where it holds (with "then") and those where it does not (with "else"), each exact. */
 static cJSON *conditional(conv *c, const cJSON *s) {
@@ -1594,10 +2228,9 @@ static cJSON *conditional(conv *c, const cJSON *s) {
     const cJSON *ir = form ? get(I, "required") : NULL;
     form = form && (!ir || (cJSON_GetArraySize(ir) == 1 && cJSON_IsString(ir->child) && !strcmp(ir->child->valuestring, k)));
     const cJSON *own = form ? get(get(base, "properties"), k) : NULL;
-    if (!form || !own) {
-        cJSON_Delete(base);
-        return fail(c, "\"if\" of this form is not supported (an if on one declared property's const or enum is)"), NULL;
-    }
+    bool listed = own && (get(own, "enum") || get(own, "const") ||
+                          (cJSON_IsString(get(own, "type")) && !strcmp(get(own, "type")->valuestring, "boolean")));
+    if (!form || !listed) return conditional_general(c, base, I, T, E);   /* the else: through "not" */
     bool if_req = ir != NULL, base_req = in_required(get(base, "required"), k);
     cJSON *ivals = cJSON_CreateArray(), *rest = cJSON_CreateArray(), *any = cJSON_CreateObject();
     cJSON *alts = any ? cJSON_AddArrayToObject(any, "anyOf") : NULL;
@@ -1629,7 +2262,7 @@ static cJSON *conditional(conv *c, const cJSON *s) {
     if (known && cJSON_GetArraySize(rest)) e = with_values(base, k, rest, !if_req || base_req);
     else if (if_req && !base_req) {   /* k absent */
         e = cJSON_Duplicate(base, true);
-        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "properties"), k);
+        drop_property(e, k);
     }
     if (e && cJSON_IsFalse(E)) { cJSON_Delete(e); e = NULL; }
     cJSON *em = e && cJSON_IsObject(E) && !c->failed ? merge(c, e, E) : NULL;
@@ -1639,6 +2272,62 @@ static cJSON *conditional(conv *c, const cJSON *s) {
     if (!c->failed && !cJSON_GetArraySize(alts)) fail(c, "if/then/else: no object can satisfy it");
     if (c->failed) { cJSON_Delete(any); return NULL; }
     return any;
+}
+
+/* Whether the listed (const/enum) value v satisfies s's other keywords: its type, numeric bounds, string lengths
+ * and pattern; a value of a type that another keyword applies to (properties, items, format, multipleOf, ...)
+ * is left out (stricter). 1 yes, 0 no, -1 after failing. */
+static int listed_value_ok(conv *c, const cJSON *s, const cJSON *v) {
+    int vt = value_type(v);
+    if (cJSON_IsNumber(v) && v->valuedouble != floor(v->valuedouble)) vt &= ~T_INTEGER;
+    if (has(s, "type")) {
+        int t = types_of(c, s);
+        if (c->failed) return -1;
+        if (t & T_NUMBER) t |= T_INTEGER;
+        if (!(vt & t)) return 0;
+    }
+    for (const cJSON *x = s->child; x; x = x->next) {
+        const char *k = x->string;
+        if (annotation(k) || !strcmp(k, "type") || !strcmp(k, "enum") || !strcmp(k, "const") || !strcmp(k, "nullable")) continue;
+        if (cJSON_IsNumber(v) && cJSON_IsNumber(x)) {
+            double d = v->valuedouble, b = x->valuedouble;
+            if (!strcmp(k, "minimum")) { if (d < b) return 0; continue; }
+            if (!strcmp(k, "maximum")) { if (d > b) return 0; continue; }
+            if (!strcmp(k, "exclusiveMinimum")) { if (d <= b) return 0; continue; }
+            if (!strcmp(k, "exclusiveMaximum")) { if (d >= b) return 0; continue; }
+        }
+        if (cJSON_IsString(v) && (!strcmp(k, "minLength") || !strcmp(k, "maxLength")) && cJSON_IsNumber(x)) {
+            double n = 0;
+            for (const unsigned char *q = (const unsigned char *)v->valuestring; *q; q++) n += (*q & 0xc0) != 0x80;
+            if (k[1] == 'i' ? n < x->valuedouble : n > x->valuedouble) return 0;
+            continue;
+        }
+        if (!strcmp(k, "format") && cJSON_IsString(x)) {   /* an unknown name is an annotation */
+            bool known = false;
+            for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++) known |= !strcmp(FORMATS[i].name, x->valuestring);
+            for (size_t i = 0; i < sizeof HARD_FORMATS / sizeof HARD_FORMATS[0]; i++) known |= !strcmp(HARD_FORMATS[i], x->valuestring);
+            if (!known) continue;
+        }
+        if (cJSON_IsString(v) && !strcmp(k, "pattern") && cJSON_IsString(x)) {
+            int m = pattern_matches(c, x->valuestring, v->valuestring);
+            if (m <= 0) return m;
+            continue;
+        }
+        static const char *const NUMK[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf" };
+        static const char *const STRK[] = { "minLength", "maxLength", "pattern", "format" };
+        static const char *const ARRK[] = { "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "additionalItems",
+                                            "contains", "unevaluatedItems" };
+        int applies = 0;   /* the types keyword k constrains; unknown keywords constrain nothing */
+        for (size_t i = 0; i < sizeof NUMK / sizeof *NUMK; i++) if (!strcmp(k, NUMK[i])) applies |= T_NUMBER | T_INTEGER;
+        for (size_t i = 0; i < sizeof STRK / sizeof *STRK; i++) if (!strcmp(k, STRK[i])) applies |= T_STRING;
+        for (size_t i = 0; i < sizeof ARRK / sizeof *ARRK; i++) if (!strcmp(k, ARRK[i])) applies |= T_ARRAY;
+        static const char *const OBJK[] = { "properties", "required", "additionalProperties", "minProperties",
+                                            "maxProperties", "patternProperties", "propertyNames", "unevaluatedProperties",
+                                            "dependentRequired", "dependencies", "dependentSchemas" };
+        for (size_t i = 0; i < sizeof OBJK / sizeof *OBJK; i++) if (!strcmp(k, OBJK[i])) applies |= T_OBJECT;
+        if (vt & applies) return 0;
+    }
+    return 1;
 }
 
 /* The grammar expression for schema s (a rule name, usually). */
@@ -1698,6 +2387,13 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         cJSON *m = conditional(c, s);
         if (m) out = visit(c, m, hint);
         cJSON_Delete(m);
+        if (c->failed && c->err && strstr(c->err->msg, "\"not\" ") && !strstr(c->err->msg, "\"if\"")) {
+            char why[sizeof c->err->msg];   /* a negation made from the if: told as the if's */
+            snprintf(why, sizeof why, "%s", c->err->msg);
+            c->failed = false;
+            const char *w = strstr(why, ": ");
+            out = fail(c, "\"if\" of this form is not supported (its negation: %s)", w ? w + 2 : why);
+        }
         goto done;
     }
     static const char *const UNSUPPORTED[] = { "then", "else", "contains", "minContains", "maxContains",
@@ -1728,16 +2424,22 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         goto done;
     }
     const cJSON *cst = get(s, "const"), *en = get(s, "enum");
-    if (cst) { out = add_rule(c, hint, literal_value(c, cst)); goto done; }
-    if (en) {
-        if (!cJSON_IsArray(en) || !cJSON_GetArraySize(en)) { out = fail(c, "\"enum\" must be a non-empty array"); goto done; }
+    if (en && (!cJSON_IsArray(en) || !cJSON_GetArraySize(en))) { out = fail(c, "\"enum\" must be a non-empty array"); goto done; }
+    if (cst || en) {   /* the listed values the schema's other keywords allow */
         ht_str b = { 0 };
         const cJSON *x;
-        cJSON_ArrayForEach(x, en) {
-            char *l = literal_value(c, x);
+        for (x = cst ? cst : en->child; x && !c->failed; x = cst ? NULL : x->next) {
+            int ok = listed_value_ok(c, s, x);
+            if (ok > 0 && cst && cJSON_IsArray(en)) {   /* both: the const, if the enum has it */
+                const cJSON *y;
+                ok = 0;
+                cJSON_ArrayForEach(y, en) ok |= cJSON_Compare(x, y, true);
+            }
+            char *l = ok > 0 ? literal_value(c, x) : NULL;
             if (l) ht_str_printf(&b, "%s%s", b.n ? " | " : "", l);
             free(l);
         }
+        if (!c->failed && !b.n) fail(c, "no value of the \"%s\" satisfies the schema's other keywords", cst ? "const" : "enum");
         out = c->failed ? (free(b.p), NULL) : add_rule(c, hint, b.p);
         goto done;
     }

@@ -59,16 +59,6 @@ int spec_vocab_check(const hearth_model *target, const hearth_model *draft, hear
     return 0;
 }
 
-int spec_ctx_check(const hearth_ctx *target, hearth_err *err) {
-    if (hearth_state_bytes(target) > 0) {
-        hearth_model_info mi;
-        hearth_model_get_info(hearth_ctx_model(target), &mi);
-        return herr(err, "speculative decoding is not supported for %s: its recurrent layers cannot be cut back to a rejected draft",
-                    mi.arch);
-    }
-    return 0;
-}
-
 /* ---- drafter ---- */
 
 struct spec_drafter {
@@ -101,11 +91,6 @@ spec_drafter *spec_drafter_new(const hearth_model *target, hearth_model *draft, 
     hearth_ctx_params cp = hearth_ctx_default_params();
     cp.n_ctx = n_ctx, cp.n_seq = n_seq, cp.n_threads = n_threads;
     if (hearth_ctx_new(draft, &cp, &d->c, err)) { spec_drafter_free(d); return NULL; }
-    if (spec_ctx_check(d->c, err)) {
-        herr(err, "the draft model (%s) has recurrent layers: it cannot be cut back to a rejected draft", di.arch);
-        spec_drafter_free(d);
-        return NULL;
-    }
     d->n_ctx = hearth_ctx_n_ctx(d->c);
     d->held = calloc((size_t)n_seq, sizeof *d->held);
     d->n_held = calloc((size_t)n_seq, sizeof *d->n_held);
@@ -227,6 +212,8 @@ int spec_begin(spec_seq *s, hearth_ctx *ctx, int seq, spec_drafter *d, const spe
         return herr(err, "speculative decoding: sequence %d holds %d tokens, expected %d", seq, hearth_seq_len(ctx, seq), n - 1);
     s->tok[0] = toks[n - 1];
     s->row = 0;
+    const int room = hearth_seq_cut_room(ctx, seq) - 1;   /* rows past the pending one that can still be cut off */
+    if (k_max > room) k_max = room;
     int k = p && p->n_max > 0 ? spec_propose(d, seq, p, toks, n, k_max, g, s->tok + 1, err) : 0;
     if (k < 0) return -1;
     s->n = 1 + k;

@@ -32,9 +32,6 @@ spec_params spec_default_params(void);
 /* Whether the draft model's vocabulary is the target's (tokenizer type, size, special tokens, every token's text):
  * 0, or -1 with a one-line error naming the first token that differs. */
 int spec_vocab_check(const hearth_model *target, const hearth_model *draft, hearth_err *err);
-/* Whether a context can verify drafts (a rejected draft is cut off its KV cache): -1 with a one-line error for a
- * model with recurrent layers, whose state cannot be cut back to an arbitrary position. */
-int spec_ctx_check(const hearth_ctx *target, hearth_err *err);
 
 /* A draft model with its own context of n_seq sequences of n_ctx tokens (n_threads as the target's). The vocabulary
  * is checked against the target's. NULL with a one-line error. */
@@ -64,7 +61,9 @@ typedef struct {
     long drafted, accepted;
 } spec_seq;
 /* Cuts sequence seq of ctx back to n - 1 tokens (dropping rejected proposals) and fills s with the pending token
- * toks[n - 1] and up to k_max proposals (0 with p == NULL or n_max 0: plain decoding). 0, or -1 with err. */
+ * toks[n - 1] and up to k_max proposals (0 with p == NULL or n_max 0: plain decoding), no more than the sequence
+ * can take and still be cut back (hearth_seq_cut_room: a recurrent model drafts only within its state's chunk of
+ * 64 positions, and decodes the chunk's last two plainly). 0, or -1 with err. */
 int spec_begin(spec_seq *s, hearth_ctx *ctx, int seq, spec_drafter *d, const spec_params *p, const hearth_token *toks,
                int n, int k_max, hearth_grammar *g, hearth_err *err);
 /* t was sampled from row s->row and emitted: true when it is the next row's token (whose logits are then next). */

@@ -252,6 +252,11 @@ static int ring_slack(const hearth_ctx *c) {
     return slack;
 }
 
+int hearth_seq_cut_room(const hearth_ctx *c, int seq) {
+    if (seq < 0 || seq >= c->n_seq) return 0;
+    return HT_MIN(ring_slack(c), rec_cut_room(c, seq));
+}
+
 void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
     if (seq < 0 || seq >= c->n_seq || pos < 0 || pos >= c->seq_len[seq]) return;
     if (pos > 0 && c->seq_len[seq] - pos > ring_slack(c)) pos = 0;   /* the window before pos is overwritten */

@@ -5,11 +5,15 @@
  * Applied without merging: after a weight's product, A x (n_tok x rank) and B (A x) (n_tok x n_out) run through
  * the same matmul as every weight, and y += s * alpha / rank * B (A x). Each output is a fixed sequence of
  * operations on its row, so results stay the same whatever the batch or thread count. An adapter's entries are
- * found by the base weight's data pointer (unique per matrix, kept when the weights are packed). */
+ * found by the base weight's data pointer (unique per matrix, kept when the weights are packed).
+ *
+ * Or merged for good before the first context (hearth_lora_merge, --lora-merge, quantize --lora): each adapted
+ * matrix is copied as W + s alpha / rank B A, requantized, and every view of it repointed to the copy. */
 #include "model/lora.h"
 
 #include "model/hf.h"
 #include "model/matmul.h"
+#include "model/pack.h"
 #include "compute/ops.h"
 #include "io/safetensors.h"
 
@@ -37,12 +41,15 @@ struct hearth_lora {
     int n, max_rank;
     int64_t max_out;
     lora_entry *e;
+    bool merged;              /* merged into the model's weights (hearth_lora_merge): not applied beside them */
 };
+
+#define LORA_GROUP 3   /* matrices of one product whose fused terms run as one job (lora_add) */
 
 /* The context's adapters: a registry of up to HEARTH_MAX_LORA, each sequence's scale of each (0: not applied),
  * and the scratch (n_batch rows of the widest rank and output, and a factor per row). */
 typedef struct ht_lora_set {
-    int n, n_seq;
+    int n, n_seq, max_rank;
     hearth_lora *a[HEARTH_MAX_LORA];
     float *scale;             /* [n_seq][n] */
     float *t, *u, *f;
@@ -257,6 +264,7 @@ int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scale
     int64_t out = 0;
     for (int i = 0; i < n; i++) {
         if (!a[i] || a[i]->m != c->m) return herr(err, "adapter %d was loaded for another model", i);
+        if (a[i]->merged) return herr(err, "adapter %d is merged into the model's weights: its scale is fixed", i);
         if (!isfinite(scales[i])) return herr(err, "adapter %d: scale %g", i, scales[i]);
         rank = HT_MAX(rank, a[i]->max_rank);
         out = HT_MAX(out, a[i]->max_out);
@@ -267,12 +275,13 @@ int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scale
     ht_lora_set *s = calloc(1, sizeof *s);
     if (!s) return herr(err, "out of memory");
     c->lora = s;
-    s->t = ctx_buf_calloc((size_t)c->n_batch * (size_t)rank, sizeof(float), &fail);
+    const size_t pairs = (size_t)LORA_GROUP * (size_t)n;   /* lora_add's group: a t and f per (matrix, adapter) */
+    s->t = ctx_buf_calloc((size_t)c->n_batch * (size_t)rank * pairs, sizeof(float), &fail);
     s->u = ctx_buf_calloc((size_t)c->n_batch * (size_t)out, sizeof(float), &fail);
-    s->f = ctx_buf_calloc((size_t)c->n_batch, sizeof(float), &fail);
+    s->f = ctx_buf_calloc((size_t)c->n_batch * pairs, sizeof(float), &fail);
     s->scale = malloc((size_t)c->n_seq * (size_t)n * sizeof(float));
     if (fail || !s->scale) { lora_ctx_free(c); return herr(err, "out of memory for the adapters' scratch"); }
-    s->n = n, s->n_seq = c->n_seq;
+    s->n = n, s->n_seq = c->n_seq, s->max_rank = rank;
     for (int i = 0; i < n; i++) s->a[i] = a[i];
     for (int q = 0; q < c->n_seq; q++) memcpy(s->scale + (size_t)q * n, scales, (size_t)n * sizeof(float));
     c->product_hook = lora_add;
@@ -320,35 +329,73 @@ static int transpose_b(hearth_lora *a, hearth_err *err) {
     return 0;
 }
 
-/* F32 pairs, fused (two passes, no matmul set-up): t[r][k] = A_k . x_r, one task per (row, k); then
- * y_r += (f_r t_r[k]) B^T_k for k = 0..rank-1 in turn, a task per row and block of 256 outputs. Each value has
- * one formula, whatever the batch or the threads. */
-typedef struct { const float *A, *Bt, *x, *f; float *t, *y; int n_in, n_out, rank; } fused_job;
+/* F32 pairs, fused (two passes, no matmul set-up): t[r][k] = A_k . x_r (op_dot_lanes), one task per tile of 4
+ * rows by 4 of k (the tile's products in registers); then y_r += (f_r t_r[k]) B^T_k for k = 0..rank-1 in turn, a
+ * task per row and block of 256 outputs (y's block in registers across the k). Each value has one formula,
+ * whatever the batch, the tiles or the threads. */
+typedef struct { const float *A, *Bt, *x, *f; float *t, *y; int n_in, n_out, rank, n_tok; } fused_job;
 
-static void fused_t(const void *arg, int i0, int i1) {
-    const fused_job *j = arg;
-    for (int i = i0; i < i1; i++) {
-        const int r = i / j->rank, k = i % j->rank;
-        j->t[(size_t)r * j->rank + k] = j->f[r] == 0 ? 0 : op_dot_lanes(j->A + (size_t)k * j->n_in, j->x + (size_t)r * j->n_in, j->n_in);
-    }
+static void fused_t_task(const fused_job *j, int i) {
+    const int nk = (j->rank + 3) / 4, r0 = i / nk * 4, k0 = i % nk * 4;
+    int nr = 0;   /* the tile's leading rows that use the adapter */
+    while (nr < 4 && r0 + nr < j->n_tok && j->f[r0 + nr] != 0) nr++;
+    if (nr > 0 && k0 + 4 <= j->rank)
+        op_dot_lanes_x4(j->t + (size_t)r0 * j->rank + k0, (size_t)j->rank, j->x + (size_t)r0 * j->n_in, (size_t)j->n_in, nr,
+                        j->A + (size_t)k0 * j->n_in, (size_t)j->n_in, j->n_in);
+    else nr = 0;
+    for (int r = r0 + nr; r < HT_MIN(r0 + 4, j->n_tok); r++)
+        for (int k = k0; k < HT_MIN(k0 + 4, j->rank); k++)
+            j->t[(size_t)r * j->rank + k] = j->f[r] == 0 ? 0 : op_dot_lanes(j->A + (size_t)k * j->n_in, j->x + (size_t)r * j->n_in, j->n_in);
 }
 
 #define FUSED_BLOCK 256
-static void fused_y(const void *arg, int i0, int i1) {
-    const fused_job *j = arg;
+static int fused_t_tasks(const fused_job *j) { return (j->n_tok + 3) / 4 * ((j->rank + 3) / 4); }
+static int fused_y_tasks(const fused_job *j) { return j->n_tok * ((j->n_out + FUSED_BLOCK - 1) / FUSED_BLOCK); }
+
+static void fused_y_task(const fused_job *j, int i) {
     const int nb = (j->n_out + FUSED_BLOCK - 1) / FUSED_BLOCK;
-    for (int i = i0; i < i1; i++) {
-        const int r = i / nb, o0 = i % nb * FUSED_BLOCK, n = HT_MIN(o0 + FUSED_BLOCK, j->n_out) - o0;
-        if (j->f[r] == 0) continue;   /* a row whose sequence does not use this adapter: untouched */
-        const float *t = j->t + (size_t)r * j->rank;
-        float *y = j->y + (size_t)r * j->n_out + o0;
-        for (int k = 0; k < j->rank; k++) op_axpy(y, j->f[r] * t[k], j->Bt + (size_t)k * j->n_out + o0, n);
+    const int r = i / nb, o0 = i % nb * FUSED_BLOCK, n = HT_MIN(o0 + FUSED_BLOCK, j->n_out) - o0;
+    if (j->f[r] == 0) return;   /* a row whose sequence does not use this adapter: untouched */
+    const float *t = j->t + (size_t)r * j->rank;
+    float *y = j->y + (size_t)r * j->n_out + o0;
+    float a[64];
+    for (int k0 = 0; k0 < j->rank; k0 += 64) {
+        const int m = HT_MIN(64, j->rank - k0);
+        for (int k = 0; k < m; k++) a[k] = j->f[r] * t[k0 + k];
+        op_axpy_m(y, a, j->Bt + (size_t)k0 * j->n_out + o0, (size_t)j->n_out, m, n);
     }
 }
 
-void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) {
+/* The fused terms of one product's matrices (q/k/v, or gate/up: the same x) as two jobs for all of them: the
+ * rank products of every (matrix, adapter) pair, then each matrix's outputs with its adapters' terms added in
+ * the registry's order (the order lora_add_one adds them in). */
+typedef struct {
+    fused_job j[LORA_GROUP * HEARTH_MAX_LORA];
+    int n, t0[LORA_GROUP * HEARTH_MAX_LORA + 1];   /* pair p's rank-product tasks start at t0[p] */
+    int n_mat, y0[LORA_GROUP + 1], p0[LORA_GROUP + 1];   /* matrix m: output tasks from y0[m], pairs from p0[m] */
+} fused_group;
+
+static void group_t(const void *arg, int i0, int i1) {
+    const fused_group *g = arg;
+    for (int i = i0, p = 0; i < i1; i++) {
+        while (i >= g->t0[p + 1]) p++;
+        fused_t_task(&g->j[p], i - g->t0[p]);
+    }
+}
+
+static void group_y(const void *arg, int i0, int i1) {
+    const fused_group *g = arg;
+    for (int i = i0, m = 0; i < i1; i++) {
+        while (i >= g->y0[m + 1]) m++;
+        for (int p = g->p0[m]; p < g->p0[m + 1]; p++) fused_y_task(&g->j[p], i - g->y0[m]);
+    }
+}
+
+static void fused_t(const void *arg, int i0, int i1) { for (int i = i0; i < i1; i++) fused_t_task(arg, i); }
+static void fused_y(const void *arg, int i0, int i1) { for (int i = i0; i < i1; i++) fused_y_task(arg, i); }
+
+static void lora_add_one(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) {
     ht_lora_set *s = c->lora;
-    if (!s) return;
     for (int k = 0; k < s->n; k++) {   /* in the registry's order, whatever the other rows use */
         const hearth_lora *a = s->a[k];
         const lora_entry *e = NULL;
@@ -363,9 +410,9 @@ void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, floa
         }
         if (!any) continue;
         if (e->bt) {
-            fused_job j = { e->a.data, e->bt, x, s->f, s->t, y, (int)e->a.ne[0], (int)e->b.ne[1], rank };
-            pool_share(c->pool, n_tok * rank, fused_t, &j);
-            pool_share(c->pool, n_tok * ((j.n_out + FUSED_BLOCK - 1) / FUSED_BLOCK), fused_y, &j);
+            fused_job j = { e->a.data, e->bt, x, s->f, s->t, y, (int)e->a.ne[0], (int)e->b.ne[1], rank, n_tok };
+            pool_share(c->pool, fused_t_tasks(&j), fused_t, &j);
+            pool_share(c->pool, fused_y_tasks(&j), fused_y, &j);
             continue;
         }
         matmul(c, &e->a, x, n_tok, s->t);
@@ -375,29 +422,236 @@ void lora_add(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, floa
     }
 }
 
+/* The entry of adapter a for W, or NULL. */
+static const lora_entry *entry_for(const hearth_lora *a, const ht_tensor *W) {
+    for (int i = 0; i < a->n; i++) if (a->e[i].base == W->data) return &a->e[i];
+    return NULL;
+}
+
+void lora_add(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok) {
+    ht_lora_set *s = c->lora;
+    if (!s) return;
+    fused_group g;
+    g.n = 0, g.n_mat = n_mat;
+    bool fused = n_mat <= LORA_GROUP;   /* every pair in play fused: one group; else matrix by matrix */
+    for (int m = 0; fused && m < n_mat; m++) {
+        g.p0[m] = g.n;
+        for (int k = 0; fused && k < s->n; k++) {
+            const hearth_lora *a = s->a[k];
+            const lora_entry *e = entry_for(a, W[m]);
+            if (!e) continue;
+            const int rank = (int)e->a.ne[1];
+            const float alpha = a->alpha > 0 ? a->alpha : (float)rank;
+            float *f = s->f + (size_t)g.n * (size_t)c->n_batch;
+            bool any = false;
+            for (int r = 0; r < n_tok; r++) {
+                const int q = c->row_seq ? c->row_seq[r] : 0;
+                any |= (f[r] = s->scale[(size_t)q * s->n + k] * alpha / (float)rank) != 0;
+            }
+            if (!any) continue;
+            if (!e->bt) { fused = false; break; }
+            float *t = s->t + (size_t)g.n * (size_t)c->n_batch * (size_t)s->max_rank;
+            g.j[g.n] = (fused_job){ e->a.data, e->bt, x, f, t, y[m], (int)e->a.ne[0], (int)e->b.ne[1], rank, n_tok };
+            g.n++;
+        }
+    }
+    if (!fused) {
+        for (int m = 0; m < n_mat; m++) lora_add_one(c, W[m], x, n_tok, y[m]);
+        return;
+    }
+    if (!g.n) return;
+    g.p0[n_mat] = g.n;
+    g.t0[0] = g.y0[0] = 0;
+    for (int p = 0; p < g.n; p++) g.t0[p + 1] = g.t0[p] + fused_t_tasks(&g.j[p]);
+    for (int m = 0; m < n_mat; m++) g.y0[m + 1] = g.y0[m] + (g.p0[m + 1] > g.p0[m] ? fused_y_tasks(&g.j[g.p0[m]]) : 0);
+    pool_share(c->pool, g.t0[g.n], group_t, &g);
+    pool_share(c->pool, g.y0[n_mat], group_y, &g);
+}
+
+/* FNV-1a over an adapter at a scale: the scale, alpha, and each pair's first bytes and shapes. */
+static uint64_t hash_adapter(uint64_t h, const hearth_lora *a, float sc) {
+    const float v[2] = { sc, a->alpha };
+    const uint8_t *p = (const uint8_t *)v;
+    for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    for (int i = 0; i < a->n; i++) {
+        const ht_tensor *t[2] = { &a->e[i].a, &a->e[i].b };
+        for (int j = 0; j < 2; j++) {
+            p = t[j]->data;
+            for (size_t b = 0; b < HT_MIN(t[j]->nbytes, (size_t)256); b++) h = (h ^ p[b]) * 0x100000001b3ull;
+            h = (h ^ (uint64_t)t[j]->ne[0] ^ ((uint64_t)t[j]->ne[1] << 32)) * 0x100000001b3ull;
+        }
+    }
+    return h;
+}
+
+/* The merged adapters' identity (the model's) goes first: a merged model's KV is never another's. */
 uint64_t hearth_seq_lora_id(const hearth_ctx *c, int seq) {
     const ht_lora_set *s = c->lora;
-    if (!s || seq < 0 || seq >= s->n_seq) return 0;
-    uint64_t h = 0xcbf29ce484222325ull;
-    bool any = false;
+    if (!s || seq < 0 || seq >= s->n_seq) return c->m->lora_merged;
+    uint64_t h = c->m->lora_merged ? c->m->lora_merged : 0xcbf29ce484222325ull;
+    bool any = c->m->lora_merged != 0;
     for (int k = 0; k < s->n; k++) {
         const float sc = s->scale[(size_t)seq * s->n + k];
         if (sc == 0) continue;
         any = true;
-        const hearth_lora *a = s->a[k];
-        const float v[2] = { sc, a->alpha };
-        const uint8_t *p = (const uint8_t *)v;
-        for (size_t i = 0; i < sizeof v; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-        for (int i = 0; i < a->n; i++) {   /* the pairs' first bytes and shapes */
-            const ht_tensor *t[2] = { &a->e[i].a, &a->e[i].b };
-            for (int j = 0; j < 2; j++) {
-                p = t[j]->data;
-                for (size_t b = 0; b < HT_MIN(t[j]->nbytes, (size_t)256); b++) h = (h ^ p[b]) * 0x100000001b3ull;
-                h = (h ^ (uint64_t)t[j]->ne[0] ^ ((uint64_t)t[j]->ne[1] << 32)) * 0x100000001b3ull;
-            }
-        }
+        h = hash_adapter(h, s->a[k], sc);
     }
     return any ? h : 0;
 }
 
 uint64_t hearth_ctx_lora_id(const hearth_ctx *c) { return hearth_seq_lora_id(c, 0); }
+
+/* ---- merging: W' = W + sum of f B A, row by row ----
+ * Output row o of W: its floats, then for each adapter (in the caller's order) and k = 0..rank-1 in turn,
+ * w += (f B[o][k]) A[k]; then the merged type's reference quantizer. One formula per row: threads do not
+ * change it. */
+typedef struct {
+    const ht_tensor *W;
+    const void *old;          /* W's data before the merge (the slots to repoint) */
+    uint32_t type;            /* the merged copy's */
+    size_t dst_row;
+    uint8_t *dst;
+    int n;                    /* adapters adapting W */
+    const float *A[HEARTH_MAX_LORA];   /* lora_a as floats, [rank][n_in] */
+    const ht_tensor *B[HEARTH_MAX_LORA];
+    float f[HEARTH_MAX_LORA];
+} merge_job;
+
+typedef struct { merge_job *jobs; int n_jobs, max_rank; bool failed; } merge_all;
+
+static void merge_rows(void *arg, int ith, int nth) {
+    merge_all *all = arg;
+    int64_t max_in = 0;
+    for (int i = 0; i < all->n_jobs; i++) max_in = HT_MAX(max_in, all->jobs[i].W->ne[0]);
+    float *w = malloc((size_t)max_in * sizeof(float)), *b = malloc((size_t)all->max_rank * sizeof(float));
+    if (!w || !b) { all->failed = true; free(w); free(b); return; }   /* (any thread's true is enough) */
+    int64_t g = 0;
+    for (int i = 0; i < all->n_jobs; i++) {
+        const merge_job *j = &all->jobs[i];
+        const int64_t n_in = j->W->ne[0];
+        const ht_traits *wt = ht_get_traits(j->W->type), *dt = ht_get_traits_ref(j->type);
+        for (int64_t o = 0; o < j->W->ne[1]; o++, g++) {
+            if (g % nth != ith) continue;
+            wt->to_float(ht_row(j->W, o), w, n_in);
+            for (int k = 0; k < j->n; k++) {
+                const int64_t rank = j->B[k]->ne[0];
+                ht_get_traits(j->B[k]->type)->to_float(ht_row(j->B[k], o), b, rank);
+                for (int64_t r = 0; r < rank; r++) op_axpy(w, j->f[k] * b[r], j->A[k] + r * n_in, (int)n_in);
+            }
+            dt->from_float(w, j->dst + (size_t)o * j->dst_row, n_in);
+        }
+    }
+    free(w);
+    free(b);
+}
+
+int lora_merge(hearth_model *m, hearth_lora *const *a, const float *scales, int n, int n_threads, lora_type_fn type_of,
+               void *user, size_t *bytes, hearth_err *err) {
+    if (bytes) *bytes = 0;
+    if (n < 0 || n > HEARTH_MAX_LORA) return herr(err, "%d adapters: at most %d at once", n, HEARTH_MAX_LORA);
+    if (m->weights_packed) return herr(err, "adapters are merged before the model's first context");
+    if (m->tp_size > 1 || m->layer_lo != 0 || m->layer_hi != m->hp.n_layer)
+        return herr(err, "merging adapters is not supported with the model split over MPI ranks");
+    for (int i = 0; i < n; i++) {
+        if (!a[i] || a[i]->m != m) return herr(err, "adapter %d was loaded for another model", i);
+        if (a[i]->merged) return herr(err, "adapter %d is merged already", i);
+        if (!isfinite(scales[i])) return herr(err, "adapter %d: scale %g", i, scales[i]);
+    }
+    int n_slots = MODEL_MATRICES(m);
+    ht_tensor **slots = malloc((size_t)(n_slots + 3 * m->hp.n_layer + 1) * sizeof *slots);
+    int *job_of = malloc((size_t)m->n_tensors * sizeof *job_of);
+    merge_job *jobs = calloc((size_t)m->n_tensors + 1, sizeof *jobs);
+    float **owned = calloc((size_t)n * (size_t)m->n_tensors + 1, sizeof *owned);
+    merge_all all = { jobs, 0, 1, false };
+    int n_owned = 0, rc = 0;
+    if (!slots || !job_of || !jobs || !owned) { rc = herr(err, "out of memory"); goto out; }
+    /* every view of a matrix the forward pass may multiply: the packed ones, the routers and Gemma 4's PLE */
+    n_slots = model_matrices(m, slots);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        slots[n_slots++] = &m->layers[il].ffn_gate_inp;
+        slots[n_slots++] = &m->layers[il].ple_gate;
+        slots[n_slots++] = &m->layers[il].ple_proj;
+    }
+    slots[n_slots++] = &m->ple_model_proj;
+    for (int i = 0; i < m->n_tensors; i++) job_of[i] = -1;
+    for (int k = 0; k < n; k++) {
+        if (scales[k] == 0) continue;
+        for (int ei = 0; ei < a[k]->n; ei++) {
+            const lora_entry *e = &a[k]->e[ei];
+            int ti = 0;
+            while (ti < m->n_tensors && m->tensors[ti].data != e->base) ti++;
+            const ht_tensor *W = ti < m->n_tensors ? &m->tensors[ti] : NULL;
+            if (!W) { rc = herr(err, "adapter %d: %s: its weight is not the model's", k, e->a.name); goto out; }
+            if (W->data == m->tok_embd.data) { rc = herr(err, "%s: a token embedding is not merged (apply the adapter unmerged)", W->name); goto out; }
+            if (job_of[ti] < 0) {
+                merge_job *j = &jobs[job_of[ti] = all.n_jobs++];
+                j->W = W, j->old = W->data;
+                j->type = type_of ? type_of(m, W, user) : W->type;
+                const ht_traits *dt = ht_get_traits_ref(j->type);
+                j->dst_row = ht_row_size(j->type, W->ne[0]);
+                bool used = false;
+                for (int si = 0; si < n_slots; si++) used |= slots[si]->data == W->data;
+                if (!dt || !dt->from_float || !j->dst_row || !ht_get_traits(W->type) || !ht_get_traits(W->type)->to_float) {
+                    rc = herr(err, "%s: hearth cannot requantize type %s (apply the adapter unmerged)", W->name, dt ? dt->name : "?");
+                    goto out;
+                }
+                if (!used) { rc = herr(err, "%s: not a matrix hearth merges (apply the adapter unmerged)", W->name); goto out; }
+            }
+            merge_job *j = &jobs[job_of[ti]];
+            const int rank = (int)e->a.ne[1];
+            const float *A = e->a.data;
+            if (e->a.type != HT_F32) {   /* lora_a as floats, for this merge only */
+                float *f = owned[n_owned++] = malloc((size_t)rank * (size_t)e->a.ne[0] * sizeof(float));
+                if (!f) { rc = herr(err, "out of memory"); goto out; }
+                for (int r = 0; r < rank; r++) ht_get_traits(e->a.type)->to_float(ht_row(&e->a, r), f + (size_t)r * e->a.ne[0], e->a.ne[0]);
+                A = f;
+            }
+            j->A[j->n] = A, j->B[j->n] = &e->b;
+            j->f[j->n++] = scales[k] * (a[k]->alpha > 0 ? a[k]->alpha : (float)rank) / (float)rank;
+            all.max_rank = HT_MAX(all.max_rank, rank);
+        }
+    }
+    size_t total = 0;
+    for (int i = 0; i < all.n_jobs; i++) {
+        merge_job *j = &jobs[i];
+        if (!(j->dst = malloc(j->dst_row * (size_t)j->W->ne[1]))) { rc = herr(err, "out of memory for the merged weights"); goto out; }
+        total += j->dst_row * (size_t)j->W->ne[1];
+    }
+    ht_pool *pool = pool_new(n_threads > 0 ? n_threads : 1);
+    if (!pool) { rc = herr(err, "out of memory"); goto out; }
+    pool_run(pool, merge_rows, &all);
+    pool_free(pool);
+    if (all.failed) { rc = herr(err, "out of memory merging the adapters"); goto out; }
+    for (int i = 0; i < all.n_jobs; i++)   /* owned by the model from here on */
+        if (model_own(m, jobs[i].dst, err)) { for (int k = i + 1; k < all.n_jobs; k++) free(jobs[k].dst); all.n_jobs = 0; rc = -1; goto out; }
+    /* every view of each merged matrix now reads the copy */
+    for (int i = 0; i < all.n_jobs; i++) {
+        const merge_job *j = &jobs[i];
+        for (int si = 0; si < n_slots + m->n_tensors; si++) {
+            ht_tensor *t = si < n_slots ? slots[si] : &m->tensors[si - n_slots];
+            if (t->data != j->old) continue;
+            t->data = j->dst, t->type = j->type, t->row_bytes = j->dst_row, t->nbytes = j->dst_row * (size_t)t->ne[1];
+        }
+    }
+    uint64_t h = m->lora_merged ? m->lora_merged : 0xcbf29ce484222325ull;
+    for (int k = 0; k < n; k++) {
+        a[k]->merged = true;
+        if (scales[k] != 0) h = hash_adapter(h, a[k], scales[k]);
+    }
+    if (all.n_jobs) m->lora_merged = h;
+    if (bytes) *bytes = total;
+    all.n_jobs = 0;   /* (the copies are the model's) */
+out:
+    for (int i = 0; i < all.n_jobs; i++) free(jobs[i].dst);
+    for (int i = 0; i < n_owned; i++) free(owned[i]);
+    free(owned);
+    free(jobs);
+    free(job_of);
+    free(slots);
+    return rc;
+}
+
+int hearth_lora_merge(hearth_model *m, hearth_lora *const *a, const float *scales, int n, int n_threads, size_t *bytes,
+                      hearth_err *err) {
+    return lora_merge(m, a, scales, n, n_threads, NULL, NULL, bytes, err);
+}

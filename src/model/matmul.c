@@ -119,6 +119,8 @@ static void dot_job(void *arg, int ith, int nth) {
 
 /* y[m] = W[m] x for matrices that take the same activation format (same type, pack and width). */
 static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok) {
+    if (c->input_hook)
+        for (int m = 0; m < n_mat; m++) c->input_hook(c->input_hook_user, W[m], -1, x, NULL, n_tok, NULL);
     mm_job j = { .n_mat = n_mat, .tr = ht_get_traits(W[0]->type), .x = x, .n_tok = n_tok };
     int64_t all_rows = 0;
     for (int m = 0; m < n_mat; m++) {
@@ -141,10 +143,19 @@ static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *
     atomic_init(&j.next_chunk, 0);
     pool_run(c->pool, dot_job, &j);
     if (c->product_hook)   /* LoRA adapters add their terms */
-        for (int m = 0; m < n_mat; m++) c->product_hook(c, W[m], x, n_tok, y[m]);
+        c->product_hook(c, W, y, n_mat, x, n_tok);
 }
 
 void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) { matmul_same(c, &W, &y, 1, x, n_tok); }
+
+void matmul_one(hearth_ctx *c, const ht_tensor *W, int e, const float *x, int n_tok, float *y) {
+    const ht_tensor v = ht_expert(W, e);
+    void (*hook)(void *, const ht_tensor *, int, const float *, const int *, int, const int *) = c->input_hook;
+    if (hook) hook(c->input_hook_user, W, e, x, NULL, n_tok, NULL);
+    c->input_hook = NULL;   /* the view is not a matrix of the file: reported above as matrix e of W */
+    matmul(c, &v, x, n_tok, y);
+    c->input_hook = hook;
+}
 
 void matmul_multi(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok) {
     for (int m0 = 0, m1; m0 < n_mat; m0 = m1) {   /* runs of matrices that share a format, one job each */
@@ -217,6 +228,10 @@ void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *B, const
         matmul_experts(c, W2, B2, NULL, NULL, x, src, n_rows, cnt, y2, NULL, NULL);
         if (glu) glu_pass(c, y, y2, n_rows * (int)W->ne[1], glu);
         return;
+    }
+    if (c->input_hook) {
+        c->input_hook(c->input_hook_user, W, -1, x, src, n_rows, cnt);
+        if (W2) c->input_hook(c->input_hook_user, W2, -1, x, src, n_rows, cnt);
     }
     mx_job j = { .W = { W, W2 }, .b = { B && B->data ? B->data : NULL, W2 && B2 && B2->data ? B2->data : NULL },
                  .y = { y, y2 }, .n_mat = W2 ? 2 : 1, .tr = ht_get_traits(W->type), .x = x, .src = src,

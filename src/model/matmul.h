@@ -8,6 +8,8 @@
 #include "model/model.h"
 
 void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y);
+/* y = W_e x for matrix e of the 3-D stack W (ht_expert), used as a matrix of its own (MLA's per-head products). */
+void matmul_one(hearth_ctx *c, const ht_tensor *W, int e, const float *x, int n_tok, float *y);
 /* Same, then adds bias b (a vector of W.ne[1] floats, may be absent) to every row. */
 void matmul_bias(hearth_ctx *c, const ht_tensor *W, const ht_tensor *b, const float *x, int n_tok, float *y);
 /* y[t] += b for the n_tok rows of y (rows wide), when the bias b is present. */

@@ -149,9 +149,8 @@ void layer_mla_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float
     mla_store(c, ub, il, c->k);
     /* q_lat = W_UK q_nope head by head, beside the head's roped part: hb = [n][H][q_lat | q_r] */
     for (int h = 0; h < H; h++) {
-        ht_tensor wk = ht_expert(&L->wk_b, h);
         gather_cols(c->att, c->q, n, (size_t)H * dq, (size_t)h * dq, nope);
-        matmul(c, &wk, c->att, n, c->hb2);
+        matmul_one(c, &L->wk_b, h, c->att, n, c->hb2);
         scatter_cols(c->hb, c->hb2, n, (size_t)H * D, (size_t)h * D, R);
         for (int i = 0; i < n; i++)
             memcpy(c->hb + ((size_t)i * H + h) * D + R, c->q + ((size_t)i * H + h) * dq + nope, (size_t)hp->n_rot * sizeof(float));
@@ -164,9 +163,8 @@ void layer_mla_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float
     pool_run(c->pool, mla_attention_job, &j);
     /* o_h = W_UV o_lat, the heads side by side in q, then the output projection */
     for (int h = 0; h < H; h++) {
-        ht_tensor wv = ht_expert(&L->wv_b, h);
         gather_cols(c->hb2, c->att, n, (size_t)H * R, (size_t)h * R, R);
-        matmul(c, &wv, c->hb2, n, c->k);
+        matmul_one(c, &L->wv_b, h, c->hb2, n, c->k);
         scatter_cols(c->q, c->k, n, (size_t)H * dv, (size_t)h * dv, dv);
     }
     matmul(c, &L->wo, c->q, n, out);

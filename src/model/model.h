@@ -181,6 +181,7 @@ struct hearth_model {
     char name[128];
     char *path;               /* what it was loaded from, for messages */
     bool weights_packed;      /* model_pack_weights has run */
+    uint64_t lora_merged;     /* an identity of the LoRA adapters merged into the weights (lora.c), 0: none */
     /* The layers this process evaluates, [layer_lo, layer_hi): all of them, unless an MPI job gives each rank
      * a range (src/dist); the process with layer 0 also embeds the tokens and runs the output head. */
     int layer_lo, layer_hi;
@@ -290,8 +291,14 @@ struct hearth_ctx {
     ht_kv_layer *kv;          /* recurrent layers have none (k, v NULL): their state is in rec */
     ht_rec *rec;              /* recurrent layers' per-sequence states; NULL for a model without such layers */
     struct ht_lora_set *lora; /* the LoRA adapters applied (model/lora.c), or NULL */
-    /* called after each weight product y = W x of n rows (lora_add while adapters are set), or NULL */
-    void (*product_hook)(hearth_ctx *c, const ht_tensor *W, const float *x, int n, float *y);
+    /* called after the weight products y[m] = W[m] x of n rows (lora_add while adapters are set), or NULL */
+    void (*product_hook)(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n);
+    /* called with the input of each weight product before it is computed (model/imatrix.c collects from it), or
+     * NULL: a matrix's n rows x (e < 0; src, cnt NULL); matrix e of the stack W used alone (MLA's per-head
+     * products; src, cnt NULL); or a mixture's products, n rows ordered by expert, cnt[e] of them for expert e,
+     * row r being x[src[r]] (x[r] when src is NULL; e < 0). Runs on the calling thread. */
+    void (*input_hook)(void *user, const ht_tensor *W, int e, const float *x, const int *src, int n, const int *cnt);
+    void *input_hook_user;
     const int32_t *row_seq;   /* the sequence of each row of the product being computed (NULL: sequence 0) */
     int32_t *head_seq;        /* [n_batch]: the output head's rows' sequences (the wanted rows, gathered) */
     int *seq_len;             /* tokens cached per sequence */

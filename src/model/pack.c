@@ -62,8 +62,7 @@ static void release_mapped(const hearth_model *m, const void *p, size_t n) {
  * embedding when it is tied: lookups of single rows then read the file's pages back one by one). The head
  * meets one token a step in decode and one per stream when a server batches several: every packed layout
  * is at least as fast as the file's for one token and much faster for several. */
-#define LAYER_MATRICES 27
-static int matrices(hearth_model *m, ht_tensor **out) {
+int model_matrices(hearth_model *m, ht_tensor **out) {
     int n = 0;
     for (int il = m->layer_lo; il < m->layer_hi; il++) {   /* this process's layers only (MPI) */
         ht_layer *L = &m->layers[il];
@@ -100,13 +99,13 @@ static pthread_mutex_t pack_mu = PTHREAD_MUTEX_INITIALIZER;
 int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err) {
     pthread_mutex_lock(&pack_mu);
     if (m->weights_packed || !m->layers) { pthread_mutex_unlock(&pack_mu); return 0; }
-    int n = LAYER_MATRICES * m->hp.n_layer + 1, rc = 0;
+    int n = MODEL_MATRICES(m), rc = 0;
     size_t arena_bytes = 0;
     ht_tensor **ts = malloc((size_t)n * sizeof *ts);
     pk_job_t *jobs = calloc((size_t)n, sizeof *jobs);
     pk_all all = { jobs, 0 };
     if (!ts || !jobs) { rc = herr(err, "out of memory"); goto out; }
-    n = matrices(m, ts);
+    n = model_matrices(m, ts);
     for (int i = 0; i < n; i++) {
         ht_tensor *t = ts[i];
         const ht_traits *tr = t->data ? ht_get_traits(t->type) : NULL;

@@ -21,6 +21,7 @@
 #include "compute/ops.h"
 #include "model/matmul.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -124,6 +125,12 @@ size_t rec_state_bytes(const hearth_ctx *c) {
 int rec_cut_floor(const hearth_ctx *c, int seq) {
     if (!c->rec) return 0;
     return c->rec->pending[seq] ? c->seq_len[seq] + 1 : c->seq_len[seq] / REC_CHUNK * REC_CHUNK;
+}
+
+int rec_cut_room(const hearth_ctx *c, int seq) {
+    if (!c->m->hp.n_recurrent) return INT_MAX;
+    if (c->rec && c->rec->pending[seq]) return 0;
+    return REC_CHUNK - 1 - c->seq_len[seq] % REC_CHUNK;
 }
 
 void rec_set_pending(hearth_ctx *c, int seq, bool pending) {

@@ -18,6 +18,9 @@ size_t rec_state_bytes(const hearth_ctx *c);
 /* The earliest position sequence seq can be cut back to and continue exactly: the start of its current
  * chunk (the state before it is gone). */
 int rec_cut_floor(const hearth_ctx *c, int seq);
+/* How many positions sequence seq can take and still be cut back to its current length (INT_MAX without
+ * recurrent layers, here or on another rank): up to the one that would complete the current chunk. */
+int rec_cut_room(const hearth_ctx *c, int seq);
 /* A sequence whose attention KV was written back (hearth_kv_write) but not yet its state (hearth_state_write):
  * it cannot be decoded or cut back, only cleared or restored. */
 void rec_set_pending(hearth_ctx *c, int seq, bool pending);

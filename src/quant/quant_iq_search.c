@@ -44,6 +44,8 @@ static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? 
 #define IQ3S_NEIGH 28317
 #define IQ3XXS_NEIGH 22825
 #define IQ2S_NEIGH 50253
+#define IQ2XXS_NEIGH 119462
+#define IQ2XS_NEIGH 187770
 
 typedef struct {
     int dims, bits, n_grid, map_size, nwant;
@@ -54,11 +56,13 @@ typedef struct {
     bool ok;
 } iq_search;
 
-static int32_t map3[IQ3S_MAP], map3xxs[IQ3S_MAP], map2[IQ2S_MAP];
-static uint16_t neigh3[IQ3S_NEIGH], neigh3xxs[IQ3XXS_NEIGH], neigh2[IQ2S_NEIGH];
+static int32_t map3[IQ3S_MAP], map3xxs[IQ3S_MAP], map2[IQ2S_MAP], map2xxs[IQ2S_MAP], map2xs[IQ2S_MAP];
+static uint16_t neigh3[IQ3S_NEIGH], neigh3xxs[IQ3XXS_NEIGH], neigh2[IQ2S_NEIGH], neigh2xxs[IQ2XXS_NEIGH], neigh2xs[IQ2XS_NEIGH];
 static iq_search search3 = { 4, 3, 512, IQ3S_MAP, 3, map3, neigh3, IQ3S_NEIGH, {{0}}, false };
 static iq_search search3xxs = { 4, 3, 256, IQ3S_MAP, 2, map3xxs, neigh3xxs, IQ3XXS_NEIGH, {{0}}, false };
 static iq_search search2 = { 8, 2, 1024, IQ2S_MAP, 1, map2, neigh2, IQ2S_NEIGH, {{0}}, false };
+static iq_search search2xxs = { 8, 2, 256, IQ2S_MAP, 2, map2xxs, neigh2xxs, IQ2XXS_NEIGH, {{0}}, false };
+static iq_search search2xs = { 8, 2, 512, IQ2S_MAP, 2, map2xs, neigh2xs, IQ2XS_NEIGH, {{0}}, false };
 
 static int pack_levels(const iq_search *s, const int8_t *l) {
     int u = 0;
@@ -72,7 +76,8 @@ static void grid_levels(iq_search *s) {
     for (int j = 0; j < s->n_grid; j++)
         for (int i = 0; i < s->dims; i++) {
             if (s->dims == 8) {
-                s->levels[j][i] = (int8_t)(((int)(ht_iq2s_grid[j] >> 8 * i & 0xFF) - 8) / 17);
+                const uint64_t g = s->n_grid == 256 ? ht_iq2xxs_grid[j] : s->n_grid == 512 ? ht_iq2xs_grid[j] : ht_iq2s_grid[j];
+                s->levels[j][i] = (int8_t)(((int)(g >> 8 * i & 0xFF) - 8) / 17);
             } else if (s->n_grid == 512) {
                 s->levels[j][i] = (int8_t)(((int)(ht_iq3s_grid[j] >> 8 * i & 0xFF) - 1) / 2);
             } else {
@@ -127,10 +132,13 @@ static void build(iq_search *s) {
     s->ok = true;
 }
 
-static pthread_once_t once3 = PTHREAD_ONCE_INIT, once3xxs = PTHREAD_ONCE_INIT, once2 = PTHREAD_ONCE_INIT;
+static pthread_once_t once3 = PTHREAD_ONCE_INIT, once3xxs = PTHREAD_ONCE_INIT, once2 = PTHREAD_ONCE_INIT,
+                      once2xxs = PTHREAD_ONCE_INIT, once2xs = PTHREAD_ONCE_INIT;
 static void build3(void) { build(&search3); }
 static void build3xxs(void) { build(&search3xxs); }
 static void build2(void) { build(&search2); }
+static void build2xxs(void) { build(&search2xxs); }
+static void build2xs(void) { build(&search2xs); }
 
 /* ggml's iq{2,3}_find_best_neighbour: among u's neighbours the grid point nearest scale * (2l + 1) to xval in
  * the weighted distance (first on ties); its levels go to L. Returns its grid index. */
@@ -247,7 +255,19 @@ static void split_signs(const float *xb, int n, float *xval, uint8_t *signs) {
 
 /* ---- IQ3_S ---- */
 
-void ht_ref_iq3_s_from_float(const float *x, void *vy, int64_t n) {
+/* Importance weights of sub-block xb, ggml's way: with an imatrix qw * sqrt(sigma2 + x^2) (sigma2 = twice
+ * the super-block's mean square), else x^2 (plus IQ2_S's 0.25 sigma2). */
+static void sub_weights(const float *xb, int n, const float *qw, float sigma2, float bias, float *weight) {
+    for (int i = 0; i < n; i++) weight[i] = qw ? qw[i] * sqrtf(sigma2 + xb[i] * xb[i]) : bias * sigma2 + xb[i] * xb[i];
+}
+
+static float super_sigma2(const float *xbl) {
+    float sumx2 = 0;
+    for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    return 2 * sumx2 / QK_K;
+}
+
+static void iq3_s_quantize(const float *x, void *vy, int64_t n, const float *qw) {
     pthread_once(&once3, build3);
     block_iq3_s *y = vy;
     const iq_params p = { &search3, 32, 8, 9, 0.2f, false, false };
@@ -255,13 +275,14 @@ void ht_ref_iq3_s_from_float(const float *x, void *vy, int64_t n) {
         memset(&y[ibl], 0, sizeof y[ibl]);
         if (!search3.ok) continue;   /* cannot happen: the tables' sizes are fixed by the grid (test_quant) */
         const float *xbl = x + QK_K * ibl;
+        const float sigma2 = super_sigma2(xbl);
         float scales[QK_K / 32], max_scale = 0;
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const float *xb = xbl + 32 * ib;
             float weight[32], xval[32];
             int8_t L[32];
             uint8_t signs[4];
-            for (int i = 0; i < 32; i++) weight[i] = xb[i] * xb[i];
+            sub_weights(xb, 32, qw ? qw + QK_K * ibl + 32 * ib : NULL, sigma2, 0, weight);
             split_signs(xb, 32, xval, signs);
             float max = xval[0];
             for (int i = 1; i < 32; i++) max = fmaxf(max, xval[i]);
@@ -295,12 +316,15 @@ void ht_ref_iq3_s_from_float(const float *x, void *vy, int64_t n) {
     }
 }
 
+void ht_ref_iq3_s_from_float(const float *x, void *vy, int64_t n) { iq3_s_quantize(x, vy, n, NULL); }
+static void iq3_s_weighted(const float *x, void *vy, int64_t n, const float *qw) { iq3_s_quantize(x, vy, n, qw); }
+
 /* ---- IQ3_XXS ---- */
 
-/* Magnitudes and 7-bit sign indices of 32 values, ggml's way: a group of 8 with an odd number of negatives
+/* Magnitudes and 7-bit sign indices of n values, ggml's way: a group of 8 with an odd number of negatives
  * flips the sign of its value of least weight * x^2 (which keeps that value negative in xval). */
-static void split_signs_even(const float *xb, const float *weight, float *xval, uint8_t *signs) {
-    for (int k = 0; k < 4; k++) {
+static void split_signs_even(const float *xb, const float *weight, float *xval, uint8_t *signs, int n) {
+    for (int k = 0; k < n / 8; k++) {
         int nflip = 0;
         uint8_t sg = 0;
         for (int i = 0; i < 8; i++) {
@@ -329,7 +353,7 @@ static void split_signs_even(const float *xb, const float *weight, float *xval, 
     }
 }
 
-void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) {
+static void iq3_xxs_quantize(const float *x, void *vy, int64_t n, const float *qw) {
     pthread_once(&once3xxs, build3xxs);
     block_iq3_xxs *y = vy;
     const iq_params p = { &search3xxs, 32, 8, 15, 0.2f, true, true };
@@ -337,6 +361,7 @@ void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) {
         memset(&y[ibl], 0, sizeof y[ibl]);
         if (!search3xxs.ok) continue;
         const float *xbl = x + QK_K * ibl;
+        const float sigma2 = super_sigma2(xbl);
         float scales[QK_K / 32], max_scale = 0;
         uint32_t sas[QK_K / 32] = {0};   /* scales and signs */
         for (int ib = 0; ib < QK_K / 32; ib++) {
@@ -344,8 +369,8 @@ void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) {
             float weight[32], xval[32];
             int8_t L[32];
             uint8_t signs[4];
-            for (int i = 0; i < 32; i++) weight[i] = xb[i] * xb[i];
-            split_signs_even(xb, weight, xval, signs);
+            sub_weights(xb, 32, qw ? qw + QK_K * ibl + 32 * ib : NULL, sigma2, 0, weight);
+            split_signs_even(xb, weight, xval, signs, 32);
             float max = xval[0];
             for (int i = 1; i < 32; i++) max = fmaxf(max, xval[i]);
             memset(L, 0, sizeof L);
@@ -379,9 +404,12 @@ void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) {
     }
 }
 
+void ht_ref_iq3_xxs_from_float(const float *x, void *vy, int64_t n) { iq3_xxs_quantize(x, vy, n, NULL); }
+static void iq3_xxs_weighted(const float *x, void *vy, int64_t n, const float *qw) { iq3_xxs_quantize(x, vy, n, qw); }
+
 /* ---- IQ2_S ---- */
 
-void ht_ref_iq2_s_from_float(const float *x, void *vy, int64_t n) {
+static void iq2_s_quantize(const float *x, void *vy, int64_t n, const float *qw) {
     pthread_once(&once2, build2);
     block_iq2_s *y = vy;
     const iq_params p = { &search2, 16, 3, 9, 0.1f, true, true };
@@ -389,16 +417,14 @@ void ht_ref_iq2_s_from_float(const float *x, void *vy, int64_t n) {
         memset(&y[ibl], 0, sizeof y[ibl]);
         if (!search2.ok) continue;
         const float *xbl = x + QK_K * ibl;
-        float sumx2 = 0;
-        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
-        float sigma2 = 2 * sumx2 / QK_K;
+        const float sigma2 = super_sigma2(xbl);
         float scales[QK_K / 16], max_scale = 0;
         for (int ib = 0; ib < QK_K / 16; ib++) {
             const float *xb = xbl + 16 * ib;
             float weight[16], xval[16];
             int8_t L[16];
             uint8_t signs[2];
-            for (int i = 0; i < 16; i++) weight[i] = 0.25f * sigma2 + xb[i] * xb[i];
+            sub_weights(xb, 16, qw ? qw + QK_K * ibl + 16 * ib : NULL, sigma2, 0.25f, weight);
             split_signs(xb, 16, xval, signs);
             float max = xval[0];
             for (int i = 1; i < 16; i++) max = fmaxf(max, xval[i]);
@@ -430,4 +456,171 @@ void ht_ref_iq2_s_from_float(const float *x, void *vy, int64_t n) {
             y[ibl].scales[ib / 2] |= (uint8_t)(l << 4 * (ib % 2));
         }
     }
+}
+
+void ht_ref_iq2_s_from_float(const float *x, void *vy, int64_t n) { iq2_s_quantize(x, vy, n, NULL); }
+static void iq2_s_weighted(const float *x, void *vy, int64_t n, const float *qw) { iq2_s_quantize(x, vy, n, qw); }
+
+/* ---- with an importance matrix ---- */
+
+/* Weighted fit of levels L (magnitudes 2l + 1) to xval: the scale sumqx / sumq2, and sumqx, sumq2. */
+static void fit_levels(int n, const float *xval, const float *weight, const int8_t *L, float *sumqx, float *sumq2) {
+    float a = 0, b = 0;
+    for (int i = 0; i < n; i++) {
+        float w = weight[i];
+        float q = 2 * L[i] + 1;
+        a += w * xval[i] * q;
+        b += w * q * q;
+    }
+    *sumqx = a;
+    *sumq2 = b;
+}
+
+/* Rounds each group of 8 of xval at 1/id to levels 0..2 (into L), a group off the grid to its best neighbour
+ * at scale. */
+static void round_groups_iq2(const iq_search *s, const float *xval, const float *waux, float id, float scale, int8_t *L) {
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 8; i++) L[8 * k + i] = (int8_t)clampi(nearest_int(0.5f * (id * xval[8 * k + i] - 1)), 0, 2);
+        const int u = pack_levels(s, L + 8 * k);
+        if (s->map[u] < 0) best_neighbour(s, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+    }
+}
+
+/* IQ2_XXS (ggml's quantize_row_iq2_xxs_impl): per 32 values weights qw * sqrt(sigma2 + x^2), even sign
+ * parity per 8, a first scale by make_qp_quants, then 13 trial scales around it with grid snapping, the best
+ * fit re-rounded; 4-bit sub-block scales of the super-block's max / 31. */
+void ht_ref_iq2_xxs_quantize(const float *x, void *vy, int64_t n, const float *quant_weights) {
+    pthread_once(&once2xxs, build2xxs);
+    const iq_search *s = &search2xxs;
+    block_iq2_xxs *y = vy;
+    const int kMaxQ = 3;
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
+        memset(&y[ibl], 0, sizeof y[ibl]);
+        if (!s->ok) continue;
+        uint32_t q2[2 * (QK_K / 32)] = {0};
+        float scales[QK_K / 32], max_scale = 0;
+        const float *xbl = x + QK_K * ibl;
+        float sumx2 = 0;
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+        float sigma2 = sumx2 / QK_K;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const float *xb = xbl + 32 * ib, *qw = quant_weights + QK_K * ibl + 32 * ib;
+            float weight[32], waux[32], xval[32];
+            int8_t L[32], Laux[32];
+            uint8_t signs[4];
+            for (int i = 0; i < 32; i++) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+            for (int i = 0; i < 32; i++) waux[i] = sqrtf(weight[i]);
+            split_signs_even(xb, weight, xval, signs, 32);
+            float max = xval[0];
+            for (int i = 1; i < 32; i++) max = fmaxf(max, xval[i]);
+            scales[ib] = 0;
+            if (max < 1e-15f) continue;
+            float scale = ht_make_qp_quants(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
+            float eff_max = scale * kMaxQ;
+            if (eff_max <= 0) continue;
+            float best = 0, sumqx, sumq2;
+            for (int is = -6; is <= 6; ++is) {
+                float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
+                round_groups_iq2(s, xval, waux, id, 1 / id, Laux);
+                fit_levels(32, xval, weight, Laux, &sumqx, &sumq2);
+                if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+                    scale = sumqx / sumq2;
+                    best = scale * sumqx;
+                    memcpy(L, Laux, 32);
+                }
+            }
+            if (scale > 0) {
+                round_groups_iq2(s, xval, waux, 1 / scale, scale, L);
+                fit_levels(32, xval, weight, L, &sumqx, &sumq2);
+                if (sumq2 > 0) scale = sumqx / sumq2;
+            }
+            if (scale < 0) {
+                scale = -scale;
+                for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(~signs[k] & 127);
+            }
+            for (int k = 0; k < 4; k++) {
+                const int gi = s->map[pack_levels(s, L + 8 * k)];
+                q2[2 * ib] |= (uint32_t)gi << 8 * k;
+                q2[2 * ib + 1] |= (uint32_t)signs[k] << 7 * k;
+            }
+            scales[ib] = scale;
+            max_scale = fmaxf(max_scale, scale);
+        }
+        if (!max_scale) continue;
+        float d = max_scale / 31;
+        y[ibl].d = f32_to_fp16(d);
+        float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            int l = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            q2[2 * ib + 1] |= (uint32_t)l << 28;
+        }
+        memcpy(y[ibl].qs, q2, sizeof q2);
+    }
+}
+
+/* IQ2_XS (ggml's quantize_row_iq2_xs_impl): IQ2_S's search over 16 values with the 512-point grid, even sign
+ * parity per 8 (7 sign bits beside each 9-bit index), weights qw * sqrt(sigma2 + x^2) with sigma2 the mean square. */
+static void iq2_xs_weighted(const float *x, void *vy, int64_t n, const float *quant_weights) {
+    pthread_once(&once2xs, build2xs);
+    block_iq2_xs *y = vy;
+    const iq_params p = { &search2xs, 16, 3, 9, 0.1f, true, true };
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
+        memset(&y[ibl], 0, sizeof y[ibl]);
+        if (!search2xs.ok) continue;
+        const float *xbl = x + QK_K * ibl;
+        const float sigma2 = super_sigma2(xbl) / 2;
+        float scales[QK_K / 16], max_scale = 0;
+        uint16_t q2[2 * (QK_K / 16)] = {0};
+        for (int ib = 0; ib < QK_K / 16; ib++) {
+            const float *xb = xbl + 16 * ib;
+            float weight[16], xval[16];
+            int8_t L[16];
+            uint8_t signs[2];
+            sub_weights(xb, 16, quant_weights + QK_K * ibl + 16 * ib, sigma2, 0, weight);
+            split_signs_even(xb, weight, xval, signs, 16);
+            float max = xval[0];
+            for (int i = 1; i < 16; i++) max = fmaxf(max, xval[i]);
+            memset(L, 0, sizeof L);
+            scales[ib] = 0;
+            if (max < 1e-15f) continue;
+            float scale = search_subblock(&p, xval, weight, max, L);
+            if (scale < 0) {
+                scale = -scale;
+                for (int k = 0; k < 2; k++) signs[k] = (uint8_t)(~signs[k] & 127);
+            }
+            for (int k = 0; k < 2; k++)
+                q2[2 * ib + k] = (uint16_t)(search2xs.map[pack_levels(&search2xs, L + 8 * k)] | signs[k] << 9);
+            scales[ib] = scale;
+            max_scale = fmaxf(max_scale, scale);
+        }
+        if (!max_scale) continue;
+        float d = max_scale / 31;
+        y[ibl].d = f32_to_fp16(d);
+        float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 16; ib++) {
+            int l = clampi(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 15);
+            y[ibl].scales[ib / 2] |= (uint8_t)(l << 4 * (ib % 2));
+        }
+        memcpy(y[ibl].qs, q2, sizeof q2);
+    }
+}
+
+ht_quantize_weighted_fn ht_ref_quantize_weighted(uint32_t type) {
+    switch (type) {
+    case HT_IQ2_XXS: return ht_ref_iq2_xxs_quantize;
+    case HT_IQ2_S: return iq2_s_weighted;
+    case HT_IQ2_XS: return iq2_xs_weighted;
+    case HT_IQ4_NL: return ht_ref_iq4_nl_weighted;
+    case HT_IQ4_XS: return ht_ref_iq4_xs_weighted;
+    case HT_Q6_K: return ht_ref_q6_K_weighted;
+    case HT_Q5_K: return ht_ref_q5_K_weighted;
+    case HT_Q4_K: return ht_ref_q4_K_weighted;
+    case HT_IQ3_XXS: return iq3_xxs_weighted;
+    case HT_IQ3_S: return iq3_s_weighted;
+    default: return NULL;
+    }
+}
+
+bool ht_ref_requires_imatrix(uint32_t type) {
+    return type == HT_IQ2_XXS || type == HT_IQ2_XS || type == HT_IQ1_S || type == HT_IQ1_M;
 }

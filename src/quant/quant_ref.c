@@ -701,9 +701,9 @@ float ht_ref_vec_dot_iq4_xs_q8_K(int n, const void *vw, const void *va) {
 
 /* ======================= K-quants: ggml's scale searches ======================= */
 
-/* Symmetric quants in [-nmax, nmax-1] (stored + nmax) with a least-squares scale, weights x^2
- * (ggml's make_qx_quants with rmse_type 1 and no importance weights); tries 18 nearby scales. */
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
+/* Symmetric quants in [-nmax, nmax-1] (stored + nmax) with a least-squares scale, weights x^2 or the importance
+ * weights qw (ggml's make_qx_quants with rmse_type 1); tries 18 nearby scales. */
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *qw) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; ++i) {
         const float ax = fabsf(x[i]);
@@ -719,7 +719,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
         int l = nearest_int(iscale * x[i]);
         l = clampi(l, -nmax, nmax - 1);
         L[i] = (int8_t)(l + nmax);
-        const float w = x[i] * x[i];
+        const float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
@@ -732,7 +732,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
         for (int i = 0; i < n; ++i) {
             int l = nearest_int(iscale * x[i]);
             l = clampi(l, -nmax, nmax - 1);
-            const float w = x[i] * x[i];
+            const float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
         }
@@ -986,8 +986,143 @@ void ht_ref_q3_K_from_float(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* ggml's make_qp_quants: non-negative quants 0 .. nmax of n non-negative values, the scale fitted by weighted
+ * least squares after 8 nearby trial scales and up to 5 rounds of one-value changes. */
+float ht_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
+    float max = 0;
+    for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
+    if (max < 1e-15f) {   /* ggml's GROUP_MAX_EPS */
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = nmax / max;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)nearest_int(iscale * x[i]);
+    float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; i++) {
+        float diff = x[i] - scale * L[i];
+        best_mse += qw[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        float iscale_is = (0.1f * is + nmax) / max;
+        float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; i++) {
+            int l = nearest_int(iscale_is * x[i]);
+            l = l < nmax ? l : nmax;
+            float diff = x[i] - scale_is * l;
+            mse += qw[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = nearest_int(iscale * x[i]);
+        l = l < nmax ? l : nmax;
+        L[i] = (uint8_t)l;
+        sumlx += qw[i] * x[i] * l;
+        suml2 += qw[i] * l * l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; i++) {
+            float w = qw[i];
+            float slx = sumlx - w * x[i] * L[i];
+            float sl2 = suml2 - w * L[i] * L[i];
+            if (slx > 0 && sl2 > 0) {
+                int new_l = nearest_int(x[i] * sl2 / slx);
+                new_l = new_l < nmax ? new_l : nmax;
+                if (new_l != L[i]) {
+                    slx += w * x[i] * new_l;
+                    sl2 += w * new_l * new_l;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* ggml's make_qkx3_quants: asymmetric quants 0..nmax of n values with a scale and min (-min returned in
+ * the_min), fitted by weighted least squares over nstep + 1 trial scales (squared error, weights given). */
+static float make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
+                              uint8_t *Laux, float rmin, float rdelta, int nstep) {
+    float min = x[0], max = x[0];
+    float sum_w = weights[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        float w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max <= min) {
+        memset(L, 0, (size_t)n);
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_mad = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)clampi(l, 0, nmax);
+        float diff = scale * L[i] + min - x[i];
+        diff = diff * diff;
+        best_mad += weights[i] * diff;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = clampi(nearest_int(iscale * (x[i] - min)), 0, nmax);
+            Laux[i] = (uint8_t)l;
+            float w = weights[i];
+            sum_l += w * l;
+            sum_l2 += w * l * l;
+            sum_xl += w * l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float mad = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = diff * diff;
+                mad += weights[i] * diff;
+            }
+            if (mad < best_mad) {
+                memcpy(L, Laux, (size_t)n);
+                best_mad = mad;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
 /* The part Q4_K and Q5_K quantize alike: per 32-element sub-block a scale and min by make_qkx2_quants
  * (levels 0..nmax), both quantized to 6 bits against the block's d / dmin, then each element's level. */
+static void k_levels(const float *x, int nmax, const uint8_t *scales12, ht_half dd, ht_half ddmin, uint8_t *L);
 static void quantize_k_scale_min(const float *x, int nmax, float rmin, int nstep, uint8_t *scales12, ht_half *dd,
                                  ht_half *ddmin, uint8_t *L) {
     uint8_t Laux[32];
@@ -1013,12 +1148,43 @@ static void quantize_k_scale_min(const float *x, int nmax, float rmin, int nstep
     }
     *dd = f32_to_fp16(max_scale / 63.f);
     *ddmin = f32_to_fp16(max_min / 63.f);
+    k_levels(x, nmax, scales12, *dd, *ddmin, L);
+}
+
+/* With importance weights qw (ggml's quantize_row_q4_K_impl / q5_K_impl): weights qw * sqrt(sigma2 + x^2),
+ * make_qkx3_quants per sub-block, and the 6-bit scales and mins by make_qp_quants weighted by the sub-blocks'
+ * weight sums. */
+static void quantize_k_scale_min_weighted(const float *x, int nmax, const float *qw, uint8_t *scales12, ht_half *dd,
+                                          ht_half *ddmin, uint8_t *L) {
+    uint8_t Laux[32], Ls[QK_K / 32], Lm[QK_K / 32];
+    float weights[32], sw[QK_K / 32], mins[QK_K / 32], scales[QK_K / 32];
+    float sum_x2 = 0;
+    for (int l = 0; l < QK_K; ++l) sum_x2 += x[l] * x[l];
+    const float sigma2 = 2 * sum_x2 / QK_K;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        for (int l = 0; l < 32; ++l) weights[l] = qw[32 * j + l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
+        float sumw = 0;
+        for (int l = 0; l < 32; ++l) sumw += weights[l];
+        sw[j] = sumw;
+        scales[j] = make_qkx3_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36);
+    }
+    const float d_block = ht_make_qp_quants(QK_K / 32, 63, scales, Ls, sw);
+    const float m_block = ht_make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
+    memset(scales12, 0, K_SCALE_SIZE);
+    for (int j = 0; j < QK_K / 32; ++j) pack_scale_min_k4(scales12, j, HT_MIN(63, Ls[j]), HT_MIN(63, Lm[j]));
+    *dd = f32_to_fp16(d_block);
+    *ddmin = f32_to_fp16(m_block);
+    k_levels(x, nmax, scales12, *dd, *ddmin, L);
+}
+
+/* Each element's level against the packed 6-bit scales and mins and the block's d, dmin. */
+static void k_levels(const float *x, int nmax, const uint8_t *scales12, ht_half dd, ht_half ddmin, uint8_t *L) {
     uint8_t sc[8], m[8];
     unpack_scale_min_k4(scales12, sc, m);
     for (int j = 0; j < QK_K / 32; ++j) {
-        const float d = fp16_to_f32(*dd) * sc[j];
+        const float d = fp16_to_f32(dd) * sc[j];
         if (!d) continue;
-        const float dm = fp16_to_f32(*ddmin) * m[j];
+        const float dm = fp16_to_f32(ddmin) * m[j];
         for (int ii = 0; ii < 32; ++ii) {
             const int l = nearest_int((x[32 * j + ii] + dm) / d);
             L[32 * j + ii] = (uint8_t)clampi(l, 0, nmax);
@@ -1026,21 +1192,23 @@ static void quantize_k_scale_min(const float *x, int nmax, float rmin, int nstep
     }
 }
 
-void ht_ref_q4_K_from_float(const float *x, void *vy, int64_t n) {
+static void q4_K_quantize(const float *x, void *vy, int64_t n, const float *qw) {
     block_q4_K *y = vy;
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        quantize_k_scale_min(x, 15, -1.f, 20, y[i].scales, &y[i].d, &y[i].dmin, L);
+        if (qw) quantize_k_scale_min_weighted(x, 15, qw + QK_K * i, y[i].scales, &y[i].d, &y[i].dmin, L);
+        else quantize_k_scale_min(x, 15, -1.f, 20, y[i].scales, &y[i].d, &y[i].dmin, L);
         for (int k = 0; k < QK_K / 64; k++)
             for (int l = 0; l < 32; ++l) y[i].qs[32 * k + l] = (uint8_t)(L[64 * k + l] | L[64 * k + 32 + l] << 4);
     }
 }
 
-void ht_ref_q5_K_from_float(const float *x, void *vy, int64_t n) {
+static void q5_K_quantize(const float *x, void *vy, int64_t n, const float *qw) {
     block_q5_K *y = vy;
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        quantize_k_scale_min(x, 31, -0.5f, 15, y[i].scales, &y[i].d, &y[i].dmin, L);
+        if (qw) quantize_k_scale_min_weighted(x, 31, qw + QK_K * i, y[i].scales, &y[i].d, &y[i].dmin, L);
+        else quantize_k_scale_min(x, 31, -0.5f, 15, y[i].scales, &y[i].d, &y[i].dmin, L);
         /* Fifth bit of element e into bit e/32 of qh[e%32]; low nibbles as in Q4_K. */
         memset(y[i].qh, 0, QK_K / 8);
         for (int e = 0; e < QK_K; e++) {
@@ -1054,14 +1222,19 @@ void ht_ref_q5_K_from_float(const float *x, void *vy, int64_t n) {
     }
 }
 
-void ht_ref_q6_K_from_float(const float *x, void *vy, int64_t n) {
+void ht_ref_q4_K_from_float(const float *x, void *vy, int64_t n) { q4_K_quantize(x, vy, n, NULL); }
+void ht_ref_q4_K_weighted(const float *x, void *vy, int64_t n, const float *qw) { q4_K_quantize(x, vy, n, qw); }
+void ht_ref_q5_K_from_float(const float *x, void *vy, int64_t n) { q5_K_quantize(x, vy, n, NULL); }
+void ht_ref_q5_K_weighted(const float *x, void *vy, int64_t n, const float *qw) { q5_K_quantize(x, vy, n, qw); }
+
+static void q6_K_quantize(const float *x, void *vy, int64_t n, const float *qw) {
     block_q6_K *y = vy;
     int8_t L[QK_K];
     float scales[QK_K / 16];
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         float max_scale = 0, max_abs_scale = 0;
         for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, qw ? qw + QK_K * i + 16 * ib : NULL);
             scales[ib] = scale;
             const float abs_scale = fabsf(scale);
             if (abs_scale > max_abs_scale) { max_abs_scale = abs_scale; max_scale = scale; }
@@ -1093,6 +1266,9 @@ void ht_ref_q6_K_from_float(const float *x, void *vy, int64_t n) {
             }
     }
 }
+
+void ht_ref_q6_K_from_float(const float *x, void *vy, int64_t n) { q6_K_quantize(x, vy, n, NULL); }
+void ht_ref_q6_K_weighted(const float *x, void *vy, int64_t n, const float *qw) { q6_K_quantize(x, vy, n, qw); }
 
 /* ggml: d = max / -127 (max = element of largest magnitude), q = min(127, nearest_int(x / d)),
  * bsums = sums of 16 consecutive quants. An all-zero block gets d = 0 and zero quants and bsums. */
@@ -1133,22 +1309,25 @@ static int best_index_iq4nl(float x) {
     return idx;
 }
 
-/* ggml's quantize_row_iq4_nl_impl for 16 levels, blocks of 32, no importance weights (weights x^2):
+/* ggml's quantize_row_iq4_nl_impl for 16 levels, blocks of 32, weights x^2 (or from importance weights qw):
  * per block, a least-squares scale refined over 2*ntry+1 candidate scales; with several blocks
  * (IQ4_XS, sbs = 256) the block scales become 6-bit multiples of a super-block fp16 scale and the
  * quants are re-picked with them. ntry <= 0 skips the search (quantize_row_iq4_nl_ref's -1). */
 static void quantize_iq4_superblock(int sbs, const float *x, ht_half *dh, uint8_t *q4, uint16_t *scales_h,
-                                    uint8_t *scales_l, int ntry) {
+                                    uint8_t *scales_l, int ntry, const float *qw) {
     const int8_t *values = ht_kvalues_iq4nl;
     float scales[QK_K / 32], weight[32];
     uint8_t L[QK_K];
+    float sigma2 = 0;   /* with importance weights qw: weights qw * sqrt(sigma2 + x^2) */
+    for (int j = 0; j < sbs; ++j) sigma2 += x[j] * x[j];
+    sigma2 *= 2.f / sbs;
     memset(q4, 0, (size_t)sbs / 2);
     *dh = f32_to_fp16(0.f);
     float max_scale = 0, amax_scale = 0;
     for (int ib = 0; ib < sbs / 32; ++ib) {
         const float *xb = x + 32 * ib;
         uint8_t *Lb = L + 32 * ib;
-        for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
+        for (int j = 0; j < 32; ++j) weight[j] = qw ? qw[32 * ib + j] * sqrtf(sigma2 + xb[j] * xb[j]) : xb[j] * xb[j];
         float amax = 0, max = 0;
         for (int j = 0; j < 32; ++j) {
             const float ax = fabsf(xb[j]);
@@ -1229,14 +1408,28 @@ void ht_ref_iq4_nl_from_float(const float *x, void *vy, int64_t n) {
     block_iq4_nl *y = vy;
     for (int64_t i = 0; i < n / QK4_NL; i++) {
         uint16_t unused_h;
-        quantize_iq4_superblock(QK4_NL, x + QK4_NL * i, &y[i].d, y[i].qs, &unused_h, NULL, 7);
+        quantize_iq4_superblock(QK4_NL, x + QK4_NL * i, &y[i].d, y[i].qs, &unused_h, NULL, 7, NULL);
     }
 }
 
 void ht_ref_iq4_xs_from_float(const float *x, void *vy, int64_t n) {
     block_iq4_xs *y = vy;
     for (int64_t i = 0; i < n / QK_K; i++)
-        quantize_iq4_superblock(QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l, 7);
+        quantize_iq4_superblock(QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l, 7, NULL);
+}
+
+void ht_ref_iq4_nl_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_iq4_nl *y = vy;
+    for (int64_t i = 0; i < n / QK4_NL; i++) {
+        uint16_t unused_h;
+        quantize_iq4_superblock(QK4_NL, x + QK4_NL * i, &y[i].d, y[i].qs, &unused_h, NULL, 7, qw + QK4_NL * i);
+    }
+}
+
+void ht_ref_iq4_xs_weighted(const float *x, void *vy, int64_t n, const float *qw) {
+    block_iq4_xs *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++)
+        quantize_iq4_superblock(QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l, 7, qw + QK_K * i);
 }
 
 /* ======================= i-quants and ternary types: unpack super-blocks of 256 ======================= */

@@ -102,6 +102,21 @@ void ht_ref_mxfp4_from_float(const float *src, void *dst, int64_t n);
 void ht_ref_iq3_s_from_float(const float *src, void *dst, int64_t n);
 void ht_ref_iq2_s_from_float(const float *src, void *dst, int64_t n);
 void ht_ref_iq3_xxs_from_float(const float *src, void *dst, int64_t n);
+/* With an importance matrix (quant_weights: n per-column weights, required). */
+void ht_ref_iq2_xxs_quantize(const float *src, void *dst, int64_t n, const float *quant_weights);
+/* A row of n values quantized with per-column importance weights qw (ggml's quantize_* with quant_weights). */
+typedef void (*ht_quantize_weighted_fn)(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_iq4_nl_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_iq4_xs_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_q6_K_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_q4_K_weighted(const float *x, void *dst, int64_t n, const float *qw);
+void ht_ref_q5_K_weighted(const float *x, void *dst, int64_t n, const float *qw);
+/* ggml's make_qp_quants: n non-negative values as levels 0..nmax with a weighted least-squares scale. */
+float ht_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw);
+/* The weighted quantizer of a type, or NULL where hearth has none. */
+ht_quantize_weighted_fn ht_ref_quantize_weighted(uint32_t type);
+/* The types ggml will not quantize without an importance matrix (IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M). */
+bool ht_ref_requires_imatrix(uint32_t type);
 
 /* vec_dot: weights of the first type × activations of the second. */
 float ht_ref_vec_dot_f32_f32(int n, const void *w, const void *a);

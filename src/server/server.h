@@ -29,6 +29,7 @@ typedef struct {
     const float *lora_scale;
     const char *const *lora_path;   /* their files, as /lora-adapters lists them */
     int n_lora;
+    bool lora_merged;           /* merged into the weights (--lora-merge): listed, their scales fixed */
     bool reasoning_none;        /* --reasoning-format none: replies whole, reasoning markup and all */
     hearth_model *draft_model;  /* --model-draft: proposes tokens for every slot (its own KV cache per slot), or NULL */
     int spec_mode;              /* speculation by default: 0 off, 1 draft model, 2 n-gram lookup (see srv_task) */

@@ -440,6 +440,8 @@ static int parse_grammar(const cJSON *o, char **out, char **warning, hearth_err 
     return 0;
 }
 
+#define MERGED "the adapters are merged into the weights (serve --lora-merge): their scales are fixed"
+
 /* [{"id": N, "scale": S}, ...] into scales (n adapters); -1 with err on anything else. */
 static int parse_lora_list(const cJSON *l, float *scales, int n, hearth_err *err) {
     if (!cJSON_IsArray(l)) return herr(err, "'lora' must be an array of {\"id\", \"scale\"}");
@@ -467,6 +469,7 @@ char *api_lora_adapters(const srv_api *a, const char *body, size_t n, bool post,
         while (o && end < body + n && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
         if (o && end != body + n) cJSON_Delete(o), o = NULL;
         if (!o) snprintf(err.msg, sizeof err.msg, "the body must be a JSON array of {\"id\", \"scale\"}");
+        else if (engine_lora_merged(a->eng)) cJSON_Delete(o), o = NULL, snprintf(err.msg, sizeof err.msg, "%s", MERGED);
         if (!o || parse_lora_list(o, sc, k, &err)) {
             cJSON_Delete(o);
             *status = 400;
@@ -500,6 +503,7 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
     engine_lora_scales(a->eng, t->lora);   /* the global scales, then the request's own */
     if (lora && !cJSON_IsNull(lora)) {
         int rc = !engine_n_lora(a->eng) ? herr(err, "'lora': the server has no adapters (hearth serve --lora FILE)")
+               : engine_lora_merged(a->eng) ? herr(err, "'lora': %s", MERGED)
                                         : parse_lora_list(lora, t->lora, engine_n_lora(a->eng), err);
         if (rc) { free(grammar); return -1; }
     }
@@ -809,8 +813,8 @@ static char *sse(cJSON *o) {
     return s;
 }
 
-char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
-                      const char *finish, bool first) {
+static cJSON *chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
+                          const char *finish, bool first) {
     bool chat = r->kind == API_CHAT;
     cJSON *o = response_head(a, r, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
@@ -825,6 +829,19 @@ char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
     json_push(choices, c);
+    return o;
+}
+
+char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
+                      const char *finish, bool first) {
+    return sse(chunk_delta(a, r, text, n, toks, n_toks, finish, first));
+}
+
+/* A stream's last chunk, with finish_reason, and the "warnings" a whole reply carries (what the schema said that
+ * was not enforced). */
+char *api_chunk_finish(const srv_api *a, const api_req *r, const srv_task *t, const char *finish) {
+    cJSON *o = chunk_delta(a, r, "", 0, NULL, 0, finish, false);
+    if (o && t->warning) json_push(cJSON_AddArrayToObject(o, "warnings"), cJSON_CreateString(t->warning));
     return sse(o);
 }
 
@@ -879,7 +896,7 @@ char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t) {
         json_push(ch, c);
         ht_str_take(&out, sse(o));
     }
-    ht_str_take(&out, api_chunk_delta(a, r, "", 0, NULL, 0, i ? "tool_calls" : t->finish ? t->finish : "stop", false));
+    ht_str_take(&out, api_chunk_finish(a, r, t, i ? "tool_calls" : t->finish ? t->finish : "stop"));
     api_reply_free(&rp);
     if (out.oom) { free(out.p); return NULL; }
     return out.p;

@@ -12,8 +12,8 @@
  * A hybrid model (recurrent layers beside attention: Qwen3.5) needs the recurrent state where a restored
  * prefix ends, and a state is the size of many blocks of KV: the entry of a prompt's last whole block also
  * keeps the state checkpoint at its end (hearth_state_read), and a prefix restores up to the deepest block of
- * its chain that has one. Checkpoints live in RAM only; blocks read back from disk without one restore
- * nothing for such a model. */
+ * its chain that has one. With a directory the checkpoint is also DIR/<key>.st, checked like a .kv entry, so a
+ * restarted server restores a hybrid model's prefix too. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +26,7 @@
 
 #define PC_BLOCK 64
 #define PC_MAGIC 0x43505448u   /* "HTPC" */
+#define PC_MAGIC_STATE 0x53505448u   /* "HTPS" */
 #define PC_VERSION 1u
 
 typedef struct pc_entry {
@@ -185,54 +186,66 @@ static pc_entry *insert(srv_cache *pc, uint64_t key, const hearth_token *toks, u
 
 /* ---- disk ---- */
 
-static void entry_path(const srv_cache *pc, uint64_t key, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s/%016llx.kv", pc->dir, (unsigned long long)key);
+/* Two kinds of file: a block's KV (DIR/<key>.kv) and, for a hybrid model, the recurrent state at a block's end
+ * (DIR/<key>.st). Both: a header, the block's tokens, the payload (header.token_bytes: the KV bytes of one token,
+ * or the state's bytes) and a checksum over all of it. */
+typedef struct { const char *ext; uint32_t magic; } pc_kind;
+static const pc_kind KV_FILE = { "kv", PC_MAGIC }, STATE_FILE = { "st", PC_MAGIC_STATE };
+
+static size_t payload_bytes(const srv_cache *pc, const pc_kind *k) {
+    return k == &STATE_FILE ? pc->state_bytes : pc->token_bytes * PC_BLOCK;
 }
 
-static void disk_write(srv_cache *pc, uint64_t key, const hearth_token *toks, const uint8_t *kv) {
+static void entry_path(const srv_cache *pc, const pc_kind *k, uint64_t key, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%016llx.%s", pc->dir, (unsigned long long)key, k->ext);
+}
+
+static void disk_write(srv_cache *pc, const pc_kind *k, uint64_t key, const hearth_token *toks, const uint8_t *data) {
     char path[4096];
-    entry_path(pc, key, path, sizeof path);
+    entry_path(pc, k, key, path, sizeof path);
     struct stat st;
     if (!stat(path, &st)) return;   /* already there */
-    pc_header h = { PC_MAGIC, PC_VERSION, key, PC_BLOCK, 0, pc->token_bytes, pc->identity };
-    size_t kvn = pc->token_bytes * PC_BLOCK;
-    uint64_t sum = fnv(fnv(fnv(0xcbf29ce484222325ull, &h, sizeof h), toks, sizeof(hearth_token) * PC_BLOCK), kv, kvn);
+    const size_t n = payload_bytes(pc, k);
+    pc_header h = { k->magic, PC_VERSION, key, PC_BLOCK, 0, k == &STATE_FILE ? n : pc->token_bytes, pc->identity };
+    uint64_t sum = fnv(fnv(fnv(0xcbf29ce484222325ull, &h, sizeof h), toks, sizeof(hearth_token) * PC_BLOCK), data, n);
     ht_afile f;
     hearth_err err;
     if (ht_afile_open(&f, path, &err)) { fprintf(stderr, "warning: prompt cache: %s\n", err.msg); return; }
     FILE *fp = fdopen(dup(f.fd), "wb");
     bool ok = fp && fwrite(&h, sizeof h, 1, fp) == 1 && fwrite(toks, sizeof(hearth_token), PC_BLOCK, fp) == PC_BLOCK &&
-              fwrite(kv, 1, kvn, fp) == kvn && fwrite(&sum, sizeof sum, 1, fp) == 1;
+              fwrite(data, 1, n, fp) == n && fwrite(&sum, sizeof sum, 1, fp) == 1;
     if (fp && fclose(fp)) ok = false;
     if (!ok) { ht_afile_abort(&f); fprintf(stderr, "warning: prompt cache: cannot write %s\n", path); return; }
     if (ht_afile_commit(&f, &err)) fprintf(stderr, "warning: prompt cache: %s\n", err.msg);
 }
 
-/* The entry for key from disk, checked whole; NULL if absent. A bad one is reported once and removed. */
-static pc_entry *disk_load(srv_cache *pc, uint64_t key, const hearth_token *toks) {
+/* The payload of key's file of kind k, checked whole (malloc'd); NULL if absent or for other tokens (a hash
+ * collision). A bad one is reported once and removed. */
+static uint8_t *disk_read(srv_cache *pc, const pc_kind *k, uint64_t key, const hearth_token *toks) {
     if (!pc->dir) return NULL;
     char path[4096];
-    entry_path(pc, key, path, sizeof path);
+    entry_path(pc, k, key, path, sizeof path);
     FILE *fp = fopen(path, "rb");
     if (!fp) return NULL;
-    size_t kvn = pc->token_bytes * PC_BLOCK;
+    const size_t n = payload_bytes(pc, k);
     pc_header h;
     hearth_token ft[PC_BLOCK];
-    uint8_t *kv = malloc(kvn);
+    uint8_t *data = malloc(n);
     uint64_t sum = 0;
     const char *why = NULL;
-    if (!kv) why = "out of memory";
+    if (!data) why = "out of memory";
     else if (fread(&h, sizeof h, 1, fp) != 1) why = "truncated header";
-    else if (h.magic != PC_MAGIC || h.version != PC_VERSION) why = "not a hearth prompt-cache entry";
-    else if (h.identity != pc->identity || h.token_bytes != pc->token_bytes || h.block != PC_BLOCK) why = "made for another model or cache layout";
+    else if (h.magic != k->magic || h.version != PC_VERSION) why = "not a hearth prompt-cache entry";
+    else if (h.identity != pc->identity || h.block != PC_BLOCK || h.token_bytes != (k == &STATE_FILE ? n : pc->token_bytes))
+        why = "made for another model or cache layout";
     else if (h.key != key) why = "its key does not match its name";
-    else if (fread(ft, sizeof(hearth_token), PC_BLOCK, fp) != PC_BLOCK || fread(kv, 1, kvn, fp) != kvn || fread(&sum, sizeof sum, 1, fp) != 1)
+    else if (fread(ft, sizeof(hearth_token), PC_BLOCK, fp) != PC_BLOCK || fread(data, 1, n, fp) != n || fread(&sum, sizeof sum, 1, fp) != 1)
         why = "truncated";
     else if (fgetc(fp) != EOF) why = "longer than an entry";
-    else if (sum != fnv(fnv(fnv(0xcbf29ce484222325ull, &h, sizeof h), ft, sizeof ft), kv, kvn)) why = "checksum mismatch";
+    else if (sum != fnv(fnv(fnv(0xcbf29ce484222325ull, &h, sizeof h), ft, sizeof ft), data, n)) why = "checksum mismatch";
     fclose(fp);
     if (why) {
-        free(kv);
+        free(data);
         if (strcmp(why, "out of memory")) {
             fprintf(stderr, "warning: prompt cache: skipping %s: %s\n", path, why);
             pc->disk_rejects++;
@@ -240,9 +253,25 @@ static pc_entry *disk_load(srv_cache *pc, uint64_t key, const hearth_token *toks
         }
         return NULL;
     }
-    if (memcmp(ft, toks, sizeof ft)) { free(kv); return NULL; }   /* a hash collision: another prefix */
+    if (memcmp(ft, toks, sizeof ft)) { free(data); return NULL; }
     pc->disk_loads++;
-    return insert(pc, key, ft, kv);
+    return data;
+}
+
+static pc_entry *disk_load(srv_cache *pc, uint64_t key, const hearth_token *toks) {
+    uint8_t *kv = disk_read(pc, &KV_FILE, key, toks);
+    return kv ? insert(pc, key, toks, kv) : NULL;
+}
+
+/* st (malloc'd: a state checkpoint) onto entry e, within the budget; false if it does not fit. */
+static bool attach_state(srv_cache *pc, pc_entry *e, uint8_t *st) {
+    if (pc->state_bytes + pc->token_bytes * PC_BLOCK > pc->budget) { free(st); return false; }
+    lru_unlink(pc, e);   /* the entry itself stays while older ones make room */
+    while (pc->used + pc->state_bytes > pc->budget && pc->lru_tail) drop(pc, pc->lru_tail);
+    lru_front(pc, e);
+    e->state = st;
+    pc->used += pc->state_bytes;
+    return true;
 }
 
 /* ---- what the engine calls ---- */
@@ -270,7 +299,12 @@ int pcache_restore(srv_cache *pc, hearth_ctx *ctx, int seq, const hearth_token *
         chain[k] = e;
     }
     if (pc->state_bytes)   /* a hybrid model restores up to a block that ends at a state checkpoint */
-        while (k > 0 && !chain[k - 1]->state) k--;
+        for (; k > 0 && !chain[k - 1]->state; k--) {   /* (making room never drops the chain: it is the LRU's front) */
+            size_t chain_bytes = pc->state_bytes;
+            for (int i = 0; i < k; i++) chain_bytes += pc->token_bytes * PC_BLOCK + (chain[i]->state ? pc->state_bytes : 0);
+            uint8_t *st = chain_bytes <= pc->budget ? disk_read(pc, &STATE_FILE, chain[k - 1]->key, chain[k - 1]->toks) : NULL;
+            if (st && attach_state(pc, chain[k - 1], st)) break;
+        }
     if (k * PC_BLOCK <= have) { if (have < PC_BLOCK * n_blocks) pc->misses++; return have; }
     int from = have / PC_BLOCK;   /* whole blocks the slot already holds stay */
     hearth_seq_truncate(ctx, seq, from * PC_BLOCK);
@@ -287,17 +321,14 @@ int pcache_restore(srv_cache *pc, hearth_ctx *ctx, int seq, const hearth_token *
     return hearth_seq_len(ctx, seq);
 }
 
-/* The recurrent state at the end of block n_blocks - 1 (key), onto its entry, within the budget. */
+/* The recurrent state at the end of block n_blocks - 1 (key), onto its entry (and to disk), within the budget. */
 static void store_state(srv_cache *pc, const hearth_ctx *ctx, int seq, uint64_t key, const hearth_token *block, int n_blocks) {
     pc_entry *e = find(pc, key, block);
-    if (!e || e->state || pc->state_bytes + pc->token_bytes * PC_BLOCK > pc->budget) return;
+    if (!e || e->state) return;
     uint8_t *st = malloc(pc->state_bytes);
     if (!st || hearth_state_read(ctx, seq, n_blocks * PC_BLOCK, st)) { free(st); return; }
-    lru_unlink(pc, e);   /* the entry itself stays while older ones make room */
-    while (pc->used + pc->state_bytes > pc->budget && pc->lru_tail) drop(pc, pc->lru_tail);
-    lru_front(pc, e);
-    e->state = st;
-    pc->used += pc->state_bytes;
+    if (pc->dir) disk_write(pc, &STATE_FILE, key, block, st);
+    attach_state(pc, e, st);
 }
 
 void pcache_store(srv_cache *pc, const hearth_ctx *ctx, int seq, const hearth_token *toks, int n, uint64_t salt) {
@@ -311,7 +342,7 @@ void pcache_store(srv_cache *pc, const hearth_ctx *ctx, int seq, const hearth_to
         if (e) { lru_unlink(pc, e); lru_front(pc, e); continue; }
         uint8_t *kv = malloc(pc->token_bytes * PC_BLOCK);
         if (!kv || hearth_kv_read(ctx, seq, i * PC_BLOCK, PC_BLOCK, kv)) { free(kv); return; }
-        if (pc->dir) disk_write(pc, key, b, kv);
+        if (pc->dir) disk_write(pc, &KV_FILE, key, b, kv);
         if (!insert(pc, key, b, kv)) return;
     }
     if (pc->state_bytes && n_blocks > 0 && n_blocks <= 4096) store_state(pc, ctx, seq, key, toks + (size_t)(n_blocks - 1) * PC_BLOCK, n_blocks);

@@ -42,6 +42,7 @@ struct srv_engine {
     const char *const *lora_path;
     float lora_scale[HEARTH_MAX_LORA];   /* the global scales (guarded by mu): a request starts from them */
     int n_lora;
+    bool lora_merged;            /* --lora-merge: in the weights, so no context gets them */
     bool encoder;
     slot *slots;
     slot **picked;               /* this step's slots with logits */
@@ -292,14 +293,12 @@ static void slot_spec(srv_engine *e, slot *s, const srv_task *t) {
     if (t->spec_n_min >= 0) s->sp.n_min = t->spec_n_min;
     if (t->spec_p_min >= 0) s->sp.p_min = t->spec_p_min;
     if (!s->sp.n_max) return;
-    hearth_err err;
     if (s->sp.draft && !s->sp.ngram && !e->drafter) slot_end(e, s, NULL, 400, "speculative mode \"draft\" needs a server started with --model-draft");
-    else if (spec_ctx_check(e->ctx, &err)) slot_end(e, s, NULL, 400, err.msg);
 }
 
 static void slot_start(srv_engine *e, slot *s, srv_task *t) {
     uint64_t lora_id = 0;
-    if (e->n_lora) {   /* the request's adapters on its sequence; a cache computed under others is not reused */
+    if (e->n_lora && !e->lora_merged) {   /* the request's adapters on its sequence; a cache computed under others is not reused */
         hearth_err err;
         hearth_seq_set_lora(e->ctx, s->seq, t->lora, &err);   /* (scales checked when parsed) */
         lora_id = hearth_seq_lora_id(e->ctx, s->seq);
@@ -340,7 +339,7 @@ static int embed_ctx(srv_engine *e, hearth_err *err) {
     cp.cache_type = e->cache_type[0], cp.cache_type_k = e->cache_type[0], cp.cache_type_v = e->cache_type[1];
     float sc[HEARTH_MAX_LORA];
     engine_lora_scales(e, sc);   /* under the lock: POST /lora-adapters may be setting them */
-    return hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, e->lora, sc, e->n_lora, err);
+    return hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, e->lora, sc, e->lora_merged ? 0 : e->n_lora, err);
 }
 
 static void l2_normalize(float *v, int n) {
@@ -612,14 +611,14 @@ static int engine_contexts(srv_engine *e, const server_params *p, hearth_err *er
     cp.cache_type = p->cache_type[0], cp.cache_type_k = p->cache_type[0], cp.cache_type_v = p->cache_type[1];
     if (e->encoder) {
         cp.n_batch = 1 << 22;            /* an encoder sees a whole input at once */
-        if (hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, p->lora, p->lora_scale, p->n_lora, err))
+        if (hearth_ctx_new(e->m, &cp, &e->ectx, err) || hearth_ctx_set_lora(e->ectx, p->lora, p->lora_scale, p->lora_merged ? 0 : p->n_lora, err))
             return -1;
         e->n_ctx = e->e_n_ctx = hearth_ctx_n_ctx(e->ectx);
         e->n_slots = 0;
         return 0;
     }
     cp.n_seq = e->n_slots;
-    if (hearth_ctx_new(e->m, &cp, &e->ctx, err) || hearth_ctx_set_lora(e->ctx, p->lora, p->lora_scale, p->n_lora, err))
+    if (hearth_ctx_new(e->m, &cp, &e->ctx, err) || hearth_ctx_set_lora(e->ctx, p->lora, p->lora_scale, p->lora_merged ? 0 : p->n_lora, err))
         return -1;
     e->n_ctx = e->e_n_ctx = hearth_ctx_n_ctx(e->ctx);
     e->n_batch = 512;
@@ -631,7 +630,6 @@ static int engine_spec(srv_engine *e, const server_params *p, hearth_err *err) {
     e->spec = spec_default_params();
     e->spec.n_max = 0;
     if (!e->ctx || (!p->spec_mode && !p->draft_model)) return 0;
-    if (p->spec_mode && spec_ctx_check(e->ctx, err)) return -1;
     if (p->draft_model) {
         if (!(e->drafter = spec_drafter_new(e->m, p->draft_model, e->n_ctx, e->n_slots, p->n_threads, err))) return -1;
         fprintf(stderr, "draft model: %.1f MiB (weights and KV cache for %d slots)\n", spec_drafter_bytes(e->drafter) / 1048576.0,
@@ -655,7 +653,7 @@ int engine_new(hearth_model *m, const server_params *p, srv_engine **out, hearth
     e->n_vocab = info.n_vocab;
     e->n_threads = p->n_threads;
     e->cache_type[0] = p->cache_type[0], e->cache_type[1] = p->cache_type[1];
-    e->lora = p->lora, e->lora_path = p->lora_path, e->n_lora = p->n_lora;
+    e->lora = p->lora, e->lora_path = p->lora_path, e->n_lora = p->n_lora, e->lora_merged = p->lora_merged;
     if (p->n_lora) memcpy(e->lora_scale, p->lora_scale, (size_t)p->n_lora * sizeof(float));
     e->n_slots = p->parallel > 0 ? p->parallel : 1;
     e->n_batch = 512;
@@ -722,6 +720,7 @@ int engine_submit(srv_engine *e, srv_task *t) {
 
 int engine_n_ctx(const srv_engine *e) { return e->n_ctx; }
 int engine_n_lora(const srv_engine *e) { return e->n_lora; }
+bool engine_lora_merged(const srv_engine *e) { return e->lora_merged; }
 const char *engine_lora_path(const srv_engine *e, int i) { return i >= 0 && i < e->n_lora ? e->lora_path[i] : ""; }
 
 void engine_lora_scales(srv_engine *e, float *out) {

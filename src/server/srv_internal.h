@@ -84,6 +84,7 @@ int  engine_submit(srv_engine *e, srv_task *t);
 int  engine_n_ctx(const srv_engine *e);          /* per slot, for generation */
 /* The server's LoRA adapters: how many; their global scales (requests start from them) read or set; a path. */
 int  engine_n_lora(const srv_engine *e);
+bool engine_lora_merged(const srv_engine *e);   /* --lora-merge: the scales are fixed */
 void engine_lora_scales(srv_engine *e, float *out);
 void engine_set_lora_scales(srv_engine *e, const float *in);
 const char *engine_lora_path(const srv_engine *e, int i);
@@ -188,6 +189,8 @@ char *api_error_body(int status, const char *msg);
  * it (toks may be NULL), the final chunk with finish_reason, or the usage chunk. malloc'd. */
 char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
                       const char *finish, bool first);
+/* The final chunk (finish_reason) with the reply's "warnings" (unknown formats), as a non-streamed reply has. */
+char *api_chunk_finish(const srv_api *a, const api_req *r, const srv_task *t, const char *finish);
 /* A chat chunk whose delta is reasoning_content. */
 char *api_chunk_reasoning(const srv_api *a, const api_req *r, const char *text, size_t n);
 char *api_chunk_usage(const srv_api *a, const api_req *r, const srv_task *t);

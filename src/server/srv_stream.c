@@ -143,7 +143,7 @@ static void collect(srv_stream *st, srv_task *t) {
     }
     if (t->status) out_add(st, sse_error(t->status, t->err));
     else {
-        out_add(st, api_chunk_delta(a, r, "", 0, NULL, 0, t->finish ? t->finish : "stop", false));
+        out_add(st, api_chunk_finish(a, r, t, t->finish ? t->finish : "stop"));
         if (r->include_usage) out_add(st, api_chunk_usage(a, r, t));
     }
     out_add(st, strdup("data: [DONE]\n\n"));

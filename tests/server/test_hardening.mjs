@@ -103,7 +103,8 @@ for (const [name, body, want] of [
     await sleep(500);
   }
   check(`1000 idle + 100 slowloris connections: normal requests answered (${answered}/8, worst ${worst.toFixed(0)} ms)`,
-        answered === 8 && worst < 1000);
+        answered === 8 && worst < 2500);   // a server held up by them waits for their ~10 s timeouts; 2.5 s leaves room
+                                           // for the ASan build with another test beside it (1.25 s seen)
   clearInterval(drip);
   for (const s of socks) s.destroy();
 }

@@ -2,8 +2,8 @@
 // restarted server with the same --prompt-cache directory starts warm; a corrupted entry is skipped with one
 // warning line and removed; cache_prompt:false bypasses it; every reply is the same text as the uncached one
 // (greedy), and /metrics counts the hits. A hybrid model (the Qwen3.5 fixture: Gated DeltaNet layers whose state
-// is checkpointed at the end of a prompt's last block) restores from another slot's prompt with the same text as
-// uncached. Starts its own servers (HEARTH = the binary).
+// is checkpointed at the end of a prompt's last block, in RAM and on disk) restores from another slot's prompt and
+// after a restart with the same text as uncached; a corrupt checkpoint is skipped and its prefix computed again. Starts its own servers (HEARTH = the binary).
 // Usage: HEARTH=... node test_prompt_cache.mjs
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, openSync, writeSync, closeSync, rmSync } from 'node:fs';
@@ -78,7 +78,8 @@ check('corrupt entries: the reply is still the same text', after.choices[0].text
 await stop(s);
 
 // a hybrid model: slot 0 busy on one prompt, slot 1 starts from its prefix's checkpoint
-s = await start(['-m', 'data/models/qwen35.gguf']);
+const hdir = join(dir, 'hybrid');
+s = await start(['-m', 'data/models/qwen35.gguf', '--prompt-cache', hdir]);
 const H = Array(12).fill('Once upon a time there was a little dog who liked to play in the park.').join(' ');
 const hcold = await complete(s, H + ' Then');
 const hbusy = fetch(s.url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
@@ -92,6 +93,26 @@ check('hybrid: the second slot starts from the first one\'s checkpoint', hwarm.t
 check('hybrid: restored and uncached replies are the same text', hwarm.choices[0].text === href.choices[0].text,
   `'${hwarm.choices[0].text}' vs '${href.choices[0].text}'`);
 await hbusy;
+await stop(s);
+const states = readdirSync(hdir).filter((f) => f.endsWith('.st'));
+check('hybrid: state checkpoints written beside the KV entries', states.length >= 1 &&
+  states.every((f) => readdirSync(hdir).includes(f.replace(/\.st$/, '.kv'))), readdirSync(hdir).join(' '));
+s = await start(['-m', 'data/models/qwen35.gguf', '--prompt-cache', hdir]);
+const hrestart = await complete(s, H + ' Suddenly');
+check('hybrid, after a restart: warm from the directory\'s checkpoint', hrestart.timings.cache_n >= 128 &&
+  hrestart.timings.cache_n % 64 === 0, JSON.stringify(hrestart.timings));
+check('hybrid, after a restart: the same text', hrestart.choices[0].text === href.choices[0].text);
+await stop(s);
+for (const f of states) {   /* a corrupt checkpoint is skipped: its prefix is computed again */
+  const fd = openSync(join(hdir, f), 'r+');
+  writeSync(fd, Buffer.from([0xde, 0xad, 0xbe, 0xef]), 0, 4, 2000);
+  closeSync(fd);
+}
+s = await start(['-m', 'data/models/qwen35.gguf', '--prompt-cache', hdir]);
+const hbad = await complete(s, H + ' Suddenly');
+check('hybrid, corrupt checkpoints: one warning each, the prefix recomputed, the same text',
+  s.log().split('\n').filter((l) => /prompt cache: skipping .*\.st: checksum mismatch/.test(l)).length === states.length &&
+  hbad.timings.cache_n === 0 && hbad.choices[0].text === href.choices[0].text, JSON.stringify(hbad.timings) + s.log());
 await stop(s);
 rmSync(dir, { recursive: true, force: true });
 console.log(failed ? `${failed} prompt-cache check(s) failed` : 'all prompt-cache checks passed');

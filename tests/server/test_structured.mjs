@@ -1,7 +1,7 @@
 // Structured output through the official openai client: every reply constrained by response_format json_schema
 // (the schemas of tests/data/schemas, several seeds, plain and streamed) must parse and validate (ajv, with
 // ajv-formats), none cut by max_tokens; a max_tokens too small is a 400 and one just large enough gives a valid
-// reply; unknown formats are named in "warnings"; json_object replies are objects; llama-server's "grammar"
+// reply; unknown formats are named in "warnings" (streamed: on the final chunk); json_object replies are objects; llama-server's "grammar"
 // field is obeyed; a keyword that cannot be enforced is a 400 naming it; Ollama's "format" too.
 // Usage: GEN_URL=... API_KEY=... node test_structured.mjs
 import OpenAI from 'openai';
@@ -28,6 +28,30 @@ const validator = (schema) => {
 const messages = [{ role: 'user', content: 'Describe it as JSON.' }];
 
 let valid = 0, cut = 0, broken = 0, total = 0, refused = 0, wrongly = [];
+// the corpus table: per keyword family, the schemas that use it, their replies valid of all, and those refused
+const FAMILIES = [['oneOf', ['oneOf']], ['anyOf', ['anyOf']], ['allOf', ['allOf']], ['not', ['not']],
+  ['if/then/else', ['if']], ['multipleOf', ['multipleOf']], ['patternProperties/propertyNames', ['patternProperties', 'propertyNames']],
+  ['additionalProperties schema', []], ['dependencies', ['dependentRequired', 'dependencies', 'dependentSchemas']],
+  ['format', ['format']], ['pattern', ['pattern']], ['min/maxLength', ['minLength', 'maxLength']],
+  ['numeric bounds', ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum']],
+  ['min/maxProperties', ['minProperties', 'maxProperties']], ['$ref', ['$ref']], ['enum/const', ['enum', 'const']],
+  ['array items', ['items', 'prefixItems', 'minItems', 'maxItems', 'uniqueItems']]];
+const familiesOf = (schema) => {
+  const seen = new Set();
+  const walk = (x, inProps) => {
+    if (Array.isArray(x)) { x.forEach((y) => walk(y, false)); return; }
+    if (!x || typeof x !== 'object') return;
+    for (const [k, v] of Object.entries(x)) {
+      if (!inProps) for (const [fam, kws] of FAMILIES) if (kws.includes(k)) seen.add(fam);
+      if (!inProps && k === 'additionalProperties' && v && typeof v === 'object') seen.add('additionalProperties schema');
+      if (['enum', 'const', 'examples', 'default'].includes(k) && !inProps) continue;   /* values, not schemas */
+      walk(v, !inProps && ['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas', 'dependencies'].includes(k));
+    }
+  };
+  walk(schema, false);
+  return seen;
+};
+const table = new Map(FAMILIES.map(([f]) => [f, { schemas: 0, replies: 0, valid: 0, refused: 0 }]));
 const post = async (path, body) => fetch(process.env.GEN_URL + path, { method: 'POST',
   headers: { Authorization: `Bearer ${process.env.API_KEY}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
@@ -37,11 +61,15 @@ for (const f of files) {
   if (f.startsWith('unsupported')) {   /* a keyword hearth cannot enforce: a 400 naming it, never a looser reply */
     const r = await post('/v1/chat/completions', { messages, max_tokens: 8, response_format: format });
     const j = await r.json();
-    if (r.status === 400 && /not supported/.test(j.error?.message)) refused++;
+    if (r.status === 400 && /not supported/.test(j.error?.message)) {
+      refused++;
+      for (const fam of familiesOf(schema)) { table.get(fam).schemas++; table.get(fam).refused++; }
+    }
     else wrongly.push(`${f}: ${r.status} ${JSON.stringify(j).slice(0, 120)}`);
     continue;
   }
-  const validate = validator(schema);
+  const validate = validator(schema), fams = familiesOf(schema);
+  for (const fam of fams) table.get(fam).schemas++;
   for (const [seed, stream] of [[1, false], [2, false], [3, true]]) {
     const req = { model: 'hearth', messages, seed, temperature: 0.8, max_tokens: 384, response_format: format };
     let text = '', finish = '';
@@ -59,12 +87,16 @@ for (const f of files) {
     total++;
     let doc, parsed = true;
     try { doc = JSON.parse(text); } catch { parsed = false; }
-    if (parsed && validate(doc)) valid++;
+    for (const fam of fams) table.get(fam).replies++;
+    if (parsed && validate(doc)) { valid++; for (const fam of fams) table.get(fam).valid++; }
     else if (finish === 'length') { cut++; if (process.env.SHOW_CUT) console.log(`  cut: ${f} seed ${seed}: ${text.slice(0, 160)}`); }
     else { broken++; console.log(`  broken: ${f} seed ${seed}${stream ? ' streamed' : ''}: ${text.slice(0, 200)} ${JSON.stringify(validate.errors)}`); }
   }
 }
 console.log(`  schema corpus (${files.length} schemas): ${total} replies, ${valid} valid, ${cut} cut by max_tokens, ${broken} broken; ${refused} schemas refused`);
+console.log('  keyword family                    schemas  replies valid  schemas refused');
+for (const [fam, t] of table) if (t.schemas)
+  console.log(`  ${fam.padEnd(34)}${String(t.schemas).padStart(7)}  ${String(t.valid).padStart(6)}/${String(t.replies).padEnd(6)}${String(t.refused).padStart(9)}`);
 check('json_schema: no reply breaks its schema', broken === 0, `${broken} broken`);
 check('json_schema: no reply cut by max_tokens (the grammar ends within the budget)', cut === 0, `${cut} cut`);
 check('json_schema: at least 90% of replies are complete and valid', valid >= 0.9 * total, `${valid}/${total}`);
@@ -105,6 +137,14 @@ const unk = await (await post('/v1/chat/completions', { messages, max_tokens: 20
   json_schema: { name: 'u', schema: JSON.parse(readFileSync(new URL('unknown_format.json', dir))) } } })).json();
 check('an unknown format is an annotation: answered, and named in "warnings"', unk.choices?.[0]?.finish_reason === 'stop' &&
   /feed-onestop-id/.test(unk.warnings?.[0]), JSON.stringify(unk).slice(0, 300));
+
+// streamed, the warnings ride on the final chunk (the one with finish_reason), once
+const us = await post('/v1/chat/completions', { messages, max_tokens: 200, seed: 1, stream: true, response_format: { type: 'json_schema',
+  json_schema: { name: 'u', schema: JSON.parse(readFileSync(new URL('unknown_format.json', dir))) } } });
+const events = (await us.text()).split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+const fin = events.find((e) => e.choices?.[0]?.finish_reason);
+check('an unknown format, streamed: named in the final chunk\'s "warnings"', fin?.choices[0].finish_reason === 'stop' &&
+  /feed-onestop-id/.test(fin?.warnings?.[0]) && events.filter((e) => e.warnings).length === 1, JSON.stringify(fin).slice(0, 300));
 
 const bad = await post('/v1/chat/completions', { messages, response_format: { type: 'json_schema',
   json_schema: { name: 'x', schema: JSON.parse(readFileSync(new URL('unsupported_not_minimum.json', dir))) } } });
