@@ -40,9 +40,10 @@ typedef struct {   /* the fixed part of a task description */
     hearth_sampler_params sp;
 } task_hdr;
 
-typedef struct {   /* the fixed part of a progress message; then text bytes, srv_toks, nothing else */
+typedef struct {   /* the fixed part of a progress message; then text bytes, srv_toks, nothing else. Only text
+                    * that can no longer change travels: up to the task's `stable` (a stop string may still cut
+                    * what follows), all of it once done; and only the tokens that end before it */
     int32_t id, done, finish, stop_hit, status, n_gen, n_cached, n_done, started, n_text, n_toks;
-    uint64_t stable;
     char err[256];
 } prog_hdr;
 
@@ -138,17 +139,23 @@ static void send_task(route *r) {
     post(b, (int)n, r->replica, TAG_TASK);
 }
 
-/* A replica's progress into the task it belongs to. */
-static void take_progress(const char *b, int n) {
-    prog_hdr h;
-    if (n < (int)sizeof h) return;
-    memcpy(&h, b, sizeof h);
+/* A replica's progress into the task it belongs to. A message that does not add up ends the job: dropped, it
+ * could be the end of a request, whose client would then wait forever. */
+static void take_progress(const char *b, int n, int from) {
+    prog_hdr h = { 0 };
+    if (n >= (int)sizeof h) memcpy(&h, b, sizeof h);
+    if (n < (int)sizeof h || h.n_text < 0 || h.n_toks < 0 ||
+        (size_t)n != sizeof h + (size_t)h.n_text + (size_t)h.n_toks * sizeof(srv_tok)) {
+        fprintf(stderr, "error: rank 0: a malformed progress message (%d bytes) from replica rank %d: ending the job\n", n, from);
+        fflush(stderr);
+        MPI_Abort(P.comm, 1);
+    }
     pthread_mutex_lock(&P.mu);
     srv_task *t = NULL;
     for (int i = 0; i < P.n_routes; i++)
         if (P.routes[i].id == h.id) t = P.routes[i].t;
     pthread_mutex_unlock(&P.mu);   /* the route (and its reference) is only dropped on this thread */
-    if (!t || h.n_text < 0 || h.n_toks < 0 || (size_t)n != sizeof h + (size_t)h.n_text + (size_t)h.n_toks * sizeof(srv_tok)) return;
+    if (!t) return;
     const char *text = b + sizeof h;
     const srv_tok *toks = (const srv_tok *)(text + h.n_text);
     pthread_mutex_lock(&t->mu);
@@ -177,7 +184,7 @@ static void take_progress(const char *b, int n) {
     t->n_gen = h.n_gen;
     t->n_cached = h.n_cached;
     t->n_done = h.n_done;
-    t->stable = HT_MIN((size_t)h.stable, t->len);
+    t->stable = t->len;   /* (the replica sends only text no stop string can cut) */
     if (!ok && !t->done) {
         t->status = 500;
         snprintf(t->err, sizeof t->err, "out of memory");
@@ -268,7 +275,7 @@ static int drain(char **buf, int *cap) {
         if (s.MPI_TAG == TAG_BEAT && n == (int)sizeof(srv_counters)) memcpy(&P.beat[s.MPI_SOURCE], *buf, (size_t)n);
         if (s.MPI_TAG == TAG_QUIT) P.quits++;
         pthread_mutex_unlock(&P.mu);
-        if (s.MPI_TAG == TAG_PROG) take_progress(*buf, n);
+        if (s.MPI_TAG == TAG_PROG) take_progress(*buf, n, s.MPI_SOURCE);
     }
     return got;
 }
@@ -407,15 +414,23 @@ static srv_task *read_task(const char *b, int n, int *id) {
     return t;
 }
 
+/* What is new in r's task since the last message goes to rank 0. Text past t->stable is held back: a stop
+ * string completed later cuts the text where it starts (and drops the tokens after), so bytes sent early
+ * could be taken back. t->stable never decreases and a cut never reaches below it; a token that ends
+ * before it is neither dropped nor changed. Once done, stable is the whole text. */
 static void send_progress(running *r) {
     srv_task *t = r->t;
     pthread_mutex_lock(&t->mu);
-    bool news = t->len > r->sent || t->n_toks > r->sent_toks || t->done || t->n_done != r->sent_done ||
+    size_t end = t->done ? t->len : t->stable;
+    int nt = t->n_toks;
+    if (!t->done)
+        while (nt > r->sent_toks && t->toks[nt - 1].text_end >= end) nt--;
+    bool news = end > r->sent || nt > r->sent_toks || t->done || t->n_done != r->sent_done ||
                 t->n_gen != r->sent_gen || (t->t_start && !r->started);
     if (!news) { pthread_mutex_unlock(&t->mu); return; }
     prog_hdr h = { .id = r->id, .done = t->done, .finish = 0, .stop_hit = -1, .status = t->status, .n_gen = t->n_gen,
                    .n_cached = t->n_cached, .n_done = t->n_done, .started = t->t_start > 0,
-                   .n_text = (int32_t)(t->len - r->sent), .n_toks = t->n_toks - r->sent_toks, .stable = t->stable };
+                   .n_text = (int32_t)(end - r->sent), .n_toks = nt - r->sent_toks };
     for (int i = 1; i < 4; i++)
         if (t->finish && !strcmp(t->finish, FINISH[i])) h.finish = i;
     for (int i = 0; i < t->n_stop; i++)
@@ -427,7 +442,7 @@ static void send_progress(running *r) {
     memcpy(b, &h, sizeof h);
     if (h.n_text) memcpy(b + sizeof h, t->text + r->sent, (size_t)h.n_text);
     if (h.n_toks) memcpy(b + sizeof h + h.n_text, t->toks + r->sent_toks, (size_t)h.n_toks * sizeof(srv_tok));
-    r->sent = t->len, r->sent_toks = t->n_toks, r->sent_gen = t->n_gen, r->sent_done = t->n_done, r->started = h.started;
+    r->sent = end, r->sent_toks = nt, r->sent_gen = t->n_gen, r->sent_done = t->n_done, r->started = h.started;
     r->ended = h.done;
     pthread_mutex_unlock(&t->mu);
     MPI_Send(b, (int)n, MPI_BYTE, 0, TAG_PROG, P.comm);
@@ -465,7 +480,10 @@ void dp_replica(srv_engine *e, hearth_model *m) {
                 int32_t id;
                 memcpy(&id, buf, 4);
                 for (int i = 0; i < n_run; i++)
-                    if (run[i].id == id) task_cancel(run[i].t);
+                    if (run[i].id == id) {
+                        task_cancel(run[i].t);
+                        fprintf(stderr, "replica %d: request %d cancelled (its client left)\n", P.rank, id);
+                    }
                 continue;
             }
             if (s.MPI_TAG != TAG_TASK) continue;
