@@ -728,9 +728,14 @@ int hearth_mpi_init(int *argc, char ***argv, hearth_model_loader load, hearth_er
     if (parse_split(argc, argv, &D.split, &D.n_split, err) || parse_tp(argc, argv, &D.tp, err) ||
         parse_dp(argc, argv, &D.dp, err))
         return -1;
-    if (D.dp > 1 && (D.split || D.tp > 1))   /* checked before MPI starts: every rank says it, and fails alike */
+    if (D.dp > 1 && (D.split || D.tp > 1)) {   /* checked before MPI starts: rank 0 says it and fails the job */
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        if (!r) r = getenv("PMIX_RANK");
+        if (!r) r = getenv("PMI_RANK");
+        if (r && atoi(r) > 0) exit(0);
         return herr(err, "--dp %d: replicas are whole models in this version; --dp with %s is not supported", D.dp,
                     D.split ? "--split" : "--tp");
+    }
     /* only a process mpirun started joins a job: MPI_Init alone would make a job of one, slowly */
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK")) {
         if (D.dp > 1) return herr(err, "--dp %d: start hearth with mpirun -np %d (one rank per replica)", D.dp, D.dp);
