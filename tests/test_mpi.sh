@@ -116,10 +116,12 @@ for tp in "" "--tp 2"; do
     mpirun --oversubscribe -np 2 "$HEARTH" serve -m "$f" --port $port -t 1 --parallel 4 $tp >"$tmp/srv.log" 2>&1 &
     srv=$!
     for _ in $(seq 100); do curl -sf localhost:$port/health >/dev/null && break; sleep 0.1; done
+    clients=()   # (by pid: `jobs -p` forgets a client already finished, and its tail would then name the server)
     for i in 1 2 3 4; do
-        curl -s localhost:$port/v1/completions -d '{"prompt":"hello world","max_tokens":16,"temperature":0}' -o "$tmp/c$i.json" &
+        timeout 60 curl -s localhost:$port/v1/completions -d '{"prompt":"hello world","max_tokens":16,"temperature":0}' -o "$tmp/c$i.json" &
+        clients+=($!)
     done
-    wait $(jobs -p | tail -4)
+    wait "${clients[@]}"
     for i in 1 2 3 4; do
         got=$(jq -r '.choices[0].text' "$tmp/c$i.json" 2>/dev/null)
         check "serve -np 2 $tp, client $i: same reply as one process" '[[ -n $want && $got == "$want" ]]'
@@ -171,13 +173,5 @@ check "--tp 2: a stopped rank times out (rc=$rc, $((SECONDS - t0)) s) [$err]" \
 err=$(mpi 4 info -m data/models/mixtral.gguf --tp 2 2>&1)
 check "info -np 4 --tp 2: four ranks name their share [$err]" \
     '[[ $(grep -c "^rank [0-3]/4 on .*: layers [01]-[01], tensor part [12]/2 (" <<<"$err") == 4 && $err == *"heads        4 (kv 2,"* ]]'
-
-# Data parallel (serve --dp R): refused on a job of another size, without mpirun, and for other commands.
-err=$(mpi 3 serve -m "$f" --port 0 --dp 2 2>&1)
-check "--dp 2 on 3 ranks: refused [$err]" '[[ $(grep -c "^error:" <<<"$err") == 1 && $err == *"error: --dp 2: the job has 3 ranks; start it with mpirun -np 2 (one rank per replica)"* ]]'
-err=$("$HEARTH" serve -m "$f" --dp 2 2>&1)
-check "--dp without mpirun: refused [$err]" '[[ $err == "error: --dp 2: start hearth with mpirun -np 2 (one rank per replica)" ]]'
-err=$("$HEARTH" run -m "$f" -p hi --dp 2 2>&1)
-check "--dp on run: refused [$err]" '[[ $err == "error: --dp: only hearth serve runs replicas"* ]]'
 
 exit $fail
