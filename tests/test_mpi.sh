@@ -116,10 +116,12 @@ for tp in "" "--tp 2"; do
     mpirun --oversubscribe -np 2 "$HEARTH" serve -m "$f" --port $port -t 1 --parallel 4 $tp >"$tmp/srv.log" 2>&1 &
     srv=$!
     for _ in $(seq 100); do curl -sf localhost:$port/health >/dev/null && break; sleep 0.1; done
+    clients=()   # (by pid: `jobs -p` forgets a client already finished, and its tail would then name the server)
     for i in 1 2 3 4; do
-        curl -s localhost:$port/v1/completions -d '{"prompt":"hello world","max_tokens":16,"temperature":0}' -o "$tmp/c$i.json" &
+        timeout 60 curl -s localhost:$port/v1/completions -d '{"prompt":"hello world","max_tokens":16,"temperature":0}' -o "$tmp/c$i.json" &
+        clients+=($!)
     done
-    wait $(jobs -p | tail -4)
+    wait "${clients[@]}"
     for i in 1 2 3 4; do
         got=$(jq -r '.choices[0].text' "$tmp/c$i.json" 2>/dev/null)
         check "serve -np 2 $tp, client $i: same reply as one process" '[[ -n $want && $got == "$want" ]]'

@@ -24,5 +24,5 @@ add_test(NAME sanitized_build COMMAND bash -c "source ./lib.sh && sanitized_buil
 set_tests_properties(sanitized_build PROPERTIES FIXTURES_SETUP sanitized ENVIRONMENT "HEARTH_BUILD=${CMAKE_BINARY_DIR}")
 set_tests_properties(test_sanitizers test_fuzz PROPERTIES FIXTURES_REQUIRED sanitized)
 set_property(TEST test_sanitizers test_fuzz APPEND PROPERTY ENVIRONMENT "HEARTH_SAN_READY=1")
-# the README runs the suite with -j2: the MPI jobs start up to four ranks on their own
-set_tests_properties(test_mpi PROPERTIES RUN_SERIAL TRUE)
+# the README runs the suite with -j2: the MPI jobs start up to four ranks (test_dp: two replicas and servers) on their own
+set_tests_properties(test_mpi test_dp PROPERTIES RUN_SERIAL TRUE)

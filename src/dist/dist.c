@@ -47,6 +47,25 @@ static int parse_tp(int *argc, char ***argv, int *tp, hearth_err *err) {
     return 0;
 }
 
+/* --dp R: R replicas of the whole model, each serving its own requests (removed from argv; *dp stays 0). */
+static int parse_dp(int *argc, char ***argv, int *dp, hearth_err *err) {
+    char **av = *argv;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(av[i], "--dp")) continue;
+        char *end = NULL;
+        long x = i + 1 < *argc ? strtol(av[i + 1], &end, 10) : 0;
+        if (!end || end == av[i + 1] || *end || x < 1 || x > 1024)
+            return herr(err, "--dp needs a value from 1 to 1024: the replicas of the model, e.g. --dp 2");
+        *dp = (int)x;
+        memmove(av + i, av + i + 2, (size_t)(*argc - i - 1) * sizeof *av);
+        *argc -= 2;
+        i--;
+    }
+    if (*dp > 1 && (*argc < 2 || strcmp(av[1], "serve")))
+        return herr(err, "--dp: only hearth serve runs replicas (mpirun -np R hearth serve --dp R)");
+    return 0;
+}
+
 static int parse_split(int *argc, char ***argv, int **split, int *n_split, hearth_err *err) {
     char **av = *argv;
     for (int i = 1; i < *argc; i++) {
@@ -80,15 +99,16 @@ static int parse_split(int *argc, char ***argv, int **split, int *n_split, heart
 #ifndef HEARTH_MPI
 int hearth_mpi_init(int *argc, char ***argv, hearth_model_loader load, hearth_err *err) {
     (void)load;
-    int *split = NULL, n = 0, tp = 0;
-    if (parse_split(argc, argv, &split, &n, err) || parse_tp(argc, argv, &tp, err)) { free(split); return -1; }
+    int *split = NULL, n = 0, tp = 0, dp = 0;
+    if (parse_split(argc, argv, &split, &n, err) || parse_tp(argc, argv, &tp, err) || parse_dp(argc, argv, &dp, err)) { free(split); return -1; }
     free(split);
-    if (n || tp > 1)
-        return herr(err, "%s: this hearth was built without MPI (install libopenmpi-dev and rebuild)", n ? "--split" : "--tp");
+    if (n || tp > 1 || dp > 1)
+        return herr(err, "%s: this hearth was built without MPI (install libopenmpi-dev and rebuild)", n ? "--split" : tp > 1 ? "--tp" : "--dp");
     return 0;
 }
 int hearth_mpi_rank(void) { return 0; }
 int hearth_mpi_size(void) { return 1; }
+int dist_dp(int *rank) { *rank = 0; return 1; }
 #else
 #include <mpi.h>
 #include <sched.h>
@@ -105,6 +125,7 @@ static struct {
     bool on;                    /* a job of 2+ ranks */
     int rank, size;
     int tp, stages;             /* --tp: ranks per group (1: pipeline only); size / tp pipeline stages */
+    int dp, dp_rank;            /* --dp: replicas (each rank one; the dist hooks are then off), this rank's */
     MPI_Comm comm, tp_comm;     /* tp_comm: this rank's group, ranked 0..tp-1 */
     hearth_model_loader load;
     int *split, n_split;        /* --split: layers per stage */
@@ -132,6 +153,8 @@ static int last_leader(void) { return D.size - D.tp; }
 
 int hearth_mpi_rank(void) { return D.on ? D.rank : 0; }
 int hearth_mpi_size(void) { return D.on ? D.size : 1; }
+int dist_dp(int *rank) { *rank = D.dp > 1 ? D.dp_rank : 0; return D.dp > 1 ? D.dp : 1; }
+static void dp_finish(void) { MPI_Finalize(); }
 
 /* Between two polls of a wait that began at t0: spin while the wait is young (in a generation a rank waits
  * one step of the others, a few ms to a few hundred: a sleeping rank would add its wake-up to every hop),
@@ -702,9 +725,20 @@ static void finish(void) {
 }
 
 int hearth_mpi_init(int *argc, char ***argv, hearth_model_loader load, hearth_err *err) {
-    if (parse_split(argc, argv, &D.split, &D.n_split, err) || parse_tp(argc, argv, &D.tp, err)) return -1;
+    if (parse_split(argc, argv, &D.split, &D.n_split, err) || parse_tp(argc, argv, &D.tp, err) ||
+        parse_dp(argc, argv, &D.dp, err))
+        return -1;
+    if (D.dp > 1 && (D.split || D.tp > 1)) {   /* checked before MPI starts: rank 0 says it and fails the job */
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        if (!r) r = getenv("PMIX_RANK");
+        if (!r) r = getenv("PMI_RANK");
+        if (r && atoi(r) > 0) exit(0);
+        return herr(err, "--dp %d: replicas are whole models in this version; --dp with %s is not supported", D.dp,
+                    D.split ? "--split" : "--tp");
+    }
     /* only a process mpirun started joins a job: MPI_Init alone would make a job of one, slowly */
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK")) {
+        if (D.dp > 1) return herr(err, "--dp %d: start hearth with mpirun -np %d (one rank per replica)", D.dp, D.dp);
         if (D.split) return herr(err, "--split: start hearth with mpirun -np N (one rank per range of layers)");
         if (D.tp > 1) return herr(err, "--tp: start hearth with mpirun -np N (N a multiple of --tp)");
         return 0;
@@ -716,6 +750,24 @@ int hearth_mpi_init(int *argc, char ***argv, hearth_model_loader load, hearth_er
     MPI_Comm_dup(MPI_COMM_WORLD, &D.comm);
     MPI_Comm_rank(D.comm, &D.rank);
     MPI_Comm_size(D.comm, &D.size);
+    if (D.dp > 1) {   /* data parallel: every rank runs the command on its own model; srv_dp.c joins them */
+        if (D.size != D.dp) {
+            if (D.rank == 0) herr(err, "--dp %d: the job has %d ranks; start it with mpirun -np %d (one rank per replica)",
+                                  D.dp, D.size, D.dp);
+            MPI_Finalize();
+            if (D.rank) exit(0);   /* rank 0 says why and fails the job */
+            return -1;
+        }
+        if (provided < MPI_THREAD_SERIALIZED) {
+            if (D.rank == 0) herr(err, "this MPI library cannot be called from more than one thread");
+            MPI_Finalize();
+            if (D.rank) exit(1);
+            return -1;
+        }
+        D.dp_rank = D.rank;
+        atexit(dp_finish);
+        return 0;
+    }
     if (D.size < 2) {
         MPI_Finalize();
         if (D.tp > 1) return herr(err, "--tp %d: this job has one rank; start it with mpirun -np %d", D.tp, D.tp);

@@ -11,6 +11,10 @@
 
 #include "model/model.h"
 
+/* --dp R (hearth serve): the replicas of the job (1 without --dp) and this rank's index among them. Each rank
+ * then holds the whole model and the hooks below do nothing; srv_dp.c routes requests between the replicas. */
+int dist_dp(int *rank);
+
 #ifdef HEARTH_MPI
 /* hearth_ctx_new, first step: on rank 0 of a job, decides which layers each rank runs (once per model) and
  * sets m->layer_lo / layer_hi; elsewhere a no-op. */

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "dist/dist.h"
 #include "server/srv_internal.h"
 
 #define WAIT_SLICE_MS 50
@@ -405,7 +406,7 @@ static enum MHD_Result run_task(conn *c, struct MHD_Connection *mc) {
     c->req.anthropic = IS_ANTHROPIC(c->route);
     if (c->req.anthropic) api_random_id(c->req.id, "msg_");
     if (c->route == R_AN_COUNT) return reply(c, mc, 200, anthropic_count(c->task));   /* counted, not run */
-    if (engine_submit(c->s->api.eng, c->task)) return reply_error(c, mc, 503, "the server is busy (request queue full)");
+    if (dp_on() ? dp_submit(c->task) : engine_submit(c->s->api.eng, c->task)) return reply_error(c, mc, 503, "the server is busy (request queue full)");
     computing(c);
     if (c->req.stream && c->req.kind != API_EMBED) return reply_stream(c, mc);
     srv_task *t = c->task;
@@ -465,7 +466,14 @@ static enum MHD_Result reply_metrics(conn *c, struct MHD_Connection *mc) {
     pthread_mutex_lock(&s->peers_mu);
     st.closed_late = s->n_late;
     pthread_mutex_unlock(&s->peers_mu);
-    char *body = api_metrics(&s->api, &st);
+    char *body = api_metrics(&s->api, &st), *more = dp_metrics();
+    if (body && more) {   /* serve --dp: the replicas' lines after the server's */
+        size_t n = strlen(body), k = strlen(more);
+        char *p = realloc(body, n + k + 1);
+        if (p) memcpy(p + n, more, k + 1), body = p;
+        else free(body), body = NULL;
+    }
+    free(more);
     if (!body) return reply_error(c, mc, 500, "out of memory");
     return reply_typed(c, mc, 200, body, "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -630,11 +638,20 @@ int server_run(hearth_model *m, const server_params *p, atomic_int *stop, hearth
     route_names(s.stats.route_names);
     s.api = (srv_api){ .m = m, .model_id = p->model_id ? p->model_id : "hearth", .encoder = info.is_encoder,
                        .has_vocab = hearth_model_has_tokenizer(m), .n_vocab = info.n_vocab };
+    int dp_rank;
+    if (dist_dp(&dp_rank) > 1 && dp_rank > 0) {   /* serve --dp: a replica runs rank 0's requests, no HTTP */
+        srv_engine *e;
+        if (engine_new(m, p, &e, err)) return -1;
+        dp_replica(e, m);
+        engine_free(e);
+        return 0;
+    }
     if (chat_fmt_new(m, p->chat_template, &s.api.fmt, err)) return -1;
     s.api.rfmt = p->reasoning_none ? RF_NONE : reasoning_detect(chat_fmt_source(s.api.fmt));
     if (engine_new(m, p, &s.api.eng, err)) { chat_fmt_free(s.api.fmt); return -1; }
+    if (dp_start(s.api.eng, p, err)) { engine_free(s.api.eng); chat_fmt_free(s.api.fmt); return -1; }
     struct MHD_Daemon *d = start_daemon(&s, err);
-    if (!d) { engine_free(s.api.eng); chat_fmt_free(s.api.fmt); return -1; }
+    if (!d) { dp_stop(); engine_free(s.api.eng); chat_fmt_free(s.api.fmt); return -1; }
     s.running = true;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     if (info.is_encoder)
@@ -649,6 +666,7 @@ int server_run(hearth_model *m, const server_params *p, atomic_int *stop, hearth
         sweep_late(&s);
     }
     MHD_stop_daemon(d);
+    dp_stop();
     engine_free(s.api.eng);
     chat_fmt_free(s.api.fmt);
     return 0;

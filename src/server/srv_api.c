@@ -510,7 +510,8 @@ static int parse_generate(const srv_api *a, api_kind kind, const cJSON *o, api_r
     r->n_probs = t->n_probs;
     int rc = kind == API_CHAT ? chat_prompt(a, o, t, r, &grammar, err) : completion_prompt(a, o, t, err);
     if (!rc && grammar && !(t->grammar = hearth_grammar_new(a->m, grammar, err))) rc = -1;
-    free(grammar);
+    if (t->grammar) t->grammar_src = grammar;
+    else free(grammar);
     if (rc) return -1;
     int n_ctx = engine_n_ctx(a->eng);
     if (t->n_prompt == 0) return herr(err, "the prompt is empty (and the model has no BOS token)");

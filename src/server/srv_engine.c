@@ -94,6 +94,7 @@ static void task_free(srv_task *t) {
     free(t->in); free(t->n_in);
     free(t->text); free(t->toks); free(t->emb);
     hearth_grammar_free(t->grammar);
+    free(t->grammar_src);
     free(t->tool_params);
     free(t->warning);
     pthread_mutex_destroy(&t->mu);

@@ -44,6 +44,7 @@ typedef struct srv_task {
     float lora[HEARTH_MAX_LORA];    /* the server's adapters' scales for this request (the global ones, then "lora") */
     hearth_token bias_id[SRV_MAX_BIAS]; float bias[SRV_MAX_BIAS]; int n_bias;   /* logit_bias */
     hearth_grammar *grammar;        /* response_format / grammar / json_schema: the reply follows it */
+    char *grammar_src;              /* ... its GBNF text (a replica of serve --dp compiles it again) */
     int spec_mode;                  /* "speculative": {"mode"}: -1 the server's, 0 off, 1 draft, 2 ngram */
     int spec_n_max, spec_n_min;     /* its "n_max", "n_min" (-1: the server's) */
     float spec_p_min;               /* its "p_min" (< 0: the server's) */
@@ -95,6 +96,20 @@ void engine_slots(srv_engine *e, int *idle, int *busy, int *queued);
 typedef struct { long long steps, sampled; double decode_ms, step_ms; long long prompt_tokens, cached_tokens, generated_tokens;
                  long long pc_hits, pc_misses, pc_tokens, pc_entries; long long drafted, accepted; } srv_counters;
 void engine_counters(srv_engine *e, srv_counters *c);
+
+/* ---- data parallel (srv_dp.c): serve --dp R under mpirun, rank 0 answering HTTP ---- */
+/* Whether this server is one of R > 1 replicas. */
+bool dp_on(void);
+/* Rank 0: starts the thread that owns every MPI call (local: rank 0's own engine, replica 0). */
+int  dp_start(srv_engine *local, const server_params *p, hearth_err *err);
+void dp_stop(void);   /* tells the replicas to end, joins the thread */
+/* Rank 0: sends t to the replica with the fewest active sequences (preferring one that saw its prefix) as
+ * engine_submit would; its progress comes back into t. -1 when the chosen queue is full. */
+int  dp_submit(srv_task *t);
+/* /metrics lines per replica (malloc'd Prometheus text, or NULL). */
+char *dp_metrics(void);
+/* The other ranks: run tasks from rank 0 on e until told to stop. */
+void dp_replica(srv_engine *e, hearth_model *m);
 
 /* The web chat page served at GET / (srv_page.c): HTML, *size bytes, not NUL-terminated. */
 const char *srv_chat_page(size_t *size);
