@@ -643,7 +643,8 @@ static cJSON *chat_logprobs(const srv_api *a, const srv_tok *toks, int n) {
     return lp;
 }
 
-static cJSON *completion_logprobs(const srv_api *a, const srv_tok *toks, int n, size_t offset) {
+/* text_offset: where each token's text starts in the reply; toks[0]'s is start (a stream's chunk starts mid-reply) */
+static cJSON *completion_logprobs(const srv_api *a, const srv_tok *toks, int n, size_t start) {
     cJSON *lp = cJSON_CreateObject();
     cJSON *tk = cJSON_AddArrayToObject(lp, "tokens"), *tl = cJSON_AddArrayToObject(lp, "token_logprobs");
     cJSON *top = cJSON_AddArrayToObject(lp, "top_logprobs"), *off = cJSON_AddArrayToObject(lp, "text_offset");
@@ -661,7 +662,7 @@ static cJSON *completion_logprobs(const srv_api *a, const srv_tok *toks, int n, 
             free(c);
         }
         json_push(top, alt);
-        json_push(off, cJSON_CreateNumber((double)(offset + (i ? toks[i - 1].text_end : 0))));
+        json_push(off, cJSON_CreateNumber((double)(i ? toks[i - 1].text_end : start)));
     }
     return lp;
 }
@@ -814,7 +815,7 @@ static char *sse(cJSON *o) {
 }
 
 static cJSON *chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
-                          const char *finish, bool first) {
+                          size_t toks_start, const char *finish, bool first) {
     bool chat = r->kind == API_CHAT;
     cJSON *o = response_head(a, r, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
@@ -825,7 +826,7 @@ static cJSON *chunk_delta(const srv_api *a, const api_req *r, const char *text, 
         if (first || n) api_add_text(d, "content", text ? text : "", n);
     } else api_add_text(c, "text", text ? text : "", n);
     if (r->n_probs < 0 || !n_toks) cJSON_AddNullToObject(c, "logprobs");
-    else json_put(c, "logprobs", chat ? chat_logprobs(a, toks, n_toks) : completion_logprobs(a, toks, n_toks, 0));
+    else json_put(c, "logprobs", chat ? chat_logprobs(a, toks, n_toks) : completion_logprobs(a, toks, n_toks, toks_start));
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
     json_push(choices, c);
@@ -833,14 +834,14 @@ static cJSON *chunk_delta(const srv_api *a, const api_req *r, const char *text, 
 }
 
 char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
-                      const char *finish, bool first) {
-    return sse(chunk_delta(a, r, text, n, toks, n_toks, finish, first));
+                      size_t toks_start, const char *finish, bool first) {
+    return sse(chunk_delta(a, r, text, n, toks, n_toks, toks_start, finish, first));
 }
 
 /* A stream's last chunk, with finish_reason, and the "warnings" a whole reply carries (what the schema said that
  * was not enforced). */
 char *api_chunk_finish(const srv_api *a, const api_req *r, const srv_task *t, const char *finish) {
-    cJSON *o = chunk_delta(a, r, "", 0, NULL, 0, finish, false);
+    cJSON *o = chunk_delta(a, r, "", 0, NULL, 0, 0, finish, false);
     if (o && t->warning) json_push(cJSON_AddArrayToObject(o, "warnings"), cJSON_CreateString(t->warning));
     return sse(o);
 }
@@ -883,7 +884,7 @@ char *api_chunk_tools(const srv_api *a, const api_req *r, const srv_task *t) {
     if (!api_reply_split(r, t, &rp)) { api_reply_free(&rp); return NULL; }
     const cJSON *calls = rp.calls, *call;
     if (rp.rp.reasoning.n) ht_str_take(&out, api_chunk_reasoning(a, r, rp.rp.reasoning.p, rp.rp.reasoning.n));
-    if (rp.n_content) ht_str_take(&out, api_chunk_delta(a, r, rp.content, rp.n_content, NULL, 0, NULL, false));
+    if (rp.n_content) ht_str_take(&out, api_chunk_delta(a, r, rp.content, rp.n_content, NULL, 0, 0, NULL, false));
     int i = 0;
     cJSON_ArrayForEach(call, calls) {
         cJSON *o = response_head(a, r, "chat.completion.chunk"), *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();

@@ -186,9 +186,10 @@ char *api_response(const srv_api *a, const api_req *r, srv_task *t);
 /* OpenAI-style error body {"error":{"message":...,"type":...,"param":null,"code":...}} (malloc'd). */
 char *api_error_body(int status, const char *msg);
 /* One SSE event "data: {...}\n\n" for a stream: the first (role) chunk, a text delta with the tokens in
- * it (toks may be NULL), the final chunk with finish_reason, or the usage chunk. malloc'd. */
+ * it (toks may be NULL; toks_start: where the first one's text starts in the reply), the final chunk with
+ * finish_reason, or the usage chunk. malloc'd. */
 char *api_chunk_delta(const srv_api *a, const api_req *r, const char *text, size_t n, const srv_tok *toks, int n_toks,
-                      const char *finish, bool first);
+                      size_t toks_start, const char *finish, bool first);
 /* The final chunk (finish_reason) with the reply's "warnings" (unknown formats), as a non-streamed reply has. */
 char *api_chunk_finish(const srv_api *a, const api_req *r, const srv_task *t, const char *finish);
 /* A chat chunk whose delta is reasoning_content. */

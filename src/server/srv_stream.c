@@ -60,7 +60,7 @@ bool stream_begin(srv_stream *st, srv_task *t) {
         return true;
     }
     if (r->kind == API_CHAT && !r->ollama) {
-        out_add(st, api_chunk_delta(st->api, r, "", 0, NULL, 0, NULL, true));
+        out_add(st, api_chunk_delta(st->api, r, "", 0, NULL, 0, 0, NULL, true));
         return true;
     }
     return false;
@@ -131,7 +131,9 @@ static void collect(srv_stream *st, srv_task *t) {
     if ((tn || rn || nt) && r->ollama) out_add(st, ollama_chunk(a, r, text, tn, rs, rn, NULL));
     else {
         if (rn) out_add(st, api_chunk_reasoning(a, r, rs, rn));
-        if (tn || nt) out_add(st, api_chunk_delta(a, r, text, tn, nt ? t->toks + st->sent_toks : NULL, nt, NULL, false));
+        if (tn || nt)
+            out_add(st, api_chunk_delta(a, r, text, tn, nt ? t->toks + st->sent_toks : NULL, nt,
+                                        st->sent_toks ? t->toks[st->sent_toks - 1].text_end : 0, NULL, false));
     }
     st->sent = end;
     st->sent_toks += nt;

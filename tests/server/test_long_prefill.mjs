@@ -220,6 +220,22 @@ check('counted in /metrics', (await metric('hearth_connections_closed_late_total
   check(`a keep-alive connection idle after its answer is closed after the idle timeout (${idle.toFixed(1)} s)`,
     idle >= IDLE_S - 0.2 && idle < IDLE_S + 1.5);
 }
+// ---- logprobs in a stream: a slow model sends its tokens in separate chunks, and each token's text_offset is where
+// it starts in the whole reply (as in the same request not streamed), not in its chunk ----
+{
+  const q = { prompt: 'Once upon a time', max_tokens: 8, temperature: 0, logprobs: 1 };
+  const whole = (await (await fetch(url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(q) })).json()).choices[0].logprobs;
+  const offs = [], toks = [];
+  let chunks = 0;
+  await rawStream('/v1/completions', { ...q, stream: true }, (j) => {
+    const l = j.choices?.[0]?.logprobs;
+    if (l) { chunks++; offs.push(...l.text_offset); toks.push(...l.tokens); }
+    return false;
+  });
+  check(`streamed logprobs: text_offset counts from the reply's start over ${chunks} chunks (${offs.join(' ')}; not streamed ${whole.text_offset.join(' ')})`,
+    chunks >= 2 && JSON.stringify(toks) === JSON.stringify(whole.tokens) && JSON.stringify(offs) === JSON.stringify(whole.text_offset));
+}
 check('the server still answers', (await (await fetch(url + '/health')).json()).status === 'ok');
 
 srv.kill('SIGTERM');
