@@ -30,18 +30,30 @@ sanitized_build() {
         cmake --build "$B" -j"$(nproc)" >> "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; return 1; }
 }
 
-# start_server NAME ARGS...: `hearth serve` on a free local port with ARGS, its stderr in $tmp/NAME.log (the
+# start_server NAME ARGS...: `hearth serve` on a free local port with ARGS, its output in $tmp/NAME.log (the
 # caller's temp dir); appends its pid to the caller's `pids` array and sets URL once it listens. A server that
-# exits or never listens fails the script with its log.
+# exits or never listens fails the script with its log. SERVE_VIA, when set, is a launcher the server runs under
+# (e.g. "timeout 120 mpirun --oversubscribe -np 2").
 start_server() {
     local name=$1; shift
-    "$HEARTH" serve --host 127.0.0.1 --port 0 "$@" 2>"$tmp/$name.log" &
+    ${SERVE_VIA:-} "$HEARTH" serve --host 127.0.0.1 --port 0 "$@" >"$tmp/$name.log" 2>&1 &
     pids+=($!)
-    for _ in $(seq 200); do
+    for _ in $(seq 300); do
         URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/$name.log" | head -1)
         [[ -n $URL ]] && return 0
         kill -0 "${pids[-1]}" 2>/dev/null || break
         sleep 0.05
     done
     echo "FAIL: $name server did not start:"; cat "$tmp/$name.log"; exit 1
+}
+
+# need_mpi: skips the script (exit 0 with a reason) when hearth is built without MPI or mpirun is missing, else
+# lets mpirun run as root in a container; HEARTH becomes an absolute path (mpirun starts ranks elsewhere).
+need_mpi() {
+    if ! command -v mpirun >/dev/null || ! grep -q '^HEARTH_MPI:BOOL=ON' "$HEARTH_BUILD/CMakeCache.txt" 2>/dev/null; then
+        echo "skipped: hearth built without MPI or mpirun missing (apt-get install openmpi-bin libopenmpi-dev)"
+        exit 0
+    fi
+    HEARTH=$(realpath "$HEARTH")
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 }

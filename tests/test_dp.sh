@@ -8,30 +8,14 @@
 # hearth is built without MPI or mpirun is missing.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
-if ! command -v mpirun >/dev/null || ! grep -q '^HEARTH_MPI:BOOL=ON' "$HEARTH_BUILD/CMakeCache.txt" 2>/dev/null; then
-    echo "skipped: hearth built without MPI or mpirun missing (apt-get install openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
-HEARTH=$(realpath "$HEARTH")
+need_mpi
 tmp=$(mktemp -d)
 pids=() clients=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 
 # start_dp NAME ARGS...: `mpirun -np 2 hearth serve --dp 2 ARGS` on a free port (its output in $tmp/NAME.log); sets URL.
-start_dp() {
-    local name=$1; shift
-    timeout 120 mpirun --oversubscribe -np 2 "$HEARTH" serve --host 127.0.0.1 --port 0 --dp 2 "$@" >"$tmp/$name.log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 300); do
-        URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$tmp/$name.log" | head -1)
-        [[ -n $URL ]] && return 0
-        kill -0 "${pids[-1]}" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "FAIL: $name server did not start:"; cat "$tmp/$name.log"; exit 1
-}
+start_dp() { SERVE_VIA="timeout 120 mpirun --oversubscribe -np 2" start_server "$1" --dp 2 "${@:2}"; }
 # post OUT URL PATH BODY: one client in the background (at most 30 s), its pid appended to `clients`
 # (collected by pid: `jobs -p` forgets a client that already finished, and a wait on the list's tail then
 # waits for the server instead), the HTTP status in OUT.code.

@@ -9,13 +9,8 @@
 # the rank, never a hang. Skipped when hearth is built without MPI or mpirun is missing.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
-if ! command -v mpirun >/dev/null || ! grep -q '^HEARTH_MPI:BOOL=ON' "$HEARTH_BUILD/CMakeCache.txt" 2>/dev/null; then
-    echo "skipped: hearth built without MPI or mpirun missing (apt-get install openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
-HEARTH=$(realpath "$HEARTH")
+need_mpi
 tmp=$(mktemp -d); trap 'pkill -9 -f "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpi() { local np=$1; shift; timeout 120 mpirun --oversubscribe -np "$np" "$HEARTH" "$@"; }
 
 # The fixtures' goldens (2+ layers: -np 2), all outputs of every case, batched and token by token.

@@ -30,16 +30,16 @@
 #include "model/context.h"
 #include "model/matmul.h"
 
-/* --tp K: the ranks of each tensor group (removed from argv; *tp stays 0 when absent). */
-static int parse_tp(int *argc, char ***argv, int *tp, hearth_err *err) {
+/* An integer flag FLAG N in [1, max] (removed from argv; *v stays 0 when absent); what it means is in msg. */
+static int parse_count(int *argc, char ***argv, const char *flag, int max, int *v, const char *msg, hearth_err *err) {
     char **av = *argv;
     for (int i = 1; i < *argc; i++) {
-        if (strcmp(av[i], "--tp")) continue;
+        if (strcmp(av[i], flag)) continue;
         char *end = NULL;
         long x = i + 1 < *argc ? strtol(av[i + 1], &end, 10) : 0;
-        if (!end || end == av[i + 1] || *end || x < 1 || x > 64)
-            return herr(err, "--tp needs a value from 1 to 64: the ranks that share each layer, e.g. --tp 2");
-        *tp = (int)x;
+        if (!end || end == av[i + 1] || *end || x < 1 || x > max)
+            return herr(err, "%s needs a value from 1 to %d: %s", flag, max, msg);
+        *v = (int)x;
         memmove(av + i, av + i + 2, (size_t)(*argc - i - 1) * sizeof *av);
         *argc -= 2;
         i--;
@@ -47,21 +47,15 @@ static int parse_tp(int *argc, char ***argv, int *tp, hearth_err *err) {
     return 0;
 }
 
-/* --dp R: R replicas of the whole model, each serving its own requests (removed from argv; *dp stays 0). */
+/* --tp K: the ranks of each tensor group. */
+static int parse_tp(int *argc, char ***argv, int *tp, hearth_err *err) {
+    return parse_count(argc, argv, "--tp", 64, tp, "the ranks that share each layer, e.g. --tp 2", err);
+}
+
+/* --dp R: R replicas of the whole model, each serving its own requests. */
 static int parse_dp(int *argc, char ***argv, int *dp, hearth_err *err) {
-    char **av = *argv;
-    for (int i = 1; i < *argc; i++) {
-        if (strcmp(av[i], "--dp")) continue;
-        char *end = NULL;
-        long x = i + 1 < *argc ? strtol(av[i + 1], &end, 10) : 0;
-        if (!end || end == av[i + 1] || *end || x < 1 || x > 1024)
-            return herr(err, "--dp needs a value from 1 to 1024: the replicas of the model, e.g. --dp 2");
-        *dp = (int)x;
-        memmove(av + i, av + i + 2, (size_t)(*argc - i - 1) * sizeof *av);
-        *argc -= 2;
-        i--;
-    }
-    if (*dp > 1 && (*argc < 2 || strcmp(av[1], "serve")))
+    if (parse_count(argc, argv, "--dp", 1024, dp, "the replicas of the model, e.g. --dp 2", err)) return -1;
+    if (*dp > 1 && (*argc < 2 || strcmp((*argv)[1], "serve")))
         return herr(err, "--dp: only hearth serve runs replicas (mpirun -np R hearth serve --dp R)");
     return 0;
 }
