@@ -2,9 +2,10 @@
 # Data parallelism: `mpirun -np 2 hearth serve --dp 2` (two whole replicas, rank 0 routing) answers 8 concurrent
 # clients (OpenAI completions and chat, streamed and not, a seed each, logprobs, stop strings that cut the text
 # after several tokens) exactly as one `hearth serve` process does, three rounds; both replicas take requests
-# (per-replica /metrics move); clients that leave mid-stream are cancelled on their replica (logged there) while
-# the others are answered; and the refusals (a job of another size, no mpirun, --tp/--split, other commands, a
-# bad value). Every wait is bounded: a lost reply is a FAIL naming the client, never a stuck test. Skipped when
+# (per-replica /metrics move); `mpirun -np 4 ... --dp 2 --tp 2` (two replicas, each split over two ranks) answers
+# the same 8 and 2 greedy clients as one process too, on both replicas; clients that leave mid-stream are
+# cancelled on their replica (logged there) while the others are answered; and the refusals (ranks that do not
+# cut into the replicas or their --tp groups, --split on one-rank replicas, no mpirun, other commands, a bad value). Every wait is bounded: a lost reply is a FAIL naming the client, never a stuck test. Skipped when
 # hearth is built without MPI or mpirun is missing.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -36,13 +37,14 @@ metric() { curl -s "$1/metrics" | sed -n "s/^$2{replica=\"$3\"} //p"; }
 
 # ---- 8 concurrent clients: the single process's replies ----
 long="You are a storyteller for small children. Every story is short, kind and simple, with a happy ending and a lesson about friendship."
-body() {   # body I [STOP]: request I (completions when odd, chat when even; streamed for I = 2, 3, 6, 7)
-    local i=$1 stop=${2:-} st=false extra=""
+body() {   # body I [STOP]: request I (completions when odd, chat when even; streamed for I = 2, 3, 6, 7; greedy for 9, 10)
+    local i=$1 stop=${2:-} st=false extra="" temp=0.9
+    ((i > 8)) && temp=0
     [[ $i == [2367] ]] && st=true
     [[ $i == [13] ]] && extra=',"logprobs":2'
     [[ $i == [46] ]] && extra=',"logprobs":true,"top_logprobs":2'
     [[ -n $stop ]] && extra="$extra,\"stop\":[$(jq -Rn --arg s "$stop" '$s')]"
-    local common="\"max_tokens\":48,\"temperature\":0.9,\"seed\":$((i * 7)),\"stream\":$st$extra"
+    local common="\"max_tokens\":48,\"temperature\":$temp,\"seed\":$((i * 7)),\"stream\":$st$extra"
     if ((i % 2)); then echo "{\"prompt\":\"Once upon a time, in a town by the sea $i\",$common}"
     else echo "{\"messages\":[{\"role\":\"system\",\"content\":\"$long\"},{\"role\":\"user\",\"content\":\"Tell me story number $i.\"}],$common}"; fi
 }
@@ -57,9 +59,9 @@ for i in 3 5 6; do post "$tmp/free$i" "$ONE" "$(path $i)" "$(body $i)"; done
 wait "${clients[@]}"
 for i in 3 5 6; do s=$(text_of "$tmp/free$i"); stop[$i]=${s:10:12}; done
 clients=()
-for i in {1..8}; do post "$tmp/one$i" "$ONE" "$(path $i)" "$(body $i "${stop[$i]:-}")"; done
+for i in {1..10}; do post "$tmp/one$i" "$ONE" "$(path $i)" "$(body $i "${stop[$i]:-}")"; done
 wait "${clients[@]}"
-for i in {1..8}; do
+for i in {1..10}; do
     check "one process, client $i: 200 [$(cat "$tmp/one$i.code") $(cat "$tmp/one$i.err")]" '[[ $(cat "$tmp/one$i.code") == 200 ]]'
     norm "$tmp/one$i" >"$tmp/want$i"
 done
@@ -87,6 +89,28 @@ for r in 0 1; do
     check "replica $r: requests routed ($n), tokens generated ($g), none left active ($a)" '[[ $n -gt 0 && $g -gt 0 && $a == 0 ]]'
 done
 check "8 x 3 requests routed in all" '[[ $(($(metric "$DP" hearth_replica_requests_total 0) + $(metric "$DP" hearth_replica_requests_total 1))) == 24 ]]'
+
+# ---- replicas of several ranks: -np 4 --dp 2 --tp 2, each replica's layers split over its two ranks ----
+SERVE_VIA="timeout 120 mpirun --oversubscribe -np 4" start_server dptp --dp 2 --tp 2 --parallel 4 -t 1
+DPTP=$URL
+clients=()
+for i in {1..10}; do post "$tmp/tp$i" "$DPTP" "$(path $i)" "$(body $i "${stop[$i]:-}")"; done
+wait "${clients[@]}"
+for i in {1..10}; do
+    code=$(cat "$tmp/tp$i.code")
+    check "--dp 2 --tp 2, client $i: answered [$code $(cat "$tmp/tp$i.err")]" '[[ $code == 200 ]]'
+    check "--dp 2 --tp 2, client $i: the single process's reply [$(norm "$tmp/tp$i") vs $(cat "$tmp/want$i")]" \
+        '[[ $(norm "$tmp/tp$i") == "$(cat "$tmp/want$i")" ]]'
+done
+for _ in $(seq 40); do [[ $(metric "$DPTP" hearth_replica_tokens_generated_total 1) -gt 0 ]] && break; sleep 0.1; done
+for r in 0 1; do
+    n=$(metric "$DPTP" hearth_replica_requests_total $r) g=$(metric "$DPTP" hearth_replica_tokens_generated_total $r)
+    check "--dp 2 --tp 2, replica $r: requests routed ($n), tokens generated ($g)" '[[ $n -gt 0 && $g -gt 0 ]]'
+done
+check "--dp 2 --tp 2: two replicas of two ranks, each rank of replica 1 holding its part [$(grep -v "^POST" "$tmp/dptp.log")]" \
+    'grep -q "^data parallel: 2 replicas of 2 ranks each" "$tmp/dptp.log" &&
+     grep -qE "^replica 1: rank 0/2 on .*: layers 0-4, tensor part 1/2 " "$tmp/dptp.log" &&
+     grep -qE "^replica 1: rank 1/2 on .*: layers 0-4, tensor part 2/2 " "$tmp/dptp.log"'
 
 # ---- clients that leave mid-stream (a model slow enough, ~5 ms a token, that 1500 tokens take seconds) ----
 "$HEARTH" synth --shape tiny-llama --type Q4_0 --layers "$(slow_layers 192)" -o "$tmp/slow.gguf" -t 1 2>/dev/null
@@ -121,13 +145,17 @@ check "replica 1 stopped generating the cancelled stream ($(metric "$SLOW" heart
 
 # ---- refusals: one line each ----
 f=$tmp/slow.gguf
-err=$(timeout 60 mpirun --oversubscribe -np 3 "$HEARTH" serve -m "$f" --port 0 --dp 2 2>&1)
-check "--dp 2 on 3 ranks: refused [$err]" '[[ $(grep -c "^error:" <<<"$err") == 1 && $err == *"error: --dp 2: the job has 3 ranks; start it with mpirun -np 2 (one rank per replica)"* ]]'
-for other in "--tp 2" "--split 96,96"; do
-    err=$(timeout 60 mpirun --oversubscribe -np 2 "$HEARTH" serve -m "$f" --port 0 --dp 2 $other 2>&1)
-    check "--dp with $other: refused [$err]" '[[ $(grep -c "^error:" <<<"$err") == 1 && $err == *"error: --dp 2: replicas are whole models in this version; --dp with ${other% *} is not supported"* ]]'
-done
+refused() {   # refused NP MESSAGE ARGS...: mpirun -np NP hearth serve ARGS fails with the one error line MESSAGE
+    local np=$1 msg=$2; shift 2
+    err=$(timeout 60 mpirun --oversubscribe -np "$np" "$HEARTH" serve -m "$f" --port 0 "$@" 2>&1)
+    check "-np $np $*: refused [$err]" '[[ $(grep -c "^error:" <<<"$err") == 1 && $err == *"error: $msg"* ]]'
+}
+refused 3 "--dp 2: the job has 3 ranks, not a multiple of 2 (mpirun -np 2N: N ranks per replica)" --dp 2 --tp 2
+refused 4 "--dp 2 --tp 3: each replica has 2 ranks (4 / 2), not a multiple of 3" --dp 2 --tp 3
+refused 2 "--dp 2 --split: each replica has one rank (2 / 2); start it with mpirun -np 4 (the ranges' count times 2)" --dp 2 --split 96,96
+refused 4 "--split gives 3 ranges of layers for 2 ranks per replica" --dp 2 --split 64,64,64
 check "--dp without mpirun: refused" 'one_error_line "$HEARTH" serve -m "$f" --dp 2 && [[ $LAST_ERR == "error: --dp 2: start hearth with mpirun -np 2 (one rank per replica)" ]]'
+check "--dp --tp without mpirun: refused" 'one_error_line "$HEARTH" serve -m "$f" --dp 2 --tp 2 && [[ $LAST_ERR == "error: --dp 2: start hearth with mpirun -np 2N (N ranks per replica)" ]]'
 check "--dp on run: refused" 'one_error_line "$HEARTH" run -m "$f" -p hi --dp 2 && [[ $LAST_ERR == "error: --dp: only hearth serve runs replicas"* ]]'
 check "--dp 0: refused" 'one_error_line "$HEARTH" serve -m "$f" --dp 0 && [[ $LAST_ERR == "error: --dp needs a value from 1 to 1024"* ]]'
 

@@ -66,6 +66,10 @@ static void serve_usage(void) {
            "                       analysis channel, Gemma 4's thought channel) has it returned apart, as\n"
            "                       reasoning_content (OpenAI), thinking blocks (Anthropic), \"thinking\" (Ollama);\n"
            "                       none: the reply whole, markup included (a request's \"reasoning_format\" also)\n"
+           "Under mpirun (README: MPI): -np N with --tp K or --split A,B,... spreads the model over the N ranks;\n"
+           "  --dp R               R replicas, each on N / R consecutive ranks (one: the whole model; more: spread by\n"
+           "                       --tp / --split / pipeline stages inside the replica); rank 0 answers HTTP and routes\n"
+           "                       each request to one (mpirun -np 4 hearth serve --dp 2 --tp 2: 2 replicas of 2 ranks)\n"
            "Stops on Ctrl-C or SIGTERM. One line per request on stderr.\n");
 }
 

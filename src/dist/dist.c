@@ -119,8 +119,10 @@ static struct {
     bool on;                    /* a job of 2+ ranks */
     int rank, size;
     int tp, stages;             /* --tp: ranks per group (1: pipeline only); size / tp pipeline stages */
-    int dp, dp_rank;            /* --dp: replicas (each rank one; the dist hooks are then off), this rank's */
-    MPI_Comm comm, tp_comm;     /* tp_comm: this rank's group, ranked 0..tp-1 */
+    int dp, dp_rank;            /* --dp: replicas (each a block of size / dp consecutive ranks), this rank's */
+    MPI_Comm comm, tp_comm;     /* the job (under --dp: the replica's ranks); tp_comm: this rank's group, 0..tp-1 */
+    MPI_Comm dp_comm;           /* --dp: the replicas' leaders (their first ranks), ranked by replica */
+    char who[32];               /* "replica R: " before a rank's messages under --dp, else "" */
     hearth_model_loader load;
     int *split, n_split;        /* --split: layers per stage */
     double timeout;             /* seconds rank 0 waits for another rank */
@@ -148,6 +150,7 @@ static int last_leader(void) { return D.size - D.tp; }
 int hearth_mpi_rank(void) { return D.on ? D.rank : 0; }
 int hearth_mpi_size(void) { return D.on ? D.size : 1; }
 int dist_dp(int *rank) { *rank = D.dp > 1 ? D.dp_rank : 0; return D.dp > 1 ? D.dp : 1; }
+MPI_Comm dist_dp_comm(void) { return D.dp_comm; }
 static void dp_finish(void) { MPI_Finalize(); }
 
 /* Between two polls of a wait that began at t0: spin while the wait is young (in a generation a rank waits
@@ -165,8 +168,8 @@ static void wait_all(int n, MPI_Request *r, int peer, const char *what) {
         MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
         if (done) return;
         if (MPI_Wtime() - t0 > D.timeout) {
-            fprintf(stderr, "error: rank %d/%d did not %s within %.0f s (HEARTH_MPI_TIMEOUT): ending the job\n", peer,
-                    D.size, what, D.timeout);
+            fprintf(stderr, "error: %srank %d/%d did not %s within %.0f s (HEARTH_MPI_TIMEOUT): ending the job\n", D.who,
+                    peer, D.size, what, D.timeout);
             fflush(stderr);
             MPI_Abort(D.comm, 1);
         }
@@ -257,7 +260,7 @@ static void log_rank(const hearth_model *m, int lo, int hi) {
     free(b);
     char part[64] = "";
     if (m->tp_size > 1) snprintf(part, sizeof part, ", tensor part %d/%d", m->tp_rank + 1, m->tp_size);
-    fprintf(stderr, "rank %d/%d on %s: layers %d-%d%s (%.0f MiB of weights)\n", D.rank, D.size, D.host, lo, hi - 1, part,
+    fprintf(stderr, "%srank %d/%d on %s: layers %d-%d%s (%.0f MiB of weights)\n", D.who, D.rank, D.size, D.host, lo, hi - 1, part,
             (double)sum / (1 << 20));
 }
 
@@ -504,7 +507,7 @@ int dist_ctx_ready(hearth_ctx *c, hearth_err *err) {
         wait_for(&q, r, "load its part of the model");
         if (!st.ok && bad < 0) { bad = r; first = st; }
     }
-    if (bad >= 0) return herr(err, "rank %d/%d: %.*s", bad, D.size, (int)sizeof first.msg - 1, first.msg);
+    if (bad >= 0) return herr(err, "%srank %d/%d: %.*s", D.who, bad, D.size, (int)sizeof first.msg - 1, first.msg);
     return 0;
 }
 
@@ -718,50 +721,72 @@ static void finish(void) {
     MPI_Finalize();
 }
 
+/* A job that cannot run, seen alike by every rank: world rank 0 says why (its caller fails the job), the others
+ * leave quietly (a rank failing first could end the job unsaid). */
+static int refuse(int wrank, int code) {
+    MPI_Finalize();
+    if (wrank) exit(code);
+    return -1;
+}
+
 int hearth_mpi_init(int *argc, char ***argv, hearth_model_loader load, hearth_err *err) {
     if (parse_split(argc, argv, &D.split, &D.n_split, err) || parse_tp(argc, argv, &D.tp, err) ||
         parse_dp(argc, argv, &D.dp, err))
         return -1;
-    if (D.dp > 1 && (D.split || D.tp > 1)) {   /* checked before MPI starts: rank 0 says it and fails the job */
-        const char *r = getenv("OMPI_COMM_WORLD_RANK");
-        if (!r) r = getenv("PMIX_RANK");
-        if (!r) r = getenv("PMI_RANK");
-        if (r && atoi(r) > 0) exit(0);
-        return herr(err, "--dp %d: replicas are whole models in this version; --dp with %s is not supported", D.dp,
-                    D.split ? "--split" : "--tp");
-    }
     /* only a process mpirun started joins a job: MPI_Init alone would make a job of one, slowly */
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK")) {
+        if (D.dp > 1 && (D.split || D.tp > 1))
+            return herr(err, "--dp %d: start hearth with mpirun -np %dN (N ranks per replica)", D.dp, D.dp);
         if (D.dp > 1) return herr(err, "--dp %d: start hearth with mpirun -np %d (one rank per replica)", D.dp, D.dp);
         if (D.split) return herr(err, "--split: start hearth with mpirun -np N (one rank per range of layers)");
         if (D.tp > 1) return herr(err, "--tp: start hearth with mpirun -np N (N a multiple of --tp)");
         return 0;
     }
     if (D.tp < 1) D.tp = 1;
-    int provided;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    /* --dp with replicas of several ranks: a replica's leader makes MPI calls from two threads at once (srv_dp.c's
+     * on the leaders' communicator, its engine's on the replica's), which only MPI_THREAD_MULTIPLE allows */
+    int provided, wrank, wsize;
+    if (MPI_Init_thread(argc, argv, D.dp > 1 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return herr(err, "MPI failed to start");
-    MPI_Comm_dup(MPI_COMM_WORLD, &D.comm);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    if (provided < MPI_THREAD_SERIALIZED) {
+        if (!wrank) herr(err, "this MPI library cannot be called from more than one thread");
+        return refuse(wrank, 1);
+    }
+    if (D.dp > 1) {   /* data parallel: R blocks of N consecutive ranks, each a replica (srv_dp.c joins their leaders) */
+        const int N = wsize / D.dp;
+        if (wsize % D.dp) {
+            if (!wrank) herr(err, "--dp %d: the job has %d ranks, not a multiple of %d (mpirun -np %dN: N ranks per replica)", D.dp,
+                             wsize, D.dp, D.dp);
+            return refuse(wrank, 0);
+        }
+        if (N % D.tp) {
+            if (!wrank) herr(err, "--dp %d --tp %d: each replica has %d rank%s (%d / %d), not a multiple of %d", D.dp, D.tp, N,
+                             N == 1 ? "" : "s", wsize, D.dp, D.tp);
+            return refuse(wrank, 0);
+        }
+        if (N == 1 && D.split) {
+            if (!wrank) herr(err, "--dp %d --split: each replica has one rank (%d / %d); start it with mpirun -np %d (the ranges' count times %d)",
+                             D.dp, wsize, D.dp, D.dp * D.n_split, D.dp);
+            return refuse(wrank, 0);
+        }
+        if (N > 1 && provided < MPI_THREAD_MULTIPLE) {
+            if (!wrank) herr(err, "--dp %d with %d ranks per replica: this MPI library cannot be called from two threads at once (MPI_THREAD_MULTIPLE)",
+                             D.dp, N);
+            return refuse(wrank, 1);
+        }
+        D.dp_rank = wrank / N;
+        MPI_Comm_split(MPI_COMM_WORLD, wrank % N ? MPI_UNDEFINED : 0, wrank, &D.dp_comm);   /* the leaders, by replica */
+        if (N == 1) {   /* whole models: every rank runs the command on its own; the hooks stay off */
+            atexit(dp_finish);
+            return 0;
+        }
+        MPI_Comm_split(MPI_COMM_WORLD, D.dp_rank, wrank, &D.comm);   /* the replica's ranks: a job of their own */
+        snprintf(D.who, sizeof D.who, "replica %d: ", D.dp_rank);
+    } else MPI_Comm_dup(MPI_COMM_WORLD, &D.comm);
     MPI_Comm_rank(D.comm, &D.rank);
     MPI_Comm_size(D.comm, &D.size);
-    if (D.dp > 1) {   /* data parallel: every rank runs the command on its own model; srv_dp.c joins them */
-        if (D.size != D.dp) {
-            if (D.rank == 0) herr(err, "--dp %d: the job has %d ranks; start it with mpirun -np %d (one rank per replica)",
-                                  D.dp, D.size, D.dp);
-            MPI_Finalize();
-            if (D.rank) exit(0);   /* rank 0 says why and fails the job */
-            return -1;
-        }
-        if (provided < MPI_THREAD_SERIALIZED) {
-            if (D.rank == 0) herr(err, "this MPI library cannot be called from more than one thread");
-            MPI_Finalize();
-            if (D.rank) exit(1);
-            return -1;
-        }
-        D.dp_rank = D.rank;
-        atexit(dp_finish);
-        return 0;
-    }
     if (D.size < 2) {
         MPI_Finalize();
         if (D.tp > 1) return herr(err, "--tp %d: this job has one rank; start it with mpirun -np %d", D.tp, D.tp);
@@ -769,22 +794,13 @@ int hearth_mpi_init(int *argc, char ***argv, hearth_model_loader load, hearth_er
     }
     D.stages = D.size / D.tp;
     if (D.size % D.tp) {
-        if (D.rank == 0) herr(err, "--tp %d: the job's %d ranks are not a multiple of %d", D.tp, D.size, D.tp);
-        MPI_Finalize();
-        if (D.rank) exit(0);   /* rank 0 says why and fails the job (a rank failing first could end it unsaid) */
-        return -1;
-    }
-    if (provided < MPI_THREAD_SERIALIZED) {
-        if (D.rank == 0) herr(err, "this MPI library cannot be called from more than one thread");
-        MPI_Finalize();
-        if (D.rank) exit(1);
-        return -1;
+        if (!wrank) herr(err, "--tp %d: the job's %d ranks are not a multiple of %d", D.tp, D.size, D.tp);
+        return refuse(wrank, 0);
     }
     if (D.split && D.n_split != D.stages) {
-        if (D.rank == 0) herr(err, "--split gives %d ranges of layers for %d %s", D.n_split, D.stages, D.tp > 1 ? "stages" : "ranks");
-        MPI_Finalize();
-        if (D.rank) exit(1);
-        return -1;
+        if (!wrank) herr(err, "--split gives %d ranges of layers for %d %s%s", D.n_split, D.stages, D.tp > 1 ? "stages" : "ranks",
+                         D.dp > 1 ? " per replica" : "");
+        return refuse(wrank, 1);
     }
     D.on = true;
     MPI_Comm_split(D.comm, D.rank / D.tp, D.rank, &D.tp_comm);

@@ -11,11 +11,16 @@
 
 #include "model/model.h"
 
-/* --dp R (hearth serve): the replicas of the job (1 without --dp) and this rank's index among them. Each rank
- * then holds the whole model and the hooks below do nothing; srv_dp.c routes requests between the replicas. */
+/* --dp R (hearth serve): the replicas of the job (1 without --dp) and this rank's replica. The job's ranks are
+ * cut into R blocks of N consecutive ranks: with N = 1 each rank holds the whole model and the hooks below do
+ * nothing; with N > 1 each block is a job of its own to the hooks (its first rank, the replica's leader, acts
+ * as rank 0, the others run the worker loop and never return). srv_dp.c routes requests between the leaders. */
 int dist_dp(int *rank);
 
 #ifdef HEARTH_MPI
+#include <mpi.h>
+/* --dp: the communicator of the replicas' leaders, rank r the leader of replica r (MPI_COMM_NULL elsewhere). */
+MPI_Comm dist_dp_comm(void);
 /* hearth_ctx_new, first step: on rank 0 of a job, decides which layers each rank runs (once per model) and
  * sets m->layer_lo / layer_hi; elsewhere a no-op. */
 int dist_plan(hearth_model *m, hearth_err *err);

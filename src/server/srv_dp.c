@@ -1,12 +1,16 @@
-/* srv_dp.c — data parallelism for hearth serve (mpirun -np R hearth serve --dp R): every rank holds the whole
- * model and runs its own engine (a continuous batch); rank 0 also answers HTTP and routes each generation
+/* srv_dp.c — data parallelism for hearth serve (mpirun -np R hearth serve --dp R): every replica holds the whole
+ * model and runs its own engine (a continuous batch). A replica is one rank, or under mpirun -np R*N a block of
+ * N ranks that dist.c spreads the model over (--tp, --split, pipeline stages): the block's first rank, its
+ * leader, runs the engine and is the replica here. Rank 0 also answers HTTP and routes each generation
  * request to the replica with the fewest active sequences, preferring one it recently sent a request with the
  * same prefix (its prompt cache likely holds it). A request travels as a task description (prompt, sampling,
  * stops, biases, the grammar's GBNF: what the engine reads); the replica's progress (text, tokens, counts, the
  * end) comes back into rank 0's task, which the HTTP thread streams as from a local slot. Embeddings run on
- * rank 0. One thread per process makes every MPI call: on rank 0 a thread started here, on the others the
- * main thread (dp_replica). A replica sends a heartbeat with its counters twice a second; rank 0 ends the job
- * naming a replica it has not heard from in HEARTH_MPI_TIMEOUT seconds (default 600). */
+ * rank 0. One thread per leader makes every MPI call on the leaders' communicator: on rank 0 a thread started
+ * here, on the others the main thread (dp_replica). With N > 1 the leader's engine thread makes dist.c's calls
+ * on the replica's own communicator meanwhile, which the MPI_THREAD_MULTIPLE dist.c then requires allows. A
+ * replica sends a heartbeat with its counters twice a second; rank 0 ends the job naming a replica it has not
+ * heard from in HEARTH_MPI_TIMEOUT seconds (default 600). */
 #include "server/srv_internal.h"
 
 #include "dist/dist.h"
@@ -89,7 +93,7 @@ static int setup(hearth_err *err) {
     P.on = true;
     P.rank = rank;
     P.size = n;
-    MPI_Comm_dup(MPI_COMM_WORLD, &P.comm);
+    MPI_Comm_dup(dist_dp_comm(), &P.comm);   /* the replicas' leaders (each replica's other ranks serve it in dist.c) */
     const char *t = getenv("HEARTH_MPI_TIMEOUT");
     P.timeout = t && atof(t) > 0 ? atof(t) : 600;
     (void)err;
@@ -295,7 +299,8 @@ int dp_start(srv_engine *local, const server_params *p, hearth_err *err) {
     if (!P.active || !P.routed || !P.prefix || !P.prefix_n || !P.prefix_at || !P.beat || !P.heard) return herr(err, "out of memory");
     for (int r = 0; r < P.size; r++) P.heard[r] = MPI_Wtime();
     if (pthread_create(&P.thread, NULL, router_main, NULL)) return herr(err, "cannot start the MPI thread");
-    fprintf(stderr, "data parallel: %d replicas (rank 0 answers HTTP)\n", P.size);
+    if (hearth_mpi_size() > 1) fprintf(stderr, "data parallel: %d replicas of %d ranks each (rank 0 answers HTTP)\n", P.size, hearth_mpi_size());
+    else fprintf(stderr, "data parallel: %d replicas (rank 0 answers HTTP)\n", P.size);
     return 0;
 }
 
