@@ -16,7 +16,8 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/n
 trap cleanup EXIT
 
 # start_dp NAME ARGS...: `mpirun -np 2 hearth serve --dp 2 ARGS` on a free port (its output in $tmp/NAME.log); sets URL.
-start_dp() { SERVE_VIA="timeout 120 mpirun --oversubscribe -np 2" start_server "$1" --dp 2 "${@:2}"; }
+# (-k 10: an mpirun told to stop has been seen to hang on with its ranks gone; it is then killed, not waited on forever)
+start_dp() { SERVE_VIA="timeout -k 10 120 mpirun --oversubscribe -np 2" start_server "$1" --dp 2 "${@:2}"; }
 # post OUT URL PATH BODY: one client in the background (at most 30 s), its pid appended to `clients`
 # (collected by pid: `jobs -p` forgets a client that already finished, and a wait on the list's tail then
 # waits for the server instead), the HTTP status in OUT.code.
@@ -91,7 +92,7 @@ done
 check "8 x 3 requests routed in all" '[[ $(($(metric "$DP" hearth_replica_requests_total 0) + $(metric "$DP" hearth_replica_requests_total 1))) == 24 ]]'
 
 # ---- replicas of several ranks: -np 4 --dp 2 --tp 2, each replica's layers split over its two ranks ----
-SERVE_VIA="timeout 120 mpirun --oversubscribe -np 4" start_server dptp --dp 2 --tp 2 --parallel 4 -t 1
+SERVE_VIA="timeout -k 10 120 mpirun --oversubscribe -np 4" start_server dptp --dp 2 --tp 2 --parallel 4 -t 1
 DPTP=$URL
 clients=()
 for i in {1..10}; do post "$tmp/tp$i" "$DPTP" "$(path $i)" "$(body $i "${stop[$i]:-}")"; done
