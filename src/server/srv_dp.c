@@ -8,7 +8,7 @@
  * end) comes back into rank 0's task, which the HTTP thread streams as from a local slot. Embeddings run on
  * rank 0. One thread per leader makes every MPI call on the leaders' communicator: on rank 0 a thread started
  * here, on the others the main thread (dp_replica). With N > 1 the leader's engine thread makes dist.c's calls
- * on the replica's own communicator meanwhile, which the MPI_THREAD_MULTIPLE dist.c then requires allows. A
+ * on the replica's own communicator meanwhile (dist.c then requires MPI_THREAD_MULTIPLE, which allows it). A
  * replica sends a heartbeat with its counters twice a second; rank 0 ends the job naming a replica it has not
  * heard from in HEARTH_MPI_TIMEOUT seconds (default 600). */
 #include "server/srv_internal.h"
