@@ -5,7 +5,8 @@
 # (per-replica /metrics move); `mpirun -np 4 ... --dp 2 --tp 2` (two replicas, each split over two ranks) answers
 # the same 8 and 2 greedy clients as one process too, on both replicas; clients that leave mid-stream are
 # cancelled on their replica (logged there) while the others are answered; and the refusals (ranks that do not
-# cut into the replicas or their --tp groups, --split on one-rank replicas, no mpirun, other commands, a bad value). Every wait is bounded: a lost reply is a FAIL naming the client, never a stuck test. Skipped when
+# cut into the replicas or their --tp groups, --split on one-rank replicas, no mpirun, other commands, a bad
+# value). Every wait is bounded: a lost reply is a FAIL naming the client, never a stuck test. Skipped when
 # hearth is built without MPI or mpirun is missing.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
