@@ -166,7 +166,20 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
       { "{\"id\":1,\"kind\":\"c\"}", "{\"kind\":\"a\"}" } },
     { "{\"oneOf\":[{\"enum\":[\"a\",\"b\"]},{\"enum\":[\"c\",1]}]}", { "\"a\"", "1" }, { "\"d\"" } },
     { "{\"oneOf\":[{\"enum\":[\"a\",\"b\"]},{\"enum\":[\"b\",\"c\"]}]}", { 0 }, { 0 }, "oneOf" },   /* "b" matches both */
-    { "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", { 0 }, { 0 }, "oneOf" },   /* 1 is both */
+    /* integer vs number: a whole number matches both, so only numbers with a fraction are valid */
+    { "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", { "1.5", "-0.25", "3.01", "0.5" },
+      { "1", "1.0", "0", "-2", "1e2", "-0.0" } },
+    { "{\"oneOf\":[{\"type\":\"number\",\"minimum\":-1,\"maximum\":2},{\"type\":\"integer\"}]}",   /* integers past the bounds */
+      { 0 }, { 0 }, "oneOf" },
+    { "{\"oneOf\":[{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":2},{\"type\":\"integer\",\"minimum\":5},{\"type\":\"number\"}]}",
+      { 0 }, { 0 }, "oneOf" },
+    { "{\"type\":[\"number\",\"string\"],\"oneOf\":[{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":2},{\"type\":\"integer\"}]}",
+      { 0 }, { 0 }, "oneOf" },
+    { "{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"number\",\"multipleOf\":0.5},{\"type\":\"integer\"}]}",
+      { "1.5", "-0.5", "\"x\"" }, { "1", "0.25", "2.0", "0" } },
+    { "{\"oneOf\":[{\"type\":\"number\",\"multipleOf\":0.25,\"minimum\":0,\"maximum\":1},{\"type\":\"integer\"}]}",
+      { 0 }, { 0 }, "oneOf" },   /* 0 and 1 match both, 2 only the second */
+    { "{\"oneOf\":[{\"type\":\"number\",\"multipleOf\":1},{\"type\":\"integer\"}]}", { 0 }, { 0 }, "oneOf" },
     { "{\"oneOf\":[{\"type\":\"integer\"},{\"enum\":[1.0,\"x\"]}]}", { 0 }, { 0 }, "oneOf" },
     /* a required key the other one allows through patternProperties: both match {"xa":1} */
     { "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"xa\":{\"type\":\"integer\"}},\"required\":[\"xa\"]},"

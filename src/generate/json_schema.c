@@ -210,6 +210,9 @@ static const cJSON *resolve_ref(conv *c, const char *ref) {
 }
 
 enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_NUMBER = 16, T_INTEGER = 32, T_STRING = 64, T_ALL = 127 };
+/* Set by oneOf on a number alternative beside an integer one: only numbers with a non-zero fraction are written
+ * ("x-": the other keywords' checks read it as an annotation). */
+#define NONINT "x-hearth-non-integer"
 
 static int type_bit(const char *t) {
     static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
@@ -808,21 +811,22 @@ static bool bounds(conv *c, const cJSON *s, bool *has_lo, double *lo, bool *lo_e
     return true;
 }
 
-/* Decimals without exponent (after `prefix`) whose whole part is in [a, top - 1] with any fraction, or top itself
- * when top_exact; top < 0: no upper bound. Appended as alternatives; *sep becomes " | " once one is written. */
+/* Decimals without exponent (after `prefix`) whose whole part is in [a, top - 1] followed by `fraction` (as a
+ * GBNF item: "." and digits, optional or not), or top itself when top_exact; top < 0: no upper bound. Appended as
+ * alternatives; *sep becomes " | " once one is written. */
 static void magnitudes(ht_str *b, long long a, long long top, bool top_exact, const char **sep, const char *prefix,
-                       const char *dec) {
+                       const char *fraction) {
     if (top < 0) {
         ht_str_printf(b, "%s%s(", *sep, prefix);
         uint_range(b, a, -1);
-        ht_str_printf(b, ") (\".\" %s)?", dec);
+        ht_str_printf(b, ") %s", fraction);
         *sep = " | ";
         return;
     }
     if (top - 1 >= a) {
         ht_str_printf(b, "%s%s(", *sep, prefix);
         uint_range(b, a, top - 1);
-        ht_str_printf(b, ") (\".\" %s)?", dec);
+        ht_str_printf(b, ") %s", fraction);
         *sep = " | ";
     }
     if (top_exact && top >= a) {
@@ -998,7 +1002,7 @@ static void fraction_multiples(conv *c, ht_str *b, long long num, long long den,
 /* Multiples of num/den within [lo, hi] (each end maybe exclusive), listed when at most 1000 of them and
  * written exactly; NULL (without failing) when there are more. */
 static char *listed_multiples(conv *c, long long num, long long den, int d, double lo, bool lo_ex, double hi, bool hi_ex,
-                              const char *hint) {
+                              bool nonint, const char *hint) {
     long long p = 1;
     for (int i = 0; i < d; i++) p *= 10;
     long long unit = num * (p / den);   /* a multiple q of num/den is q * unit / 10^d */
@@ -1014,11 +1018,15 @@ static char *listed_multiples(conv *c, long long num, long long den, int d, doub
     ht_str b = { 0 };
     free(prim(c, "space"));
     ht_str_puts(&b, "(");
+    bool any = false;
     for (long long q = q0; q <= q1; q++) {
+        if (nonint && q * unit % p == 0) continue;   /* whole: left out */
         decimal_text(t, sizeof t, q * unit, d);
-        ht_str_printf(&b, "%s\"%s\"", q > q0 ? " | " : "", t);
+        ht_str_printf(&b, "%s\"%s\"", any ? " | " : "", t);
+        any = true;
     }
     ht_str_puts(&b, ") space");
+    if (!any) { free(b.p); return fail(c, "no multiple of the \"multipleOf\" with a fraction lies within the bounds"); }
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
@@ -1042,6 +1050,10 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
             return fail(c, "\"multipleOf\" %g is not supported (its fraction has more than 1000 endings)", mo->valuedouble);
     }
     bool endings_only = den > 1 && num == 1 && frac == 16;   /* 0.25, 0.5, 0.05, ...: fraction endings */
+    bool nonint = cJSON_IsTrue(get(s, NONINT));   /* a non-zero fraction always */
+    if (nonint && (integer || (den > 1 && !endings_only && frac == 16)))
+        return fail(c, "oneOf: a number alternative beside an integer one must hold only numbers with a fraction, and "
+                    "with this \"multipleOf\" that is not supported");
     char dec[32];
     snprintf(dec, sizeof dec, frac == 16 ? "decimal-part" : "[0-9]{1,%d}", frac);
     bool has_lo, lo_ex, has_hi, hi_ex;
@@ -1065,7 +1077,7 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
     if (integer && k > 1) return multiple_rule(c, (long long)k, has_lo, ilo, has_hi, ihi, hint);
     if (integer) return int_rule(c, has_lo, ilo, has_hi, ihi, hint);
     if (den > 1 && has_lo && has_hi) {   /* few multiples within the bounds: each written */
-        char *l = listed_multiples(c, num, den, md, lo, lo_ex, hi, hi_ex, hint);
+        char *l = listed_multiples(c, num, den, md, lo, lo_ex, hi, hi_ex, nonint, hint);
         if (l || c->failed) return l;
     }
     ht_str ends = { 0 }, ends_nz = { 0 };   /* the fraction endings (as dec) and the non-zero ones */
@@ -1092,13 +1104,18 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
         if (c->failed) { free(b.p); return NULL; }
         return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
     }
-    if (!has_lo && !has_hi && frac == 16 && !endings_only) return prim(c, "number");
+    ht_str fraction = { 0 };   /* what follows a whole part: optional, or a non-zero one (nonint) */
+    if (nonint && endings_only) ht_str_puts(&fraction, ends_nz.p);
+    else if (nonint) ht_str_printf(&fraction, "\".\" [0-9]{0,%d} [1-9]", frac - 1);
+    else ht_str_printf(&fraction, "(\".\" %s)?", decp);
+    if (fraction.oom) { free(ends.p), free(ends_nz.p), free(fraction.p); return fail(c, "out of memory"); }
+    if (!has_lo && !has_hi && frac == 16 && !endings_only && !nonint) { free(fraction.p); return prim(c, "number"); }
     if (!has_lo && !has_hi) {
         free(prim(c, "integral-part"));
         free(prim(c, "space"));
         ht_str b = { 0 };
-        ht_str_printf(&b, "\"-\"? integral-part (\".\" %s)? space", decp);
-        free(ends.p), free(ends_nz.p);
+        ht_str_printf(&b, "\"-\"? integral-part %s space", fraction.p);
+        free(ends.p), free(ends_nz.p), free(fraction.p);
         return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
     }
     /* numbers with bounds: no exponent, and bounds met by whole-number parts (stricter than non-integer bounds):
@@ -1116,7 +1133,7 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
             else ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sep, (long long)lo, frac - 1);
             sep = " | ";
         }
-        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "", decp);
+        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi) && !nonint, &sep, "", fraction.p);
     }
     if (!has_lo || lo < 0) {                            /* v < 0: "-" and a magnitude */
         long long a = has_hi && hi < 0 ? (long long)ceil(-hi) + (hi_ex && floor(hi) == hi) : 0;
@@ -1128,10 +1145,11 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
             }
             a = 1;
         }
-        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ", decp);
+        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo) && !nonint, &sep, "\"-\" ",
+                   fraction.p);
     }
     ht_str_puts(&b, ") space");
-    free(ends.p), free(ends_nz.p);
+    free(ends.p), free(ends_nz.p), free(fraction.p);
     if (!*sep) { free(b.p); return fail(c, "the bounds leave no number whose whole part hearth can enforce"); }
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
@@ -1610,12 +1628,19 @@ static const cJSON *deref(conv *c, const cJSON *x) {
     return x;
 }
 
-/* The JSON types S(x) may hold (integer and number as one: 1.0 is an integer), from "type" and "const"/"enum". */
 static int value_type(const cJSON *v) {
     return cJSON_IsNull(v) ? T_NULL : cJSON_IsBool(v) ? T_BOOL : cJSON_IsObject(v) ? T_OBJECT : cJSON_IsArray(v) ? T_ARRAY
          : cJSON_IsNumber(v) ? T_NUMBER | T_INTEGER : T_STRING;
 }
 
+/* A value's kind for stypes: a number is T_INTEGER when whole (1.0 is an integer), else T_NUMBER. */
+static int value_kind(const cJSON *v) {
+    int t = value_type(v);
+    return t & T_NUMBER ? (v->valuedouble == floor(v->valuedouble) ? T_INTEGER : T_NUMBER) : t;
+}
+
+/* The kinds of value S(x) may hold, from "type" and "const"/"enum": T_INTEGER stands for whole numbers, T_NUMBER
+ * for the others ("number" is both; NONINT, set by oneOf, keeps only the others). */
 static int stypes(const cJSON *x) {
     int m = T_ALL;
     const cJSON *t = get(x, "type"), *y;
@@ -1626,18 +1651,20 @@ static int stypes(const cJSON *x) {
         if (!m) m = T_ALL;   /* unknown names: assume anything */
         if (has(x, "nullable")) m |= T_NULL;
     }
-    if (has(x, "const")) m &= value_type(get(x, "const"));
+    if (m & T_NUMBER) m |= T_INTEGER;
+    if (cJSON_IsTrue(get(x, NONINT))) m &= ~T_INTEGER;
+    if (has(x, "const")) m &= value_kind(get(x, "const"));
     else if (cJSON_IsArray(get(x, "enum"))) {
         int e = 0;
-        cJSON_ArrayForEach(y, get(x, "enum")) e |= value_type(y);
+        cJSON_ArrayForEach(y, get(x, "enum")) e |= value_kind(y);
         m &= e;
     }
-    return m & (T_NUMBER | T_INTEGER) ? m | T_NUMBER | T_INTEGER : m;
+    return m;
 }
 
 /* Whether the value v is outside S(y), by y's const/enum or type. */
 static bool value_excluded(const cJSON *v, const cJSON *y) {
-    if (!(value_type(v) & stypes(y))) return true;
+    if (!(value_kind(v) & stypes(y))) return true;
     const cJSON *cy = get(y, "const"), *ey = get(y, "enum"), *z;
     if (cy) return !cJSON_Compare(v, cy, true);
     if (cJSON_IsArray(ey)) { cJSON_ArrayForEach(z, ey) if (cJSON_Compare(v, z, true)) return false; return true; }
@@ -1698,6 +1725,28 @@ static cJSON *requiring(const cJSON *g, const char *k) {
     return m;
 }
 
+/* Whether x is an object schema without combinators or $ref (visited by its own keywords). */
+static bool plain_object(const cJSON *x) {
+    static const char *const COMB[] = { "$ref", "allOf", "anyOf", "oneOf", "not", "if" };
+    bool plain = cJSON_IsObject(x);
+    for (size_t i = 0; i < sizeof COMB / sizeof *COMB; i++) plain &= !has(x, COMB[i]);
+    return plain;
+}
+
+/* Whether x says only which types it allows (every value of them matches); with ints, a multipleOf 1/n is
+ * allowed too (every whole number matches). */
+static bool only_types(const cJSON *x, bool ints) {
+    if (!cJSON_IsObject(x)) return false;
+    for (const cJSON *y = x->child; y; y = y->next) {
+        if (ints && !strcmp(y->string, "multipleOf") && cJSON_IsNumber(y) && y->valuedouble > 0 && y->valuedouble <= 1) {
+            double n = 1 / y->valuedouble;
+            if (n == floor(n) && n < 1e9 && 1 / n == y->valuedouble) continue;
+        }
+        if (strcmp(y->string, "type") && strcmp(y->string, "nullable") && !annotation(y->string)) return false;
+    }
+    return true;
+}
+
 /* Makes the written alternatives g[] exclusive against the alternatives s[] as the schema states them: where a
  * pair may overlap, a key declared in g[a] that tells it from s[b] is made required in g[a] (stricter). */
 static void make_exclusive(conv *c, cJSON **g, const cJSON **s, int n) {
@@ -1705,10 +1754,8 @@ static void make_exclusive(conv *c, cJSON **g, const cJSON **s, int n) {
         if (!g[a]) continue;
         const cJSON *p = deref(c, g[a]);
         if (cJSON_IsObject(p) && !has(p, "type") && !has(p, "const") && !has(p, "enum")) {
-            bool plain = true;   /* visited by its own keywords' types: write them down, the grammar is the same */
-            static const char *const COMB[] = { "$ref", "allOf", "anyOf", "oneOf", "not", "if" };
-            for (size_t i = 0; i < sizeof COMB / sizeof *COMB; i++) plain &= !has(p, COMB[i]);
-            int t = plain ? types_of(c, p) : T_ALL;
+            /* visited by its own keywords' types: write them down, the grammar is the same */
+            int t = plain_object(p) ? types_of(c, p) : T_ALL;
             if (t != T_ALL && !c->failed) {
                 if (p != g[a]) {   /* a $ref: its target, copied */
                     cJSON *cp = cJSON_Duplicate(p, true);
@@ -1721,10 +1768,22 @@ static void make_exclusive(conv *c, cJSON **g, const cJSON **s, int n) {
                 for (int i = 0; i < 7 && arr; i++) if (t & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
             }
         }
-        for (int b = 0; b < n && !c->failed; b++) {
+        for (int b = 0; b < n && !c->failed && g[a]; b++) {
             if (b == a || !s[b] || sdisjoint(c, g[a], s[b], 0)) continue;
             bool done = false;
             p = deref(c, g[a]);
+            int tp = stypes(p);
+            if (only_types(s[b], tp == T_INTEGER) && !(tp & ~stypes(s[b]))) {   /* all it holds matches s[b] too: never valid */
+                cJSON_Delete(g[a]);
+                g[a] = NULL;
+                break;
+            }
+            if ((stypes(p) & T_NUMBER) && plain_object(p) && !has(p, "const") && !has(p, "enum")) {   /* non-integers */
+                cJSON *t = cJSON_Duplicate(p, true);
+                if (!t || !cJSON_AddTrueToObject(t, NONINT)) { cJSON_Delete(t); fail(c, "out of memory"); break; }
+                if (sdisjoint(c, t, s[b], 0)) { cJSON_Delete(g[a]); g[a] = t; continue; }
+                cJSON_Delete(t);
+            }
             const cJSON *props = cJSON_IsObject(p) ? get(p, "properties") : NULL, *k;
             cJSON_ArrayForEach(k, props) {
                 cJSON *t = requiring(p, k->string);
