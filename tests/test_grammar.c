@@ -206,7 +206,12 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
       { "{\"a\":1}" }, { "{\"a\":1,\"b\":2}" } },
     { "{\"type\":[\"string\",\"null\"],\"not\":{\"type\":\"null\"}}", { "\"x\"" }, { "null" } },
     { "{\"enum\":[\"a\",\"b\"],\"not\":{\"enum\":[\"b\"]}}", { "\"a\"" }, { "\"b\"" } },
-    { "{\"not\":{\"minimum\":3}}", { 0 }, { 0 }, "\"not\"" },
+    /* not of one numeric bound: the opposite bound on numbers (no "type": numbers only, stricter) */
+    { "{\"not\":{\"minimum\":3}}", { "2", "-1", "2.99" }, { "3", "4", "3.0" } },
+    { "{\"type\":\"integer\",\"minimum\":0,\"not\":{\"exclusiveMaximum\":5}}", { "5", "99" }, { "4", "0", "-5" } },
+    { "{\"type\":[\"number\",\"string\"],\"maximum\":10,\"not\":{\"maximum\":2}}", { "2.5", "10", "\"x\"" }, { "2", "1", "10.5" } },
+    { "{\"type\":\"number\",\"not\":{\"exclusiveMinimum\":-1}}", { "-1", "-7.5" }, { "0", "-0.5" } },
+    { "{\"type\":\"number\",\"maximum\":5,\"exclusiveMaximum\":true,\"not\":{\"minimum\":1}}", { 0 }, { 0 }, "draft-04" },
     /* found by checking random schemas' grammars against a validator: */
     { "{\"type\":\"object\",\"oneOf\":[{\"const\":2},{\"type\":\"object\",\"minProperties\":1}]}",   /* const beside a type */
       { "{\"a\":1}" }, { "2", "{}" } },
@@ -257,7 +262,11 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
       "\"if\":{\"properties\":{\"unit\":{\"enum\":[\"pct\",\"ratio\"]}}},\"then\":{\"properties\":{\"v\":{\"maximum\":100}}},\"else\":{\"required\":[\"v\"]}}",
       { "{\"unit\":\"pct\",\"v\":50}", "{\"unit\":\"pct\"}", "{\"unit\":\"kg\",\"v\":500}" },
       { "{\"unit\":\"pct\",\"v\":500}", "{\"unit\":\"kg\"}" } },
-    { "{\"properties\":{\"a\":{}},\"if\":{\"properties\":{\"a\":{\"minimum\":3}}},\"then\":{\"required\":[\"a\"]}}", { 0 }, { 0 }, "\"if\"" },
+    { "{\"properties\":{\"a\":{}},\"if\":{\"properties\":{\"a\":{\"minimum\":3}}},\"then\":{\"required\":[\"a\"]}}",
+      { "{\"a\":5}", "{\"a\":1}" }, { "{}" } },
+    { "{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\"},\"guardian\":{\"type\":\"string\"}},"
+      "\"required\":[\"age\"],\"if\":{\"properties\":{\"age\":{\"maximum\":17}}},\"then\":{\"required\":[\"guardian\"]}}",
+      { "{\"age\":30}", "{\"age\":10,\"guardian\":\"x\"}", "{\"age\":18}" }, { "{\"age\":17}", "{\"age\":-3}" } },
     { "{\"$defs\":{\"b\":{\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"]},\"n\":{\"allOf\":[{\"$ref\":\"#/$defs/b\"},"
       "{\"properties\":{\"nm\":{\"type\":\"string\"}},\"required\":[\"nm\"]}]}},\"allOf\":[{\"$ref\":\"#/$defs/n\"}],\"type\":\"object\"}",
       { "{\"id\":1,\"nm\":\"x\"}" }, { "{\"id\":1}", "{\"nm\":\"x\"}" } },
@@ -265,7 +274,23 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":20}", { "\"ab@cd.ef\"" }, { "\"abcdefgh@cdefghij.kl\"" } },
     { "{\"type\":\"string\",\"format\":\"feed-onestop-id\",\"maxLength\":3}", { "\"abc\"" }, { "\"abcd\"" } },
     { "{\"type\":\"string\",\"pattern\":\"^(ab|c)+$\",\"maxLength\":3}", { 0 }, { 0 }, "pattern" },
-    { "{\"if\":{\"minimum\":3},\"then\":{}}", { 0 }, { 0 }, "\"if\"" },
+    { "{\"if\":{\"minimum\":3},\"then\":{\"maximum\":10}}", { "4", "1", "2.5", "-7", "10" }, { "11", "12.5" } },
+    { "{\"if\":{\"minimum\":3,\"maximum\":5},\"then\":{}}", { 0 }, { 0 }, "\"if\"" },
+    /* contains: the first minContains items match it (and items); under maxContains the rest do not */
+    { "{\"type\":\"array\",\"contains\":{\"type\":\"integer\"}}", { "[1]", "[3, \"a\", null]", "[-2,2.5]" },
+      { "[]", "[\"a\"]", "[1.5]", "[1.5,2]" } },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":5},\"contains\":{\"const\":\"admin\"},\"maxItems\":3}",
+      { "[\"admin\"]", "[\"admin\",\"x\"]", "[\"admin\",\"admin\",\"\"]" },
+      { "[]", "[\"x\"]", "[\"admin\",\"a\",\"b\",\"c\"]", "[\"adminx\"]", "[\"admin\",\"xxxxxx\"]" } },
+    { "{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},\"contains\":{\"const\":\"a\"},\"maxContains\":1}",
+      { "[\"a\"]", "[\"a\",\"b\",\"c\"]" }, { "[\"a\",\"a\"]", "[\"b\"]", "[\"a\",\"d\"]", "[\"a\",\"c\",\"a\"]" } },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":100},\"contains\":{\"minimum\":50},\"minContains\":2}",
+      { "[50,99]", "[60,70,3]" }, { "[50]", "[50,49]", "[50,101]", "[50,60,-1]" } },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"contains\":{\"minimum\":5},\"minContains\":0,\"maxContains\":0}",
+      { "[]", "[4,-1]" }, { "[5]", "[1,7]" } },
+    { "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"}],\"contains\":{\"type\":\"integer\"}}", { 0 }, { 0 }, "contains" },
+    { "{\"type\":\"array\",\"contains\":{\"type\":\"integer\"},\"minContains\":3,\"maxItems\":2}", { 0 }, { 0 }, "minContains" },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"contains\":{\"type\":\"integer\"}}", { 0 }, { 0 }, "contains" },
     { "{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"required\":[\"c\"]}",   /* optional ones before a required one */
       { "{\"c\":1}", "{\"a\":1,\"c\":1}", "{\"b\":1,\"c\":1}" }, { "{}", "{\"a\":1}", "{\"a\":1,\"b\":1}" } },
     { "{\"type\":\"object\",\"properties\":{\"country\":{\"enum\":[\"US\",\"FR\"]},\"zip\":{\"type\":\"string\"},\"post\":{\"type\":\"string\"}},"

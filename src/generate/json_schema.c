@@ -1156,13 +1156,27 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
 
 /* ---- arrays and objects ---- */
 
+static cJSON *merge(conv *c, const cJSON *a, const cJSON *b);
+static bool sdisjoint(conv *c, const cJSON *x, const cJSON *y, int depth);
+
 static char *array_rule(conv *c, const cJSON *s, const char *hint) {
     const cJSON *items = get(s, "items"), *prefix = get(s, "prefixItems"), *mn = get(s, "minItems"),
                 *mx = get(s, "maxItems"), *uniq = get(s, "uniqueItems"), *addl = get(s, "additionalItems");
-    if (has(s, "contains")) return fail(c, "\"contains\" is not supported");
     if (cJSON_IsArray(items)) prefix = items, items = addl;   /* draft-04..07 tuple form */
     long lo = count_of(mn, 0), hi = count_of(mx, -1);
     if (lo < 0 || lo > 1000 || hi < -1 || hi > 1000 || (hi >= 0 && hi < lo)) return fail(c, "bad minItems/maxItems");
+    /* contains: the first minContains items match it (and items), the rest match items and, under maxContains,
+     * not it; stricter (the matches come first), exact in what it allows */
+    const cJSON *has_c = get(s, "contains");
+    long min_c = 0, max_c = -1;
+    if (has_c) {
+        if (prefix) return fail(c, "\"contains\" with \"prefixItems\" (or tuple \"items\") is not supported");
+        min_c = count_of(get(s, "minContains"), 1), max_c = count_of(get(s, "maxContains"), -1);
+        if (min_c < 0 || min_c > 1000 || max_c < -1 || max_c > 1000 || (max_c >= 0 && max_c < min_c))
+            return fail(c, "bad minContains/maxContains");
+        if (lo < min_c) lo = min_c;
+        if (hi >= 0 && hi < lo) return fail(c, "\"contains\": minContains is above maxItems");
+    }
     if (cJSON_IsTrue(uniq)) {   /* at most one item is always unique */
         if (lo > 1) return fail(c, "\"uniqueItems\" with minItems above 1 is not supported");
         if (hi < 0 || hi > 1) hi = 1;
@@ -1170,17 +1184,35 @@ static char *array_rule(conv *c, const cJSON *s, const char *hint) {
     free(prim(c, "space"));
     char tmp[128];
     int n_prefix = cJSON_IsArray(prefix) ? cJSON_GetArraySize(prefix) : 0;
+    if (has_c) n_prefix = (int)min_c;
     char **pre = n_prefix ? calloc((size_t)n_prefix, sizeof *pre) : NULL;
     if (n_prefix && !pre) return fail(c, "out of memory");
     for (int i = 0; i < n_prefix && !c->failed; i++) {
         snprintf(tmp, sizeof tmp, "%.40s-%d", hint, i);
-        pre[i] = visit(c, cJSON_GetArrayItem(prefix, i), tmp);
+        if (!has_c) pre[i] = visit(c, cJSON_GetArrayItem(prefix, i), tmp);
+        else if (i) pre[i] = xstrdup(c, pre[0]);
+        else {   /* an item that matches both items and contains */
+            snprintf(tmp, sizeof tmp, "%.40s-contains", hint);
+            if (items && sdisjoint(c, items, has_c, 0)) { fail(c, "\"contains\" matches no item that \"items\" allows"); break; }
+            cJSON *hit = !items || cJSON_IsTrue(items) ? cJSON_Duplicate(has_c, true)
+                       : cJSON_IsObject(items) && cJSON_IsObject(has_c) ? merge(c, items, has_c) : NULL;
+            if (!hit && !c->failed) fail(c, "\"contains\" must be a schema that can match with \"items\"");
+            if (hit) pre[i] = visit(c, hit, tmp);
+            cJSON_Delete(hit);
+        }
     }
     char *item = NULL;
     bool rest_ok = !(cJSON_IsFalse(items));
     if (rest_ok && !c->failed) {
         snprintf(tmp, sizeof tmp, "%.40s-item", hint);
-        item = items && !cJSON_IsTrue(items) ? visit(c, items, tmp) : prim(c, "value");
+        if (has_c && max_c >= 0) {   /* the others: items and not contains */
+            cJSON *miss = cJSON_CreateObject(), *both = cJSON_AddArrayToObject(miss, "allOf"), *no = cJSON_CreateObject();
+            if (cJSON_IsObject(items)) cJSON_AddItemToArray(both, cJSON_Duplicate(items, true));
+            cJSON_AddItemToObject(no, "not", cJSON_Duplicate(has_c, true));
+            if (!cJSON_AddItemToArray(both, no) || !get(no, "not")) fail(c, "out of memory");
+            else item = visit(c, miss, tmp);
+            cJSON_Delete(miss);
+        } else item = items && !cJSON_IsTrue(items) ? visit(c, items, tmp) : prim(c, "value");
     }
     ht_str b = { 0 };
     if (!c->failed) {
@@ -1243,7 +1275,6 @@ static bool object_shapes_ok(conv *c, const cJSON *s) {
     return true;
 }
 
-static cJSON *merge(conv *c, const cJSON *a, const cJSON *b);
 
 /* dependentRequired, dependentSchemas and draft-07 dependencies, made into the object's own keywords, stricter
  * but exact: a trigger property's required ones become required always, its schema applies always (merged), and
@@ -2123,7 +2154,7 @@ static cJSON *negated(conv *c, const cJSON *s) {
         cJSON_ArrayForEach(alt, get(n, kw)) {
             int k = 0;
             for (const cJSON *x = cJSON_IsObject(alt) ? alt->child : NULL; x; x = x->next) k += !annotation(x->string);
-            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, properties of one key are)"); break; }
+            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, one numeric bound, properties of one key are)"); break; }
             if (!not_all_of(c, m, get(alt, "required"))) break;
         }
     } else if (n_kw == 1 && (!strcmp(kw, "enum") || !strcmp(kw, "const")) && cJSON_IsArray(get(m, "enum"))) {
@@ -2188,7 +2219,21 @@ static cJSON *negated(conv *c, const cJSON *s) {
                               cJSON_IsString(get(n, "required")->child) &&
                               !strcmp(get(n, "required")->child->valuestring, get(n, "properties")->child->string)))) {
         not_property(c, m, n);
-    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, properties of one key are)");
+    } else if (n_kw == 1 && cJSON_IsNumber(get(n, kw)) && (!strcmp(kw, "minimum") || !strcmp(kw, "maximum") ||
+                                                          !strcmp(kw, "exclusiveMinimum") || !strcmp(kw, "exclusiveMaximum"))) {
+        /* a bound constrains numbers only: not it is the opposite bound on numbers, the other types untouched */
+        static const char *const FROM[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum" };
+        static const char *const TO[] = { "exclusiveMaximum", "exclusiveMinimum", "maximum", "minimum" };
+        int i = 0;
+        while (strcmp(kw, FROM[i])) i++;
+        cJSON *opp = cJSON_CreateObject(), *r = NULL;
+        if (cJSON_IsBool(get(m, "exclusiveMinimum")) || cJSON_IsBool(get(m, "exclusiveMaximum")))
+            fail(c, "\"not\" with a bound beside draft-04 boolean exclusive bounds is not supported");
+        else if (!opp || !cJSON_AddNumberToObject(opp, TO[i], get(n, kw)->valuedouble)) fail(c, "out of memory");
+        else r = merge(c, m, opp);
+        cJSON_Delete(opp);
+        if (r) { cJSON_Delete(m); m = r; }
+    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, one numeric bound, properties of one key are)");
     if (c->failed) { cJSON_Delete(m); return NULL; }
     return m;
 }
@@ -2455,8 +2500,7 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         }
         goto done;
     }
-    static const char *const UNSUPPORTED[] = { "then", "else", "contains", "minContains", "maxContains",
-                                               "unevaluatedItems", "$dynamicRef", "$recursiveRef" };
+    static const char *const UNSUPPORTED[] = { "then", "else", "unevaluatedItems", "$dynamicRef", "$recursiveRef" };
     for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof *UNSUPPORTED; i++)
         if (has(s, UNSUPPORTED[i])) { out = fail(c, "\"%s\" is not supported", UNSUPPORTED[i]); goto done; }
     if (has(s, "allOf")) {

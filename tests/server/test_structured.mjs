@@ -147,7 +147,7 @@ check('an unknown format, streamed: named in the final chunk\'s "warnings"', fin
   /feed-onestop-id/.test(fin?.warnings?.[0]) && events.filter((e) => e.warnings).length === 1, JSON.stringify(fin).slice(0, 300));
 
 const bad = await post('/v1/chat/completions', { messages, response_format: { type: 'json_schema',
-  json_schema: { name: 'x', schema: JSON.parse(readFileSync(new URL('unsupported_not_minimum.json', dir))) } } });
+  json_schema: { name: 'x', schema: JSON.parse(readFileSync(new URL('unsupported_not_pattern.json', dir))) } } });
 const be = await bad.json();
 check('an unenforceable keyword: 400 naming it', bad.status === 400 && /"not"/.test(be.error?.message), JSON.stringify(be));
 const badg = await post('/v1/completions', { prompt: 'x', grammar: 'root ::= "a" b' });
