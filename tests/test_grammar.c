@@ -206,6 +206,10 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
       { "{\"a\":1}" }, { "{\"a\":1,\"b\":2}" } },
     { "{\"type\":[\"string\",\"null\"],\"not\":{\"type\":\"null\"}}", { "\"x\"" }, { "null" } },
     { "{\"enum\":[\"a\",\"b\"],\"not\":{\"enum\":[\"b\"]}}", { "\"a\"" }, { "\"b\"" } },
+    /* not beside anyOf: applied within each alternative (one of two keys, never both) */
+    { "{\"type\":\"object\",\"properties\":{\"card\":{},\"iban\":{}},\"not\":{\"required\":[\"card\",\"iban\"]},"
+      "\"anyOf\":[{\"required\":[\"card\"]},{\"required\":[\"iban\"]}]}",
+      { "{\"card\":1}", "{\"iban\":2}" }, { "{}", "{\"card\":1,\"iban\":2}" } },
     /* not of one numeric bound: the opposite bound on numbers (no "type": numbers only, stricter) */
     { "{\"not\":{\"minimum\":3}}", { "2", "-1", "2.99" }, { "3", "4", "3.0" } },
     { "{\"type\":\"integer\",\"minimum\":0,\"not\":{\"exclusiveMaximum\":5}}", { "5", "99" }, { "4", "0", "-5" } },

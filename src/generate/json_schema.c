@@ -2481,7 +2481,7 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         out = body ? xstrdup(c, name) : NULL;
         goto done;
     }
-    if (has(s, "not")) {
+    if (has(s, "not") && !has(s, "anyOf") && !has(s, "oneOf")) {   /* beside alternatives: applied in each of them */
         cJSON *m = negated(c, s);
         if (m) out = visit(c, m, hint);
         cJSON_Delete(m);
