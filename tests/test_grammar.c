@@ -277,7 +277,11 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":5}", { "\"abcde\"" }, { "\"abcdef\"", "\"\"" } },
     { "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":20}", { "\"ab@cd.ef\"" }, { "\"abcdefgh@cdefghij.kl\"" } },
     { "{\"type\":\"string\",\"format\":\"feed-onestop-id\",\"maxLength\":3}", { "\"abc\"" }, { "\"abcd\"" } },
-    { "{\"type\":\"string\",\"pattern\":\"^(ab|c)+$\",\"maxLength\":3}", { 0 }, { 0 }, "pattern" },
+    { "{\"type\":\"string\",\"pattern\":\"^(ab|c)+$\",\"maxLength\":3}", { "\"ab\"", "\"c\"" },
+      { "\"abab\"", "\"\"", "\"ccca\"", "\"cc\"" } },   /* repetitions capped alike until the longest fits (stricter) */
+    { "{\"type\":\"string\",\"pattern\":\"^[0-9]+\\\\.[0-9]+\\\\.[0-9]+(-[a-z]+)?$\",\"maxLength\":8}",
+      { "\"1.2.3\"", "\"0.9.7\"", "\"1.2.3-a\"" }, { "\"12.34.567\"", "\"1.2\"", "\"1.2.3-\"", "\"1.2.3-abcd\"" } },
+    { "{\"type\":\"string\",\"pattern\":\"^(a|bbbbbbbbbb)$\",\"maxLength\":5}", { 0 }, { 0 }, "pattern" },
     { "{\"if\":{\"minimum\":3},\"then\":{\"maximum\":10}}", { "4", "1", "2.5", "-7", "10" }, { "11", "12.5" } },
     { "{\"if\":{\"minimum\":3,\"maximum\":5},\"then\":{}}", { 0 }, { 0 }, "\"if\"" },
     /* contains: the first minContains items match it (and items); under maxContains the rest do not */

@@ -607,9 +607,69 @@ static rx_len rx_len_alt(const char **p, bool *ok) {
     return t;
 }
 
+/* The pattern text at *p (an alternation, up to ')' or its end) copied to o with every variable repetition's most
+ * count capped at k (never below its least): the same syntax rx_len reads; *ok false on anything else. */
+static void rx_cap_alt(const char **p, ht_str *o, long k, bool *ok);
+static void rx_cap_seq(const char **p, ht_str *o, long k, bool *ok) {
+    while (**p && **p != '|' && **p != ')' && *ok) {
+        const char *st = *p;
+        if (**p == '(') {
+            (*p)++;
+            ht_str_puts(o, "(");
+            if ((*p)[0] == '?' && (*p)[1] == ':') *p += 2, ht_str_puts(o, "?:");
+            rx_cap_alt(p, o, k, ok);
+            if (**p != ')') { *ok = false; return; }
+            (*p)++;
+            ht_str_puts(o, ")");
+        } else {
+            bool single;
+            rx_len_atom(p, ok, &single);
+            ht_str_add(o, st, (size_t)(*p - st));
+        }
+        const char *q0 = *p;
+        long lo, hi;
+        if (!rx_quant(p, &lo, &hi)) { *ok = false; return; }
+        if (*p == q0) continue;
+        if (lo == hi) ht_str_add(o, q0, (size_t)(*p - q0));
+        else ht_str_printf(o, "{%ld,%ld}", lo, hi < k ? hi : lo > k ? lo : k);
+    }
+}
+static void rx_cap_alt(const char **p, ht_str *o, long k, bool *ok) {
+    rx_cap_seq(p, o, k, ok);
+    while (**p == '|' && *ok) {
+        (*p)++;
+        ht_str_puts(o, "|");
+        rx_cap_seq(p, o, k, ok);
+    }
+}
+
+/* body (an anchored pattern's inside) with its repetitions capped at the largest k that keeps every string its
+ * grammar writes within hi characters, and at least lo; NULL when none does. malloc'd. */
+static char *pattern_capped(const char *body, long lo, long hi) {
+    for (long k = RX_MAX_REPEAT; k >= 1; k--) {
+        ht_str o = { 0 };
+        const char *p = body;
+        bool ok = true;
+        ht_str_puts(&o, "^");
+        rx_cap_alt(&p, &o, k, &ok);
+        ht_str_puts(&o, "$");
+        if (!ok || *p || o.oom) { free(o.p); return NULL; }
+        const char *q = o.p + 1;
+        char *in = strndup(q, strlen(q) - 1);
+        const char *r = in;
+        rx_len t = in ? rx_len_alt(&r, &ok) : (rx_len){ 0, 0 };
+        free(in);
+        if (!in || !ok || t.min < lo) { free(o.p); return NULL; }   /* caps never raise the least length */
+        if (t.max <= hi) return o.p;
+        free(o.p);
+    }
+    return NULL;
+}
+
 /* A pattern within minLength lo .. maxLength hi (hi < 0: none), as a pattern whose grammar keeps to them: itself
  * when every string its grammar writes fits, or, for an anchored sequence of quantified single characters with
- * one variable part, that part's count narrowed. NULL when neither (the caller refuses). malloc'd. */
+ * one variable part, that part's count narrowed, or every variable repetition capped alike (stricter) when that
+ * brings the longest within hi. NULL when none (the caller refuses). malloc'd. */
 static char *pattern_within(const char *pat, long lo, long hi) {
     size_t n = strlen(pat);
     bool head = n && pat[0] == '^', tail = n > 1 && pat[n - 1] == '$' && pat[n - 2] != '\\';
@@ -636,9 +696,12 @@ static char *pattern_within(const char *pat, long lo, long hi) {
         else if (single && !vstart) vstart = st, vq = q0, vend = p, vlo = qlo, vhi = qhi;
         else ok = false;
     }
-    if (!ok || !vstart) { free(body); return NULL; }
     long nlo = lo - fixed > vlo ? lo - fixed : vlo, nhi = hi >= 0 && hi - fixed < vhi ? hi - fixed : vhi;
-    if (nlo > nhi || nhi < 0) { free(body); return NULL; }
+    if (!ok || !vstart || nlo > nhi || nhi < 0) {
+        char *capped = hi >= 0 ? pattern_capped(body, lo, hi) : NULL;
+        free(body);
+        return capped;
+    }
     ht_str o = { 0 };
     ht_str_printf(&o, "^%.*s{%ld,%ld}%s$", (int)(vq - body), body, nlo, nhi, vend);
     free(body);
@@ -671,7 +734,8 @@ static char *string_rule(conv *c, const cJSON *s, const char *hint) {
         char *within = mn || mx ? pattern_within(pat->valuestring, ilo, ihi) : NULL;
         if ((mn || mx) && !within)
             return fail(c, "\"pattern\" with minLength/maxLength that cut into it is not supported (an anchored "
-                           "pattern with one variable repetition of a single character is)");
+                           "pattern with one variable repetition of a single character is, or one whose repetitions "
+                           "can be capped to fit maxLength)");
         char *r = pattern_string(c, within ? within : pat->valuestring, hint);
         free(within);
         return r;
