@@ -216,6 +216,11 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"type\":[\"number\",\"string\"],\"maximum\":10,\"not\":{\"maximum\":2}}", { "2.5", "10", "\"x\"" }, { "2", "1", "10.5" } },
     { "{\"type\":\"number\",\"not\":{\"exclusiveMinimum\":-1}}", { "-1", "-7.5" }, { "0", "-0.5" } },
     { "{\"type\":\"number\",\"maximum\":5,\"exclusiveMaximum\":true,\"not\":{\"minimum\":1}}", { 0 }, { 0 }, "draft-04" },
+    { "{\"type\":\"string\",\"not\":{\"minLength\":3}}", { "\"\"", "\"ab\"" }, { "\"abc\"", "\"abcd\"" } },
+    { "{\"type\":[\"string\",\"null\"],\"maxLength\":6,\"not\":{\"maxLength\":3}}", { "\"abcd\"", "null" }, { "\"abc\"", "\"abcdefg\"" } },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"not\":{\"maxItems\":1}}", { "[1,2]", "[1,2,3]" }, { "[]", "[1]" } },
+    { "{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{}},\"not\":{\"maxProperties\":0}}", { "{\"a\":1}", "{\"a\":1,\"b\":2}" }, { "{}" } },
+    { "{\"type\":\"string\",\"not\":{\"minLength\":0}}", { 0 }, { 0 }, "\"not\"" },
     /* found by checking random schemas' grammars against a validator: */
     { "{\"type\":\"object\",\"oneOf\":[{\"const\":2},{\"type\":\"object\",\"minProperties\":1}]}",   /* const beside a type */
       { "{\"a\":1}" }, { "2", "{}" } },

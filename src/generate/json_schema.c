@@ -2188,6 +2188,15 @@ static bool not_property(conv *c, cJSON *m, const cJSON *n) {
  * type, not required (and not anyOf of requireds), not enum/const (beside an enum; or on booleans, integers,
  * numbers, plain strings, or the one type of several the values touch), not {properties: {k: S}} (k not in S,
  * with required [k] or without). A new object, or NULL. */
+/* The bounds "not" turns into their opposites: numbers' four, then minLength/maxLength, minItems/maxItems,
+ * minProperties/maxProperties; -1 for other keywords. */
+static int bound_index(const char *k) {
+    static const char *const B[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
+                                     "maxLength", "minItems", "maxItems", "minProperties", "maxProperties" };
+    for (int i = 0; i < 10; i++) if (!strcmp(k, B[i])) return i;
+    return -1;
+}
+
 static cJSON *negated(conv *c, const cJSON *s) {
     const cJSON *n = get(s, "not");
     cJSON *m = cJSON_Duplicate(s, true);
@@ -2218,7 +2227,7 @@ static cJSON *negated(conv *c, const cJSON *s) {
         cJSON_ArrayForEach(alt, get(n, kw)) {
             int k = 0;
             for (const cJSON *x = cJSON_IsObject(alt) ? alt->child : NULL; x; x = x->next) k += !annotation(x->string);
-            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, one numeric bound, properties of one key are)"); break; }
+            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, one bound, properties of one key are)"); break; }
             if (!not_all_of(c, m, get(alt, "required"))) break;
         }
     } else if (n_kw == 1 && (!strcmp(kw, "enum") || !strcmp(kw, "const")) && cJSON_IsArray(get(m, "enum"))) {
@@ -2283,21 +2292,22 @@ static cJSON *negated(conv *c, const cJSON *s) {
                               cJSON_IsString(get(n, "required")->child) &&
                               !strcmp(get(n, "required")->child->valuestring, get(n, "properties")->child->string)))) {
         not_property(c, m, n);
-    } else if (n_kw == 1 && cJSON_IsNumber(get(n, kw)) && (!strcmp(kw, "minimum") || !strcmp(kw, "maximum") ||
-                                                          !strcmp(kw, "exclusiveMinimum") || !strcmp(kw, "exclusiveMaximum"))) {
-        /* a bound constrains numbers only: not it is the opposite bound on numbers, the other types untouched */
-        static const char *const FROM[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum" };
-        static const char *const TO[] = { "exclusiveMaximum", "exclusiveMinimum", "maximum", "minimum" };
-        int i = 0;
-        while (strcmp(kw, FROM[i])) i++;
+    } else if (n_kw == 1 && cJSON_IsNumber(get(n, kw)) && bound_index(kw) >= 0) {
+        /* a bound constrains one type only: not it is the opposite bound on that type, the others untouched */
+        static const char *const TO[] = { "exclusiveMaximum", "exclusiveMinimum", "maximum", "minimum", "maxLength",
+                                          "minLength", "maxItems", "minItems", "maxProperties", "minProperties" };
+        int i = bound_index(kw);
+        double v = get(n, kw)->valuedouble, to = i < 4 ? v : i % 2 ? v + 1 : v - 1;   /* counts: < n is <= n - 1 */
         cJSON *opp = cJSON_CreateObject(), *r = NULL;
         if (cJSON_IsBool(get(m, "exclusiveMinimum")) || cJSON_IsBool(get(m, "exclusiveMaximum")))
             fail(c, "\"not\" with a bound beside draft-04 boolean exclusive bounds is not supported");
-        else if (!opp || !cJSON_AddNumberToObject(opp, TO[i], get(n, kw)->valuedouble)) fail(c, "out of memory");
+        else if (i >= 4 && (v != floor(v) || to < 0 || to > 1e6))
+            fail(c, "\"not\" of %s %g: every value of its type is excluded, or the count is not whole (not supported)", kw, v);
+        else if (!opp || !cJSON_AddNumberToObject(opp, TO[i], to)) fail(c, "out of memory");
         else r = merge(c, m, opp);
         cJSON_Delete(opp);
         if (r) { cJSON_Delete(m); m = r; }
-    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, one numeric bound, properties of one key are)");
+    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, one bound, properties of one key are)");
     if (c->failed) { cJSON_Delete(m); return NULL; }
     return m;
 }
