@@ -180,6 +180,11 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
     { "{\"oneOf\":[{\"type\":\"number\",\"multipleOf\":0.25,\"minimum\":0,\"maximum\":1},{\"type\":\"integer\"}]}",
       { 0 }, { 0 }, "oneOf" },   /* 0 and 1 match both, 2 only the second */
     { "{\"oneOf\":[{\"type\":\"number\",\"multipleOf\":1},{\"type\":\"integer\"}]}", { 0 }, { 0 }, "oneOf" },
+    /* numbers apart by their bounds */
+    { "{\"oneOf\":[{\"type\":\"integer\",\"maximum\":0},{\"type\":\"integer\",\"minimum\":1}]}", { "0", "-3", "1", "7" }, { "0.5", "\"1\"" } },
+    { "{\"oneOf\":[{\"type\":\"number\",\"exclusiveMaximum\":0},{\"type\":\"integer\",\"minimum\":0}]}",
+      { "-0.5", "0", "3" }, { "0.5", "-0" } },
+    { "{\"oneOf\":[{\"type\":\"number\",\"maximum\":0},{\"type\":\"integer\",\"minimum\":0}]}", { 0 }, { 0 }, "oneOf" },   /* 0 */
     { "{\"oneOf\":[{\"type\":\"integer\"},{\"enum\":[1.0,\"x\"]}]}", { 0 }, { 0 }, "oneOf" },
     /* a required key the other one allows through patternProperties: both match {"xa":1} */
     { "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"xa\":{\"type\":\"integer\"}},\"required\":[\"xa\"]},"

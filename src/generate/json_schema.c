@@ -1783,6 +1783,7 @@ static bool forbids_key(conv *c, const cJSON *y, const char *k) {
     return true;
 }
 
+
 /* Whether S(x) and S(y) have no value in common (false when unsure). */
 static bool sdisjoint(conv *c, const cJSON *x, const cJSON *y, int depth) {
     x = deref(c, x), y = deref(c, y);
@@ -1798,6 +1799,17 @@ static bool sdisjoint(conv *c, const cJSON *x, const cJSON *y, int depth) {
             cJSON_ArrayForEach(v, ev) all &= value_excluded(v, q);
             if (all) return true;
         }
+    }
+    if (!(common & ~(T_NUMBER | T_INTEGER))) {   /* numbers only: bounds that leave no number to both */
+        bool xl, xle, xh, xhe, yl, yle, yh, yhe, ok;
+        double xlo = 0, xhi = 0, ylo = 0, yhi = 0;
+        hearth_err scratch, *keep = c->err;
+        bool failed = c->failed;
+        c->err = &scratch;
+        ok = bounds(c, x, &xl, &xlo, &xle, &xh, &xhi, &xhe) && bounds(c, y, &yl, &ylo, &yle, &yh, &yhi, &yhe);
+        c->err = keep, c->failed = failed;
+        if (ok && xh && yl && (xhi < ylo || (xhi == ylo && (xhe || yle)))) return true;
+        if (ok && yh && xl && (yhi < xlo || (yhi == xlo && (yhe || xle)))) return true;
     }
     if (common != T_OBJECT) return false;
     for (int side = 0; side < 2; side++) {   /* a key one requires that the other forbids, or whose values differ */
