@@ -1783,7 +1783,6 @@ static bool forbids_key(conv *c, const cJSON *y, const char *k) {
     return true;
 }
 
-
 /* Whether S(x) and S(y) have no value in common (false when unsure). */
 static bool sdisjoint(conv *c, const cJSON *x, const cJSON *y, int depth) {
     x = deref(c, x), y = deref(c, y);
