@@ -211,6 +211,8 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
       { "{\"a\":1}" }, { "{\"a\":1,\"b\":2}" } },
     { "{\"type\":[\"string\",\"null\"],\"not\":{\"type\":\"null\"}}", { "\"x\"" }, { "null" } },
     { "{\"enum\":[\"a\",\"b\"],\"not\":{\"enum\":[\"b\"]}}", { "\"a\"" }, { "\"b\"" } },
+    /* a true alternative beside other keywords is those keywords (it was written as any value) */
+    { "{\"type\":\"integer\",\"anyOf\":[true,{\"minimum\":5}]}", { "1", "7" }, { "\"a\"", "1.5", "null" } },
     /* not beside anyOf: applied within each alternative (one of two keys, never both) */
     { "{\"type\":\"object\",\"properties\":{\"card\":{},\"iban\":{}},\"not\":{\"required\":[\"card\",\"iban\"]},"
       "\"anyOf\":[{\"required\":[\"card\"]},{\"required\":[\"iban\"]}]}",

@@ -1270,12 +1270,14 @@ static char *array_rule(conv *c, const cJSON *s, const char *hint) {
     if (rest_ok && !c->failed) {
         snprintf(tmp, sizeof tmp, "%.40s-item", hint);
         if (has_c && max_c >= 0) {   /* the others: items and not contains */
-            cJSON *miss = cJSON_CreateObject(), *both = cJSON_AddArrayToObject(miss, "allOf"), *no = cJSON_CreateObject();
-            if (cJSON_IsObject(items)) cJSON_AddItemToArray(both, cJSON_Duplicate(items, true));
-            cJSON_AddItemToObject(no, "not", cJSON_Duplicate(has_c, true));
-            if (!cJSON_AddItemToArray(both, no) || !get(no, "not")) fail(c, "out of memory");
+            cJSON *miss = cJSON_CreateObject(), *both = miss ? cJSON_AddArrayToObject(miss, "allOf") : NULL;
+            cJSON *no = cJSON_CreateObject(), *nc = cJSON_Duplicate(has_c, true);
+            bool ok = both && no && nc && (!cJSON_IsObject(items) || cJSON_AddItemToArray(both, cJSON_Duplicate(items, true)));
+            if (ok && cJSON_AddItemToObject(no, "not", nc)) nc = NULL;
+            if (ok && !nc && cJSON_AddItemToArray(both, no)) no = NULL;
+            if (!ok || no || nc) fail(c, "out of memory");
             else item = visit(c, miss, tmp);
-            cJSON_Delete(miss);
+            cJSON_Delete(no), cJSON_Delete(nc), cJSON_Delete(miss);
         } else item = items && !cJSON_IsTrue(items) ? visit(c, items, tmp) : prim(c, "value");
     }
     ht_str b = { 0 };
@@ -1338,7 +1340,6 @@ static bool object_shapes_ok(conv *c, const cJSON *s) {
     cJSON_ArrayForEach(x, req) if (!cJSON_IsString(x)) return fail(c, "\"required\" must hold strings"), false;
     return true;
 }
-
 
 /* dependentRequired, dependentSchemas and draft-07 dependencies, made into the object's own keywords, stricter
  * but exact: a trigger property's required ones become required always, its schema applies always (merged), and
@@ -1723,6 +1724,7 @@ static const cJSON *deref(conv *c, const cJSON *x) {
     return x;
 }
 
+/* The JSON types a value has (a number: both number and integer). */
 static int value_type(const cJSON *v) {
     return cJSON_IsNull(v) ? T_NULL : cJSON_IsBool(v) ? T_BOOL : cJSON_IsObject(v) ? T_OBJECT : cJSON_IsArray(v) ? T_ARRAY
          : cJSON_IsNumber(v) ? T_NUMBER | T_INTEGER : T_STRING;
@@ -1884,7 +1886,7 @@ static void make_exclusive(conv *c, cJSON **g, const cJSON **s, int n) {
                 g[a] = NULL;
                 break;
             }
-            if ((stypes(p) & T_NUMBER) && plain_object(p) && !has(p, "const") && !has(p, "enum")) {   /* non-integers */
+            if ((tp & T_NUMBER) && plain_object(p) && !has(p, "const") && !has(p, "enum")) {   /* non-integers */
                 cJSON *t = cJSON_Duplicate(p, true);
                 if (!t || !cJSON_AddTrueToObject(t, NONINT)) { cJSON_Delete(t); fail(c, "out of memory"); break; }
                 if (sdisjoint(c, t, s[b], 0)) { cJSON_Delete(g[a]); g[a] = t; continue; }
@@ -1926,7 +1928,8 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
         if (c->failed) break;
         if (cJSON_IsFalse(xs)) { i++; continue; }
         stated[i] = xs;
-        alt[i] = siblings && cJSON_IsObject(xs) ? merge(c, base, xs) : cJSON_Duplicate(x, true);
+        alt[i] = siblings && cJSON_IsObject(xs) ? merge(c, base, xs) : siblings && cJSON_IsTrue(xs) ? cJSON_Duplicate(base, true)
+               : cJSON_Duplicate(x, true);
         const cJSON *cv = get(alt[i], "const"), *ev = get(alt[i], "enum"), *v;
         if ((cv || cJSON_IsArray(ev)) && !has(alt[i], "$ref")) {   /* values the rest rules out: it matches nothing */
             bool any = cv && listed_value_ok(c, alt[i], cv) > 0;
@@ -2195,10 +2198,6 @@ static bool not_property(conv *c, cJSON *m, const cJSON *n) {
     return true;
 }
 
-/* s without its "not", made stricter so that nothing it allows matches the negated schema. The forms read: not
- * type, not required (and not anyOf of requireds), not enum/const (beside an enum; or on booleans, integers,
- * numbers, plain strings, or the one type of several the values touch), not {properties: {k: S}} (k not in S,
- * with required [k] or without). A new object, or NULL. */
 /* The bounds "not" turns into their opposites: numbers' four, then minLength/maxLength, minItems/maxItems,
  * minProperties/maxProperties; -1 for other keywords. */
 static int bound_index(const char *k) {
@@ -2208,6 +2207,10 @@ static int bound_index(const char *k) {
     return -1;
 }
 
+/* s without its "not", made stricter so that nothing it allows matches the negated schema. The forms read: not
+ * type, not required (and not anyOf of requireds), not enum/const (beside an enum; or on booleans, integers,
+ * numbers, plain strings, or the one type of several the values touch), not {properties: {k: S}} (k not in S,
+ * with required [k] or without), not of one bound (the opposite bound). A new object, or NULL. */
 static cJSON *negated(conv *c, const cJSON *s) {
     const cJSON *n = get(s, "not");
     cJSON *m = cJSON_Duplicate(s, true);
