@@ -1,6 +1,6 @@
 // Structured output through the official openai client: every reply constrained by response_format json_schema
-// (the schemas of tests/data/schemas and the held-out tests/data/schemas-heldout, several seeds, plain and streamed) must parse and validate (ajv, with
-// ajv-formats), none cut by max_tokens; a max_tokens too small is a 400 and one just large enough gives a valid
+// (the schemas of tests/data/schemas and the held-out tests/data/schemas-heldout, several seeds, plain and streamed)
+// must parse and validate (ajv, with ajv-formats), none cut by max_tokens; a max_tokens too small is a 400 and one just large enough gives a valid
 // reply; unknown formats are named in "warnings" (streamed: on the final chunk); json_object replies are objects; llama-server's "grammar"
 // field is obeyed; a keyword that cannot be enforced is a 400 naming it; Ollama's "format" too.
 // Usage: GEN_URL=... API_KEY=... node test_structured.mjs
