@@ -166,7 +166,25 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
       { "{\"id\":1,\"kind\":\"c\"}", "{\"kind\":\"a\"}" } },
     { "{\"oneOf\":[{\"enum\":[\"a\",\"b\"]},{\"enum\":[\"c\",1]}]}", { "\"a\"", "1" }, { "\"d\"" } },
     { "{\"oneOf\":[{\"enum\":[\"a\",\"b\"]},{\"enum\":[\"b\",\"c\"]}]}", { 0 }, { 0 }, "oneOf" },   /* "b" matches both */
-    { "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", { 0 }, { 0 }, "oneOf" },   /* 1 is both */
+    /* integer vs number: a whole number matches both, so only numbers with a fraction are valid */
+    { "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", { "1.5", "-0.25", "3.01", "0.5" },
+      { "1", "1.0", "0", "-2", "1e2", "-0.0" } },
+    { "{\"oneOf\":[{\"type\":\"number\",\"minimum\":-1,\"maximum\":2},{\"type\":\"integer\"}]}",   /* integers past the bounds */
+      { 0 }, { 0 }, "oneOf" },
+    { "{\"oneOf\":[{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":2},{\"type\":\"integer\",\"minimum\":5},{\"type\":\"number\"}]}",
+      { 0 }, { 0 }, "oneOf" },
+    { "{\"type\":[\"number\",\"string\"],\"oneOf\":[{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":2},{\"type\":\"integer\"}]}",
+      { 0 }, { 0 }, "oneOf" },
+    { "{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"number\",\"multipleOf\":0.5},{\"type\":\"integer\"}]}",
+      { "1.5", "-0.5", "\"x\"" }, { "1", "0.25", "2.0", "0" } },
+    { "{\"oneOf\":[{\"type\":\"number\",\"multipleOf\":0.25,\"minimum\":0,\"maximum\":1},{\"type\":\"integer\"}]}",
+      { 0 }, { 0 }, "oneOf" },   /* 0 and 1 match both, 2 only the second */
+    { "{\"oneOf\":[{\"type\":\"number\",\"multipleOf\":1},{\"type\":\"integer\"}]}", { 0 }, { 0 }, "oneOf" },
+    /* numbers apart by their bounds */
+    { "{\"oneOf\":[{\"type\":\"integer\",\"maximum\":0},{\"type\":\"integer\",\"minimum\":1}]}", { "0", "-3", "1", "7" }, { "0.5", "\"1\"" } },
+    { "{\"oneOf\":[{\"type\":\"number\",\"exclusiveMaximum\":0},{\"type\":\"integer\",\"minimum\":0}]}",
+      { "-0.5", "0", "3" }, { "0.5", "-0" } },
+    { "{\"oneOf\":[{\"type\":\"number\",\"maximum\":0},{\"type\":\"integer\",\"minimum\":0}]}", { 0 }, { 0 }, "oneOf" },   /* 0 */
     { "{\"oneOf\":[{\"type\":\"integer\"},{\"enum\":[1.0,\"x\"]}]}", { 0 }, { 0 }, "oneOf" },
     /* a required key the other one allows through patternProperties: both match {"xa":1} */
     { "{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"xa\":{\"type\":\"integer\"}},\"required\":[\"xa\"]},"
@@ -193,7 +211,23 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
       { "{\"a\":1}" }, { "{\"a\":1,\"b\":2}" } },
     { "{\"type\":[\"string\",\"null\"],\"not\":{\"type\":\"null\"}}", { "\"x\"" }, { "null" } },
     { "{\"enum\":[\"a\",\"b\"],\"not\":{\"enum\":[\"b\"]}}", { "\"a\"" }, { "\"b\"" } },
-    { "{\"not\":{\"minimum\":3}}", { 0 }, { 0 }, "\"not\"" },
+    /* a true alternative beside other keywords is those keywords (it was written as any value) */
+    { "{\"type\":\"integer\",\"anyOf\":[true,{\"minimum\":5}]}", { "1", "7" }, { "\"a\"", "1.5", "null" } },
+    /* not beside anyOf: applied within each alternative (one of two keys, never both) */
+    { "{\"type\":\"object\",\"properties\":{\"card\":{},\"iban\":{}},\"not\":{\"required\":[\"card\",\"iban\"]},"
+      "\"anyOf\":[{\"required\":[\"card\"]},{\"required\":[\"iban\"]}]}",
+      { "{\"card\":1}", "{\"iban\":2}" }, { "{}", "{\"card\":1,\"iban\":2}" } },
+    /* not of one numeric bound: the opposite bound on numbers (no "type": numbers only, stricter) */
+    { "{\"not\":{\"minimum\":3}}", { "2", "-1", "2.99" }, { "3", "4", "3.0" } },
+    { "{\"type\":\"integer\",\"minimum\":0,\"not\":{\"exclusiveMaximum\":5}}", { "5", "99" }, { "4", "0", "-5" } },
+    { "{\"type\":[\"number\",\"string\"],\"maximum\":10,\"not\":{\"maximum\":2}}", { "2.5", "10", "\"x\"" }, { "2", "1", "10.5" } },
+    { "{\"type\":\"number\",\"not\":{\"exclusiveMinimum\":-1}}", { "-1", "-7.5" }, { "0", "-0.5" } },
+    { "{\"type\":\"number\",\"maximum\":5,\"exclusiveMaximum\":true,\"not\":{\"minimum\":1}}", { 0 }, { 0 }, "draft-04" },
+    { "{\"type\":\"string\",\"not\":{\"minLength\":3}}", { "\"\"", "\"ab\"" }, { "\"abc\"", "\"abcd\"" } },
+    { "{\"type\":[\"string\",\"null\"],\"maxLength\":6,\"not\":{\"maxLength\":3}}", { "\"abcd\"", "null" }, { "\"abc\"", "\"abcdefg\"" } },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"not\":{\"maxItems\":1}}", { "[1,2]", "[1,2,3]" }, { "[]", "[1]" } },
+    { "{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{}},\"not\":{\"maxProperties\":0}}", { "{\"a\":1}", "{\"a\":1,\"b\":2}" }, { "{}" } },
+    { "{\"type\":\"string\",\"not\":{\"minLength\":0}}", { 0 }, { 0 }, "\"not\"" },
     /* found by checking random schemas' grammars against a validator: */
     { "{\"type\":\"object\",\"oneOf\":[{\"const\":2},{\"type\":\"object\",\"minProperties\":1}]}",   /* const beside a type */
       { "{\"a\":1}" }, { "2", "{}" } },
@@ -244,15 +278,39 @@ static const struct { const char *schema; const char *yes[6], *no[6]; const char
       "\"if\":{\"properties\":{\"unit\":{\"enum\":[\"pct\",\"ratio\"]}}},\"then\":{\"properties\":{\"v\":{\"maximum\":100}}},\"else\":{\"required\":[\"v\"]}}",
       { "{\"unit\":\"pct\",\"v\":50}", "{\"unit\":\"pct\"}", "{\"unit\":\"kg\",\"v\":500}" },
       { "{\"unit\":\"pct\",\"v\":500}", "{\"unit\":\"kg\"}" } },
-    { "{\"properties\":{\"a\":{}},\"if\":{\"properties\":{\"a\":{\"minimum\":3}}},\"then\":{\"required\":[\"a\"]}}", { 0 }, { 0 }, "\"if\"" },
+    { "{\"properties\":{\"a\":{}},\"if\":{\"properties\":{\"a\":{\"minimum\":3}}},\"then\":{\"required\":[\"a\"]}}",
+      { "{\"a\":5}", "{\"a\":1}" }, { "{}" } },
+    { "{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\"},\"guardian\":{\"type\":\"string\"}},"
+      "\"required\":[\"age\"],\"if\":{\"properties\":{\"age\":{\"maximum\":17}}},\"then\":{\"required\":[\"guardian\"]}}",
+      { "{\"age\":30}", "{\"age\":10,\"guardian\":\"x\"}", "{\"age\":18}" }, { "{\"age\":17}", "{\"age\":-3}" } },
     { "{\"$defs\":{\"b\":{\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"]},\"n\":{\"allOf\":[{\"$ref\":\"#/$defs/b\"},"
       "{\"properties\":{\"nm\":{\"type\":\"string\"}},\"required\":[\"nm\"]}]}},\"allOf\":[{\"$ref\":\"#/$defs/n\"}],\"type\":\"object\"}",
       { "{\"id\":1,\"nm\":\"x\"}" }, { "{\"id\":1}", "{\"nm\":\"x\"}" } },
     { "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":5}", { "\"abcde\"" }, { "\"abcdef\"", "\"\"" } },
     { "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":20}", { "\"ab@cd.ef\"" }, { "\"abcdefgh@cdefghij.kl\"" } },
     { "{\"type\":\"string\",\"format\":\"feed-onestop-id\",\"maxLength\":3}", { "\"abc\"" }, { "\"abcd\"" } },
-    { "{\"type\":\"string\",\"pattern\":\"^(ab|c)+$\",\"maxLength\":3}", { 0 }, { 0 }, "pattern" },
-    { "{\"if\":{\"minimum\":3},\"then\":{}}", { 0 }, { 0 }, "\"if\"" },
+    { "{\"type\":\"string\",\"pattern\":\"^(ab|c)+$\",\"maxLength\":3}", { "\"ab\"", "\"c\"" },
+      { "\"abab\"", "\"\"", "\"ccca\"", "\"cc\"" } },   /* repetitions capped alike until the longest fits (stricter) */
+    { "{\"type\":\"string\",\"pattern\":\"^[0-9]+\\\\.[0-9]+\\\\.[0-9]+(-[a-z]+)?$\",\"maxLength\":8}",
+      { "\"1.2.3\"", "\"0.9.7\"", "\"1.2.3-a\"" }, { "\"12.34.567\"", "\"1.2\"", "\"1.2.3-\"", "\"1.2.3-abcd\"" } },
+    { "{\"type\":\"string\",\"pattern\":\"^(a|bbbbbbbbbb)$\",\"maxLength\":5}", { 0 }, { 0 }, "pattern" },
+    { "{\"if\":{\"minimum\":3},\"then\":{\"maximum\":10}}", { "4", "1", "2.5", "-7", "10" }, { "11", "12.5" } },
+    { "{\"if\":{\"minimum\":3,\"maximum\":5},\"then\":{}}", { 0 }, { 0 }, "\"if\"" },
+    /* contains: the first minContains items match it (and items); under maxContains the rest do not */
+    { "{\"type\":\"array\",\"contains\":{\"type\":\"integer\"}}", { "[1]", "[3, \"a\", null]", "[-2,2.5]" },
+      { "[]", "[\"a\"]", "[1.5]", "[1.5,2]" } },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":5},\"contains\":{\"const\":\"admin\"},\"maxItems\":3}",
+      { "[\"admin\"]", "[\"admin\",\"x\"]", "[\"admin\",\"admin\",\"\"]" },
+      { "[]", "[\"x\"]", "[\"admin\",\"a\",\"b\",\"c\"]", "[\"adminx\"]", "[\"admin\",\"xxxxxx\"]" } },
+    { "{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},\"contains\":{\"const\":\"a\"},\"maxContains\":1}",
+      { "[\"a\"]", "[\"a\",\"b\",\"c\"]" }, { "[\"a\",\"a\"]", "[\"b\"]", "[\"a\",\"d\"]", "[\"a\",\"c\",\"a\"]" } },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":100},\"contains\":{\"minimum\":50},\"minContains\":2}",
+      { "[50,99]", "[60,70,3]" }, { "[50]", "[50,49]", "[50,101]", "[50,60,-1]" } },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"contains\":{\"minimum\":5},\"minContains\":0,\"maxContains\":0}",
+      { "[]", "[4,-1]" }, { "[5]", "[1,7]" } },
+    { "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"}],\"contains\":{\"type\":\"integer\"}}", { 0 }, { 0 }, "contains" },
+    { "{\"type\":\"array\",\"contains\":{\"type\":\"integer\"},\"minContains\":3,\"maxItems\":2}", { 0 }, { 0 }, "minContains" },
+    { "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"contains\":{\"type\":\"integer\"}}", { 0 }, { 0 }, "contains" },
     { "{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"required\":[\"c\"]}",   /* optional ones before a required one */
       { "{\"c\":1}", "{\"a\":1,\"c\":1}", "{\"b\":1,\"c\":1}" }, { "{}", "{\"a\":1}", "{\"a\":1,\"b\":1}" } },
     { "{\"type\":\"object\",\"properties\":{\"country\":{\"enum\":[\"US\",\"FR\"]},\"zip\":{\"type\":\"string\"},\"post\":{\"type\":\"string\"}},"

@@ -85,7 +85,7 @@ printf 'root ::= " the " ("cat" | "dog") " sat."\n' >"$tmp/g.gbnf"
 check "--grammar-file: the reply is a sentence of the grammar" '[[ $(run -p "Once" --grammar-file "$tmp/g.gbnf" --seed 4 -n 50) =~ ^\ the\ (cat|dog)\ sat\.$ ]]'
 printf 'root ::= "a" b\n' >"$tmp/bad.gbnf"
 check "bad grammar: one error line naming the line" 'one_error_line "$HEARTH" run -m "$M" --grammar-file "$tmp/bad.gbnf" && [[ $LAST_ERR == *"line 1"* ]]'
-check "unenforceable schema keyword: one error line naming it" 'one_error_line "$HEARTH" run -m "$M" --json-schema data/schemas/unsupported_not_minimum.json && [[ $LAST_ERR == *\"not\"* ]]'
+check "unenforceable schema keyword: one error line naming it" 'one_error_line "$HEARTH" run -m "$M" --json-schema data/schemas/unsupported_not_pattern.json && [[ $LAST_ERR == *\"not\"* ]]'
 check "two grammars at once: refused" 'one_error_line "$HEARTH" run -m "$M" --json-object --grammar-file "$tmp/g.gbnf"'
 
 # --prompt-cache: the second run starts from the stored prefix, and the text is the uncached run's.

@@ -210,6 +210,9 @@ static const cJSON *resolve_ref(conv *c, const char *ref) {
 }
 
 enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_NUMBER = 16, T_INTEGER = 32, T_STRING = 64, T_ALL = 127 };
+/* Set by oneOf on a number alternative beside an integer one: only numbers with a non-zero fraction are written
+ * ("x-": the other keywords' checks read it as an annotation). */
+#define NONINT "x-hearth-non-integer"
 
 static int type_bit(const char *t) {
     static const char *const N[] = { "null", "boolean", "object", "array", "number", "integer", "string" };
@@ -604,9 +607,69 @@ static rx_len rx_len_alt(const char **p, bool *ok) {
     return t;
 }
 
+/* The pattern text at *p (an alternation, up to ')' or its end) copied to o with every variable repetition's most
+ * count capped at k (never below its least): the same syntax rx_len reads; *ok false on anything else. */
+static void rx_cap_alt(const char **p, ht_str *o, long k, bool *ok);
+static void rx_cap_seq(const char **p, ht_str *o, long k, bool *ok) {
+    while (**p && **p != '|' && **p != ')' && *ok) {
+        const char *st = *p;
+        if (**p == '(') {
+            (*p)++;
+            ht_str_puts(o, "(");
+            if ((*p)[0] == '?' && (*p)[1] == ':') *p += 2, ht_str_puts(o, "?:");
+            rx_cap_alt(p, o, k, ok);
+            if (**p != ')') { *ok = false; return; }
+            (*p)++;
+            ht_str_puts(o, ")");
+        } else {
+            bool single;
+            rx_len_atom(p, ok, &single);
+            ht_str_add(o, st, (size_t)(*p - st));
+        }
+        const char *q0 = *p;
+        long lo, hi;
+        if (!rx_quant(p, &lo, &hi)) { *ok = false; return; }
+        if (*p == q0) continue;
+        if (lo == hi) ht_str_add(o, q0, (size_t)(*p - q0));
+        else ht_str_printf(o, "{%ld,%ld}", lo, hi < k ? hi : lo > k ? lo : k);
+    }
+}
+static void rx_cap_alt(const char **p, ht_str *o, long k, bool *ok) {
+    rx_cap_seq(p, o, k, ok);
+    while (**p == '|' && *ok) {
+        (*p)++;
+        ht_str_puts(o, "|");
+        rx_cap_seq(p, o, k, ok);
+    }
+}
+
+/* body (an anchored pattern's inside) with its repetitions capped at the largest k that keeps every string its
+ * grammar writes within hi characters, and at least lo; NULL when none does. malloc'd. */
+static char *pattern_capped(const char *body, long lo, long hi) {
+    for (long k = RX_MAX_REPEAT; k >= 1; k--) {
+        ht_str o = { 0 };
+        const char *p = body;
+        bool ok = true;
+        ht_str_puts(&o, "^");
+        rx_cap_alt(&p, &o, k, &ok);
+        ht_str_puts(&o, "$");
+        if (!ok || *p || o.oom) { free(o.p); return NULL; }
+        const char *q = o.p + 1;
+        char *in = strndup(q, strlen(q) - 1);
+        const char *r = in;
+        rx_len t = in ? rx_len_alt(&r, &ok) : (rx_len){ 0, 0 };
+        free(in);
+        if (!in || !ok || t.min < lo) { free(o.p); return NULL; }   /* caps never raise the least length */
+        if (t.max <= hi) return o.p;
+        free(o.p);
+    }
+    return NULL;
+}
+
 /* A pattern within minLength lo .. maxLength hi (hi < 0: none), as a pattern whose grammar keeps to them: itself
  * when every string its grammar writes fits, or, for an anchored sequence of quantified single characters with
- * one variable part, that part's count narrowed. NULL when neither (the caller refuses). malloc'd. */
+ * one variable part, that part's count narrowed, or every variable repetition capped alike (stricter) when that
+ * brings the longest within hi. NULL when none (the caller refuses). malloc'd. */
 static char *pattern_within(const char *pat, long lo, long hi) {
     size_t n = strlen(pat);
     bool head = n && pat[0] == '^', tail = n > 1 && pat[n - 1] == '$' && pat[n - 2] != '\\';
@@ -633,9 +696,12 @@ static char *pattern_within(const char *pat, long lo, long hi) {
         else if (single && !vstart) vstart = st, vq = q0, vend = p, vlo = qlo, vhi = qhi;
         else ok = false;
     }
-    if (!ok || !vstart) { free(body); return NULL; }
     long nlo = lo - fixed > vlo ? lo - fixed : vlo, nhi = hi >= 0 && hi - fixed < vhi ? hi - fixed : vhi;
-    if (nlo > nhi || nhi < 0) { free(body); return NULL; }
+    if (!ok || !vstart || nlo > nhi || nhi < 0) {
+        char *capped = hi >= 0 ? pattern_capped(body, lo, hi) : NULL;
+        free(body);
+        return capped;
+    }
     ht_str o = { 0 };
     ht_str_printf(&o, "^%.*s{%ld,%ld}%s$", (int)(vq - body), body, nlo, nhi, vend);
     free(body);
@@ -668,7 +734,8 @@ static char *string_rule(conv *c, const cJSON *s, const char *hint) {
         char *within = mn || mx ? pattern_within(pat->valuestring, ilo, ihi) : NULL;
         if ((mn || mx) && !within)
             return fail(c, "\"pattern\" with minLength/maxLength that cut into it is not supported (an anchored "
-                           "pattern with one variable repetition of a single character is)");
+                           "pattern with one variable repetition of a single character is, or one whose repetitions "
+                           "can be capped to fit maxLength)");
         char *r = pattern_string(c, within ? within : pat->valuestring, hint);
         free(within);
         return r;
@@ -808,21 +875,22 @@ static bool bounds(conv *c, const cJSON *s, bool *has_lo, double *lo, bool *lo_e
     return true;
 }
 
-/* Decimals without exponent (after `prefix`) whose whole part is in [a, top - 1] with any fraction, or top itself
- * when top_exact; top < 0: no upper bound. Appended as alternatives; *sep becomes " | " once one is written. */
+/* Decimals without exponent (after `prefix`) whose whole part is in [a, top - 1] followed by `fraction` (as a
+ * GBNF item: "." and digits, optional or not), or top itself when top_exact; top < 0: no upper bound. Appended as
+ * alternatives; *sep becomes " | " once one is written. */
 static void magnitudes(ht_str *b, long long a, long long top, bool top_exact, const char **sep, const char *prefix,
-                       const char *dec) {
+                       const char *fraction) {
     if (top < 0) {
         ht_str_printf(b, "%s%s(", *sep, prefix);
         uint_range(b, a, -1);
-        ht_str_printf(b, ") (\".\" %s)?", dec);
+        ht_str_printf(b, ") %s", fraction);
         *sep = " | ";
         return;
     }
     if (top - 1 >= a) {
         ht_str_printf(b, "%s%s(", *sep, prefix);
         uint_range(b, a, top - 1);
-        ht_str_printf(b, ") (\".\" %s)?", dec);
+        ht_str_printf(b, ") %s", fraction);
         *sep = " | ";
     }
     if (top_exact && top >= a) {
@@ -998,7 +1066,7 @@ static void fraction_multiples(conv *c, ht_str *b, long long num, long long den,
 /* Multiples of num/den within [lo, hi] (each end maybe exclusive), listed when at most 1000 of them and
  * written exactly; NULL (without failing) when there are more. */
 static char *listed_multiples(conv *c, long long num, long long den, int d, double lo, bool lo_ex, double hi, bool hi_ex,
-                              const char *hint) {
+                              bool nonint, const char *hint) {
     long long p = 1;
     for (int i = 0; i < d; i++) p *= 10;
     long long unit = num * (p / den);   /* a multiple q of num/den is q * unit / 10^d */
@@ -1014,11 +1082,15 @@ static char *listed_multiples(conv *c, long long num, long long den, int d, doub
     ht_str b = { 0 };
     free(prim(c, "space"));
     ht_str_puts(&b, "(");
+    bool any = false;
     for (long long q = q0; q <= q1; q++) {
+        if (nonint && q * unit % p == 0) continue;   /* whole: left out */
         decimal_text(t, sizeof t, q * unit, d);
-        ht_str_printf(&b, "%s\"%s\"", q > q0 ? " | " : "", t);
+        ht_str_printf(&b, "%s\"%s\"", any ? " | " : "", t);
+        any = true;
     }
     ht_str_puts(&b, ") space");
+    if (!any) { free(b.p); return fail(c, "no multiple of the \"multipleOf\" with a fraction lies within the bounds"); }
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
@@ -1042,6 +1114,10 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
             return fail(c, "\"multipleOf\" %g is not supported (its fraction has more than 1000 endings)", mo->valuedouble);
     }
     bool endings_only = den > 1 && num == 1 && frac == 16;   /* 0.25, 0.5, 0.05, ...: fraction endings */
+    bool nonint = cJSON_IsTrue(get(s, NONINT));   /* a non-zero fraction always */
+    if (nonint && (integer || (den > 1 && !endings_only && frac == 16)))
+        return fail(c, "oneOf: a number alternative beside an integer one must hold only numbers with a fraction, and "
+                    "with this \"multipleOf\" that is not supported");
     char dec[32];
     snprintf(dec, sizeof dec, frac == 16 ? "decimal-part" : "[0-9]{1,%d}", frac);
     bool has_lo, lo_ex, has_hi, hi_ex;
@@ -1065,7 +1141,7 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
     if (integer && k > 1) return multiple_rule(c, (long long)k, has_lo, ilo, has_hi, ihi, hint);
     if (integer) return int_rule(c, has_lo, ilo, has_hi, ihi, hint);
     if (den > 1 && has_lo && has_hi) {   /* few multiples within the bounds: each written */
-        char *l = listed_multiples(c, num, den, md, lo, lo_ex, hi, hi_ex, hint);
+        char *l = listed_multiples(c, num, den, md, lo, lo_ex, hi, hi_ex, nonint, hint);
         if (l || c->failed) return l;
     }
     ht_str ends = { 0 }, ends_nz = { 0 };   /* the fraction endings (as dec) and the non-zero ones */
@@ -1092,13 +1168,18 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
         if (c->failed) { free(b.p); return NULL; }
         return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
     }
-    if (!has_lo && !has_hi && frac == 16 && !endings_only) return prim(c, "number");
+    ht_str fraction = { 0 };   /* what follows a whole part: optional, or a non-zero one (nonint) */
+    if (nonint && endings_only) ht_str_puts(&fraction, ends_nz.p);
+    else if (nonint) ht_str_printf(&fraction, "\".\" [0-9]{0,%d} [1-9]", frac - 1);
+    else ht_str_printf(&fraction, "(\".\" %s)?", decp);
+    if (fraction.oom) { free(ends.p), free(ends_nz.p), free(fraction.p); return fail(c, "out of memory"); }
+    if (!has_lo && !has_hi && frac == 16 && !endings_only && !nonint) { free(fraction.p); return prim(c, "number"); }
     if (!has_lo && !has_hi) {
         free(prim(c, "integral-part"));
         free(prim(c, "space"));
         ht_str b = { 0 };
-        ht_str_printf(&b, "\"-\"? integral-part (\".\" %s)? space", decp);
-        free(ends.p), free(ends_nz.p);
+        ht_str_printf(&b, "\"-\"? integral-part %s space", fraction.p);
+        free(ends.p), free(ends_nz.p), free(fraction.p);
         return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
     }
     /* numbers with bounds: no exponent, and bounds met by whole-number parts (stricter than non-integer bounds):
@@ -1116,7 +1197,7 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
             else ht_str_printf(&b, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sep, (long long)lo, frac - 1);
             sep = " | ";
         }
-        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi), &sep, "", decp);
+        magnitudes(&b, a, has_hi ? (long long)floor(hi) : -1, !(hi_ex && floor(hi) == hi) && !nonint, &sep, "", fraction.p);
     }
     if (!has_lo || lo < 0) {                            /* v < 0: "-" and a magnitude */
         long long a = has_hi && hi < 0 ? (long long)ceil(-hi) + (hi_ex && floor(hi) == hi) : 0;
@@ -1128,23 +1209,38 @@ static char *number_rule(conv *c, const cJSON *s, bool integer, const char *hint
             }
             a = 1;
         }
-        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo), &sep, "\"-\" ", decp);
+        magnitudes(&b, a, has_lo ? (long long)floor(-lo) : -1, !(lo_ex && floor(lo) == lo) && !nonint, &sep, "\"-\" ",
+                   fraction.p);
     }
     ht_str_puts(&b, ") space");
-    free(ends.p), free(ends_nz.p);
+    free(ends.p), free(ends_nz.p), free(fraction.p);
     if (!*sep) { free(b.p); return fail(c, "the bounds leave no number whose whole part hearth can enforce"); }
     return b.oom ? fail(c, "out of memory") : add_rule(c, hint, b.p);
 }
 
 /* ---- arrays and objects ---- */
 
+static cJSON *merge(conv *c, const cJSON *a, const cJSON *b);
+static bool sdisjoint(conv *c, const cJSON *x, const cJSON *y, int depth);
+
 static char *array_rule(conv *c, const cJSON *s, const char *hint) {
     const cJSON *items = get(s, "items"), *prefix = get(s, "prefixItems"), *mn = get(s, "minItems"),
                 *mx = get(s, "maxItems"), *uniq = get(s, "uniqueItems"), *addl = get(s, "additionalItems");
-    if (has(s, "contains")) return fail(c, "\"contains\" is not supported");
     if (cJSON_IsArray(items)) prefix = items, items = addl;   /* draft-04..07 tuple form */
     long lo = count_of(mn, 0), hi = count_of(mx, -1);
     if (lo < 0 || lo > 1000 || hi < -1 || hi > 1000 || (hi >= 0 && hi < lo)) return fail(c, "bad minItems/maxItems");
+    /* contains: the first minContains items match it (and items), the rest match items and, under maxContains,
+     * not it; stricter (the matches come first), exact in what it allows */
+    const cJSON *has_c = get(s, "contains");
+    long min_c = 0, max_c = -1;
+    if (has_c) {
+        if (prefix) return fail(c, "\"contains\" with \"prefixItems\" (or tuple \"items\") is not supported");
+        min_c = count_of(get(s, "minContains"), 1), max_c = count_of(get(s, "maxContains"), -1);
+        if (min_c < 0 || min_c > 1000 || max_c < -1 || max_c > 1000 || (max_c >= 0 && max_c < min_c))
+            return fail(c, "bad minContains/maxContains");
+        if (lo < min_c) lo = min_c;
+        if (hi >= 0 && hi < lo) return fail(c, "\"contains\": minContains is above maxItems");
+    }
     if (cJSON_IsTrue(uniq)) {   /* at most one item is always unique */
         if (lo > 1) return fail(c, "\"uniqueItems\" with minItems above 1 is not supported");
         if (hi < 0 || hi > 1) hi = 1;
@@ -1152,17 +1248,37 @@ static char *array_rule(conv *c, const cJSON *s, const char *hint) {
     free(prim(c, "space"));
     char tmp[128];
     int n_prefix = cJSON_IsArray(prefix) ? cJSON_GetArraySize(prefix) : 0;
+    if (has_c) n_prefix = (int)min_c;
     char **pre = n_prefix ? calloc((size_t)n_prefix, sizeof *pre) : NULL;
     if (n_prefix && !pre) return fail(c, "out of memory");
     for (int i = 0; i < n_prefix && !c->failed; i++) {
         snprintf(tmp, sizeof tmp, "%.40s-%d", hint, i);
-        pre[i] = visit(c, cJSON_GetArrayItem(prefix, i), tmp);
+        if (!has_c) pre[i] = visit(c, cJSON_GetArrayItem(prefix, i), tmp);
+        else if (i) pre[i] = xstrdup(c, pre[0]);
+        else {   /* an item that matches both items and contains */
+            snprintf(tmp, sizeof tmp, "%.40s-contains", hint);
+            if (items && sdisjoint(c, items, has_c, 0)) { fail(c, "\"contains\" matches no item that \"items\" allows"); break; }
+            cJSON *hit = !items || cJSON_IsTrue(items) ? cJSON_Duplicate(has_c, true)
+                       : cJSON_IsObject(items) && cJSON_IsObject(has_c) ? merge(c, items, has_c) : NULL;
+            if (!hit && !c->failed) fail(c, "\"contains\" must be a schema that can match with \"items\"");
+            if (hit) pre[i] = visit(c, hit, tmp);
+            cJSON_Delete(hit);
+        }
     }
     char *item = NULL;
     bool rest_ok = !(cJSON_IsFalse(items));
     if (rest_ok && !c->failed) {
         snprintf(tmp, sizeof tmp, "%.40s-item", hint);
-        item = items && !cJSON_IsTrue(items) ? visit(c, items, tmp) : prim(c, "value");
+        if (has_c && max_c >= 0) {   /* the others: items and not contains */
+            cJSON *miss = cJSON_CreateObject(), *both = miss ? cJSON_AddArrayToObject(miss, "allOf") : NULL;
+            cJSON *no = cJSON_CreateObject(), *nc = cJSON_Duplicate(has_c, true);
+            bool ok = both && no && nc && (!cJSON_IsObject(items) || cJSON_AddItemToArray(both, cJSON_Duplicate(items, true)));
+            if (ok && cJSON_AddItemToObject(no, "not", nc)) nc = NULL;
+            if (ok && !nc && cJSON_AddItemToArray(both, no)) no = NULL;
+            if (!ok || no || nc) fail(c, "out of memory");
+            else item = visit(c, miss, tmp);
+            cJSON_Delete(no), cJSON_Delete(nc), cJSON_Delete(miss);
+        } else item = items && !cJSON_IsTrue(items) ? visit(c, items, tmp) : prim(c, "value");
     }
     ht_str b = { 0 };
     if (!c->failed) {
@@ -1224,8 +1340,6 @@ static bool object_shapes_ok(conv *c, const cJSON *s) {
     cJSON_ArrayForEach(x, req) if (!cJSON_IsString(x)) return fail(c, "\"required\" must hold strings"), false;
     return true;
 }
-
-static cJSON *merge(conv *c, const cJSON *a, const cJSON *b);
 
 /* dependentRequired, dependentSchemas and draft-07 dependencies, made into the object's own keywords, stricter
  * but exact: a trigger property's required ones become required always, its schema applies always (merged), and
@@ -1610,12 +1724,20 @@ static const cJSON *deref(conv *c, const cJSON *x) {
     return x;
 }
 
-/* The JSON types S(x) may hold (integer and number as one: 1.0 is an integer), from "type" and "const"/"enum". */
+/* The JSON types a value has (a number: both number and integer). */
 static int value_type(const cJSON *v) {
     return cJSON_IsNull(v) ? T_NULL : cJSON_IsBool(v) ? T_BOOL : cJSON_IsObject(v) ? T_OBJECT : cJSON_IsArray(v) ? T_ARRAY
          : cJSON_IsNumber(v) ? T_NUMBER | T_INTEGER : T_STRING;
 }
 
+/* A value's kind for stypes: a number is T_INTEGER when whole (1.0 is an integer), else T_NUMBER. */
+static int value_kind(const cJSON *v) {
+    int t = value_type(v);
+    return t & T_NUMBER ? (v->valuedouble == floor(v->valuedouble) ? T_INTEGER : T_NUMBER) : t;
+}
+
+/* The kinds of value S(x) may hold, from "type" and "const"/"enum": T_INTEGER stands for whole numbers, T_NUMBER
+ * for the others ("number" is both; NONINT, set by oneOf, keeps only the others). */
 static int stypes(const cJSON *x) {
     int m = T_ALL;
     const cJSON *t = get(x, "type"), *y;
@@ -1626,18 +1748,20 @@ static int stypes(const cJSON *x) {
         if (!m) m = T_ALL;   /* unknown names: assume anything */
         if (has(x, "nullable")) m |= T_NULL;
     }
-    if (has(x, "const")) m &= value_type(get(x, "const"));
+    if (m & T_NUMBER) m |= T_INTEGER;
+    if (cJSON_IsTrue(get(x, NONINT))) m &= ~T_INTEGER;
+    if (has(x, "const")) m &= value_kind(get(x, "const"));
     else if (cJSON_IsArray(get(x, "enum"))) {
         int e = 0;
-        cJSON_ArrayForEach(y, get(x, "enum")) e |= value_type(y);
+        cJSON_ArrayForEach(y, get(x, "enum")) e |= value_kind(y);
         m &= e;
     }
-    return m & (T_NUMBER | T_INTEGER) ? m | T_NUMBER | T_INTEGER : m;
+    return m;
 }
 
 /* Whether the value v is outside S(y), by y's const/enum or type. */
 static bool value_excluded(const cJSON *v, const cJSON *y) {
-    if (!(value_type(v) & stypes(y))) return true;
+    if (!(value_kind(v) & stypes(y))) return true;
     const cJSON *cy = get(y, "const"), *ey = get(y, "enum"), *z;
     if (cy) return !cJSON_Compare(v, cy, true);
     if (cJSON_IsArray(ey)) { cJSON_ArrayForEach(z, ey) if (cJSON_Compare(v, z, true)) return false; return true; }
@@ -1677,6 +1801,17 @@ static bool sdisjoint(conv *c, const cJSON *x, const cJSON *y, int depth) {
             if (all) return true;
         }
     }
+    if (!(common & ~(T_NUMBER | T_INTEGER))) {   /* numbers only: bounds that leave no number to both */
+        bool xl, xle, xh, xhe, yl, yle, yh, yhe, ok;
+        double xlo = 0, xhi = 0, ylo = 0, yhi = 0;
+        hearth_err scratch, *keep = c->err;
+        bool failed = c->failed;
+        c->err = &scratch;
+        ok = bounds(c, x, &xl, &xlo, &xle, &xh, &xhi, &xhe) && bounds(c, y, &yl, &ylo, &yle, &yh, &yhi, &yhe);
+        c->err = keep, c->failed = failed;
+        if (ok && xh && yl && (xhi < ylo || (xhi == ylo && (xhe || yle)))) return true;
+        if (ok && yh && xl && (yhi < xlo || (yhi == xlo && (yhe || xle)))) return true;
+    }
     if (common != T_OBJECT) return false;
     for (int side = 0; side < 2; side++) {   /* a key one requires that the other forbids, or whose values differ */
         const cJSON *p = side ? y : x, *q = side ? x : y, *k;
@@ -1698,6 +1833,28 @@ static cJSON *requiring(const cJSON *g, const char *k) {
     return m;
 }
 
+/* Whether x is an object schema without combinators or $ref (visited by its own keywords). */
+static bool plain_object(const cJSON *x) {
+    static const char *const COMB[] = { "$ref", "allOf", "anyOf", "oneOf", "not", "if" };
+    bool plain = cJSON_IsObject(x);
+    for (size_t i = 0; i < sizeof COMB / sizeof *COMB; i++) plain &= !has(x, COMB[i]);
+    return plain;
+}
+
+/* Whether x says only which types it allows (every value of them matches); with ints, a multipleOf 1/n is
+ * allowed too (every whole number matches). */
+static bool only_types(const cJSON *x, bool ints) {
+    if (!cJSON_IsObject(x)) return false;
+    for (const cJSON *y = x->child; y; y = y->next) {
+        if (ints && !strcmp(y->string, "multipleOf") && cJSON_IsNumber(y) && y->valuedouble > 0 && y->valuedouble <= 1) {
+            double n = 1 / y->valuedouble;
+            if (n == floor(n) && n < 1e9 && 1 / n == y->valuedouble) continue;
+        }
+        if (strcmp(y->string, "type") && strcmp(y->string, "nullable") && !annotation(y->string)) return false;
+    }
+    return true;
+}
+
 /* Makes the written alternatives g[] exclusive against the alternatives s[] as the schema states them: where a
  * pair may overlap, a key declared in g[a] that tells it from s[b] is made required in g[a] (stricter). */
 static void make_exclusive(conv *c, cJSON **g, const cJSON **s, int n) {
@@ -1705,10 +1862,8 @@ static void make_exclusive(conv *c, cJSON **g, const cJSON **s, int n) {
         if (!g[a]) continue;
         const cJSON *p = deref(c, g[a]);
         if (cJSON_IsObject(p) && !has(p, "type") && !has(p, "const") && !has(p, "enum")) {
-            bool plain = true;   /* visited by its own keywords' types: write them down, the grammar is the same */
-            static const char *const COMB[] = { "$ref", "allOf", "anyOf", "oneOf", "not", "if" };
-            for (size_t i = 0; i < sizeof COMB / sizeof *COMB; i++) plain &= !has(p, COMB[i]);
-            int t = plain ? types_of(c, p) : T_ALL;
+            /* visited by its own keywords' types: write them down, the grammar is the same */
+            int t = plain_object(p) ? types_of(c, p) : T_ALL;
             if (t != T_ALL && !c->failed) {
                 if (p != g[a]) {   /* a $ref: its target, copied */
                     cJSON *cp = cJSON_Duplicate(p, true);
@@ -1721,10 +1876,22 @@ static void make_exclusive(conv *c, cJSON **g, const cJSON **s, int n) {
                 for (int i = 0; i < 7 && arr; i++) if (t & (1 << i)) cJSON_AddItemToArray(arr, cJSON_CreateString(N[i]));
             }
         }
-        for (int b = 0; b < n && !c->failed; b++) {
+        for (int b = 0; b < n && !c->failed && g[a]; b++) {
             if (b == a || !s[b] || sdisjoint(c, g[a], s[b], 0)) continue;
             bool done = false;
             p = deref(c, g[a]);
+            int tp = stypes(p);
+            if (only_types(s[b], tp == T_INTEGER) && !(tp & ~stypes(s[b]))) {   /* all it holds matches s[b] too: never valid */
+                cJSON_Delete(g[a]);
+                g[a] = NULL;
+                break;
+            }
+            if ((tp & T_NUMBER) && plain_object(p) && !has(p, "const") && !has(p, "enum")) {   /* non-integers */
+                cJSON *t = cJSON_Duplicate(p, true);
+                if (!t || !cJSON_AddTrueToObject(t, NONINT)) { cJSON_Delete(t); fail(c, "out of memory"); break; }
+                if (sdisjoint(c, t, s[b], 0)) { cJSON_Delete(g[a]); g[a] = t; continue; }
+                cJSON_Delete(t);
+            }
             const cJSON *props = cJSON_IsObject(p) ? get(p, "properties") : NULL, *k;
             cJSON_ArrayForEach(k, props) {
                 cJSON *t = requiring(p, k->string);
@@ -1761,7 +1928,8 @@ static char *alternatives(conv *c, const cJSON *s, const char *kw, const char *h
         if (c->failed) break;
         if (cJSON_IsFalse(xs)) { i++; continue; }
         stated[i] = xs;
-        alt[i] = siblings && cJSON_IsObject(xs) ? merge(c, base, xs) : cJSON_Duplicate(x, true);
+        alt[i] = siblings && cJSON_IsObject(xs) ? merge(c, base, xs) : siblings && cJSON_IsTrue(xs) ? cJSON_Duplicate(base, true)
+               : cJSON_Duplicate(x, true);
         const cJSON *cv = get(alt[i], "const"), *ev = get(alt[i], "enum"), *v;
         if ((cv || cJSON_IsArray(ev)) && !has(alt[i], "$ref")) {   /* values the rest rules out: it matches nothing */
             bool any = cv && listed_value_ok(c, alt[i], cv) > 0;
@@ -2030,10 +2198,19 @@ static bool not_property(conv *c, cJSON *m, const cJSON *n) {
     return true;
 }
 
+/* The bounds "not" turns into their opposites: numbers' four, then minLength/maxLength, minItems/maxItems,
+ * minProperties/maxProperties; -1 for other keywords. */
+static int bound_index(const char *k) {
+    static const char *const B[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
+                                     "maxLength", "minItems", "maxItems", "minProperties", "maxProperties" };
+    for (int i = 0; i < 10; i++) if (!strcmp(k, B[i])) return i;
+    return -1;
+}
+
 /* s without its "not", made stricter so that nothing it allows matches the negated schema. The forms read: not
  * type, not required (and not anyOf of requireds), not enum/const (beside an enum; or on booleans, integers,
  * numbers, plain strings, or the one type of several the values touch), not {properties: {k: S}} (k not in S,
- * with required [k] or without). A new object, or NULL. */
+ * with required [k] or without), not of one bound (the opposite bound). A new object, or NULL. */
 static cJSON *negated(conv *c, const cJSON *s) {
     const cJSON *n = get(s, "not");
     cJSON *m = cJSON_Duplicate(s, true);
@@ -2064,7 +2241,7 @@ static cJSON *negated(conv *c, const cJSON *s) {
         cJSON_ArrayForEach(alt, get(n, kw)) {
             int k = 0;
             for (const cJSON *x = cJSON_IsObject(alt) ? alt->child : NULL; x; x = x->next) k += !annotation(x->string);
-            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, properties of one key are)"); break; }
+            if (k != 1 || !has(alt, "required")) { fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, one bound, properties of one key are)"); break; }
             if (!not_all_of(c, m, get(alt, "required"))) break;
         }
     } else if (n_kw == 1 && (!strcmp(kw, "enum") || !strcmp(kw, "const")) && cJSON_IsArray(get(m, "enum"))) {
@@ -2129,7 +2306,22 @@ static cJSON *negated(conv *c, const cJSON *s) {
                               cJSON_IsString(get(n, "required")->child) &&
                               !strcmp(get(n, "required")->child->valuestring, get(n, "properties")->child->string)))) {
         not_property(c, m, n);
-    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, properties of one key are)");
+    } else if (n_kw == 1 && cJSON_IsNumber(get(n, kw)) && bound_index(kw) >= 0) {
+        /* a bound constrains one type only: not it is the opposite bound on that type, the others untouched */
+        static const char *const TO[] = { "exclusiveMaximum", "exclusiveMinimum", "maximum", "minimum", "maxLength",
+                                          "minLength", "maxItems", "minItems", "maxProperties", "minProperties" };
+        int i = bound_index(kw);
+        double v = get(n, kw)->valuedouble, to = i < 4 ? v : i % 2 ? v + 1 : v - 1;   /* counts: < n is <= n - 1 */
+        cJSON *opp = cJSON_CreateObject(), *r = NULL;
+        if (cJSON_IsBool(get(m, "exclusiveMinimum")) || cJSON_IsBool(get(m, "exclusiveMaximum")))
+            fail(c, "\"not\" with a bound beside draft-04 boolean exclusive bounds is not supported");
+        else if (i >= 4 && (v != floor(v) || to < 0 || to > 1e6))
+            fail(c, "\"not\" of %s %g: every value of its type is excluded, or the count is not whole (not supported)", kw, v);
+        else if (!opp || !cJSON_AddNumberToObject(opp, TO[i], to)) fail(c, "out of memory");
+        else r = merge(c, m, opp);
+        cJSON_Delete(opp);
+        if (r) { cJSON_Delete(m); m = r; }
+    } else fail(c, "\"not\" of this form is not supported (not type, required, anyOf of required, const/enum, one bound, properties of one key are)");
     if (c->failed) { cJSON_Delete(m); return NULL; }
     return m;
 }
@@ -2377,7 +2569,7 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         out = body ? xstrdup(c, name) : NULL;
         goto done;
     }
-    if (has(s, "not")) {
+    if (has(s, "not") && !has(s, "anyOf") && !has(s, "oneOf")) {   /* beside alternatives: applied in each of them */
         cJSON *m = negated(c, s);
         if (m) out = visit(c, m, hint);
         cJSON_Delete(m);
@@ -2396,8 +2588,7 @@ static char *visit(conv *c, const cJSON *s, const char *hint) {
         }
         goto done;
     }
-    static const char *const UNSUPPORTED[] = { "then", "else", "contains", "minContains", "maxContains",
-                                               "unevaluatedItems", "$dynamicRef", "$recursiveRef" };
+    static const char *const UNSUPPORTED[] = { "then", "else", "unevaluatedItems", "$dynamicRef", "$recursiveRef" };
     for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof *UNSUPPORTED; i++)
         if (has(s, UNSUPPORTED[i])) { out = fail(c, "\"%s\" is not supported", UNSUPPORTED[i]); goto done; }
     if (has(s, "allOf")) {

@@ -109,7 +109,8 @@ for (const [n, b] of Object.entries(bodies)) put('fuzz_request', `${n}.json`, JS
 console.log(`seed corpora written to ${out}`);
 
 // ---- grammars (first byte 0) and JSON Schemas (first byte 1): the test schemas and a few GBNF shapes ----
-for (const f of fs.readdirSync('data/schemas')) put('fuzz_grammar', `schema-${f}`, Buffer.concat([Buffer.from([1]), fs.readFileSync(path.join('data/schemas', f))]));
+for (const d of ['data/schemas', 'data/schemas-heldout'])
+  for (const f of fs.readdirSync(d)) put('fuzz_grammar', `schema-${f}`, Buffer.concat([Buffer.from([1]), fs.readFileSync(path.join(d, f))]));
 [
   'root ::= "a" [b-d]* ("x" | "yz")?',
   'root ::= x{2,3}\nx ::= "ab" # c\n',

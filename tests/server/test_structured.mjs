@@ -1,6 +1,6 @@
 // Structured output through the official openai client: every reply constrained by response_format json_schema
-// (the schemas of tests/data/schemas, several seeds, plain and streamed) must parse and validate (ajv, with
-// ajv-formats), none cut by max_tokens; a max_tokens too small is a 400 and one just large enough gives a valid
+// (the schemas of tests/data/schemas and the held-out tests/data/schemas-heldout, several seeds, plain and streamed)
+// must parse and validate (ajv, with ajv-formats), none cut by max_tokens; a max_tokens too small is a 400 and one just large enough gives a valid
 // reply; unknown formats are named in "warnings" (streamed: on the final chunk); json_object replies are objects; llama-server's "grammar"
 // field is obeyed; a keyword that cannot be enforced is a 400 naming it; Ollama's "format" too.
 // Usage: GEN_URL=... API_KEY=... node test_structured.mjs
@@ -27,12 +27,11 @@ const validator = (schema) => {
 };
 const messages = [{ role: 'user', content: 'Describe it as JSON.' }];
 
-let valid = 0, cut = 0, broken = 0, total = 0, refused = 0, wrongly = [];
 // the corpus table: per keyword family, the schemas that use it, their replies valid of all, and those refused
 const FAMILIES = [['oneOf', ['oneOf']], ['anyOf', ['anyOf']], ['allOf', ['allOf']], ['not', ['not']],
   ['if/then/else', ['if']], ['multipleOf', ['multipleOf']], ['patternProperties/propertyNames', ['patternProperties', 'propertyNames']],
   ['additionalProperties schema', []], ['dependencies', ['dependentRequired', 'dependencies', 'dependentSchemas']],
-  ['format', ['format']], ['pattern', ['pattern']], ['min/maxLength', ['minLength', 'maxLength']],
+  ['contains', ['contains']], ['format', ['format']], ['pattern', ['pattern']], ['min/maxLength', ['minLength', 'maxLength']],
   ['numeric bounds', ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum']],
   ['min/maxProperties', ['minProperties', 'maxProperties']], ['$ref', ['$ref']], ['enum/const', ['enum', 'const']],
   ['array items', ['items', 'prefixItems', 'minItems', 'maxItems', 'uniqueItems']]];
@@ -51,56 +50,82 @@ const familiesOf = (schema) => {
   walk(schema, false);
   return seen;
 };
-const table = new Map(FAMILIES.map(([f]) => [f, { schemas: 0, replies: 0, valid: 0, refused: 0 }]));
 const post = async (path, body) => fetch(process.env.GEN_URL + path, { method: 'POST',
   headers: { Authorization: `Bearer ${process.env.API_KEY}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
-for (const f of files) {
-  const schema = JSON.parse(readFileSync(new URL(f, dir)));
-  const format = { type: 'json_schema', json_schema: { name: f.replace('.json', ''), schema, strict: true } };
-  if (f.startsWith('unsupported')) {   /* a keyword hearth cannot enforce: a 400 naming it, never a looser reply */
-    const r = await post('/v1/chat/completions', { messages, max_tokens: 8, response_format: format });
-    const j = await r.json();
-    if (r.status === 400 && /not supported/.test(j.error?.message)) {
-      refused++;
-      for (const fam of familiesOf(schema)) { table.get(fam).schemas++; table.get(fam).refused++; }
-    }
-    else wrongly.push(`${f}: ${r.status} ${JSON.stringify(j).slice(0, 120)}`);
-    continue;
-  }
-  const validate = validator(schema), fams = familiesOf(schema);
-  for (const fam of fams) table.get(fam).schemas++;
-  for (const [seed, stream] of [[1, false], [2, false], [3, true]]) {
-    const req = { model: 'hearth', messages, seed, temperature: 0.8, max_tokens: 384, response_format: format };
-    let text = '', finish = '';
-    try {
-      if (stream) {
-        for await (const c of await client.chat.completions.create({ ...req, stream: true })) {
-          text += c.choices[0]?.delta?.content ?? '';
-          finish = c.choices[0]?.finish_reason ?? finish;
-        }
-      } else {
-        const r = await client.chat.completions.create(req);
-        text = r.choices[0].message.content, finish = r.choices[0].finish_reason;
+
+// Each schema of a folder as response_format, three replies (two seeds, one streamed), four schemas at a time (the
+// server batches them; replies do not depend on it). Files named unsupported* must be a 400 naming the keyword; in
+// a held-out folder (refusals allowed) any schema may be refused, and the share accepted is the coverage.
+async function corpus(folder, heldOut) {
+  const dir = new URL(folder, import.meta.url);
+  const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  const st = { valid: 0, cut: 0, broken: 0, invalid: 0, total: 0, refused: 0, e5xx: 0, wrongly: [] };
+  const table = new Map(FAMILIES.map(([f]) => [f, { schemas: 0, replies: 0, valid: 0, refused: 0 }]));
+  const one = async (f) => {
+    const schema = JSON.parse(readFileSync(new URL(f, dir)));
+    const format = { type: 'json_schema', json_schema: { name: f.replace('.json', ''), schema, strict: true } };
+    const fams = familiesOf(schema);
+    if (f.startsWith('unsupported') || heldOut) {   /* a keyword hearth cannot enforce: a 400 naming it, never a looser reply */
+      const r = await post('/v1/chat/completions', { messages, max_tokens: 8, response_format: format });
+      const j = await r.json();
+      if (r.status >= 500) st.e5xx++;
+      if (r.status === 400 && /not supported/.test(j.error?.message)) {
+        st.refused++;
+        if (heldOut) console.log(`  refused: ${f}: ${j.error.message}`);
+        for (const fam of fams) { table.get(fam).schemas++; table.get(fam).refused++; }
+        return;
       }
-    } catch (e) { wrongly.push(`${f}: ${e.status} ${e.message}`); break; }
-    total++;
-    let doc, parsed = true;
-    try { doc = JSON.parse(text); } catch { parsed = false; }
-    for (const fam of fams) table.get(fam).replies++;
-    if (parsed && validate(doc)) { valid++; for (const fam of fams) table.get(fam).valid++; }
-    else if (finish === 'length') { cut++; if (process.env.SHOW_CUT) console.log(`  cut: ${f} seed ${seed}: ${text.slice(0, 160)}`); }
-    else { broken++; console.log(`  broken: ${f} seed ${seed}${stream ? ' streamed' : ''}: ${text.slice(0, 200)} ${JSON.stringify(validate.errors)}`); }
-  }
+      const accepted = r.status === 200 || (r.status === 400 && /too small/.test(j.error?.message));   /* 8 tokens: the budget rule */
+      if (!heldOut || !accepted) { st.wrongly.push(`${f}: ${r.status} ${JSON.stringify(j).slice(0, 120)}`); return; }
+    }
+    const validate = validator(schema);
+    for (const fam of fams) table.get(fam).schemas++;
+    for (const [seed, stream] of [[1, false], [2, false], [3, true]]) {
+      const req = { model: 'hearth', messages, seed, temperature: 0.8, max_tokens: 384, response_format: format };
+      let text = '', finish = '';
+      try {
+        if (stream) {
+          for await (const c of await client.chat.completions.create({ ...req, stream: true })) {
+            text += c.choices[0]?.delta?.content ?? '';
+            finish = c.choices[0]?.finish_reason ?? finish;
+          }
+        } else {
+          const r = await client.chat.completions.create(req);
+          text = r.choices[0].message.content, finish = r.choices[0].finish_reason;
+        }
+      } catch (e) { if (e.status >= 500) st.e5xx++; st.wrongly.push(`${f}: ${e.status} ${e.message}`); break; }
+      st.total++;
+      let doc, parsed = true;
+      try { doc = JSON.parse(text); } catch { parsed = false; }
+      for (const fam of fams) table.get(fam).replies++;
+      if (parsed && validate(doc)) { st.valid++; for (const fam of fams) table.get(fam).valid++; }
+      else if (finish === 'length') { st.cut++; if (process.env.SHOW_CUT) console.log(`  cut: ${f} seed ${seed}: ${text.slice(0, 160)}`); }
+      else {
+        st.broken++, st.invalid += !parsed;
+        console.log(`  broken: ${f} seed ${seed}${stream ? ' streamed' : ''}: ${text.slice(0, 200)} ${JSON.stringify(validate.errors)}`);
+      }
+    }
+  };
+  const queue = [...files];
+  await Promise.all([0, 1, 2, 3].map(async () => { while (queue.length) await one(queue.shift()); }));
+  const accepted = files.length - st.refused;
+  console.log(`  ${folder} (${files.length} schemas): ${st.total} replies, ${st.valid} valid, ${st.cut} cut by max_tokens, ` +
+    `${st.broken} noncompliant (${st.invalid} invalid JSON), ${st.e5xx} 5xx; ${st.refused} schemas refused` +
+    (heldOut ? `; coverage ${accepted}/${files.length} = ${(accepted / files.length).toFixed(2)}` : ''));
+  console.log('  keyword family                    schemas  replies valid  schemas refused');
+  for (const [fam, t] of table) if (t.schemas)
+    console.log(`  ${fam.padEnd(34)}${String(t.schemas).padStart(7)}  ${String(t.valid).padStart(6)}/${String(t.replies).padEnd(6)}${String(t.refused).padStart(9)}`);
+  const tag = heldOut ? 'held-out json_schema' : 'json_schema';
+  check(`${tag}: no reply breaks its schema`, st.broken === 0, `${st.broken} broken`);
+  check(`${tag}: no reply cut by max_tokens (the grammar ends within the budget)`, st.cut === 0, `${st.cut} cut`);
+  check(`${tag}: at least 90% of replies are complete and valid`, st.valid >= 0.9 * st.total, `${st.valid}/${st.total}`);
+  check(`${tag}: no 5xx`, st.e5xx === 0, `${st.e5xx}`);
+  if (heldOut) check(`${tag}: at least 90% of the schemas accepted`, accepted >= 0.9 * files.length, `${accepted}/${files.length}`);
+  check(`${tag}: supported schemas accepted, unsupported ones refused with a 400`, !st.wrongly.length, st.wrongly.join('; '));
 }
-console.log(`  schema corpus (${files.length} schemas): ${total} replies, ${valid} valid, ${cut} cut by max_tokens, ${broken} broken; ${refused} schemas refused`);
-console.log('  keyword family                    schemas  replies valid  schemas refused');
-for (const [fam, t] of table) if (t.schemas)
-  console.log(`  ${fam.padEnd(34)}${String(t.schemas).padStart(7)}  ${String(t.valid).padStart(6)}/${String(t.replies).padEnd(6)}${String(t.refused).padStart(9)}`);
-check('json_schema: no reply breaks its schema', broken === 0, `${broken} broken`);
-check('json_schema: no reply cut by max_tokens (the grammar ends within the budget)', cut === 0, `${cut} cut`);
-check('json_schema: at least 90% of replies are complete and valid', valid >= 0.9 * total, `${valid}/${total}`);
-check('json_schema: supported schemas accepted, unsupported ones refused with a 400', !wrongly.length, wrongly.join('; '));
+await corpus('../data/schemas/', false);
+// written from real-world shapes without being run first, then kept as they were: what a user's schema meets
+await corpus('../data/schemas-heldout/', true);
 
 const plain = await client.chat.completions.create({ model: 'hearth', messages, seed: 7, max_tokens: 384,
   response_format: { type: 'json_object' } });
@@ -147,7 +172,7 @@ check('an unknown format, streamed: named in the final chunk\'s "warnings"', fin
   /feed-onestop-id/.test(fin?.warnings?.[0]) && events.filter((e) => e.warnings).length === 1, JSON.stringify(fin).slice(0, 300));
 
 const bad = await post('/v1/chat/completions', { messages, response_format: { type: 'json_schema',
-  json_schema: { name: 'x', schema: JSON.parse(readFileSync(new URL('unsupported_not_minimum.json', dir))) } } });
+  json_schema: { name: 'x', schema: JSON.parse(readFileSync(new URL('unsupported_not_pattern.json', dir))) } } });
 const be = await bad.json();
 check('an unenforceable keyword: 400 naming it', bad.status === 400 && /"not"/.test(be.error?.message), JSON.stringify(be));
 const badg = await post('/v1/completions', { prompt: 'x', grammar: 'root ::= "a" b' });
