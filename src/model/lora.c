@@ -30,7 +30,7 @@
 typedef struct {
     const void *base;         /* the adapted weight's data in the base model */
     ht_tensor a, b;
-    const float *bt;          /* F32 pairs: lora_b transposed, [rank][out] (the fused product's), else NULL */
+    const float *bt;          /* F32 pairs: lora_b transposed by blocks of outputs (transpose_b), else NULL */
 } lora_entry;
 
 struct hearth_lora {
@@ -328,19 +328,23 @@ static void axpy_rows(const void *arg, int r0, int r1) {
     }
 }
 
-/* Every F32 pair's lora_b, transposed (an owned copy): the fused product adds rank columns to y. */
+#define FUSED_BLOCK 256
+
+/* Every F32 pair's lora_b, transposed (an owned copy) block by block: for each FUSED_BLOCK outputs, [rank][block]
+ * (the last block padded), so a block's terms are one contiguous 16 KB at rank 16. (Transposed whole, [rank][out],
+ * a block's rank rows lay a power of two apart for most widths and evicted each other from L1.) */
 static int transpose_b(hearth_lora *a, hearth_err *err) {
     for (int i = 0; i < a->n; i++) {
         lora_entry *e = &a->e[i];
         if (e->a.type != HT_F32 || e->b.type != HT_F32) continue;
-        const int64_t rank = e->b.ne[0], out = e->b.ne[1];
-        float *t = malloc((size_t)(rank * out) * sizeof(float));
+        const int64_t rank = e->b.ne[0], out = e->b.ne[1], nb = (out + FUSED_BLOCK - 1) / FUSED_BLOCK;
+        float *t = calloc((size_t)(rank * nb * FUSED_BLOCK), sizeof(float));
         void **o = realloc(a->owned, (size_t)(a->n_owned + 1) * sizeof *o);
         if (o) a->owned = o;
         if (!t || !o) { free(t); return herr(err, "out of memory"); }
         const float *b = e->b.data;
         for (int64_t r = 0; r < out; r++)
-            for (int64_t k = 0; k < rank; k++) t[k * out + r] = b[r * rank + k];
+            for (int64_t k = 0; k < rank; k++) t[(r / FUSED_BLOCK * rank + k) * FUSED_BLOCK + r % FUSED_BLOCK] = b[r * rank + k];
         a->owned[a->n_owned++] = t;
         e->bt = t;
     }
@@ -364,7 +368,6 @@ static void fused_t_task(const fused_job *j, int i) {
             j->t[(size_t)r * j->rank + k] = j->f[r] == 0 ? 0 : op_dot_lanes(j->A + (size_t)k * j->n_in, j->x + (size_t)r * j->n_in, j->n_in);
 }
 
-#define FUSED_BLOCK 256
 static int fused_t_tasks(const fused_job *j) { return (j->n_tok + 3) / 4 * ((j->rank + 3) / 4); }
 static int fused_y_tasks(const fused_job *j) { return j->n_tok * ((j->n_out + FUSED_BLOCK - 1) / FUSED_BLOCK); }
 
@@ -373,12 +376,17 @@ static int fused_y_tasks(const fused_job *j) { return j->n_tok * ((j->n_out + FU
 static void fused_y_row(const fused_job *j, int r, int o0, int n) {
     if (j->f[r] == 0) return;
     const float *t = j->t + (size_t)r * j->rank;
-    float *y = j->y + (size_t)r * j->n_out + o0;
+    float *y = j->y + (size_t)r * j->n_out;
     float a[64];
     for (int k0 = 0; k0 < j->rank; k0 += 64) {
         const int m = HT_MIN(64, j->rank - k0);
         for (int k = 0; k < m; k++) a[k] = j->f[r] * t[k0 + k];
-        op_axpy_m(y, a, j->Bt + (size_t)k0 * j->n_out + o0, (size_t)j->n_out, m, n);
+        for (int o = o0, o1; o < o0 + n; o = o1) {   /* by block of Bt */
+            const int blk = o / FUSED_BLOCK;
+            o1 = HT_MIN(o0 + n, (blk + 1) * FUSED_BLOCK);
+            op_axpy_m(y + o, a, j->Bt + ((size_t)blk * (size_t)j->rank + (size_t)k0) * FUSED_BLOCK + o % FUSED_BLOCK,
+                      FUSED_BLOCK, m, o1 - o);
+        }
     }
 }
 
