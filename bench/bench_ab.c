@@ -7,11 +7,11 @@
  * medians and the median of the paired ratios (B / A of the same round) say which build is faster.
  * Same threads, same tokens, same model file on both sides.
  *
- *   bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-a LORA] [-b LORA [-m]] MODEL LIB_A LIB_B
+ *   bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B
  *   e.g. bench_ab -p 512 -n 64 m.gguf /tmp/before/build/libhearth.so build/libhearth.so
  * -p 0 or -n 0 skips that phase. LIB_A may equal LIB_B (a check of the method: the ratio should come out 1).
- * -a / -b apply a LoRA adapter at scale 1 on side A / B (unmerged; with -m B's is merged into its weights):
- * the same library on both sides with -b gives the adapter's overhead. */
+ * -a / -b apply a LoRA adapter at scale 1 on side A / B (unmerged; with -m B's is merged into its weights), or
+ * several together (F1,F2,...): the same library on both sides with -b gives the adapters' overhead. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -71,26 +71,35 @@ static void open_side(side *s, const char *model, int threads, int n_ctx) {
         fprintf(stderr, "bench_ab: %s: %s\n", s->lib, err.msg);
         exit(1);
     }
-    hearth_lora *a = NULL;
-    const float one = 1.0f;
-    if (s->lora) {
+    hearth_lora *a[HEARTH_MAX_LORA];
+    float one[HEARTH_MAX_LORA];
+    for (int i = 0; i < HEARTH_MAX_LORA; i++) one[i] = 1;
+    int n_lora = 0;
+    for (const char *f = s->lora; f && *f; f += strcspn(f, ",") + (f[strcspn(f, ",")] == ',')) {   /* F1,F2,... */
         int (*lora_load)(hearth_model *, const char *, hearth_lora **, hearth_err *);
         *(void **)&lora_load = sym(h, s->lib, "hearth_lora_load");
-        if (lora_load(m, s->lora, &a, &err)) goto fail;
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s", (int)strcspn(f, ","), f);
+        if (n_lora == HEARTH_MAX_LORA) {
+            snprintf(err.msg, sizeof err.msg, "at most %d adapters", HEARTH_MAX_LORA);
+            goto fail;
+        }
+        if (lora_load(m, path, &a[n_lora], &err)) goto fail;
+        n_lora++;
     }
     if (s->merge) {
         int (*merge)(hearth_model *, hearth_lora *const *, const float *, int, int, size_t *, hearth_err *);
         *(void **)&merge = sym(h, s->lib, "hearth_lora_merge");
-        if (merge(m, &a, &one, 1, threads, NULL, &err)) goto fail;
+        if (merge(m, a, one, n_lora, threads, NULL, &err)) goto fail;
     }
     hearth_ctx_params p = s->default_params();
     p.n_ctx = n_ctx;
     p.n_threads = threads;
     if (s->ctx_new(m, &p, &s->ctx, &err)) goto fail;
-    if (a && !s->merge) {
+    if (n_lora && !s->merge) {
         int (*set)(hearth_ctx *, hearth_lora *const *, const float *, int, hearth_err *);
         *(void **)&set = sym(h, s->lib, "hearth_ctx_set_lora");
-        if (set(s->ctx, &a, &one, 1, &err)) goto fail;
+        if (set(s->ctx, a, one, n_lora, &err)) goto fail;
     }
     return;   /* (the model, context and adapter live until the process ends) */
 fail:
@@ -196,6 +205,6 @@ int main(int argc, char **argv) {
     free(tok);
     return 0;
 usage:
-    fprintf(stderr, "usage: bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-a LORA] [-b LORA [-m]] MODEL LIB_A LIB_B\n");
+    fprintf(stderr, "usage: bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B\n");
     return 2;
 }

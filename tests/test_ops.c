@@ -4,7 +4,8 @@
  * shares split rows at arbitrary points); every vector width the CPU runs gives the same bits; and YaRN's rope
  * table keeps the fast pairs' angles and interpolates the slow ones'. The KV cache's row kernels: Q8_0, Q4_0 and
  * BF16 rows to float give the scalar reference to_float's bits, and softmax·V's accumulation gives the same bits
- * in every vector width and however its rows are grouped into calls, within 1e-6 of the sum in double. */
+ * in every vector width and however its rows are grouped into calls, within 1e-6 of the sum in double. LoRA's
+ * op_axpy_m gives the bits of op_axpy term after term. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,7 +281,42 @@ static void check_kv_rows(void) {
            "kv rows", n_run);
 }
 
+/* op_axpy_m (LoRA's terms: y in registers across the m terms, four vectors at a time) gives the bits of m op_axpy
+ * calls in turn, at every vector width and every length (the 64-float loop, the 16-float loop, the scalar tail). */
+static void check_axpy_m(void) {
+    enum { M = 20, W = 300 };
+    static float a[M], b[M * W], y0[W], y[W], ref[W];
+    uint32_t seed = 7;
+    for (int i = 0; i < M * W; i++) b[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < W; i++) y0[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 4194304.0f - 2.0f;
+    for (int k = 0; k < M; k++) a[k] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f * 0.1f;
+    static const char *const isa[] = { "scalar", "avx2", "avx512" };
+    const int ns[] = { 1, 15, 16, 17, 63, 64, 65, 130, 256, 271, W };
+    for (int w = 0; w < 3; w++) {
+#if defined(__x86_64__)
+        if ((w == 1 && !__builtin_cpu_supports("avx2")) || (w == 2 && !__builtin_cpu_supports("avx512f"))) continue;
+#else
+        if (w) continue;   /* one width elsewhere */
+#endif
+        ops_set_isa(isa[w]);
+        for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++)
+            for (int m = 1; m <= M; m += 19) {
+                const int n = ns[t];
+                memcpy(ref, y0, sizeof ref);
+                for (int k = 0; k < m; k++) op_axpy(ref, a[k], b + (size_t)k * W, n);
+                memcpy(y, y0, sizeof y);
+                op_axpy_m(y, a, b, W, m, n);
+                CHECK(!memcmp(y, ref, sizeof y), "op_axpy_m (%s, n=%d, m=%d) differs from op_axpy in turn", isa[w], n, m);
+            }
+    }
+    ops_set_isa("avx512vnni");   /* back to the default, as check_widths leaves it */
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512f")) ops_set_isa(__builtin_cpu_supports("avx2") ? "avx2" : "scalar");
+#endif
+}
+
 int main(void) {
+    check_axpy_m();
     check_widths();
     check_kv_rows();
     check_softmax();

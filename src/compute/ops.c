@@ -318,9 +318,32 @@ OPS_SIMD(op_dot_lanes_x4, (float *t, size_t ts, const float *x, size_t xs, int n
          (t, ts, x, xs, nr, w, ws, n))
 
 /* y[i] += a[0] * b[i], then += a[1] * b[bs + i], ... a[m-1] (op_axpy's operations, in that order), with y in
- * registers across the m terms. */
+ * registers across the m terms, four vectors of it at a time (four chains of additions in flight, not one). */
 OPS_INLINE void op_axpy_m_body(float *y, const float *a, const float *b, size_t bs, int m, int n) {
     int i = 0;
+    for (; i + 64 <= n; i += 64) {   /* (named vectors: arrays of them go through the stack) */
+        ops_vf v0, v1, v2, v3;
+        memcpy(&v0, y + i, sizeof v0);
+        memcpy(&v1, y + i + 16, sizeof v1);
+        memcpy(&v2, y + i + 32, sizeof v2);
+        memcpy(&v3, y + i + 48, sizeof v3);
+        for (int k = 0; k < m; k++) {
+            const float *bk = b + k * bs + i;
+            ops_vf b0, b1, b2, b3;
+            memcpy(&b0, bk, sizeof b0);
+            memcpy(&b1, bk + 16, sizeof b1);
+            memcpy(&b2, bk + 32, sizeof b2);
+            memcpy(&b3, bk + 48, sizeof b3);
+            v0 += a[k] * b0;
+            v1 += a[k] * b1;
+            v2 += a[k] * b2;
+            v3 += a[k] * b3;
+        }
+        memcpy(y + i, &v0, sizeof v0);
+        memcpy(y + i + 16, &v1, sizeof v1);
+        memcpy(y + i + 32, &v2, sizeof v2);
+        memcpy(y + i + 48, &v3, sizeof v3);
+    }
     for (; i + 16 <= n; i += 16) {
         ops_vf v, bv;
         memcpy(&v, y + i, sizeof v);

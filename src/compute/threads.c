@@ -146,6 +146,13 @@ void pool_run(ht_pool *p, ht_job_fn fn, void *arg) {
     }
 }
 
+void pool_wait_count(const atomic_int *count, int n) {
+    for (int spins = 0; atomic_load_explicit(count, memory_order_acquire) < n; spins++) {
+        if (spins < SPIN_ITERS) cpu_relax();
+        else sched_yield();
+    }
+}
+
 typedef struct { void (*fn)(const void *arg, int i0, int i1); const void *arg; int n; } share_args;
 
 static void share_job(void *arg, int ith, int nth) {

@@ -6,6 +6,8 @@
 #ifndef HEARTH_THREADS_H
 #define HEARTH_THREADS_H
 
+#include <stdatomic.h>
+
 typedef struct ht_pool ht_pool;
 typedef void (*ht_job_fn)(void *arg, int ith, int nth);
 
@@ -16,5 +18,8 @@ void pool_run(ht_pool *p, ht_job_fn fn, void *arg);
 /* fn(arg, i0, i1) over n items, each share a contiguous range: for work where every item is computed alone, so
  * the split does not change a bit. Fewer than 2 items run on the caller. */
 void pool_share(ht_pool *p, int n, void (*fn)(const void *arg, int i0, int i1), const void *arg);
+/* Inside a job: waits until *count (incremented with release order by other shares) reaches n, spinning and
+ * then yielding as the pool's own wait does. Only for counts of work already claimed by running shares. */
+void pool_wait_count(const atomic_int *count, int n);
 
 #endif

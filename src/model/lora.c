@@ -2,10 +2,12 @@
  * adapter.lora.alpha; for each adapted weight NAME the pair NAME.lora_a [n_in -> rank] and NAME.lora_b
  * [rank -> n_out], any tensor type hearth multiplies), checked against the base model when loaded.
  *
- * Applied without merging: after a weight's product, A x (n_tok x rank) and B (A x) (n_tok x n_out) run through
- * the same matmul as every weight, and y += s * alpha / rank * B (A x). Each output is a fixed sequence of
- * operations on its row, so results stay the same whatever the batch or thread count. An adapter's entries are
- * found by the base weight's data pointer (unique per matrix, kept when the weights are packed).
+ * Applied without merging: y += s * alpha / rank * B (A x). F32 pairs run inside the weight's product job: the
+ * rank products A x (n_tok x rank) first, then B's terms added to each block of outputs as the product finishes
+ * it; other types after the product, A x and B (A x) through the same matmul as every weight. Each output is a
+ * fixed sequence of operations on its row, so results stay the same whatever the batch or thread count. An
+ * adapter's entries are found by the base weight's data pointer (unique per matrix, kept when the weights are
+ * packed).
  *
  * Or merged for good before the first context (hearth_lora_merge, --lora-merge, quantize --lora): each adapted
  * matrix is copied as W + s alpha / rank B A, requantized, and every view of it repointed to the copy. */
@@ -28,7 +30,7 @@
 typedef struct {
     const void *base;         /* the adapted weight's data in the base model */
     ht_tensor a, b;
-    const float *bt;          /* F32 pairs: lora_b transposed, [rank][out] (the fused product's), else NULL */
+    const float *bt;          /* F32 pairs: lora_b transposed by blocks of outputs (transpose_b), else NULL */
 } lora_entry;
 
 struct hearth_lora {
@@ -46,6 +48,19 @@ struct hearth_lora {
 
 #define LORA_GROUP 3   /* matrices of one product whose fused terms run as one job (lora_add) */
 
+/* An F32 pair's fused terms on one product (see fused_t_task). */
+typedef struct { const float *A, *Bt, *x, *f; float *t, *y; int n_in, n_out, rank, n_tok; } fused_job;
+
+/* The fused terms of one product's matrices (q/k/v, or gate/up: the same x), run inside the product's job
+ * (matmul.c's ht_product_fuse): the rank products of every (matrix, adapter) pair as its pre items; then as
+ * each block of a matrix's outputs is done for a few rows of the batch (still in L1), its adapters' terms added
+ * to them row by row in the registry's order (the order lora_add_one adds them in). */
+typedef struct {
+    fused_job j[LORA_GROUP * HEARTH_MAX_LORA];
+    int n, t0[LORA_GROUP * HEARTH_MAX_LORA + 1];   /* pair p's rank-product tasks start at t0[p] */
+    int p0[LORA_GROUP + 1];                        /* matrix m's pairs: p0[m] .. p0[m + 1] - 1 */
+} fused_group;
+
 /* The context's adapters: a registry of up to HEARTH_MAX_LORA, each sequence's scale of each (0: not applied),
  * and the scratch (n_batch rows of the widest rank and output, and a factor per row). */
 typedef struct ht_lora_set {
@@ -53,6 +68,7 @@ typedef struct ht_lora_set {
     hearth_lora *a[HEARTH_MAX_LORA];
     float *scale;             /* [n_seq][n] */
     float *t, *u, *f;
+    fused_group *group;       /* the product in flight's fused terms (lora_add) */
 } ht_lora_set;
 
 static ht_tensor view(const gguf_tensor *gt) {
@@ -252,6 +268,7 @@ void lora_ctx_free(hearth_ctx *c) {
     ctx_buf_free(s->u);
     ctx_buf_free(s->f);
     free(s->scale);
+    free(s->group);
     free(s);
     c->lora = NULL;
     c->product_hook = NULL;
@@ -280,7 +297,8 @@ int hearth_ctx_set_lora(hearth_ctx *c, hearth_lora *const *a, const float *scale
     s->u = ctx_buf_calloc((size_t)c->n_batch * (size_t)out, sizeof(float), &fail);
     s->f = ctx_buf_calloc((size_t)c->n_batch * pairs, sizeof(float), &fail);
     s->scale = malloc((size_t)c->n_seq * (size_t)n * sizeof(float));
-    if (fail || !s->scale) { lora_ctx_free(c); return herr(err, "out of memory for the adapters' scratch"); }
+    s->group = malloc(sizeof *s->group);
+    if (fail || !s->scale || !s->group) { lora_ctx_free(c); return herr(err, "out of memory for the adapters' scratch"); }
     s->n = n, s->n_seq = c->n_seq, s->max_rank = rank;
     for (int i = 0; i < n; i++) s->a[i] = a[i];
     for (int q = 0; q < c->n_seq; q++) memcpy(s->scale + (size_t)q * n, scales, (size_t)n * sizeof(float));
@@ -310,19 +328,23 @@ static void axpy_rows(const void *arg, int r0, int r1) {
     }
 }
 
-/* Every F32 pair's lora_b, transposed (an owned copy): the fused product adds rank columns to y. */
+#define FUSED_BLOCK 256
+
+/* Every F32 pair's lora_b, transposed (an owned copy) block by block: for each FUSED_BLOCK outputs, [rank][block]
+ * (the last block padded), so a block's terms are one contiguous 16 KB at rank 16. (Transposed whole, [rank][out],
+ * a block's rank rows lay a power of two apart for most widths and evicted each other from L1.) */
 static int transpose_b(hearth_lora *a, hearth_err *err) {
     for (int i = 0; i < a->n; i++) {
         lora_entry *e = &a->e[i];
         if (e->a.type != HT_F32 || e->b.type != HT_F32) continue;
-        const int64_t rank = e->b.ne[0], out = e->b.ne[1];
-        float *t = malloc((size_t)(rank * out) * sizeof(float));
+        const int64_t rank = e->b.ne[0], out = e->b.ne[1], nb = (out + FUSED_BLOCK - 1) / FUSED_BLOCK;
+        float *t = calloc((size_t)(rank * nb * FUSED_BLOCK), sizeof(float));
         void **o = realloc(a->owned, (size_t)(a->n_owned + 1) * sizeof *o);
         if (o) a->owned = o;
         if (!t || !o) { free(t); return herr(err, "out of memory"); }
         const float *b = e->b.data;
         for (int64_t r = 0; r < out; r++)
-            for (int64_t k = 0; k < rank; k++) t[k * out + r] = b[r * rank + k];
+            for (int64_t k = 0; k < rank; k++) t[(r / FUSED_BLOCK * rank + k) * FUSED_BLOCK + r % FUSED_BLOCK] = b[r * rank + k];
         a->owned[a->n_owned++] = t;
         e->bt = t;
     }
@@ -330,11 +352,9 @@ static int transpose_b(hearth_lora *a, hearth_err *err) {
 }
 
 /* F32 pairs, fused (two passes, no matmul set-up): t[r][k] = A_k . x_r (op_dot_lanes), one task per tile of 4
- * rows by 4 of k (the tile's products in registers); then y_r += (f_r t_r[k]) B^T_k for k = 0..rank-1 in turn, a
- * task per row and block of 256 outputs (y's block in registers across the k). Each value has one formula,
- * whatever the batch, the tiles or the threads. */
-typedef struct { const float *A, *Bt, *x, *f; float *t, *y; int n_in, n_out, rank, n_tok; } fused_job;
-
+ * rows by 4 of k (the tile's products in registers); then y_r += (f_r t_r[k]) B^T_k for k = 0..rank-1 in turn, by
+ * row and block of outputs (y's block in registers across the k). Each value has one formula, whatever the
+ * batch, the tiles, the blocks or the threads. */
 static void fused_t_task(const fused_job *j, int i) {
     const int nk = (j->rank + 3) / 4, r0 = i / nk * 4, k0 = i % nk * 4;
     int nr = 0;   /* the tile's leading rows that use the adapter */
@@ -348,51 +368,49 @@ static void fused_t_task(const fused_job *j, int i) {
             j->t[(size_t)r * j->rank + k] = j->f[r] == 0 ? 0 : op_dot_lanes(j->A + (size_t)k * j->n_in, j->x + (size_t)r * j->n_in, j->n_in);
 }
 
-#define FUSED_BLOCK 256
 static int fused_t_tasks(const fused_job *j) { return (j->n_tok + 3) / 4 * ((j->rank + 3) / 4); }
 static int fused_y_tasks(const fused_job *j) { return j->n_tok * ((j->n_out + FUSED_BLOCK - 1) / FUSED_BLOCK); }
 
-static void fused_y_task(const fused_job *j, int i) {
-    const int nb = (j->n_out + FUSED_BLOCK - 1) / FUSED_BLOCK;
-    const int r = i / nb, o0 = i % nb * FUSED_BLOCK, n = HT_MIN(o0 + FUSED_BLOCK, j->n_out) - o0;
-    if (j->f[r] == 0) return;   /* a row whose sequence does not use this adapter: untouched */
+/* y_r[o0 .. o0 + n) += (f_r t_r[k]) B^T_k[o0 ..] for k = 0..rank-1 in turn; nothing where f_r is 0 (a row whose
+ * sequence does not use this adapter). */
+static void fused_y_row(const fused_job *j, int r, int o0, int n) {
+    if (j->f[r] == 0) return;
     const float *t = j->t + (size_t)r * j->rank;
-    float *y = j->y + (size_t)r * j->n_out + o0;
+    float *y = j->y + (size_t)r * j->n_out;
     float a[64];
     for (int k0 = 0; k0 < j->rank; k0 += 64) {
         const int m = HT_MIN(64, j->rank - k0);
         for (int k = 0; k < m; k++) a[k] = j->f[r] * t[k0 + k];
-        op_axpy_m(y, a, j->Bt + (size_t)k0 * j->n_out + o0, (size_t)j->n_out, m, n);
+        for (int o = o0, o1; o < o0 + n; o = o1) {   /* by block of Bt */
+            const int blk = o / FUSED_BLOCK;
+            o1 = HT_MIN(o0 + n, (blk + 1) * FUSED_BLOCK);
+            op_axpy_m(y + o, a, j->Bt + ((size_t)blk * (size_t)j->rank + (size_t)k0) * FUSED_BLOCK + o % FUSED_BLOCK,
+                      FUSED_BLOCK, m, o1 - o);
+        }
     }
 }
 
-/* The fused terms of one product's matrices (q/k/v, or gate/up: the same x) as two jobs for all of them: the
- * rank products of every (matrix, adapter) pair, then each matrix's outputs with its adapters' terms added in
- * the registry's order (the order lora_add_one adds them in). */
-typedef struct {
-    fused_job j[LORA_GROUP * HEARTH_MAX_LORA];
-    int n, t0[LORA_GROUP * HEARTH_MAX_LORA + 1];   /* pair p's rank-product tasks start at t0[p] */
-    int n_mat, y0[LORA_GROUP + 1], p0[LORA_GROUP + 1];   /* matrix m: output tasks from y0[m], pairs from p0[m] */
-} fused_group;
-
-static void group_t(const void *arg, int i0, int i1) {
-    const fused_group *g = arg;
-    for (int i = i0, p = 0; i < i1; i++) {
-        while (i >= g->t0[p + 1]) p++;
-        fused_t_task(&g->j[p], i - g->t0[p]);
-    }
-}
-
-static void group_y(const void *arg, int i0, int i1) {
-    const fused_group *g = arg;
-    for (int i = i0, m = 0; i < i1; i++) {
-        while (i >= g->y0[m + 1]) m++;
-        for (int p = g->p0[m]; p < g->p0[m + 1]; p++) fused_y_task(&g->j[p], i - g->y0[m]);
-    }
+static void fused_y_task(const fused_job *j, int i) {
+    const int nb = (j->n_out + FUSED_BLOCK - 1) / FUSED_BLOCK;
+    const int o0 = i % nb * FUSED_BLOCK;
+    fused_y_row(j, i / nb, o0, HT_MIN(o0 + FUSED_BLOCK, j->n_out) - o0);
 }
 
 static void fused_t(const void *arg, int i0, int i1) { for (int i = i0; i < i1; i++) fused_t_task(arg, i); }
 static void fused_y(const void *arg, int i0, int i1) { for (int i = i0; i < i1; i++) fused_y_task(arg, i); }
+
+static void group_pre(const void *arg, int i) {
+    const fused_group *g = arg;
+    int p = 0;
+    while (i >= g->t0[p + 1]) p++;
+    fused_t_task(&g->j[p], i - g->t0[p]);
+}
+
+static void group_post(const void *arg, int m, int r0, int r1, int t0, int t1) {
+    const fused_group *g = arg;
+    for (int r = t0; r < t1; r++)
+        for (int p = g->p0[m]; p < g->p0[m + 1]; p++) fused_y_row(&g->j[p], r, r0, r1 - r0);
+}
 
 static void lora_add_one(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) {
     ht_lora_set *s = c->lora;
@@ -428,44 +446,44 @@ static const lora_entry *entry_for(const hearth_lora *a, const ht_tensor *W) {
     return NULL;
 }
 
-void lora_add(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok) {
+bool lora_add(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok,
+              ht_product_fuse *fuse) {
     ht_lora_set *s = c->lora;
-    if (!s) return;
-    fused_group g;
-    g.n = 0, g.n_mat = n_mat;
-    bool fused = n_mat <= LORA_GROUP;   /* every pair in play fused: one group; else matrix by matrix */
-    for (int m = 0; fused && m < n_mat; m++) {
-        g.p0[m] = g.n;
-        for (int k = 0; fused && k < s->n; k++) {
+    if (!s) return true;
+    if (!fuse) {   /* not fused (lora_add said so before the product): matrix by matrix */
+        for (int m = 0; m < n_mat; m++) lora_add_one(c, W[m], x, n_tok, y[m]);
+        return true;
+    }
+    fused_group *g = s->group;
+    g->n = 0;
+    if (n_mat > LORA_GROUP) return false;   /* every pair in play fused into the product, or none */
+    for (int m = 0; m < n_mat; m++) {
+        g->p0[m] = g->n;
+        for (int k = 0; k < s->n; k++) {
             const hearth_lora *a = s->a[k];
             const lora_entry *e = entry_for(a, W[m]);
             if (!e) continue;
             const int rank = (int)e->a.ne[1];
             const float alpha = a->alpha > 0 ? a->alpha : (float)rank;
-            float *f = s->f + (size_t)g.n * (size_t)c->n_batch;
+            float *f = s->f + (size_t)g->n * (size_t)c->n_batch;
             bool any = false;
             for (int r = 0; r < n_tok; r++) {
                 const int q = c->row_seq ? c->row_seq[r] : 0;
                 any |= (f[r] = s->scale[(size_t)q * s->n + k] * alpha / (float)rank) != 0;
             }
             if (!any) continue;
-            if (!e->bt) { fused = false; break; }
-            float *t = s->t + (size_t)g.n * (size_t)c->n_batch * (size_t)s->max_rank;
-            g.j[g.n] = (fused_job){ e->a.data, e->bt, x, f, t, y[m], (int)e->a.ne[0], (int)e->b.ne[1], rank, n_tok };
-            g.n++;
+            if (!e->bt) return false;
+            float *t = s->t + (size_t)g->n * (size_t)c->n_batch * (size_t)s->max_rank;
+            g->j[g->n] = (fused_job){ e->a.data, e->bt, x, f, t, y[m], (int)e->a.ne[0], (int)e->b.ne[1], rank, n_tok };
+            g->n++;
         }
     }
-    if (!fused) {
-        for (int m = 0; m < n_mat; m++) lora_add_one(c, W[m], x, n_tok, y[m]);
-        return;
-    }
-    if (!g.n) return;
-    g.p0[n_mat] = g.n;
-    g.t0[0] = g.y0[0] = 0;
-    for (int p = 0; p < g.n; p++) g.t0[p + 1] = g.t0[p] + fused_t_tasks(&g.j[p]);
-    for (int m = 0; m < n_mat; m++) g.y0[m + 1] = g.y0[m] + (g.p0[m + 1] > g.p0[m] ? fused_y_tasks(&g.j[g.p0[m]]) : 0);
-    pool_share(c->pool, g.t0[g.n], group_t, &g);
-    pool_share(c->pool, g.y0[n_mat], group_y, &g);
+    if (!g->n) return true;
+    g->p0[n_mat] = g->n;
+    g->t0[0] = 0;
+    for (int p = 0; p < g->n; p++) g->t0[p + 1] = g->t0[p] + fused_t_tasks(&g->j[p]);
+    *fuse = (ht_product_fuse){ .n_pre = g->t0[g->n], .pre = group_pre, .post = group_post, .arg = g };
+    return true;
 }
 
 /* FNV-1a over an adapter at a scale: the scale, alpha, and each pair's first bytes and shapes. */

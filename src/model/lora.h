@@ -6,9 +6,12 @@
 
 #include "model/context.h"
 
-/* After the base products y[m] = W[m] x of n_tok rows (matmul.c; n_mat matrices of the same x): adds the terms
- * of every adapter of the context that adapts W[m]. Nothing when the context has none. */
-void lora_add(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok);
+/* The context's product hook (matmul.c; n_mat matrices of the same x, y[m] = W[m] x of n_tok rows): adds the
+ * terms of every adapter of the context that adapts W[m]. Before the products (fuse set), plans them into the
+ * products' job and returns true, or returns false when they cannot be fused; after them (fuse NULL), adds
+ * them itself. Nothing when the context has none. */
+bool lora_add(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok,
+              ht_product_fuse *fuse);
 void lora_ctx_free(hearth_ctx *c);
 /* hearth_lora_merge, with the type of each merged copy chosen by type_of (NULL: the weight's own type) — the
  * quantizer's, when quantize --lora writes the merged model out. */

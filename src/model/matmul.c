@@ -43,7 +43,9 @@ typedef struct {
     uint8_t *qa_w;
     int chunk_rows[MM_MAX_MATS];   /* each a multiple of the kernel's rows per call */
     int chunk0[MM_MAX_MATS + 1];   /* first item of each matrix */
+    ht_product_fuse fuse;   /* the product hook's work in this job (its pre items come before the chunks) */
     atomic_int next_chunk;  /* the next item no thread has claimed */
+    atomic_int pre_done;    /* fuse's pre items finished */
 } mm_job;
 
 size_t matmul_act_row_bytes(int64_t n) { return (size_t)n / QK_K * sizeof(block_q8_K) + sizeof(block_q8_K) + (size_t)n * 2 + 64; }
@@ -66,9 +68,10 @@ static void act_prep(const ht_tensor *W, const ht_traits *tr, const float *x, ui
 }
 
 /* Rows [r0, r1) of the matrix W (r0 a multiple of the kernel's rows per call) times n_tok prepared
- * activation rows (a, stride as) into y[t * ys + r]: token groups outer, so the rows stay in cache. */
+ * activation rows (a, stride as) into y[t * ys + r]: token groups outer, so the rows stay in cache. After each
+ * token group, fuse's post (when given) on its outputs, still in L1, as matrix m of the job. */
 static void mm_rows(const ht_tensor *W, const ht_traits *tr, int r0, int r1, const uint8_t *a, size_t as, int n_tok,
-                    float *y, size_t ys) {
+                    float *y, size_t ys, const ht_product_fuse *fuse, int m) {
     const int n = (int)W->ne[0], rows = (int)W->ne[1];
     if (W->packed) {
         const ht_pack *pk = W->pack;
@@ -82,12 +85,16 @@ static void mm_rows(const ht_tensor *W, const ht_traits *tr, int r0, int r1, con
             for (int g0 = r0; g0 < r1; g0 += R)
                 tile(n, W->packed + (size_t)(g0 / R) * gb, HT_MIN(R, rows - g0), a + (size_t)t * as, as, nc,
                      y + (size_t)t * ys + g0, ys);
+            if (fuse) fuse->post(fuse->arg, m, r0, r1, t, t + nc);
         }
         return;
     }
-    for (int t = 0; t < n_tok; t += HT_TILE_MAX)
+    for (int t = 0; t < n_tok; t += HT_TILE_MAX) {
+        const int nc = HT_MIN(HT_TILE_MAX, n_tok - t);
         ht_vec_dot_tile(tr, n, (const uint8_t *)W->data + (size_t)r0 * W->row_bytes, W->row_bytes, r1 - r0,
-                        a + (size_t)t * as, as, HT_MIN(HT_TILE_MAX, n_tok - t), y + (size_t)t * ys + r0, ys);
+                        a + (size_t)t * as, as, nc, y + (size_t)t * ys + r0, ys);
+        if (fuse) fuse->post(fuse->arg, m, r0, r1, t, t + nc);
+    }
 }
 
 /* Rows per chunk of W: about MM_CHUNK_BYTES, at most MM_MAX_CHUNK_ROWS, and small enough that the
@@ -107,13 +114,22 @@ static void prep_job(void *arg, int ith, int nth) {
     for (int t = ith; t < j->n_tok; t += nth) act_prep(j->W[0], j->tr, j->x + (size_t)t * n, j->qa_w + (size_t)t * j->qa_row);
 }
 
+/* Items: the fused pre items, then the chunks (a chunk with a post waits for the pre items, all claimed by then). */
 static void dot_job(void *arg, int ith, int nth) {
     (void)ith, (void)nth;
     mm_job *j = arg;
-    for (int i, m = 0; (i = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed)) < j->chunk0[j->n_mat];) {
+    const int n_pre = j->fuse.n_pre;
+    for (int i, m = 0; (i = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed)) < n_pre + j->chunk0[j->n_mat];) {
+        if (i < n_pre) {
+            j->fuse.pre(j->fuse.arg, i);
+            atomic_fetch_add_explicit(&j->pre_done, 1, memory_order_release);
+            continue;
+        }
+        i -= n_pre;
         while (i >= j->chunk0[m + 1]) m++;   /* items are claimed in increasing order */
-        const int rows = (int)j->W[m]->ne[1], r0 = (i - j->chunk0[m]) * j->chunk_rows[m];
-        mm_rows(j->W[m], j->tr, r0, HT_MIN(rows, r0 + j->chunk_rows[m]), j->qa, j->qa_row, j->n_tok, j->y[m], (size_t)rows);
+        const int rows = (int)j->W[m]->ne[1], r0 = (i - j->chunk0[m]) * j->chunk_rows[m], r1 = HT_MIN(rows, r0 + j->chunk_rows[m]);
+        if (j->fuse.post) pool_wait_count(&j->pre_done, n_pre);
+        mm_rows(j->W[m], j->tr, r0, r1, j->qa, j->qa_row, j->n_tok, j->y[m], (size_t)rows, j->fuse.post ? &j->fuse : NULL, m);
     }
 }
 
@@ -140,10 +156,12 @@ static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *
         j.chunk_rows[m] = chunk_rows(W[m], all_rows, pool_size(c->pool));
         j.chunk0[m + 1] = j.chunk0[m] + (int)((W[m]->ne[1] + j.chunk_rows[m] - 1) / j.chunk_rows[m]);
     }
+    /* LoRA adapters add their terms: in this job, or after it */
+    const bool fused = c->product_hook && c->product_hook(c, W, y, n_mat, x, n_tok, &j.fuse);
     atomic_init(&j.next_chunk, 0);
+    atomic_init(&j.pre_done, 0);
     pool_run(c->pool, dot_job, &j);
-    if (c->product_hook)   /* LoRA adapters add their terms */
-        c->product_hook(c, W, y, n_mat, x, n_tok);
+    if (c->product_hook && !fused) c->product_hook(c, W, y, n_mat, x, n_tok, NULL);
 }
 
 void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) { matmul_same(c, &W, &y, 1, x, n_tok); }
@@ -206,7 +224,7 @@ static void mx_dot_job(void *arg, int ith, int nth) {
         for (int m = 0; m < j->n_mat; m++) {
             const ht_tensor W = ht_expert(j->W[m], e);
             float *y = j->y[m] + (size_t)j->first[e] * rows;
-            mm_rows(&W, j->tr, r0, r1, a, j->qa_row, n, y, (size_t)rows);
+            mm_rows(&W, j->tr, r0, r1, a, j->qa_row, n, y, (size_t)rows, NULL, 0);
             if (j->b[m])
                 for (int t = 0; t < n; t++)
                     for (int r = r0; r < r1; r++) y[(size_t)t * rows + r] += j->b[m][(size_t)e * rows + r];

@@ -283,6 +283,16 @@ typedef struct {
                                * the cache type (latent | rope key), v and span are NULL */
 } ht_kv_layer;
 
+/* Work a product hook fuses into a product's job (matmul.c): n_pre items pre(arg, i) claimed first, by any
+ * thread, in any order; then post(arg, m, r0, r1, t0, t1) as soon as outputs [r0, r1) of the product y[m] are
+ * final for batch rows [t0, t1) (every pre item done by then), by the thread that computed them. */
+typedef struct {
+    int n_pre;
+    void (*pre)(const void *arg, int i);
+    void (*post)(const void *arg, int m, int r0, int r1, int t0, int t1);
+    const void *arg;
+} ht_product_fuse;
+
 struct hearth_ctx {
     hearth_model *m;
     ht_pool *pool;
@@ -291,8 +301,11 @@ struct hearth_ctx {
     ht_kv_layer *kv;          /* recurrent layers have none (k, v NULL): their state is in rec */
     ht_rec *rec;              /* recurrent layers' per-sequence states; NULL for a model without such layers */
     struct ht_lora_set *lora; /* the LoRA adapters applied (model/lora.c), or NULL */
-    /* called after the weight products y[m] = W[m] x of n rows (lora_add while adapters are set), or NULL */
-    void (*product_hook)(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n);
+    /* lora_add while adapters are set, or NULL: called before the weight products y[m] = W[m] x of n rows with
+     * fuse set, it may plan work into the products' job there and return true; otherwise it is called again
+     * after them with fuse NULL, to add its terms itself */
+    bool (*product_hook)(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n,
+                         ht_product_fuse *fuse);
     /* called with the input of each weight product before it is computed (model/imatrix.c collects from it), or
      * NULL: a matrix's n rows x (e < 0; src, cnt NULL); matrix e of the stack W used alone (MLA's per-head
      * products; src, cnt NULL); or a mixture's products, n rows ordered by expert, cnt[e] of them for expert e,
