@@ -6,8 +6,9 @@
  * panel on the stack: the weights as unsigned bytes (value + off: off 64 for the grid and ternary types, whose
  * |values| <= 62, 128 for IQ4_XS's -127..113), 4 consecutive elements of each row side by side so that an
  * int32 lane is a row; the 16-element sub-block scales as int32 (and as int16 pairs); d as floats. Then every
- * token of the batch runs over the panel: per 16-element sub-block 4 VPDPBUSD of the panel against 4 bytes of
- * the token's activations broadcast, times the scale (VPMULLD) into the super-block's isum; the offset comes off
+ * token of the batch runs over the panel: per sub-block of one scale (16 or 32 elements) 4 or 8 VPDPBUSD of the
+ * panel against 4 bytes of the token's activations broadcast, times the scale (VPMULLD) into the super-block's
+ * isum; the offset comes off
  * as off * sum_s sc_s * bsums_s (VPDPWSSD of the scale pairs and the Q8_K block's bsums). Every step is an exact
  * integer, so each lane holds quant_ref.c's isum of its row; the float part is tileK's, lane by lane:
  * sum += (d * a->d) * (float)isum per super-block in order, then post * sum. Bit-identical to vec_dot.
@@ -27,6 +28,9 @@ typedef struct {
 } iqp_panel;
 
 HT_AI int32_t iqp_ld32(const void *p) { int32_t v; memcpy(&v, p, 4); return v; }
+
+/* Elements per scale: 32 where one scale covers a 32-element chunk (one VPMULLD per 8 VPDPBUSD), else 16. */
+HT_AI int iqp_sub(const int T) { return T == HT_IQ2_XS || T == HT_IQ2_S || T == HT_IQ1_M ? 16 : 32; }
 
 HT_AI int iqp_off(const int T) { return T == HT_IQ4_XS ? 128 : 64; }
 
@@ -99,18 +103,19 @@ HT_AI void iqp_tokens(const int T, const int NT, const iqp_panel *p, int ns, con
             isum[c] = _mm512_setzero_si512();
             off[c] = _mm512_setzero_si512();
         }
+        const int S = iqp_sub(T);   /* sub-blocks of S elements: S / 4 dwords each */
         HT_UNROLL
-        for (int j = 0; j < QK_K / 16; j++) {
+        for (int j = 0; j < QK_K / S; j++) {
             __m512i dot[IQP_NT];
             HT_UNROLL
             for (int c = 0; c < NT; c++) dot[c] = _mm512_setzero_si512();
             HT_UNROLL
-            for (int k = 0; k < 4; k++) {
-                const __m512i wv = _mm512_load_si512(p->q[s][4 * j + k]);
+            for (int k = 0; k < S / 4; k++) {
+                const __m512i wv = _mm512_load_si512(p->q[s][S / 4 * j + k]);
                 HT_UNROLL
-                for (int c = 0; c < NT; c++) dot[c] = _mm512_dpbusd_epi32(dot[c], wv, _mm512_set1_epi32(iqp_ld32(ab[c]->qs + 16 * j + 4 * k)));
+                for (int c = 0; c < NT; c++) dot[c] = _mm512_dpbusd_epi32(dot[c], wv, _mm512_set1_epi32(iqp_ld32(ab[c]->qs + S * j + 4 * k)));
             }
-            const __m512i sc = _mm512_load_si512(p->sc[s][j]);
+            const __m512i sc = _mm512_load_si512(p->sc[s][S / 16 * j]);
             HT_UNROLL
             for (int c = 0; c < NT; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot[c], sc));
         }
