@@ -133,7 +133,7 @@ typedef struct ht_pack {
  * whole batch (into a small per-call panel of `rows` rows) pays. Every output is bit-identical to vec_dot's,
  * as the tile's. */
 typedef struct ht_gemm {
-    const char *name;         /* "IQ3_Sp16" */
+    const char *name;         /* "iq3_s_p16" */
     int rows;                 /* rows decoded together: matmul cuts row chunks in multiples of it */
     int min_nc;               /* matmul calls run for batches of at least this many tokens */
     ht_vec_dot_tile_fn run;

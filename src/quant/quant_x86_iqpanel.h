@@ -3,14 +3,15 @@
  *
  * tileK decodes each weight super-block (grid gathers, sign tables) once per tile of at most 4 tokens, so a
  * batch of 256 decodes every weight 64 times. Here IQP_R rows of a few super-blocks are decoded ONCE into a
- * panel on the stack: the weights as unsigned bytes (value + off: off 64 for the grid and ternary types, whose
- * |values| <= 62, 128 for IQ4_XS's -127..113), 4 consecutive elements of each row side by side so that an
- * int32 lane is a row; the 16-element sub-block scales as int32 (and as int16 pairs); d as floats. Then every
- * token of the batch runs over the panel: per sub-block of one scale (16 or 32 elements) 4 or 8 VPDPBUSD of the
- * panel against 4 bytes of the token's activations broadcast, times the scale (VPMULLD) into the super-block's
- * isum; the offset comes off
- * as off * sum_s sc_s * bsums_s (VPDPWSSD of the scale pairs and the Q8_K block's bsums). Every step is an exact
- * integer, so each lane holds quant_ref.c's isum of its row; the float part is tileK's, lane by lane:
+ * panel on the stack (iq_chunk's decoders): the weights as unsigned bytes (value + off: off 64 for the grid,
+ * IQ1 and ternary types, whose |values| <= 62, 128 for IQ4_XS's -127..113), 4 consecutive elements of each row
+ * side by side so that an int32 lane is a row; the 16-element sub-block scales as int32 (and as int16 pairs);
+ * d as floats. Then every token of the batch runs over the panel: per sub-block of one scale (16 or 32
+ * elements) 4 or 8 VPDPBUSD of the panel against 4 bytes of the token's activations broadcast, times the scale
+ * (VPMULLD) into the super-block's isum; the offset comes off as off * sum_s sc_s * bsums_s (VPDPWSSD of the
+ * scale pairs and the Q8_K block's bsums). Every step is an exact integer (a sub-block's sum is below
+ * 32 * 241 * 128, a super-block's isum, offset and all, below 2^31), so each lane holds quant_ref.c's isum of
+ * its row; the float part is tileK's, lane by lane:
  * sum += (d * a->d) * (float)isum per super-block in order, then post * sum. Bit-identical to vec_dot.
  * VNNI set only (AVX2's PMADDUBSW path would need another layout: it keeps the old tiles). */
 
@@ -165,7 +166,7 @@ HT_AI void iqp_gemm(const int T, int n, const uint8_t *w, size_t ws, int nr, con
                                size_t ys) {                                                                \
         iqp_gemm(T, n, w, ws, nr, a, as, nc, y, ys);                                                       \
     }                                                                                                      \
-    static const ht_gemm gm_##name = {#name "p16", IQP_R, IQP_MIN_NC, iqp_run_##name};
+    static const ht_gemm gm_##name = {#name "_p16", IQP_R, IQP_MIN_NC, iqp_run_##name};
 
 IQP_GEMM(iq2_xxs, HT_IQ2_XXS)
 IQP_GEMM(iq2_xs, HT_IQ2_XS)
