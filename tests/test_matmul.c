@@ -1,6 +1,6 @@
 /* test_matmul.c — matmul's determinism with the tile kernels: for every weight type and every kernel set this
- * CPU runs, y = W x over a batch of 11 tokens (tiles of 4, 4, 2 + 1 tokens; 37 rows: chunks of 16 and
- * partial row tiles) must be bit-identical to 11 single-token products, with 1 and with 3 threads, and
+ * CPU runs, y = W x over a batch of 11 tokens (tiles of 4, 4, 2 + 1 tokens, or one call of the set's batch
+ * product where the type has one, ht_gemm; 37 rows: chunks of 16 and partial row tiles or panels) must be bit-identical to 11 single-token products, with 1 and with 3 threads, and
  * equal to the set's vec_dot on every element. Weights and activations are random (Gaussian, quantized by
  * the reference quantizers). Where the set has a packed layout for the type (ht_pack), the same holds for
  * the packed matrix (37 rows: the last group partial), and its outputs are within rounding of vec_dot's. Rows

@@ -9,6 +9,8 @@
  * 3. Realistic dot products: quantized Gaussian data, real scales: within 1e-5 of sum |w_i a_i|.
  * 4. Tiles: vec_dot_tile for every nr in 1..9, nc in 1..4 is bit-identical to vec_dot on each output, on short rows
  *    and on rows of several HT_TILE_CHUNKs (the scalar set checks ht_vec_dot_tile's fallback loop).
+ * 4b. Batch products (a type's ht_gemm, where the set has one): every output of nr rows x nc tokens, nr and nc
+ *    below and past the kernel's groups, short rows and long ones, bit-identical to vec_dot.
  * 5. Transposed products (dot_t, F32 and F16): within 1e-5 of sum |w_i a_i| of the scalar ones, and each
  *    output bit-identical whatever n (a prefix of the positions) and nc.
  * 6. Multiply-add peaks (quant_mac_peak): every SIMD set names an instruction and measures a rate a CPU can
@@ -273,6 +275,52 @@ static int test_tiles(const char *set) {
     return checked;
 }
 
+/* ---- 4b. batch products (ht_gemm: the i-quants' panel GEMM of the VNNI set) ----
+ * Every output of gemm->run over nr rows x nc tokens is bit-identical to vec_dot's, for row counts below, at and
+ * past the panel's rows, token counts below and past its token groups, rows of a few super-blocks and of many
+ * (several panels of super-blocks); outputs past nr are left alone. Returns the calls checked. */
+#define G_ROWS 35
+#define G_TOK 37
+static int test_gemm(const char *set) {
+    static uint8_t w[G_ROWS][NTILE * 4], a[G_TOK][NTILE * 4];
+    static float wf[NTILE], af[NTILE], one[G_TOK][G_ROWS], y[G_TOK][G_ROWS + 3];
+    static const int nrs[] = {1, 5, 15, 16, 17, 35}, ncs[] = {1, 3, 4, 8, 9, 37};
+    int checked = 0;
+    for (size_t t = 0; t < N_WTYPES; t++) {
+        const ht_traits *act = ht_get_traits(weight_types[t]);
+        if (!act->gemm) continue;
+        const ht_traits *ta = ht_get_traits_ref((uint32_t)act->vec_dot_type);
+        for (int big = 0; big < 2; big++) {
+            const int n = tile_n(act->blck, big);
+            for (int r = 0; r < G_ROWS; r++) {
+                fill(wf, n, D_GAUSS, 160 + 10 * t + (uint64_t)r);
+                weights_from(weight_types[t], wf, w[r], n);
+            }
+            for (int c = 0; c < G_TOK; c++) {
+                fill(af, n, c % 5 == 3 ? D_OUTLIERS : c % 7 == 6 ? D_SPARSE : D_GAUSS, 190 + 10 * t + (uint64_t)c);
+                ta->from_float(af, a[c], n);
+            }
+            for (int c = 0; c < G_TOK; c++)
+                for (int r = 0; r < G_ROWS; r++) one[c][r] = act->vec_dot(n, w[r], a[c]);
+            for (size_t i = 0; i < sizeof nrs / sizeof *nrs; i++)
+                for (size_t k = 0; k < sizeof ncs / sizeof *ncs; k++) {
+                    const int nr = nrs[i], nc = ncs[k];
+                    memset(y, 0xFF, sizeof y);
+                    act->gemm->run(n, w[0], sizeof w[0], nr, a[0], sizeof a[0], nc, &y[0][0], G_ROWS + 3);
+                    int bad = 0, touched = 0;
+                    for (int c = 0; c < nc; c++) {
+                        for (int r = 0; r < nr; r++) bad += memcmp(&y[c][r], &one[c][r], sizeof(float)) != 0;
+                        for (int r = nr; r < G_ROWS + 3; r++) touched += ((const uint32_t *)y[c])[r] != 0xFFFFFFFFu;
+                    }
+                    CHECK(bad == 0 && touched == 0, "%s: %s %s %dx%d, n=%d: %d outputs differ from vec_dot, %d written past nr",
+                          set, act->name, act->gemm->name, nr, nc, n, bad, touched);
+                    checked++;
+                }
+        }
+    }
+    return checked;
+}
+
 /* dot_t of F32 / F16 (head sizes 64, 80, 256; positions around the block widths) against the scalar table;
  * then the first m positions alone and each column alone give the same bits. Returns products checked. */
 static int test_dot_t(const char *set) {
@@ -351,9 +399,9 @@ int main(void) {
         }
         test_from_float(set);
         const int ne = test_dots(set, true), nt = test_dots(set, false), ntl = test_tiles(set), ndt = test_dot_t(set);
-        const int npk = test_peak(set);
-        printf("%-11s from_float, %d exact + %d realistic dot products, %d tiles, %d transposed products, %d peaks checked\n",
-               set, ne, nt, ntl, ndt, npk);
+        const int npk = test_peak(set), ngm = test_gemm(set);
+        printf("%-11s from_float, %d exact + %d realistic dot products, %d tiles, %d batch products, %d transposed products, "
+               "%d peaks checked\n", set, ne, nt, ntl, ngm, ndt, npk);
         n_sets++;
     }
     REQUIRE(quant_set_backend(chosen), "cannot restore %s", chosen);

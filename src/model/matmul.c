@@ -7,8 +7,10 @@
  * runs token-outer, row-inner, so a chunk of weights stays in cache while every token of the batch passes over
  * it; each group of tokens meets the chunk's rows in one tile call, which computes every output exactly as a
  * single-token call would (quant.h), so the result does not depend on the batch size, the tiling or the thread
- * count. Matrices that share an input and a format (q, k, v) are one job; so are all the chosen experts of a
- * mixture-of-experts layer (matmul_experts), whose items are (expert, chunk) pairs. */
+ * count. Where the type has a batch product (ht_gemm: the i-quants' panel GEMM) a prefill batch goes to it whole
+ * instead, each weight block decoded once for all its tokens (bit-identical too). Matrices that share an input
+ * and a format (q, k, v) are one job; so are all the chosen experts of a mixture-of-experts layer
+ * (matmul_experts), whose items are (expert, chunk) pairs. */
 #include "model/matmul.h"
 
 #include <stdatomic.h>
@@ -89,6 +91,11 @@ static void mm_rows(const ht_tensor *W, const ht_traits *tr, int r0, int r1, con
         }
         return;
     }
+    if (tr->gemm && n_tok >= tr->gemm->min_nc) {   /* prefill: each weight block decoded once for the batch */
+        tr->gemm->run(n, (const uint8_t *)W->data + (size_t)r0 * W->row_bytes, W->row_bytes, r1 - r0, a, as, n_tok, y + r0, ys);
+        if (fuse) fuse->post(fuse->arg, m, r0, r1, 0, n_tok);
+        return;
+    }
     for (int t = 0; t < n_tok; t += HT_TILE_MAX) {
         const int nc = HT_MIN(HT_TILE_MAX, n_tok - t);
         ht_vec_dot_tile(tr, n, (const uint8_t *)W->data + (size_t)r0 * W->row_bytes, W->row_bytes, r1 - r0,
@@ -98,14 +105,16 @@ static void mm_rows(const ht_tensor *W, const ht_traits *tr, int r0, int r1, con
 }
 
 /* Rows per chunk of W: about MM_CHUNK_BYTES, at most MM_MAX_CHUNK_ROWS, and small enough that the
- * balance_rows of the whole job make MM_MIN_CHUNKS per thread; whole packed groups, or whole tiles. */
-static int chunk_rows(const ht_tensor *W, int64_t balance_rows, int nth) {
-    const int unit = W->packed ? W->pack->rows : HT_TILE_MAX;
-    const size_t unit_bytes = W->packed ? W->pack->group_bytes(W->ne[0]) : W->row_bytes * HT_TILE_MAX;
+ * balance_rows of the whole job make MM_MIN_CHUNKS per thread; whole packed groups, whole panels of the
+ * type's gemm when a batch of n_tok takes it, or whole tiles. */
+static int chunk_rows(const ht_tensor *W, const ht_traits *tr, int n_tok, int64_t balance_rows, int nth) {
+    const bool gemm = !W->packed && tr->gemm && n_tok >= tr->gemm->min_nc;
+    const int unit = W->packed ? W->pack->rows : gemm ? HT_MAX(tr->gemm->rows, HT_TILE_MAX) : HT_TILE_MAX;
+    const size_t unit_bytes = W->packed ? W->pack->group_bytes(W->ne[0]) : W->row_bytes * (size_t)unit;
     int64_t units = (int64_t)(MM_CHUNK_BYTES / (unit_bytes ? unit_bytes : 1));
     units = HT_MIN(units, MM_MAX_CHUNK_ROWS / unit);
     units = HT_MIN(units, balance_rows / unit / (MM_MIN_CHUNKS * HT_MAX(nth, 1)));
-    return (int)HT_MAX(units, W->packed ? 1 : MM_CHUNK_ROWS / HT_TILE_MAX) * unit;
+    return (int)HT_MAX(units, W->packed || gemm ? 1 : MM_CHUNK_ROWS / HT_TILE_MAX) * unit;
 }
 
 static void prep_job(void *arg, int ith, int nth) {
@@ -153,7 +162,7 @@ static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *
         else pool_run(c->pool, prep_job, &j);
     }
     for (int m = 0; m < n_mat; m++) {
-        j.chunk_rows[m] = chunk_rows(W[m], all_rows, pool_size(c->pool));
+        j.chunk_rows[m] = chunk_rows(W[m], j.tr, n_tok, all_rows, pool_size(c->pool));
         j.chunk0[m + 1] = j.chunk0[m] + (int)((W[m]->ne[1] + j.chunk_rows[m] - 1) / j.chunk_rows[m]);
     }
     /* LoRA adapters add their terms: in this job, or after it */
@@ -262,7 +271,7 @@ void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *B, const
     }
     if ((int64_t)n_rows * W->ne[0] <= MM_SERIAL_PREP) mx_prep_job(&j, 0, 1);
     else pool_run(c->pool, mx_prep_job, &j);
-    j.chunk_rows = chunk_rows(W, (int64_t)j.n_active * W->ne[1], pool_size(c->pool));
+    j.chunk_rows = chunk_rows(W, j.tr, n_rows, (int64_t)j.n_active * W->ne[1], pool_size(c->pool));
     j.n_chunks = (int)((W->ne[1] + j.chunk_rows - 1) / j.chunk_rows);
     atomic_init(&j.next, 0);
     pool_run(c->pool, mx_dot_job, &j);

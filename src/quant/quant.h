@@ -128,6 +128,17 @@ typedef struct ht_pack {
     void (*tile_cached)(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys);
 } ht_pack;
 
+/* A whole batch against the file's layout (no repacking), for prefill: the tile of ht_vec_dot_tile_fn with any
+ * nc >= 1 (not bounded by HT_TILE_MAX), meant for nc >= min_nc, where decoding each weight block once for the
+ * whole batch (into a small per-call panel of `rows` rows) pays. Every output is bit-identical to vec_dot's,
+ * as the tile's. */
+typedef struct ht_gemm {
+    const char *name;         /* "iq3_s_p16" */
+    int rows;                 /* rows decoded together: matmul cuts row chunks in multiples of it */
+    int min_nc;               /* matmul calls run for batches of at least this many tokens */
+    ht_vec_dot_tile_fn run;
+} ht_gemm;
+
 /* Products against a transposed matrix, for attention scores from a position-minor K cache (F32, F16):
  * y[c * ys + t] = sum over d < k of a[c * as + d] * w[d * ws + t] for t < n, c < nc <= HT_TILE_MAX (ws, as
  * in elements). Each output adds its k terms in order of d with the same operations wherever t falls and
@@ -146,6 +157,7 @@ typedef struct {
     ht_vec_dot_tile_fn vec_dot_tile;   /* optional (NULL: loop of vec_dot); call through ht_vec_dot_tile() */
     const ht_pack *pack;      /* optional: the faster row-interleaved layout of the active kernel set */
     ht_dot_t_fn dot_t;        /* F32 and F16 only (the cache types that are kept transposed) */
+    const ht_gemm *gemm;      /* optional: the active kernel set's batch product over the file's layout */
 } ht_traits;
 
 /* The tile of ht_vec_dot_tile_fn with tr's kernels: its vec_dot_tile, or the loop of vec_dot without one. */

@@ -764,6 +764,7 @@ HT_AI void kblock(const int T, const int NC, const uint8_t *wb, const block_q8_K
 }
 
 #include "quant_tile_k.h"
+#include "quant_x86_iqpanel.h"
 
 /* ======================= float weights x F32 ======================= */
 
@@ -1371,6 +1372,7 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
 #endif
     t[HT_Q8_1].from_float = q8_1_from_float;
     t[HT_Q8_K].from_float = q8_K_from_float;
+    iqp_install(t);
 }
 
 /* ---- multiply-add peaks (ht_kernel_set.mac_peak): the instruction the type's prefill tile multiplies with,

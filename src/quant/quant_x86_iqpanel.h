@@ -1,0 +1,196 @@
+/* quant_x86_iqpanel.h — prefill of the super-block i-quants (IQ1_S ... IQ3_S, IQ4_XS, TQ1_0, TQ2_0 x Q8_K) as
+ * an int8 panel GEMM (ht_gemm in quant.h), included by quant_x86_kernels.h after iq_chunk and tileK.
+ *
+ * tileK decodes each weight super-block (grid gathers, sign tables) once per tile of at most 4 tokens, so a
+ * batch of 256 decodes every weight 64 times. Here IQP_R rows of a few super-blocks are decoded ONCE into a
+ * panel on the stack (iq_chunk's decoders): the weights as unsigned bytes (value + off: off 64 for the grid,
+ * IQ1 and ternary types, whose |values| <= 62, 128 for IQ4_XS's -127..113), 4 consecutive elements of each row
+ * side by side so that an int32 lane is a row; the 16-element sub-block scales as int32 (and as int16 pairs);
+ * d as floats. Then every token of the batch runs over the panel: per sub-block of one scale (16 or 32
+ * elements) 4 or 8 VPDPBUSD of the panel against 4 bytes of the token's activations broadcast, times the scale
+ * (VPMULLD) into the super-block's isum; the offset comes off as off * sum_s sc_s * bsums_s (VPDPWSSD of the
+ * scale pairs and the Q8_K block's bsums). Every step is an exact integer (a sub-block's sum is below
+ * 32 * 241 * 128, a super-block's isum, offset and all, below 2^31), so each lane holds quant_ref.c's isum of
+ * its row; the float part is tileK's, lane by lane:
+ * sum += (d * a->d) * (float)isum per super-block in order, then post * sum. Bit-identical to vec_dot.
+ * VNNI set only (AVX2's PMADDUBSW path would need another layout: it keeps the old tiles). */
+
+#if HT_X86_VNNI
+#define IQP_R 16    /* rows per panel: one int32 lane each */
+#define IQP_SB 4    /* super-blocks decoded at a time (a 22 KB panel: it stays in L1 while the batch passes) */
+#define IQP_NT 4    /* tokens sharing each load of the panel */
+#define IQP_MIN_NC 8
+
+typedef struct {
+    _Alignas(64) uint8_t q[IQP_SB][QK_K / 4][IQP_R][4];   /* value + off: elements 4k..4k+3 of each row */
+    _Alignas(64) int32_t sc[IQP_SB][QK_K / 16][IQP_R];    /* the scale of each 16-element sub-block */
+    _Alignas(64) int16_t sc2[IQP_SB][QK_K / 32][IQP_R][2];   /* the same, sub-blocks 2j and 2j + 1 as a pair */
+    _Alignas(64) float d[IQP_SB][IQP_R];
+} iqp_panel;
+
+HT_AI int32_t iqp_ld32(const void *p) { int32_t v; memcpy(&v, p, 4); return v; }
+
+/* Elements per scale: 32 where one scale covers a 32-element chunk (one VPMULLD per 8 VPDPBUSD), else 16. */
+HT_AI int iqp_sub(const int T) { return T == HT_IQ2_XS || T == HT_IQ2_S || T == HT_IQ1_M ? 16 : 32; }
+
+HT_AI int iqp_off(const int T) { return T == HT_IQ4_XS ? 128 : 64; }
+
+/* One row's super-block wb: its 256 values + off into u (element order), its 16 scales into sc. */
+HT_AI void iqp_row(const int T, const uint8_t *wb, uint8_t *u, int16_t *sc) {
+    if (T == HT_IQ4_XS) {   /* kb_iq4_xs's decode, the table's values + 128 */
+        const block_iq4_xs *b = (const block_iq4_xs *)wb;
+        const __m256i tab = _mm256_xor_si256(iq4nl_table(), _mm256_set1_epi8((char)0x80)), m4 = mask4();
+        HT_UNROLL
+        for (int p = 0; p < 4; p++) {
+            const __m256i x = ld256(b->qs + 32 * p);
+            const __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+            _mm256_storeu_si256((__m256i *)(u + 64 * p), _mm256_shuffle_epi8(tab, _mm256_permute2x128_si256(lo, hi, 0x20)));
+            _mm256_storeu_si256((__m256i *)(u + 64 * p + 32), _mm256_shuffle_epi8(tab, _mm256_permute2x128_si256(lo, hi, 0x31)));
+        }
+        const __m128i s8 = scales_iq4_xs(b);   /* one int16 per 32 elements */
+        int16_t s[8];
+        _mm_storeu_si128((__m128i *)s, s8);
+        for (int j = 0; j < 8; j++) sc[2 * j] = sc[2 * j + 1] = s[j];
+        return;
+    }
+    HT_UNROLL
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        __m256i q, sg = _mm256_setzero_si256(), s;
+        iq_chunk(T, wb, ib, &q, &sg, &s);
+        if (iq_grid(T)) q = _mm256_sign_epi8(q, sg);
+        q = _mm256_add_epi8(q, _mm256_set1_epi8((char)(iq_ternary(T) ? 63 : 64)));   /* ternary: stored + 1 */
+        _mm256_storeu_si256((__m256i *)(u + 32 * ib), q);
+        sc[2 * ib] = (int16_t)_mm256_extract_epi16(s, 0);
+        sc[2 * ib + 1] = (int16_t)_mm256_extract_epi16(s, 8);
+    }
+}
+
+/* Super-block i of rows w, w + ws, ... (nr <= IQP_R; the lanes past nr repeat the last row) into slot s. */
+HT_AI void iqp_decode(const int T, const uint8_t *w, size_t ws, int nr, size_t i, iqp_panel *p, int s) {
+    _Alignas(64) uint8_t u[IQP_R][QK_K];
+    int16_t sc[IQP_R][QK_K / 16];
+    for (int r = 0; r < IQP_R; r++) {
+        const uint8_t *wb = w + (size_t)HT_MIN(r, nr - 1) * ws + i * k_size(T);
+        ht_prefetch(wb, k_size(T));
+        iqp_row(T, wb, u[r], sc[r]);
+        p->d[s][r] = k_d(T, wb);
+        for (int j = 0; j < QK_K / 16; j++) p->sc[s][j][r] = sc[r][j];
+        for (int j = 0; j < QK_K / 32; j++) {
+            p->sc2[s][j][r][0] = sc[r][2 * j];
+            p->sc2[s][j][r][1] = sc[r][2 * j + 1];
+        }
+    }
+    /* transpose: dword k of every row side by side */
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(QK_K / 4));
+    for (int k = 0; k < QK_K / 4; k++)
+        _mm512_store_si512(p->q[s][k], _mm512_i32gather_epi32(idx, (const int *)&u[0][0] + k, 4));
+}
+
+/* NT tokens (a, a + as, ...: their Q8_K blocks of the panel's super-blocks) over the ns super-blocks of the
+ * panel; the running sums of the IQP_R rows (lanes m) come from y (first: 0) and go back to y (last: times
+ * post). */
+HT_AI void iqp_tokens(const int T, const int NT, const iqp_panel *p, int ns, const uint8_t *a, size_t as, bool first,
+                      bool last, float *y, size_t ys, __mmask16 m) {
+    __m512 acc[IQP_NT];
+    HT_UNROLL
+    for (int c = 0; c < NT; c++) acc[c] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + (size_t)c * ys);
+    for (int s = 0; s < ns; s++) {
+        const block_q8_K *ab[IQP_NT];
+        __m512i isum[IQP_NT], off[IQP_NT];
+        HT_UNROLL
+        for (int c = 0; c < NT; c++) {
+            ab[c] = (const block_q8_K *)(a + (size_t)c * as) + s;
+            isum[c] = _mm512_setzero_si512();
+            off[c] = _mm512_setzero_si512();
+        }
+        const int S = iqp_sub(T);   /* sub-blocks of S elements: S / 4 dwords each */
+        HT_UNROLL
+        for (int j = 0; j < QK_K / S; j++) {
+            __m512i dot[IQP_NT];
+            HT_UNROLL
+            for (int c = 0; c < NT; c++) dot[c] = _mm512_setzero_si512();
+            HT_UNROLL
+            for (int k = 0; k < S / 4; k++) {
+                const __m512i wv = _mm512_load_si512(p->q[s][S / 4 * j + k]);
+                HT_UNROLL
+                for (int c = 0; c < NT; c++) dot[c] = _mm512_dpbusd_epi32(dot[c], wv, _mm512_set1_epi32(iqp_ld32(ab[c]->qs + S * j + 4 * k)));
+            }
+            const __m512i sc = _mm512_load_si512(p->sc[s][S / 16 * j]);
+            HT_UNROLL
+            for (int c = 0; c < NT; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot[c], sc));
+        }
+        HT_UNROLL
+        for (int j = 0; j < QK_K / 32; j++) {
+            const __m512i sc2 = _mm512_load_si512(p->sc2[s][j]);
+            HT_UNROLL
+            for (int c = 0; c < NT; c++) off[c] = _mm512_dpwssd_epi32(off[c], sc2, _mm512_set1_epi32(iqp_ld32(ab[c]->bsums + 2 * j)));
+        }
+        const __m512 dv = _mm512_load_ps(p->d[s]);
+        HT_UNROLL
+        for (int c = 0; c < NT; c++) {
+            const __m512i is = _mm512_sub_epi32(isum[c], _mm512_slli_epi32(off[c], iqp_off(T) == 128 ? 7 : 6));
+            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(dv, _mm512_set1_ps(ab[c]->d)), _mm512_cvtepi32_ps(is)));
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NT; c++) {
+        if (last && ht_iq_post(T) != 1.0f) acc[c] = _mm512_mul_ps(_mm512_set1_ps(ht_iq_post(T)), acc[c]);
+        _mm512_mask_storeu_ps(y + (size_t)c * ys, m, acc[c]);
+    }
+}
+
+/* ht_gemm.run: groups of IQP_R rows, IQP_SB super-blocks at a time decoded once for all nc tokens. */
+HT_AI void iqp_gemm(const int T, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as, int nc,
+                    float *y, size_t ys) {
+    iqp_panel p;
+    const int nsb = n / QK_K;
+    for (int r0 = 0; r0 < nr; r0 += IQP_R) {
+        const int mr = HT_MIN(IQP_R, nr - r0);
+        const __mmask16 m = (__mmask16)((1u << mr) - 1);
+        for (int s0 = 0; s0 < nsb; s0 += IQP_SB) {
+            const int ns = HT_MIN(IQP_SB, nsb - s0);
+            for (int s = 0; s < ns; s++) iqp_decode(T, w + (size_t)r0 * ws, ws, mr, (size_t)(s0 + s), &p, s);
+            const bool first = s0 == 0, last = s0 + ns >= nsb;
+            const uint8_t *as0 = a + (size_t)s0 * sizeof(block_q8_K);
+            int t = 0;
+            for (; t + IQP_NT <= nc; t += IQP_NT)
+                iqp_tokens(T, IQP_NT, &p, ns, as0 + (size_t)t * as, as, first, last, y + (size_t)t * ys + r0, ys, m);
+            for (; t < nc; t++) iqp_tokens(T, 1, &p, ns, as0 + (size_t)t * as, as, first, last, y + (size_t)t * ys + r0, ys, m);
+        }
+    }
+}
+
+#define IQP_GEMM(name, T)                                                                                   \
+    static void iqp_run_##name(int n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc, float *y, \
+                               size_t ys) {                                                                \
+        iqp_gemm(T, n, w, ws, nr, a, as, nc, y, ys);                                                       \
+    }                                                                                                      \
+    static const ht_gemm gm_##name = {#name "_p16", IQP_R, IQP_MIN_NC, iqp_run_##name};
+
+IQP_GEMM(iq2_xxs, HT_IQ2_XXS)
+IQP_GEMM(iq2_xs, HT_IQ2_XS)
+IQP_GEMM(iq2_s, HT_IQ2_S)
+IQP_GEMM(iq3_xxs, HT_IQ3_XXS)
+IQP_GEMM(iq3_s, HT_IQ3_S)
+IQP_GEMM(iq1_s, HT_IQ1_S)
+IQP_GEMM(iq1_m, HT_IQ1_M)
+IQP_GEMM(iq4_xs, HT_IQ4_XS)
+IQP_GEMM(tq1_0, HT_TQ1_0)
+IQP_GEMM(tq2_0, HT_TQ2_0)
+
+static void iqp_install(ht_traits t[HT_NTYPES]) {
+    t[HT_IQ2_XXS].gemm = &gm_iq2_xxs;
+    t[HT_IQ2_XS].gemm = &gm_iq2_xs;
+    t[HT_IQ2_S].gemm = &gm_iq2_s;
+    t[HT_IQ3_XXS].gemm = &gm_iq3_xxs;
+    t[HT_IQ3_S].gemm = &gm_iq3_s;
+    t[HT_IQ1_S].gemm = &gm_iq1_s;
+    t[HT_IQ1_M].gemm = &gm_iq1_m;
+    t[HT_IQ4_XS].gemm = &gm_iq4_xs;
+    t[HT_TQ1_0].gemm = &gm_tq1_0;
+    t[HT_TQ2_0].gemm = &gm_tq2_0;
+}
+#else
+static void iqp_install(ht_traits t[HT_NTYPES]) { (void)t; }
+#endif
