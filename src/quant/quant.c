@@ -13,7 +13,8 @@
 
 /* name, block, bytes per block, is_quant, to_float, from_float (NULL: no quantizer yet; IQ2_XXS, IQ2_XS,
  * IQ1_S and IQ1_M need an importance matrix), vec_dot_type, vec_dot, vec_dot_tile and pack
- * (none in the scalar table: ht_vec_dot_tile loops vec_dot; SIMD sets install theirs), dot_t (F32, F16) */
+ * (none in the scalar table: ht_vec_dot_tile loops vec_dot; SIMD sets install theirs), dot_t (F32, F16), kq and pv
+ * (Q8_0) */
 #define HT_TRAITS_TABLE {                                                                                            \
     [HT_F32]    = {"F32", 1, 4, false, ht_ref_f32_to_float, ht_ref_f32_from_float, HT_F32,                            \
                    ht_ref_vec_dot_f32_f32, NULL, NULL, ht_ref_dot_t_f32},                                                  \
@@ -30,7 +31,7 @@
     [HT_Q5_1]   = {"Q5_1", QK5_1, sizeof(block_q5_1), true, ht_ref_q5_1_to_float, ht_ref_q5_1_from_float,            \
                    HT_Q8_1, ht_ref_vec_dot_q5_1_q8_1, NULL, NULL, NULL},                                                         \
     [HT_Q8_0]   = {"Q8_0", QK8_0, sizeof(block_q8_0), true, ht_ref_q8_0_to_float, ht_ref_q8_0_from_float,            \
-                   HT_Q8_0, ht_ref_vec_dot_q8_0_q8_0, NULL, NULL, NULL},                                                         \
+                   HT_Q8_0, ht_ref_vec_dot_q8_0_q8_0, NULL, NULL, NULL, ht_ref_kq_q8_0, ht_ref_pv_q8_0},                                                         \
     [HT_Q8_1]   = {"Q8_1", QK8_1, sizeof(block_q8_1), true, ht_ref_q8_1_to_float, ht_ref_q8_1_from_float,            \
                    HT_Q8_1, NULL, NULL, NULL, NULL},                                                                             \
     [HT_Q2_K]   = {"Q2_K", QK_K, sizeof(block_q2_K), true, ht_ref_q2_K_to_float, ht_ref_q2_K_from_float,             \
