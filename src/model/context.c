@@ -465,7 +465,9 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
  * type's dot-product tiles against the heads' probability rows. BF16 / Q8_0 / Q4_0: rows (one per position)
  * as stored, computed on in place: q is converted to the K type's vec_dot type (Q8_0 blocks for Q8_0 and
  * Q4_0 keys: int8 dot products, as ggml's flash attention over a quantized cache does) and scored with the
- * type's dot-product tiles; V rows are dequantized PV_ROWS at a time and accumulated into the outputs in
+ * type's kq kernel (Q8_0: the reference vec_dot's scores, several positions reduced at once) or its dot-product
+ * tiles; V rows go through the type's pv kernel (Q8_0: the outputs held in registers while the rows go by,
+ * each row converted once) or are dequantized PV_ROWS at a time, and are accumulated into the outputs in
  * position order (V cannot be quantized along positions, which arrive one by one). No copy of the cache is
  * made whatever the window: a thread's scratch is its score rows and a few rows. A tile computes each output
  * exactly as vec_dot does, and each position adds the same terms in the same order whatever the batching, so
