@@ -31,7 +31,7 @@
     [HT_Q5_1]   = {"Q5_1", QK5_1, sizeof(block_q5_1), true, ht_ref_q5_1_to_float, ht_ref_q5_1_from_float,            \
                    HT_Q8_1, ht_ref_vec_dot_q5_1_q8_1, NULL, NULL, NULL},                                                         \
     [HT_Q8_0]   = {"Q8_0", QK8_0, sizeof(block_q8_0), true, ht_ref_q8_0_to_float, ht_ref_q8_0_from_float,            \
-                   HT_Q8_0, ht_ref_vec_dot_q8_0_q8_0, NULL, NULL, NULL, ht_ref_kq_q8_0, ht_ref_pv_q8_0},                                                         \
+                   HT_Q8_0, ht_ref_vec_dot_q8_0_q8_0, NULL, NULL, NULL, ht_ref_kq_q8_0, ht_ref_pv_q8_0},             \
     [HT_Q8_1]   = {"Q8_1", QK8_1, sizeof(block_q8_1), true, ht_ref_q8_1_to_float, ht_ref_q8_1_from_float,            \
                    HT_Q8_1, NULL, NULL, NULL, NULL},                                                                             \
     [HT_Q2_K]   = {"Q2_K", QK_K, sizeof(block_q2_K), true, ht_ref_q2_K_to_float, ht_ref_q2_K_from_float,             \
