@@ -1318,13 +1318,14 @@ static void kq_q8_0(int n, const void *w, size_t ws, int nr, const void *a, size
     if (c < nc) kq_q8_0_cols(1, n, w, ws, nr, (const uint8_t *)a + (size_t)c * as, as, y + (size_t)c * ys, ys);
 }
 
-/* softmax·V (ht_pv_fn): a chunk of the outputs' dims (PV_NV vectors: 64 dims with AVX-512, 32 with AVX2) of up
- * to PV_MAXC columns stays in registers while the rows go by once; each row's int8 values are converted to
- * float once for all those columns, and each column adds fma(p * d, q, o) per value, as the reference. */
+/* softmax·V (ht_pv_fn): a chunk of the outputs' dims (PV_NV vectors: 64 dims with AVX-512, 16 with AVX2's 16
+ * registers) of up to 4 columns stays in registers while the rows go by once; each row's int8 values are
+ * converted to float once for all those columns, and each column adds fma(p * d, q, o) per value, as the
+ * reference. */
 #if HT_X86_AVX512
 typedef __m512 pv_vf;
 #define PV_LANES 16
-#define PV_MAXC 4
+#define PV_NV 4
 HT_AI pv_vf pv_load(const uint8_t *q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ld128(q))); }
 #define pv_set1 _mm512_set1_ps
 #define pv_fma _mm512_fmadd_ps
@@ -1333,16 +1334,15 @@ HT_AI pv_vf pv_load(const uint8_t *q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8
 #else
 typedef __m256 pv_vf;
 #define PV_LANES 8
-#define PV_MAXC 2
+#define PV_NV 2
 HT_AI pv_vf pv_load(const uint8_t *q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q))); }
 #define pv_set1 _mm256_set1_ps
 #define pv_fma _mm256_fmadd_ps
 #define pv_zero _mm256_setzero_ps
 #define pv_store _mm256_storeu_ps
 #endif
-#define PV_NV 4
 
-/* NC columns (outputs oc[c]), NV vectors of dims from d0 (a block boundary). */
+/* NC columns (outputs oc[c]), NV vectors of dims from d0. */
 HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, size_t vs, int cap, int lo, int m,
                          const float *p, size_t ld, float *const *oc) {
     const size_t WS = sizeof(block_q8_0), Q = offsetof(block_q8_0, qs);
@@ -1351,16 +1351,15 @@ HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, s
     for (int c = 0; c < NC; c++)
         HT_UNROLL
         for (int k = 0; k < NV; k++) acc[c][k] = pv_zero();
-    const uint8_t *vb = v + (size_t)(d0 / QK8_0) * WS;
     int slot = lo % cap;
     for (int t = 0; t < m; t++) {
-        const uint8_t *row = vb + (size_t)slot * vs;
+        const uint8_t *row = v + (size_t)slot * vs;
         if (++slot == cap) slot = 0;
         pv_vf x[PV_NV];
         float d[PV_NV];
         HT_UNROLL
         for (int k = 0; k < NV; k++) {
-            const int e = k * PV_LANES;   /* the vector's first dim in the chunk */
+            const int e = d0 + k * PV_LANES;   /* the vector's first dim */
             x[k] = pv_load(row + (size_t)(e / QK8_0) * WS + Q + (size_t)(e % QK8_0));
             d[k] = h2f(row + (size_t)(e / QK8_0) * WS);
         }
@@ -1381,13 +1380,13 @@ HT_AI void pv_q8_0_cols(const int NC, int n, const uint8_t *v, size_t vs, int ca
                         size_t ld, float *const *oc) {
     int d0 = 0;
     for (; d0 + PV_NV * PV_LANES <= n; d0 += PV_NV * PV_LANES) pv_q8_0_chunk(NC, PV_NV, d0, v, vs, cap, lo, m, p, ld, oc);
-    if (d0 < n) pv_q8_0_chunk(NC, 2, d0, v, vs, cap, lo, m, p, ld, oc);   /* AVX-512 only: the 32 dims left */
+    if (d0 < n) pv_q8_0_chunk(NC, 2, d0, v, vs, cap, lo, m, p, ld, oc);   /* AVX-512: the 32 dims left */
 }
 
 static void pv_q8_0(int n, const void *v, size_t vs, int cap, int lo, int m, const float *p, size_t ld, int nc,
                     float *o, size_t os, int per) {
     for (int c0 = 0; c0 < nc;) {
-        const int g = nc - c0 >= 4 && PV_MAXC >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
+        const int g = nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
         float *oc[4];
         for (int c = 0; c < g; c++) oc[c] = o + (size_t)((c0 + c) / per) * os + (size_t)((c0 + c) % per) * n;
         const float *pc = p + (size_t)c0 * ld;
