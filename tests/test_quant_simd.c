@@ -11,11 +11,11 @@
  *    and on rows of several HT_TILE_CHUNKs (the scalar set checks ht_vec_dot_tile's fallback loop).
  * 5. Transposed products (dot_t, F32 and F16): within 1e-5 of sum |w_i a_i| of the scalar ones, and each
  *    output bit-identical whatever n (a prefix of the positions) and nc.
+ * 6. Multiply-add peaks (quant_mac_peak): every SIMD set names an instruction and measures a rate a CPU can
+ *    have (a loop the compiler dropped would read a rate past any), the scalar set none.
  * 7. Attention over a Q8_0 row cache (kq, pv): scores bit-identical to the reference vec_dot for any number of
  *    positions and columns; softmax·V bit-identical to the scalar pv (ring wraps, head sizes 32..256), and each
  *    output the same whatever the other columns and whether its trailing zero-probability positions are given.
- * 6. Multiply-add peaks (quant_mac_peak): every SIMD set names an instruction and measures a rate a CPU can
- *    have (a loop the compiler dropped would read a rate past any), the scalar set none.
  * Self-contained (quant layer only), so tests/test_neon_qemu.sh also builds it for aarch64. */
 #include <math.h>
 #include <stdlib.h>
