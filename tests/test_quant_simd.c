@@ -15,6 +15,9 @@
  *    output bit-identical whatever n (a prefix of the positions) and nc.
  * 6. Multiply-add peaks (quant_mac_peak): every SIMD set names an instruction and measures a rate a CPU can
  *    have (a loop the compiler dropped would read a rate past any), the scalar set none.
+ * 7. Attention over a Q8_0 row cache (kq, pv): scores bit-identical to the reference vec_dot for any number of
+ *    positions and columns; softmax·V bit-identical to the scalar pv (ring wraps, head sizes 32..256), and each
+ *    output the same whatever the other columns and whether its trailing zero-probability positions are given.
  * Self-contained (quant layer only), so tests/test_neon_qemu.sh also builds it for aarch64. */
 #include <math.h>
 #include <stdlib.h>
@@ -366,6 +369,64 @@ static int test_dot_t(const char *set) {
     return checked;
 }
 
+/* kq / pv of Q8_0 on rows of cached heads (interleaved with 2 other heads: rows 3 heads apart). Returns
+ * outputs checked. */
+static int test_att_q8_0(const char *set) {
+    static const int hds[] = {32, 64, 96, 128, 256}, ns[] = {1, 7, 8, 9, 23, 64};
+    enum { CAP = 64, HEADS = 3, NCMAX = 9 };
+    static block_q8_0 kv[CAP * HEADS * 8];
+    static uint8_t q[NCMAX * 8 * sizeof(block_q8_0)];
+    static float x[256], y[NCMAX * CAP], p[NCMAX * CAP], o1[256];
+    const ht_traits *tr = ht_get_traits(HT_Q8_0), *ref = ht_get_traits_ref(HT_Q8_0);
+    REQUIRE(tr->kq && tr->pv && ref->kq && ref->pv, "%s: no kq / pv for Q8_0", set);
+    int checked = 0;
+    for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++) {
+        const int hd = hds[hi], nb = hd / QK8_0;
+        const size_t rs = (size_t)nb * sizeof(block_q8_0), ws = HEADS * rs;
+        for (int r = 0; r < CAP * HEADS; r++) {
+            for (int i = 0; i < hd; i++) x[i] = (float)rng_gauss() * (r % 5 ? 1.0f : 30.0f);
+            ref->from_float(x, (uint8_t *)kv + (size_t)r * rs, hd);
+        }
+        for (int c = 0; c < NCMAX; c++) {
+            for (int i = 0; i < hd; i++) x[i] = (float)rng_gauss();
+            ref->from_float(x, q + (size_t)c * rs, hd);
+            for (int t = 0; t < CAP; t++) p[c * CAP + t] = (float)rng_uniform() * (t % 3 ? 1.0f : 1e-3f);
+        }
+        const uint8_t *k1 = (const uint8_t *)kv + rs;   /* head 1 of each position */
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+            for (int nc = 1; nc <= NCMAX; nc += 2) {
+                const int n = ns[ni], lo = (int)(ni * 13 + (size_t)nc) % CAP;   /* a wrap for some */
+                const int n0 = HT_MIN(n, CAP - lo);
+                tr->kq(hd, k1 + (size_t)lo * ws, ws, n0, q, rs, nc, y, CAP);
+                if (n0 < n) tr->kq(hd, k1, ws, n - n0, q, rs, nc, y + n0, CAP);
+                for (int c = 0; c < nc; c++)
+                    for (int t = 0; t < n; t++, checked++) {
+                        const float e = ht_ref_vec_dot_q8_0_q8_0(hd, k1 + (size_t)((lo + t) % CAP) * ws, q + (size_t)c * rs);
+                        CHECK(!memcmp(&e, y + c * CAP + t, sizeof e), "%s kq hd=%d n=%d nc=%d [%d][%d]: %.9g vs reference %.9g",
+                              set, hd, n, nc, c, t, y[c * CAP + t], e);
+                    }
+                /* two tokens of nc heads each (per = nc): outputs 2 x nc x hd, tokens os apart */
+                const size_t os = (size_t)NCMAX * 256;
+                static float ob[2 * NCMAX * 256], obr[2 * NCMAX * 256];
+                const int ncols = 2 * nc > NCMAX ? nc : 2 * nc;
+                tr->pv(hd, k1, ws, CAP, lo, n, p, CAP, ncols, ob, os, nc);
+                ref->pv(hd, k1, ws, CAP, lo, n, p, CAP, ncols, obr, os, nc);
+                for (int c = 0; c < ncols; c++, checked++) {
+                    const float *a = ob + (size_t)(c / nc) * os + (size_t)(c % nc) * hd, *b = obr + (size_t)(c / nc) * os + (size_t)(c % nc) * hd;
+                    CHECK(!memcmp(a, b, (size_t)hd * sizeof(float)), "%s pv hd=%d n=%d nc=%d: column %d differs from the scalar one",
+                          set, hd, n, ncols, c);
+                    /* alone, over its positions and 5 more of probability 0 */
+                    float pz[CAP + 5];
+                    memcpy(pz, p + (size_t)c * CAP, (size_t)n * sizeof(float));
+                    memset(pz + n, 0, 5 * sizeof(float));
+                    tr->pv(hd, k1, ws, CAP, lo, n + 5, pz, CAP + 5, 1, o1, 0, 1);
+                    CHECK(!memcmp(a, o1, (size_t)hd * sizeof(float)), "%s pv hd=%d n=%d: column %d alone differs", set, hd, n, c);
+                }
+            }
+    }
+    return checked;
+}
+
 /* Rates in multiply-adds a second a thread: above 1e7 (qemu-user included), below 4e12 (64 a vector
  * instruction, 4 a cycle, 6 GHz, with room): a loop that ran no instructions reads far past it. */
 static int test_peak(const char *set) {
@@ -399,9 +460,9 @@ int main(void) {
         }
         test_from_float(set);
         const int ne = test_dots(set, true), nt = test_dots(set, false), ntl = test_tiles(set), ndt = test_dot_t(set);
-        const int npk = test_peak(set), ngm = test_gemm(set);
+        const int npk = test_peak(set), ngm = test_gemm(set), nat = test_att_q8_0(set);
         printf("%-11s from_float, %d exact + %d realistic dot products, %d tiles, %d batch products, %d transposed products, "
-               "%d peaks checked\n", set, ne, nt, ntl, ngm, ndt, npk);
+               "%d Q8_0 attention outputs, %d peaks checked\n", set, ne, nt, ntl, ngm, ndt, nat, npk);
         n_sets++;
     }
     REQUIRE(quant_set_backend(chosen), "cannot restore %s", chosen);

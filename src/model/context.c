@@ -465,7 +465,9 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
  * type's dot-product tiles against the heads' probability rows. BF16 / Q8_0 / Q4_0: rows (one per position)
  * as stored, computed on in place: q is converted to the K type's vec_dot type (Q8_0 blocks for Q8_0 and
  * Q4_0 keys: int8 dot products, as ggml's flash attention over a quantized cache does) and scored with the
- * type's dot-product tiles; V rows are dequantized PV_ROWS at a time and accumulated into the outputs in
+ * type's kq kernel (Q8_0: the reference vec_dot's scores, several positions reduced at once) or its dot-product
+ * tiles; V rows go through the type's pv kernel (Q8_0: the outputs held in registers while the rows go by,
+ * each row converted once) or are dequantized PV_ROWS at a time, and are accumulated into the outputs in
  * position order (V cannot be quantized along positions, which arrive one by one). No copy of the cache is
  * made whatever the window: a thread's scratch is its score rows and a few rows. A tile computes each output
  * exactly as vec_dot does, and each position adds the same terms in the same order whatever the batching, so
@@ -555,6 +557,11 @@ static void att_pv_transposed(const ht_traits *tr, size_t esz, const uint8_t *vt
  * an exact 0. vb: kv head kvh's row at slot 0, rs bytes apart. */
 static void att_pv_rows(uint32_t type, const uint8_t *vb, size_t rs, int cap, int hdv, int lo, int n, const float *p,
                         size_t ld, int nt, int nh, float *o, size_t os, float *vrow) {
+    const ht_traits *tr = ht_get_traits(type);
+    if (tr->pv) {   /* the type's own kernel: rows in place, the outputs in registers over all positions */
+        tr->pv(hdv, vb, rs, cap, lo, n, p, ld, nt * nh, o, os, nh);
+        return;
+    }
     for (int tt = 0; tt < nt; tt++) memset(o + (size_t)tt * os, 0, (size_t)nh * hdv * sizeof(float));
     for (int t = 0; t < n; t += PV_ROWS) {
         const int m = HT_MIN(PV_ROWS, n - t);
@@ -597,8 +604,13 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
             for (int h = 0; h < nh; h++)
                 ht_quantize_row(qt, j->q + ((size_t)t * hp->n_head + h0 + h) * hd, tmp + ((size_t)(t - a) * nh + h) * qrs, hd);
         const int n_all = (int)ls, s0 = LO % cap, n0 = HT_MIN(n_all, cap - s0);
-        dot_tiles(trk, hd, kb + (size_t)s0 * kstride, kstride, n0, tmp, qrs, (b - a) * nh, sc, ls);
-        if (n0 < n_all) dot_tiles(trk, hd, kb, kstride, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
+        if (trk->kq) {   /* the same scores as the tiles', several positions reduced at once */
+            trk->kq(hd, kb + (size_t)s0 * kstride, kstride, n0, tmp, qrs, (b - a) * nh, sc, ls);
+            if (n0 < n_all) trk->kq(hd, kb, kstride, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
+        } else {
+            dot_tiles(trk, hd, kb + (size_t)s0 * kstride, kstride, n0, tmp, qrs, (b - a) * nh, sc, ls);
+            if (n0 < n_all) dot_tiles(trk, hd, kb, kstride, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
+        }
     } else {
         /* q of every (token, head) of the block side by side, so each run of slots is one dot_t call for all of
          * them (its accumulator chains then fill the FMA pipes); scores past a token's own range are computed

@@ -13,63 +13,63 @@
 
 /* name, block, bytes per block, is_quant, to_float, from_float (NULL: no quantizer yet; IQ2_XXS, IQ2_XS,
  * IQ1_S and IQ1_M need an importance matrix), vec_dot_type, vec_dot, vec_dot_tile and pack
- * (none in the scalar table: ht_vec_dot_tile loops vec_dot; SIMD sets install theirs), dot_t (F32, F16),
- * gemm (none in the scalar table) */
+ * (none in the scalar table: ht_vec_dot_tile loops vec_dot; SIMD sets install theirs), dot_t (F32, F16), kq and pv
+ * (Q8_0), gemm (none in the scalar table) */
 #define HT_TRAITS_TABLE {                                                                                            \
     [HT_F32]    = {"F32", 1, 4, false, ht_ref_f32_to_float, ht_ref_f32_from_float, HT_F32,                            \
-                   ht_ref_vec_dot_f32_f32, NULL, NULL, ht_ref_dot_t_f32, NULL},                                                  \
+                   ht_ref_vec_dot_f32_f32, NULL, NULL, ht_ref_dot_t_f32},                                                  \
     [HT_F16]    = {"F16", 1, 2, false, ht_ref_f16_to_float, ht_ref_f16_from_float, HT_F32,                            \
-                   ht_ref_vec_dot_f16_f32, NULL, NULL, ht_ref_dot_t_f16, NULL},                                                  \
+                   ht_ref_vec_dot_f16_f32, NULL, NULL, ht_ref_dot_t_f16},                                                  \
     [HT_BF16]   = {"BF16", 1, 2, false, ht_ref_bf16_to_float, ht_ref_bf16_from_float, HT_F32,                        \
-                   ht_ref_vec_dot_bf16_f32, NULL, NULL, NULL, NULL},                                                                   \
+                   ht_ref_vec_dot_bf16_f32, NULL, NULL, NULL},                                                                   \
     [HT_Q4_0]   = {"Q4_0", QK4_0, sizeof(block_q4_0), true, ht_ref_q4_0_to_float, ht_ref_q4_0_from_float,            \
-                   HT_Q8_0, ht_ref_vec_dot_q4_0_q8_0, NULL, NULL, NULL, NULL},                                                         \
+                   HT_Q8_0, ht_ref_vec_dot_q4_0_q8_0, NULL, NULL, NULL},                                                         \
     [HT_Q4_1]   = {"Q4_1", QK4_1, sizeof(block_q4_1), true, ht_ref_q4_1_to_float, ht_ref_q4_1_from_float,            \
-                   HT_Q8_1, ht_ref_vec_dot_q4_1_q8_1, NULL, NULL, NULL, NULL},                                                         \
+                   HT_Q8_1, ht_ref_vec_dot_q4_1_q8_1, NULL, NULL, NULL},                                                         \
     [HT_Q5_0]   = {"Q5_0", QK5_0, sizeof(block_q5_0), true, ht_ref_q5_0_to_float, ht_ref_q5_0_from_float,            \
-                   HT_Q8_0, ht_ref_vec_dot_q5_0_q8_0, NULL, NULL, NULL, NULL},                                                         \
+                   HT_Q8_0, ht_ref_vec_dot_q5_0_q8_0, NULL, NULL, NULL},                                                         \
     [HT_Q5_1]   = {"Q5_1", QK5_1, sizeof(block_q5_1), true, ht_ref_q5_1_to_float, ht_ref_q5_1_from_float,            \
-                   HT_Q8_1, ht_ref_vec_dot_q5_1_q8_1, NULL, NULL, NULL, NULL},                                                         \
+                   HT_Q8_1, ht_ref_vec_dot_q5_1_q8_1, NULL, NULL, NULL},                                                         \
     [HT_Q8_0]   = {"Q8_0", QK8_0, sizeof(block_q8_0), true, ht_ref_q8_0_to_float, ht_ref_q8_0_from_float,            \
-                   HT_Q8_0, ht_ref_vec_dot_q8_0_q8_0, NULL, NULL, NULL, NULL},                                                         \
+                   HT_Q8_0, ht_ref_vec_dot_q8_0_q8_0, NULL, NULL, NULL, ht_ref_kq_q8_0, ht_ref_pv_q8_0},             \
     [HT_Q8_1]   = {"Q8_1", QK8_1, sizeof(block_q8_1), true, ht_ref_q8_1_to_float, ht_ref_q8_1_from_float,            \
-                   HT_Q8_1, NULL, NULL, NULL, NULL, NULL},                                                                             \
+                   HT_Q8_1, NULL, NULL, NULL, NULL},                                                                             \
     [HT_Q2_K]   = {"Q2_K", QK_K, sizeof(block_q2_K), true, ht_ref_q2_K_to_float, ht_ref_q2_K_from_float,             \
-                   HT_Q8_K, ht_ref_vec_dot_q2_K_q8_K, NULL, NULL, NULL, NULL},                                                         \
+                   HT_Q8_K, ht_ref_vec_dot_q2_K_q8_K, NULL, NULL, NULL},                                                         \
     [HT_Q3_K]   = {"Q3_K", QK_K, sizeof(block_q3_K), true, ht_ref_q3_K_to_float, ht_ref_q3_K_from_float,             \
-                   HT_Q8_K, ht_ref_vec_dot_q3_K_q8_K, NULL, NULL, NULL, NULL},                                                         \
+                   HT_Q8_K, ht_ref_vec_dot_q3_K_q8_K, NULL, NULL, NULL},                                                         \
     [HT_Q4_K]   = {"Q4_K", QK_K, sizeof(block_q4_K), true, ht_ref_q4_K_to_float, ht_ref_q4_K_from_float,             \
-                   HT_Q8_K, ht_ref_vec_dot_q4_K_q8_K, NULL, NULL, NULL, NULL},                                                         \
+                   HT_Q8_K, ht_ref_vec_dot_q4_K_q8_K, NULL, NULL, NULL},                                                         \
     [HT_Q5_K]   = {"Q5_K", QK_K, sizeof(block_q5_K), true, ht_ref_q5_K_to_float, ht_ref_q5_K_from_float,             \
-                   HT_Q8_K, ht_ref_vec_dot_q5_K_q8_K, NULL, NULL, NULL, NULL},                                                         \
+                   HT_Q8_K, ht_ref_vec_dot_q5_K_q8_K, NULL, NULL, NULL},                                                         \
     [HT_Q6_K]   = {"Q6_K", QK_K, sizeof(block_q6_K), true, ht_ref_q6_K_to_float, ht_ref_q6_K_from_float,             \
-                   HT_Q8_K, ht_ref_vec_dot_q6_K_q8_K, NULL, NULL, NULL, NULL},                                                         \
+                   HT_Q8_K, ht_ref_vec_dot_q6_K_q8_K, NULL, NULL, NULL},                                                         \
     [HT_Q8_K]   = {"Q8_K", QK_K, sizeof(block_q8_K), true, ht_ref_q8_K_to_float, ht_ref_q8_K_from_float,             \
-                   HT_Q8_K, NULL, NULL, NULL, NULL, NULL},                                                                             \
+                   HT_Q8_K, NULL, NULL, NULL, NULL},                                                                             \
     [HT_IQ4_NL] = {"IQ4_NL", QK4_NL, sizeof(block_iq4_nl), true, ht_ref_iq4_nl_to_float,                             \
-                   ht_ref_iq4_nl_from_float, HT_Q8_0, ht_ref_vec_dot_iq4_nl_q8_0, NULL, NULL, NULL, NULL},                             \
+                   ht_ref_iq4_nl_from_float, HT_Q8_0, ht_ref_vec_dot_iq4_nl_q8_0, NULL, NULL, NULL},                             \
     [HT_IQ4_XS] = {"IQ4_XS", QK_K, sizeof(block_iq4_xs), true, ht_ref_iq4_xs_to_float,                               \
-                   ht_ref_iq4_xs_from_float, HT_Q8_K, ht_ref_vec_dot_iq4_xs_q8_K, NULL, NULL, NULL, NULL},                             \
+                   ht_ref_iq4_xs_from_float, HT_Q8_K, ht_ref_vec_dot_iq4_xs_q8_K, NULL, NULL, NULL},                             \
     [HT_IQ2_XXS] = {"IQ2_XXS", QK_K, sizeof(block_iq2_xxs), true, ht_ref_iq2_xxs_to_float, NULL,                     \
-                   HT_Q8_K, ht_ref_vec_dot_iq2_xxs_q8_K, NULL, NULL, NULL, NULL},                                          \
+                   HT_Q8_K, ht_ref_vec_dot_iq2_xxs_q8_K, NULL, NULL, NULL},                                          \
     [HT_IQ2_XS] = {"IQ2_XS", QK_K, sizeof(block_iq2_xs), true, ht_ref_iq2_xs_to_float, NULL,                         \
-                   HT_Q8_K, ht_ref_vec_dot_iq2_xs_q8_K, NULL, NULL, NULL, NULL},                                           \
+                   HT_Q8_K, ht_ref_vec_dot_iq2_xs_q8_K, NULL, NULL, NULL},                                           \
     [HT_IQ2_S] = {"IQ2_S", QK_K, sizeof(block_iq2_s), true, ht_ref_iq2_s_to_float,                                   \
-                   ht_ref_iq2_s_from_float, HT_Q8_K, ht_ref_vec_dot_iq2_s_q8_K, NULL, NULL, NULL, NULL},                   \
+                   ht_ref_iq2_s_from_float, HT_Q8_K, ht_ref_vec_dot_iq2_s_q8_K, NULL, NULL, NULL},                   \
     [HT_IQ3_XXS] = {"IQ3_XXS", QK_K, sizeof(block_iq3_xxs), true, ht_ref_iq3_xxs_to_float,                           \
-                   ht_ref_iq3_xxs_from_float, HT_Q8_K, ht_ref_vec_dot_iq3_xxs_q8_K, NULL, NULL, NULL, NULL},               \
+                   ht_ref_iq3_xxs_from_float, HT_Q8_K, ht_ref_vec_dot_iq3_xxs_q8_K, NULL, NULL, NULL},               \
     [HT_IQ3_S] = {"IQ3_S", QK_K, sizeof(block_iq3_s), true, ht_ref_iq3_s_to_float,                                   \
-                   ht_ref_iq3_s_from_float, HT_Q8_K, ht_ref_vec_dot_iq3_s_q8_K, NULL, NULL, NULL, NULL},                   \
+                   ht_ref_iq3_s_from_float, HT_Q8_K, ht_ref_vec_dot_iq3_s_q8_K, NULL, NULL, NULL},                   \
     [HT_IQ1_S] = {"IQ1_S", QK_K, sizeof(block_iq1_s), true, ht_ref_iq1_s_to_float, NULL,                             \
-                   HT_Q8_K, ht_ref_vec_dot_iq1_s_q8_K, NULL, NULL, NULL, NULL},                                            \
+                   HT_Q8_K, ht_ref_vec_dot_iq1_s_q8_K, NULL, NULL, NULL},                                            \
     [HT_IQ1_M] = {"IQ1_M", QK_K, sizeof(block_iq1_m), true, ht_ref_iq1_m_to_float, NULL,                             \
-                   HT_Q8_K, ht_ref_vec_dot_iq1_m_q8_K, NULL, NULL, NULL, NULL},                                            \
+                   HT_Q8_K, ht_ref_vec_dot_iq1_m_q8_K, NULL, NULL, NULL},                                            \
     [HT_TQ1_0] = {"TQ1_0", QK_K, sizeof(block_tq1_0), true, ht_ref_tq1_0_to_float, ht_ref_tq1_0_from_float,          \
-                   HT_Q8_K, ht_ref_vec_dot_tq1_0_q8_K, NULL, NULL, NULL, NULL},                                            \
+                   HT_Q8_K, ht_ref_vec_dot_tq1_0_q8_K, NULL, NULL, NULL},                                            \
     [HT_TQ2_0] = {"TQ2_0", QK_K, sizeof(block_tq2_0), true, ht_ref_tq2_0_to_float, ht_ref_tq2_0_from_float,          \
-                   HT_Q8_K, ht_ref_vec_dot_tq2_0_q8_K, NULL, NULL, NULL, NULL},                                            \
+                   HT_Q8_K, ht_ref_vec_dot_tq2_0_q8_K, NULL, NULL, NULL},                                            \
     [HT_MXFP4] = {"MXFP4", QK_MXFP4, sizeof(block_mxfp4), true, ht_ref_mxfp4_to_float, ht_ref_mxfp4_from_float,      \
-                   HT_Q8_0, ht_ref_vec_dot_mxfp4_q8_0, NULL, NULL, NULL, NULL},                                            \
+                   HT_Q8_0, ht_ref_vec_dot_mxfp4_q8_0, NULL, NULL, NULL},                                            \
 }
 
 static const ht_traits ref_table[HT_NTYPES] = HT_TRAITS_TABLE;

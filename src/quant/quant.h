@@ -145,6 +145,17 @@ typedef struct ht_gemm {
  * whatever n or nc: a score does not depend on how many are computed with it. */
 typedef void (*ht_dot_t_fn)(int k, const void *w, size_t ws, int n, const float *a, size_t as, int nc, float *y, size_t ys);
 
+/* Attention over a row cache of this type (Q8_0), with rows taken in place (row r at w + r * ws bytes):
+ * kq: scores y[c * ys + r] = vec_dot(n, w + r * ws, a + c * as) for r < nr, c < nc (any nc), a in vec_dot_type,
+ * each bit-identical to the reference vec_dot (integer block sums, then the blocks' float terms in order), for
+ * short rows (a head) and many of them: several rows' sums are reduced at once instead of one per score.
+ * pv: softmax·V, o_c[d] = sum over t < m in order of p[c * ld + t] * v_t[d] for the rows v_t at slot (lo + t) % cap,
+ * column c's n outputs at o + (c / per) * os + (c % per) * n; each position adds fma(p * d_block, q, o) (o from 0),
+ * the same operations whatever nc or m, so an output does not depend on what is computed with it. */
+typedef void (*ht_kq_fn)(int n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc, float *y, size_t ys);
+typedef void (*ht_pv_fn)(int n, const void *v, size_t vs, int cap, int lo, int m, const float *p, size_t ld, int nc,
+                         float *o, size_t os, int per);
+
 typedef struct {
     const char *name;         /* "Q4_K", as ggml names it */
     int blck;                 /* elements per block */
@@ -157,6 +168,8 @@ typedef struct {
     ht_vec_dot_tile_fn vec_dot_tile;   /* optional (NULL: loop of vec_dot); call through ht_vec_dot_tile() */
     const ht_pack *pack;      /* optional: the faster row-interleaved layout of the active kernel set */
     ht_dot_t_fn dot_t;        /* F32 and F16 only (the cache types that are kept transposed) */
+    ht_kq_fn kq;              /* optional: row caches' scores and softmax·V (Q8_0); NULL: vec_dot tiles and */
+    ht_pv_fn pv;              /* rows dequantized to float */
     const ht_gemm *gemm;      /* optional: the active kernel set's batch product over the file's layout */
 } ht_traits;
 

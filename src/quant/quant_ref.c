@@ -387,6 +387,29 @@ float ht_ref_vec_dot_q8_0_q8_0(int n, const void *vw, const void *va) {
     return sum;
 }
 
+void ht_ref_kq_q8_0(int n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc, float *y, size_t ys) {
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < nr; r++)
+            y[(size_t)c * ys + (size_t)r] = ht_ref_vec_dot_q8_0_q8_0(n, (const uint8_t *)w + (size_t)r * ws,
+                                                                      (const uint8_t *)a + (size_t)c * as);
+}
+
+void ht_ref_pv_q8_0(int n, const void *v, size_t vs, int cap, int lo, int m, const float *p, size_t ld, int nc,
+                    float *o, size_t os, int per) {
+    for (int c = 0; c < nc; c++) {
+        float *oc = o + (size_t)(c / per) * os + (size_t)(c % per) * n;
+        for (int d = 0; d < n; d++) oc[d] = 0;
+        for (int t = 0; t < m; t++) {
+            const block_q8_0 *b = (const block_q8_0 *)((const uint8_t *)v + (size_t)((lo + t) % cap) * vs);
+            const float pt = p[(size_t)c * ld + (size_t)t];
+            for (int i = 0; i < n / QK8_0; i++) {
+                const float f = pt * fp16_to_f32(b[i].d);
+                for (int k = 0; k < QK8_0; k++) oc[i * QK8_0 + k] = fmaf(f, (float)b[i].qs[k], oc[i * QK8_0 + k]);
+            }
+        }
+    }
+}
+
 float ht_ref_vec_dot_iq4_nl_q8_0(int n, const void *vw, const void *va) {
     const block_iq4_nl *w = vw;
     const block_q8_0 *a = va;

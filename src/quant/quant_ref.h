@@ -152,5 +152,9 @@ float ht_ref_vec_dot_iq1_m_q8_K(int n, const void *w, const void *a);
 float ht_ref_vec_dot_tq1_0_q8_K(int n, const void *w, const void *a);
 float ht_ref_vec_dot_tq2_0_q8_K(int n, const void *w, const void *a);
 float ht_ref_vec_dot_mxfp4_q8_0(int n, const void *w, const void *a);
+/* Attention over a Q8_0 row cache (ht_kq_fn, ht_pv_fn). */
+void ht_ref_kq_q8_0(int n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc, float *y, size_t ys);
+void ht_ref_pv_q8_0(int n, const void *v, size_t vs, int cap, int lo, int m, const float *p, size_t ld, int nc,
+                    float *o, size_t os, int per);
 
 #endif

@@ -1261,6 +1261,143 @@ HT_AI void tile32z(const int T, const int NC, int n, const uint8_t *w, size_t ws
 #define TILE32 tile32
 #endif
 
+/* ======================= attention over a Q8_0 row cache ======================= */
+
+/* Scores (ht_kq_fn): 8 rows at a time, so that a score's lane sums are reduced together with 7 others (tree8)
+ * instead of by a horizontal sum of its own; per row, the blocks' float terms are then added in block order,
+ * (dk * dq) * isum, as the reference vec_dot adds them (the integer sums are exact): bit-identical to it. Rows
+ * past nr repeat the last one, and their scores are dropped. */
+HT_AI void kq_q8_0_cols(const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
+                        float *y, size_t ys) {
+    const size_t WS = sizeof(block_q8_0), Q = offsetof(block_q8_0, qs);
+    const int nb = n / QK8_0;
+    for (int r0 = 0; r0 < nr; r0 += 8) {
+        const uint8_t *row[8];
+        HT_UNROLL
+        for (int r = 0; r < 8; r++) row[r] = w + (size_t)HT_MIN(r0 + r, nr - 1) * ws;
+        __m256 s[4];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) s[c] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const size_t o = (size_t)b * WS;
+            __m256i q[8], u[8];
+            HT_UNROLL
+            for (int r = 0; r < 8; r++) q[r] = ld256(row[r] + o + Q), u[r] = _mm256_sign_epi8(q[r], q[r]);
+            const __m256 dk = _mm256_cvtph_ps(_mm_setr_epi16((short)ldh(row[0] + o), (short)ldh(row[1] + o),
+                                                             (short)ldh(row[2] + o), (short)ldh(row[3] + o),
+                                                             (short)ldh(row[4] + o), (short)ldh(row[5] + o),
+                                                             (short)ldh(row[6] + o), (short)ldh(row[7] + o)));
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *ab = a + (size_t)c * as + o;
+                const __m256i x = ld256(ab + Q);
+                __m256i t[8];
+                HT_UNROLL
+                for (int r = 0; r < 8; r++) t[r] = dot_us(_mm256_setzero_si256(), u[r], _mm256_sign_epi8(x, q[r]));
+                const __m256 f = _mm256_mul_ps(_mm256_mul_ps(dk, _mm256_set1_ps(h2f(ab))), _mm256_cvtepi32_ps(tree8(t)));
+                s[c] = _mm256_add_ps(s[c], f);
+            }
+        }
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            float *yc = y + (size_t)c * ys + (size_t)r0;
+            if (r0 + 8 <= nr) {
+                _mm256_storeu_ps(yc, s[c]);
+            } else {
+                float tmp[8];
+                _mm256_storeu_ps(tmp, s[c]);
+                memcpy(yc, tmp, (size_t)(nr - r0) * sizeof(float));
+            }
+        }
+    }
+}
+
+static void kq_q8_0(int n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc, float *y, size_t ys) {
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) kq_q8_0_cols(4, n, w, ws, nr, (const uint8_t *)a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    for (; c + 2 <= nc; c += 2) kq_q8_0_cols(2, n, w, ws, nr, (const uint8_t *)a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+    if (c < nc) kq_q8_0_cols(1, n, w, ws, nr, (const uint8_t *)a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+}
+
+/* softmax·V (ht_pv_fn): a chunk of the outputs' dims (PV_NV vectors: 64 dims with AVX-512, 16 with AVX2's 16
+ * registers) of up to 4 columns stays in registers while the rows go by once; each row's int8 values are
+ * converted to float once for all those columns, and each column adds fma(p * d, q, o) per value, as the
+ * reference. */
+#if HT_X86_AVX512
+typedef __m512 pv_vf;
+#define PV_LANES 16
+#define PV_NV 4
+HT_AI pv_vf pv_load(const uint8_t *q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ld128(q))); }
+#define pv_set1 _mm512_set1_ps
+#define pv_fma _mm512_fmadd_ps
+#define pv_zero _mm512_setzero_ps
+#define pv_store _mm512_storeu_ps
+#else
+typedef __m256 pv_vf;
+#define PV_LANES 8
+#define PV_NV 2
+HT_AI pv_vf pv_load(const uint8_t *q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q))); }
+#define pv_set1 _mm256_set1_ps
+#define pv_fma _mm256_fmadd_ps
+#define pv_zero _mm256_setzero_ps
+#define pv_store _mm256_storeu_ps
+#endif
+
+/* NC columns (outputs oc[c]), NV vectors of dims from d0. */
+HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, size_t vs, int cap, int lo, int m,
+                         const float *p, size_t ld, float *const *oc) {
+    const size_t WS = sizeof(block_q8_0), Q = offsetof(block_q8_0, qs);
+    pv_vf acc[4][PV_NV];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++)
+        HT_UNROLL
+        for (int k = 0; k < NV; k++) acc[c][k] = pv_zero();
+    int slot = lo % cap;
+    for (int t = 0; t < m; t++) {
+        const uint8_t *row = v + (size_t)slot * vs;
+        if (++slot == cap) slot = 0;
+        pv_vf x[PV_NV];
+        float d[PV_NV];
+        HT_UNROLL
+        for (int k = 0; k < NV; k++) {
+            const int e = d0 + k * PV_LANES;   /* the vector's first dim */
+            x[k] = pv_load(row + (size_t)(e / QK8_0) * WS + Q + (size_t)(e % QK8_0));
+            d[k] = h2f(row + (size_t)(e / QK8_0) * WS);
+        }
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const float pt = p[(size_t)c * ld + (size_t)t];
+            HT_UNROLL
+            for (int k = 0; k < NV; k++) acc[c][k] = pv_fma(pv_set1(pt * d[k]), x[k], acc[c][k]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++)
+        HT_UNROLL
+        for (int k = 0; k < NV; k++) pv_store(oc[c] + d0 + k * PV_LANES, acc[c][k]);
+}
+
+HT_AI void pv_q8_0_cols(const int NC, int n, const uint8_t *v, size_t vs, int cap, int lo, int m, const float *p,
+                        size_t ld, float *const *oc) {
+    int d0 = 0;
+    for (; d0 + PV_NV * PV_LANES <= n; d0 += PV_NV * PV_LANES) pv_q8_0_chunk(NC, PV_NV, d0, v, vs, cap, lo, m, p, ld, oc);
+    if (d0 < n) pv_q8_0_chunk(NC, 2, d0, v, vs, cap, lo, m, p, ld, oc);   /* AVX-512: the 32 dims left */
+}
+
+static void pv_q8_0(int n, const void *v, size_t vs, int cap, int lo, int m, const float *p, size_t ld, int nc,
+                    float *o, size_t os, int per) {
+    for (int c0 = 0; c0 < nc;) {
+        const int g = nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
+        float *oc[4];
+        for (int c = 0; c < g; c++) oc[c] = o + (size_t)((c0 + c) / per) * os + (size_t)((c0 + c) % per) * n;
+        const float *pc = p + (size_t)c0 * ld;
+        if (g == 4) pv_q8_0_cols(4, n, v, vs, cap, lo, m, pc, ld, oc);
+        else if (g == 2) pv_q8_0_cols(2, n, v, vs, cap, lo, m, pc, ld, oc);
+        else pv_q8_0_cols(1, n, v, vs, cap, lo, m, pc, ld, oc);
+        c0 += g;
+    }
+}
+
 /* ======================= the kernel entries ======================= */
 
 /* vec_dot is TILE's nr = nc = 1 instance; the tile runs its nc = 4 / 2 / 1 instances (HT_TILE_BODY). */
@@ -1347,6 +1484,8 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_F16].from_float = f16_from_float;
     t[HT_F32].dot_t = dot_t_f32;
     t[HT_F16].dot_t = dot_t_f16;
+    t[HT_Q8_0].kq = kq_q8_0;
+    t[HT_Q8_0].pv = pv_q8_0;
 #if HT_X86_AVX512
     t[HT_F16].pack = &pk_f16_x16;
     t[HT_BF16].pack = &pk_bf16_x16;
