@@ -3,7 +3,8 @@
  * product where the type has one, ht_gemm; 37 rows: chunks of 16 and partial row tiles or panels) must be bit-identical to 11 single-token products, with 1 and with 3 threads, and
  * equal to the set's vec_dot on every element. Weights and activations are random (Gaussian, quantized by
  * the reference quantizers). Where the set has a packed layout for the type (ht_pack), the same holds for
- * the packed matrix (37 rows: the last group partial), and its outputs are within rounding of vec_dot's. Rows
+ * the packed matrix (37 rows: the last group partial), and for each tile shape of its tile entries (1 to max_nc
+ * tokens, with and without prefetches); its outputs are within rounding of vec_dot's. Rows
  * are 512 long, and 300 for the float types too. */
 #include <math.h>
 #include <stdlib.h>
@@ -45,6 +46,32 @@ static void run(const ht_tensor *W, const float *x, int n_tok, float *y, int n_t
     pool_free(c.pool);
 }
 
+/* Every tile shape of the pack straight from its entries: tile and tile_cached with nc = 1 .. max_nc tokens on
+ * the first group (rows of n_cols) must give the single-token products y1 bit for bit (matmul reaches only the
+ * token counts its batch splits into). Returns the number of outputs that differ. */
+static int check_tile_shapes(const ht_pack *pk, const uint8_t *g, const float *x, const float *y1) {
+    const size_t as = pk->act_prep ? pk->act_bytes(n_cols) : (size_t)n_cols * sizeof(float);
+    uint8_t *a = malloc(as * NTOK);
+    float *y = malloc(sizeof(float) * (size_t)NTOK * ROWS);
+    REQUIRE(a && y, "out of memory");
+    for (int t = 0; t < NTOK; t++) {
+        if (pk->act_prep) pk->act_prep(x + (size_t)t * n_cols, a + (size_t)t * as, n_cols);
+        else memcpy(a + (size_t)t * as, x + (size_t)t * n_cols, (size_t)n_cols * sizeof(float));
+    }
+    const int nr = ROWS < pk->rows ? ROWS : pk->rows;
+    int bad = 0;
+    for (int cached = 0; cached < 2; cached++)
+        for (int nc = 1; nc <= pk->max_nc && nc <= NTOK; nc++) {
+            memset(y, 0xff, sizeof(float) * (size_t)NTOK * ROWS);
+            (cached && pk->tile_cached ? pk->tile_cached : pk->tile)(n_cols, g, nr, a, as, nc, y, ROWS);
+            for (int t = 0; t < nc; t++)
+                for (int r = 0; r < nr; r++) bad += memcmp(&y[t * ROWS + r], &y1[t * ROWS + r], sizeof(float)) != 0;
+        }
+    free(a);
+    free(y);
+    return bad;
+}
+
 /* The packed layout of W: single tokens == batch == 3 threads bit for bit (NTOK is past every pack's max_nc, so
  * the batch's later token tiles take the pack's tile_cached where it has one), and close to vec_dot's y_dot: within
  * rounding of float adds, or for a pack that rounds weights and activations itself (round_rel), within the
@@ -66,6 +93,7 @@ static int check_packed(const ht_tensor *W, const float *wf, const float *x, con
     for (int t = 0; t < NTOK; t++) run(&P, x + t * n_cols, 1, y1 + t * ROWS, 1);
     run(&P, x, NTOK, yb, 1);
     run(&P, x, NTOK, yt, 3);
+    const int bad_shape = check_tile_shapes(pk, buf, x, y1);
     int bad_batch = 0, bad_threads = 0, far = 0;
     double worst = 0;
     for (int i = 0; i < NTOK * ROWS; i++) {
@@ -87,11 +115,14 @@ static int check_packed(const ht_tensor *W, const float *wf, const float *x, con
         far += e > tol;
     }
     free(buf);
+    CHECK(bad_shape == 0, "%s %s: %d outputs of tiles of 1-%d tokens differ from single-token products", set, pk->name,
+          bad_shape, pk->max_nc);
     CHECK(bad_batch == 0, "%s %s: %d outputs of the batch differ from single-token products", set, pk->name, bad_batch);
     CHECK(bad_threads == 0, "%s %s: %d outputs differ with 3 threads", set, pk->name, bad_threads);
     CHECK(far == 0, "%s %s: %d outputs off vec_dot's (worst %g)", set, pk->name, far, worst);
-    printf("%-11s %-8s packed: batch, 1 and 3 threads bit-identical; within %.1e of vec_dot\n", set, pk->name, worst);
-    return bad_batch + bad_threads + far;
+    printf("%-11s %-8s packed: tiles of 1-%d tokens, batch, 1 and 3 threads bit-identical; within %.1e of vec_dot\n", set,
+           pk->name, pk->max_nc, worst);
+    return bad_shape + bad_batch + bad_threads + far;
 }
 
 /* The reference quantizer, or for the i-quants without one random block bytes with a sane fp16 d (at the

@@ -792,11 +792,17 @@ static size_t pk_half_x16_bytes(int64_t n) { return (size_t)n * 32; }
 static void pk_half_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_rows(16, 2, src, rb, nr, n, dst); }
 
 #define PK_HALF16_NC 8
-HT_AI void halfx16_tile(const int T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+/* With several tokens a group's 64 weight bytes per pair of elements feed 2 x NC FMAs, and the hardware
+ * prefetcher alone left the stream waiting on DRAM: 8 tokens read 67 GB/s x tokens from memory against 190 in
+ * L2 (one thread, 2048 x 8192, Zen 5); a prefetch HT_PREFETCH_AHEAD ahead per pair read 175. The one-token
+ * (decode) instance and the tiles that find the chunk in L2 (tile_cached) go without. */
+HT_AI void halfx16_tile(const int T, const bool PF, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a,
+                        size_t as, float *y, size_t ys) {
     __m512 acc[PK_HALF16_NC][2];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
     for (int k = 0; k + 2 <= n; k += 2) {
+        if (PF && NC > 1) ht_prefetch(g + (size_t)k * 32, 64);
         const __m512 w0 = half16(T, g + (size_t)k * 32), w1 = half16(T, g + (size_t)k * 32 + 32);
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
@@ -812,16 +818,37 @@ HT_AI void halfx16_tile(const int T, const int NC, int n, const uint8_t *g, int 
         store16(y + (size_t)c * ys, nr, v);
     }
 }
-HT_AI void f16x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    halfx16_tile(HT_F16, NC, n, g, nr, a, as, y, ys);
-}
-HT_AI void bf16x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    halfx16_tile(HT_BF16, NC, n, g, nr, a, as, y, ys);
-}
-PK_TILE(pk_f16_x16_tile, f16x16_tile, 8)
-PK_TILE(pk_bf16_x16_tile, bf16x16_tile, 8)
-static const ht_pack pk_f16_x16 = {"F16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_f16_x16_tile, 0, NULL};
-static const ht_pack pk_bf16_x16 = {"BF16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL, pk_bf16_x16_tile, 0, NULL};
+/* A tile entry with an instance for every token count up to 8: a verification batch of k = 3, 5, 6 or 7 tokens
+ * (a draft of k - 1) is one pass over the weights, not 4 + 2 + 1 passes each converting them again (verify k7
+ * cost 1.54-1.92 decode steps where k8 cost 1.02-1.29, hearth bench --model-draft). */
+#define PK_TILE_EVERY8(name, TILE)                                                                              \
+    static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
+        for (; nc > 0; nc -= 8, a += 8 * as, y += 8 * ys) switch (nc) {                                         \
+            case 1: TILE(1, n, g, nr, a, as, y, ys); break;                                                     \
+            case 2: TILE(2, n, g, nr, a, as, y, ys); break;                                                     \
+            case 3: TILE(3, n, g, nr, a, as, y, ys); break;                                                     \
+            case 4: TILE(4, n, g, nr, a, as, y, ys); break;                                                     \
+            case 5: TILE(5, n, g, nr, a, as, y, ys); break;                                                     \
+            case 6: TILE(6, n, g, nr, a, as, y, ys); break;                                                     \
+            case 7: TILE(7, n, g, nr, a, as, y, ys); break;                                                     \
+            default: TILE(8, n, g, nr, a, as, y, ys); break;                                                    \
+            }                                                                                                   \
+    }
+#define HALF16_TILES(name, T)                                                                                      \
+    HT_AI void name##_pf(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) { \
+        halfx16_tile(T, true, NC, n, g, nr, a, as, y, ys);                                                      \
+    }                                                                                                           \
+    HT_AI void name##_nopf(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) { \
+        halfx16_tile(T, false, NC, n, g, nr, a, as, y, ys);                                                     \
+    }                                                                                                           \
+    PK_TILE_EVERY8(pk_##name, name##_pf)                                                                        \
+    PK_TILE_EVERY8(pk_##name##_cached, name##_nopf)
+HALF16_TILES(f16x16_tile, HT_F16)
+HALF16_TILES(bf16x16_tile, HT_BF16)
+static const ht_pack pk_f16_x16 = {"F16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
+                                   pk_f16x16_tile, 0, pk_f16x16_tile_cached};
+static const ht_pack pk_bf16_x16 = {"BF16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
+                                    pk_bf16x16_tile, 0, pk_bf16x16_tile_cached};
 #endif
 
 #if HT_X86_VNNI
