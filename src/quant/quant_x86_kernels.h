@@ -19,7 +19,9 @@
  *  - 256-element super-blocks (K-quants, IQ4_XS, the low-bit i-quants, TQ2_0 x Q8_K): the sub-block scale
  *    multiplies the int16 pair sums (PMADDWD / VPDPWSSD), offsets of unsigned weights (Q3_K's 4, Q6_K's 32,
  *    TQ's 1) and the min terms come from the activation's bsums, and the float formula is evaluated in scalar, super-block after super-block, in
- *    quant_ref.c's order: these dot products are bit-identical to the scalar ones.
+ *    quant_ref.c's order: these dot products are bit-identical to the scalar ones. The i-quants' one-token
+ *    instance (tileK1) reduces and scales 8 super-blocks in one vector, then adds them in that same order;
+ *    on AVX-512 their grid types put the signs on the activations by a masked subtract.
  * Float weights (F32/F16/BF16 x F32): one FMA accumulator per output, reduced in a fixed order.
  * The dev box is a 2-core AMD EPYC with full-width AVX-512 (Zen 5 class: 2 zmm FMAs a cycle); the notes at
  * each kernel say what was measured there. Every weight row is prefetched 4 KB ahead (quant_simd.h).
@@ -536,9 +538,8 @@ HT_AI void kb_q2_K_q3_K(const int T, const int NC, const uint8_t *wb, const bloc
     }
 }
 
-/* IQ4_XS: IQ4_NL bodies of 32 with 6-bit signed scales. */
-HT_AI void kb_iq4_xs(const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum, int32_t *msum) {
-    __m256i acc[4];
+/* IQ4_XS: IQ4_NL bodies of 32 with 6-bit signed scales. acc[c]: lanes summing to the super-block's isum. */
+HT_AI void ka_iq4_xs(const int NC, const uint8_t *wb, const block_q8_K *const *a, __m256i *acc) {
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_si256();
     const __m256i m4 = mask4();
@@ -557,11 +558,6 @@ HT_AI void kb_iq4_xs(const int NC, const uint8_t *wb, const block_q8_K *const *a
             acc[c] = dot_ss_sc(acc[c], q0, ld256(a[c]->qs + 64 * p), s0);
             acc[c] = dot_ss_sc(acc[c], q1, ld256(a[c]->qs + 64 * p + 32), s1);
         }
-    }
-    HT_UNROLL
-    for (int c = 0; c < NC; c++) {
-        isum[c] = hsum_i32(acc[c]);
-        msum[c] = 0;
     }
 }
 
@@ -604,6 +600,46 @@ HT_AI __m256i grid32x8(const uint32_t *g, const uint8_t *idx, int h) {
 HT_AI __m256i iq1_values(__m256i g, __m256i dl) {
     return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8((char)0xF8)), dl);
 }
+
+#if HT_X86_AVX512
+/* Sign bytes (AVX-512 decode of the grid types): bit j of a chunk's 32-bit mask = element j negative, applied
+ * to the activations by a masked subtract instead of PSIGNB by a ±1 vector from the ksigns table. */
+/* Bytes holding 7 sign bits -> 8: bit 7 the parity of bits 0..6 (the grids' even sign count, ksigns'
+ * rule). The 32-bit shifts carry the next byte's bits only into bits no later step reads. */
+HT_AI __m256i even_signs(__m256i y) {
+    __m256i p = _mm256_xor_si256(y, _mm256_srli_epi32(y, 4));
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
+    return _mm256_or_si256(y, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi8(1)), 7));
+}
+
+/* The 8 chunks' sign masks of an IQ2_XXS, IQ3_XXS or IQ2_XS super-block (the types with 7-bit sign indices),
+ * in one go; IQ2_S and IQ3_S store theirs as plain bits (iq_signmask). */
+HT_AI void iq_signmasks(const int T, const uint8_t *wb, uint32_t *m) {
+    __m256i y;
+    if (T == HT_IQ2_XS) {   /* the top 7 bits of each of the 32 uint16 words, 4 words a chunk */
+        y = _mm512_cvtepi16_epi8(_mm512_srli_epi16(_mm512_loadu_si512(((const block_iq2_xs *)wb)->qs), 9));
+    } else {   /* four 7-bit fields in the low 28 bits of each chunk's word: one to a byte */
+        const __m256i x = T == HT_IQ2_XXS ? _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512(((const block_iq2_xxs *)wb)->qs), 32))
+                                          : ld256(((const block_iq3_xxs *)wb)->qs + QK_K / 4);
+        const __m256i k = _mm256_set1_epi32(0x7F);
+        y = _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(x, k), _mm256_and_si256(_mm256_slli_epi32(x, 1), _mm256_slli_epi32(k, 8))),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(x, 2), _mm256_slli_epi32(k, 16)),
+                                            _mm256_and_si256(_mm256_slli_epi32(x, 3), _mm256_slli_epi32(k, 24))));
+    }
+    _mm256_storeu_si256((__m256i *)m, even_signs(y));
+}
+
+HT_AI bool iq_sign_index(const int T) { return T == HT_IQ2_XXS || T == HT_IQ3_XXS || T == HT_IQ2_XS; }
+
+/* Chunk ib's sign mask: from m (iq_signmasks) or as stored. */
+HT_AI __mmask32 iq_signmask(const int T, const uint8_t *wb, const uint32_t *m, int ib) {
+    uint32_t s;
+    if (iq_sign_index(T)) return m[ib];
+    memcpy(&s, T == HT_IQ2_S ? ((const block_iq2_s *)wb)->qs + QK_K / 8 + 4 * ib : ((const block_iq3_s *)wb)->signs + 4 * ib, 4);
+    return s;
+}
+#endif
 
 /* Chunk ib of a super-block: *q the bytes, *sg the ±1 signs for the activations (grid types), *sc the scales. */
 HT_AI void iq_chunk(const int T, const uint8_t *wb, int ib, __m256i *q, __m256i *sg, __m256i *sc) {
@@ -718,33 +754,41 @@ HT_AI bool iq_signed(const int T) { return T == HT_IQ1_S || T == HT_IQ1_M; }
 HT_AI bool iq_ternary(const int T) { return T == HT_TQ1_0 || T == HT_TQ2_0; }   /* stored + 1 */
 HT_AI bool iq_grid(const int T) { return !iq_signed(T) && !iq_ternary(T); }
 
-HT_AI void kb_iq(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, int32_t *isum, int32_t *msum) {
-    __m256i acc[4];
+/* One super-block of a low-bit i-quant or TQ type, NC activation rows: acc[c] lanes summing to the super-block's isum. */
+HT_AI void ka_iq(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, __m256i *acc) {
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_si256();
+#if HT_X86_AVX512
+    uint32_t sm[8];   /* decode only: the 4-token tile measured 10% slower with the masks */
+    if (NC == 1 && iq_sign_index(T)) iq_signmasks(T, wb, sm);
+#endif
     HT_UNROLL
     for (int ib = 0; ib < QK_K / 32; ib++) {
         __m256i q, sg = _mm256_setzero_si256(), sc;
-        iq_chunk(T, wb, ib, &q, &sg, &sc);
+        iq_chunk(T, wb, ib, &q, &sg, &sc);   /* with the masks, sg goes unused (and unloaded) */
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
             const __m256i av = ld256(a[c]->qs + 32 * ib);
             if (iq_signed(T)) acc[c] = dot_ss_sc(acc[c], q, av, sc);
+#if HT_X86_AVX512
+            else if (iq_grid(T) && NC == 1)
+                acc[c] = dot_us_sc(acc[c], q, _mm256_mask_sub_epi8(av, iq_signmask(T, wb, sm, ib), _mm256_setzero_si256(), av), sc);
+#endif
             else if (iq_grid(T)) acc[c] = dot_us_sc(acc[c], q, _mm256_sign_epi8(av, sg), sc);
             else acc[c] = dot_us_sc(acc[c], q, av, sc);
         }
     }
     HT_UNROLL
-    for (int c = 0; c < NC; c++) {
-        if (iq_ternary(T)) {   /* the + 1 of the stored values: minus the sum of the activations */
-            int32_t asum;
-            hsum2_i32(acc[c], bsums_madd(a[c], _mm256_set1_epi16(1)), &isum[c], &asum);
-            isum[c] -= asum;
-        } else {
-            isum[c] = hsum_i32(acc[c]);
-        }
-        msum[c] = 0;
-    }
+    for (int c = 0; c < NC; c++)   /* the + 1 of the ternary types' stored values: minus the activations' sum */
+        if (iq_ternary(T)) acc[c] = _mm256_sub_epi32(acc[c], bsums_madd(a[c], _mm256_set1_epi16(1)));
+}
+
+/* The i-quants (IQ4_XS and the kb_iq types): their super-block sums come as lane accumulators (ka_*). */
+HT_AI bool k_lanes(const int T) { return T != HT_Q2_K && T != HT_Q3_K && T != HT_Q4_K && T != HT_Q5_K && T != HT_Q6_K; }
+
+HT_AI void k_acc(const int T, const int NC, const uint8_t *wb, const block_q8_K *const *a, __m256i *acc) {
+    if (T == HT_IQ4_XS) ka_iq4_xs(NC, wb, a, acc);
+    else ka_iq(T, NC, wb, a, acc);
 }
 
 /* One super-block, NC activation rows: isum[c] (scales folded in, offsets removed) and msum[c]. */
@@ -759,12 +803,68 @@ HT_AI void kblock(const int T, const int NC, const uint8_t *wb, const block_q8_K
     if (T == HT_Q4_K || T == HT_Q5_K) kb_q4_K_q5_K(T, NC, wb, a, isum, msum);
     else if (T == HT_Q6_K) kb_q6_K(NC, wb, a, isum, msum);
     else if (T == HT_Q2_K || T == HT_Q3_K) kb_q2_K_q3_K(T, NC, wb, a, isum, msum);
-    else if (T == HT_IQ4_XS) kb_iq4_xs(NC, wb, a, isum, msum);
-    else kb_iq(T, NC, wb, a, isum, msum);
+    else {
+        __m256i acc[4];
+        k_acc(T, NC, wb, a, acc);
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            isum[c] = hsum_i32(acc[c]);
+            msum[c] = 0;
+        }
+    }
 }
 
 #include "quant_tile_k.h"
 #include "quant_x86_iqpanel.h"
+
+/* One activation row (decode) of the i-quants: 8 super-blocks at a time, their lane accumulators reduced by
+ * one transposing add tree (tree8) instead of 8 horizontal sums, and the 8 products (d * d_a) * (float)isum
+ * in one vector; the sum then adds them in super-block order, so every output is tileK's bit for bit. */
+HT_AI void tileK1(const int T, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, float *y) {
+    const size_t ks = k_size(T);
+    const block_q8_K *ab = (const block_q8_K *)a;
+    const int nb = n / QK_K;
+    for (int r = 0; r < nr; r++, w += ws) {
+        float sum = 0;
+        int i = 0;
+        for (; i + 8 <= nb; i += 8) {
+            __m256i acc[8];
+#pragma GCC unroll 1
+            for (int k = 0; k < 8; k++) {   /* not unrolled: 8 copies of a super-block's decode overflow the op cache */
+                const uint8_t *wb = w + (size_t)(i + k) * ks;
+                const block_q8_K *ak = ab + i + k;
+                ht_prefetch(wb, ks);
+                k_acc(T, 1, wb, &ak, &acc[k]);
+            }
+            const uint8_t *w0 = w + (size_t)i * ks;
+            const __m256 d = T == HT_IQ1_M ? _mm256_setr_ps(k_d(T, w0), k_d(T, w0 + ks), k_d(T, w0 + 2 * ks), k_d(T, w0 + 3 * ks),
+                                                            k_d(T, w0 + 4 * ks), k_d(T, w0 + 5 * ks), k_d(T, w0 + 6 * ks), k_d(T, w0 + 7 * ks))
+                                           : halves8(w0 + k_d_off(T), ks);
+            const __m256 da = _mm256_setr_ps(ab[i].d, ab[i + 1].d, ab[i + 2].d, ab[i + 3].d, ab[i + 4].d, ab[i + 5].d,
+                                             ab[i + 6].d, ab[i + 7].d);
+            float t[8];
+            _mm256_storeu_ps(t, _mm256_mul_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(tree8(acc))));
+            HT_UNROLL
+            for (int k = 0; k < 8; k++) sum += t[k];
+        }
+        for (; i < nb; i++) {
+            const uint8_t *wb = w + (size_t)i * ks;
+            const block_q8_K *ak = ab + i;
+            __m256i acc;
+            ht_prefetch(wb, ks);
+            k_acc(T, 1, wb, &ak, &acc);
+            sum += (k_d(T, wb) * ak->d) * (float)hsum_i32(acc);
+        }
+        y[r] = ht_iq_post(T) != 1.0f ? ht_iq_post(T) * sum : sum;
+    }
+}
+
+/* tileK with the i-quants' decode instances on tileK1. */
+HT_AI void tileKd(const int T, const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
+                  float *y, size_t ys) {
+    if (NC == 1 && k_lanes(T)) tileK1(T, n, w, ws, nr, a, y);
+    else tileK(T, NC, n, w, ws, nr, a, as, y, ys);
+}
 
 /* ======================= float weights x F32 ======================= */
 
@@ -1432,16 +1532,16 @@ HT_X86_KERNELS(q3_K, HT_Q3_K, tileK, 4)
 HT_X86_KERNELS(q4_K, HT_Q4_K, tileK, 4)
 HT_X86_KERNELS(q5_K, HT_Q5_K, tileK, 4)
 HT_X86_KERNELS(q6_K, HT_Q6_K, tileK, 4)
-HT_X86_KERNELS(iq4_xs, HT_IQ4_XS, tileK, 4)
-HT_X86_KERNELS(iq2_xxs, HT_IQ2_XXS, tileK, 4)
-HT_X86_KERNELS(iq2_xs, HT_IQ2_XS, tileK, 4)
-HT_X86_KERNELS(iq2_s, HT_IQ2_S, tileK, 4)
-HT_X86_KERNELS(iq3_xxs, HT_IQ3_XXS, tileK, 4)
-HT_X86_KERNELS(iq3_s, HT_IQ3_S, tileK, 4)
-HT_X86_KERNELS(iq1_s, HT_IQ1_S, tileK, 4)
-HT_X86_KERNELS(iq1_m, HT_IQ1_M, tileK, 4)
-HT_X86_KERNELS(tq1_0, HT_TQ1_0, tileK, 4)
-HT_X86_KERNELS(tq2_0, HT_TQ2_0, tileK, 4)
+HT_X86_KERNELS(iq4_xs, HT_IQ4_XS, tileKd, 4)
+HT_X86_KERNELS(iq2_xxs, HT_IQ2_XXS, tileKd, 4)
+HT_X86_KERNELS(iq2_xs, HT_IQ2_XS, tileKd, 4)
+HT_X86_KERNELS(iq2_s, HT_IQ2_S, tileKd, 4)
+HT_X86_KERNELS(iq3_xxs, HT_IQ3_XXS, tileKd, 4)
+HT_X86_KERNELS(iq3_s, HT_IQ3_S, tileKd, 4)
+HT_X86_KERNELS(iq1_s, HT_IQ1_S, tileKd, 4)
+HT_X86_KERNELS(iq1_m, HT_IQ1_M, tileKd, 4)
+HT_X86_KERNELS(tq1_0, HT_TQ1_0, tileKd, 4)
+HT_X86_KERNELS(tq2_0, HT_TQ2_0, tileKd, 4)
 HT_X86_KERNELS(mxfp4, HT_MXFP4, TILE32, 4)
 HT_X86_KERNELS(f32, HT_F32, tileF, F_MAXC)
 HT_X86_KERNELS(f16, HT_F16, tileF, F_MAXC)
