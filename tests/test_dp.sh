@@ -73,17 +73,21 @@ for i in 3 5 6; do
 done
 
 # ---- the same 8 at once against the two replicas, three rounds (prompt caches warm in the later ones) ----
-for round in 1 2 3; do
+# same_replies LABEL URL NAME N: requests 1..N at once to URL (replies in $tmp/NAME1..N), each answered with the
+# single process's reply
+same_replies() {
+    local label=$1 url=$2 name=$3 n=$4 i code
     clients=()
-    for i in {1..8}; do post "$tmp/dp$i" "$DP" "$(path $i)" "$(body $i "${stop[$i]:-}")"; done
+    for ((i = 1; i <= n; i++)); do post "$tmp/$name$i" "$url" "$(path $i)" "$(body $i "${stop[$i]:-}")"; done
     wait "${clients[@]}"
-    for i in {1..8}; do
-        code=$(cat "$tmp/dp$i.code")
-        check "--dp 2 round $round, client $i: answered [$code $(cat "$tmp/dp$i.err")]" '[[ $code == 200 ]]'
-        check "--dp 2 round $round, client $i: the single process's reply [$(norm "$tmp/dp$i") vs $(cat "$tmp/want$i")]" \
-            '[[ $(norm "$tmp/dp$i") == "$(cat "$tmp/want$i")" ]]'
+    for ((i = 1; i <= n; i++)); do
+        code=$(cat "$tmp/$name$i.code")
+        check "$label, client $i: answered [$code $(cat "$tmp/$name$i.err")]" '[[ $code == 200 ]]'
+        check "$label, client $i: the single process's reply [$(norm "$tmp/$name$i") vs $(cat "$tmp/want$i")]" \
+            '[[ $(norm "$tmp/$name$i") == "$(cat "$tmp/want$i")" ]]'
     done
-done
+}
+for round in 1 2 3; do same_replies "--dp 2 round $round" "$DP" dp 8; done
 # both replicas took requests and generated (a replica's token count arrives with its twice-a-second heartbeat)
 for _ in $(seq 40); do [[ $(metric "$DP" hearth_replica_tokens_generated_total 1) -gt 0 ]] && break; sleep 0.1; done
 for r in 0 1; do
@@ -95,15 +99,7 @@ check "8 x 3 requests routed in all" '[[ $(($(metric "$DP" hearth_replica_reques
 # ---- replicas of several ranks: -np 4 --dp 2 --tp 2, each replica's layers split over its two ranks ----
 SERVE_VIA="timeout -k 10 120 mpirun --oversubscribe -np 4" start_server dptp --dp 2 --tp 2 --parallel 4 -t 1
 DPTP=$URL
-clients=()
-for i in {1..10}; do post "$tmp/tp$i" "$DPTP" "$(path $i)" "$(body $i "${stop[$i]:-}")"; done
-wait "${clients[@]}"
-for i in {1..10}; do
-    code=$(cat "$tmp/tp$i.code")
-    check "--dp 2 --tp 2, client $i: answered [$code $(cat "$tmp/tp$i.err")]" '[[ $code == 200 ]]'
-    check "--dp 2 --tp 2, client $i: the single process's reply [$(norm "$tmp/tp$i") vs $(cat "$tmp/want$i")]" \
-        '[[ $(norm "$tmp/tp$i") == "$(cat "$tmp/want$i")" ]]'
-done
+same_replies "--dp 2 --tp 2" "$DPTP" tp 10
 for _ in $(seq 40); do [[ $(metric "$DPTP" hearth_replica_tokens_generated_total 1) -gt 0 ]] && break; sleep 0.1; done
 for r in 0 1; do
     n=$(metric "$DPTP" hearth_replica_requests_total $r) g=$(metric "$DPTP" hearth_replica_tokens_generated_total $r)
