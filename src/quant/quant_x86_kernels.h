@@ -1610,6 +1610,7 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_Q8_0].pack = &pk_q8_0_x8;
     t[HT_Q4_K].pack = &pk_q4_K_x8;
     t[HT_Q6_K].pack = &pk_q6_K_x8;
+    t[HT_IQ4_XS].pack = &pk_iq4_xs_x8;
 #endif
     t[HT_Q8_1].from_float = q8_1_from_float;
     t[HT_Q8_K].from_float = q8_K_from_float;
