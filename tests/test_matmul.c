@@ -73,9 +73,9 @@ static int check_tile_shapes(const ht_pack *pk, const uint8_t *g, const float *x
     return bad;
 }
 
-/* The i-quants' packs add the same integer sums and float terms in the same order as the scalar reference vec_dot
- * (quant_ref.c): their outputs must be its own, bit for bit. */
-static bool exact_pack(uint32_t type) { return type == HT_IQ4_XS || type == HT_IQ3_S || type == HT_IQ2_XXS; }
+/* The i-quants' packs (IQ4_XS's) add the same integer sums and float terms in the same order as the scalar
+ * reference vec_dot (quant_ref.c): their outputs must be its own, bit for bit. */
+static bool exact_pack(uint32_t type) { return type == HT_IQ4_XS; }
 
 /* Outputs of the packed matrix that differ from the reference vec_dot's on the same activations. */
 static int off_ref(const ht_tensor *W, const float *x, const float *y) {
@@ -143,8 +143,8 @@ static int check_packed(const ht_tensor *W, const float *wf, const float *x, con
     CHECK(far == 0, "%s %s: %d outputs off vec_dot's (worst %g%s)", set, pk->name, far, worst,
           exact_pack(W->type) ? "; the reference's bit for bit" : "");
     if (exact_pack(W->type))
-        printf("%-11s %-8s packed: tiles of 1-%d tokens, batch, 1 and 3 threads bit-identical to the reference vec_dot\n", set, pk->name,
-               pk->max_nc);
+        printf("%-11s %-8s packed: tiles of 1-%d tokens, batch, 1 and 3 threads bit-identical to the reference vec_dot\n",
+               set, pk->name, pk->max_nc);
     else
         printf("%-11s %-8s packed: tiles of 1-%d tokens, batch, 1 and 3 threads bit-identical; within %.1e of vec_dot\n", set,
                pk->name, pk->max_nc, worst);

@@ -2,16 +2,18 @@
  * (AVX-512 VNNI) and x 8 (AVX2, and AVX-512 without VNNI). Included by quant_x86_kernels.h after
  * quant_x86_packed.h (the activations are its Q4_K pack's: Q8_K values, d, sub-block sums).
  *
- * Why: the row-by-row IQ4_XS kernel spends per super-block and row a scale unpack, two lane permutes per 64
- * weights, PMADDUBSW + PMADDWD per 32, and a horizontal reduction: about 110 vector instructions per 256
- * weights, compute-bound below the memory roof. With 16 rows side by side four bytes at a time, a 64-byte load
- * holds 16 rows' 8 weights: two PSHUFB (levels + 128, unsigned) and two VPDPBUSD with the broadcast
- * activations make 256 products, about 19 instructions per 256 weights, and the lanes are the outputs.
+ * Why: the row-by-row IQ4_XS kernel (ka_iq4_xs) spends per super-block and row a scale unpack, two lane
+ * permutes per 64 weights, PMADDUBSW + PMADDWD per 32, and a share of a horizontal reduction: about 110 vector
+ * instructions per 256 weights by its source, compute-bound below the memory roof (the 1B file read at ~26 GB/s
+ * where Q4_0's pack reads ~35). With 16 rows side by side four bytes at a time, a 64-byte load holds 16 rows'
+ * 8 weights: two PSHUFB (levels + 128, unsigned) and two VPDPBUSD with the broadcast activations make 256
+ * products, about 19 instructions per 256 weights, and the lanes are the outputs.
  *
  * Bit-identity: each lane's super-block sum is quant_ref.c's integer isum exactly (sum_s scale_s * dot_s, the
- * +128 of the levels removed as 128 * sum_s scale_s * asum_s, all in int32 without overflow), and each output
- * adds (d * d_a) * (float)isum in super-block order with separate multiplies and adds, as the scalar vec_dot
- * does: every output equals vec_dot's bit for bit, whatever the tile's token count. */
+ * +128 of the levels removed as 128 * sum_s scale_s * asum_s; a sub-block's sum is below 32 * 241 * 128, the
+ * super-block's below 2^28), and each output adds (d * d_a) * (float)isum in super-block order with separate
+ * multiplies and adds, as the scalar vec_dot does: every output equals vec_dot's bit for bit, whatever the
+ * tile's token count. */
 
 /* IQ4_XS x R (16 in 512 bits, 8 in 256): super-block i of a group (138 R bytes at 138 R i) is quants[s][j][r] =
  * row r's qs[16 s + 4 j .. + 3] (s < 8, j < 4: low nibbles are elements 4j.. of sub-block s, high ones
@@ -75,13 +77,9 @@ HT_AI void iq4_xsx16_tile(const int NC, int n, const uint8_t *g, int nr, const u
                     for (int c = 0; c < NC; c++) {
                         const uint8_t *aq = a + (size_t)c * as + (size_t)i * 256 + 32 * s;
                         const __m512i xl = _mm512_set1_epi32(ld32(aq + 4 * j)), xh = _mm512_set1_epi32(ld32(aq + 16 + 4 * j));
-                        if (NC == 1) {
-                            lo[c] = _mm512_dpbusd_epi32(j ? lo[c] : _mm512_setzero_si512(), wl, xl);
-                            hi[c] = _mm512_dpbusd_epi32(j ? hi[c] : _mm512_setzero_si512(), wh, xh);
-                        } else {
-                            lo[c] = _mm512_dpbusd_epi32(j ? lo[c] : _mm512_setzero_si512(), wl, xl);
-                            lo[c] = _mm512_dpbusd_epi32(lo[c], wh, xh);
-                        }
+                        lo[c] = _mm512_dpbusd_epi32(j ? lo[c] : _mm512_setzero_si512(), wl, xl);
+                        if (NC == 1) hi[c] = _mm512_dpbusd_epi32(j ? hi[c] : _mm512_setzero_si512(), wh, xh);
+                        else lo[c] = _mm512_dpbusd_epi32(lo[c], wh, xh);
                     }
                 }
                 HT_UNROLL
