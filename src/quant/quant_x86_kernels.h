@@ -1548,6 +1548,7 @@ HT_X86_KERNELS(f16, HT_F16, tileF, F_MAXC)
 HT_X86_KERNELS(bf16, HT_BF16, tileF, F_MAXC)
 
 #include "quant_x86_packed.h"
+#include "quant_x86_iqpack.h"
 
 static void set_dot(ht_traits *t, ht_vec_dot_fn dot, ht_vec_dot_tile_fn tile) {
     t->vec_dot = dot;
@@ -1601,6 +1602,7 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_Q8_0].pack = &pk_q8_0_x16;
     t[HT_Q4_K].pack = &pk_q4_K_x16;
     t[HT_Q6_K].pack = &pk_q6_K_x16;
+    t[HT_IQ4_XS].pack = &pk_iq4_xs_x16;
 #else
     t[HT_Q4_0].pack = &pk_q4_0_x8;
     t[HT_Q5_0].pack = &pk_q5_0_x8;
@@ -1608,6 +1610,7 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_Q8_0].pack = &pk_q8_0_x8;
     t[HT_Q4_K].pack = &pk_q4_K_x8;
     t[HT_Q6_K].pack = &pk_q6_K_x8;
+    t[HT_IQ4_XS].pack = &pk_iq4_xs_x8;
 #endif
     t[HT_Q8_1].from_float = q8_1_from_float;
     t[HT_Q8_K].from_float = q8_K_from_float;
