@@ -307,11 +307,14 @@ static void delta_pair(const delta_job *j, int s, int h) {
                 memset(W[m], 0, (size_t)Sk * sizeof(float));
                 op_axpy(W[m], expf(Gj - G[(size_t)m * d->Hv]), U + (size_t)m * d->v_dim, Sk);
             }
-            op_scale(ST, eG, Sk * Sk);
+            float KT[REC_MAX_STATE][REC_CHUNK];   /* KT[c][m]: key dim c of chunk row m */
             for (int m = 0; m <= jr; m++) {
                 const float *km = chunk_key(j, s, cs, m, kh);
-                for (int c2 = 0; c2 < Sk; c2++) op_axpy(ST + (size_t)c2 * Sk, km[c2], W[m], Sk);
+                for (int c2 = 0; c2 < Sk; c2++) KT[c2][m] = km[c2];
             }
+            /* row c of S: e^{G_last} S0 + KT[c][0] W[0] + KT[c][1] W[1] + ... in that order, the row in registers */
+            op_scale(ST, eG, Sk * Sk);
+            for (int c2 = 0; c2 < Sk; c2++) op_axpy_m(ST + (size_t)c2 * Sk, KT[c2], W[0], REC_MAX_STATE, jr + 1, Sk);
             cs += REC_CHUNK;
         }
     }
