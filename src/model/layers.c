@@ -140,8 +140,10 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
     }
     ctx_attention(c, il, ub, q, k, v, c->att, hp->attn_scale, window);
     if (hp->attn_gate) {
-        gate_job g = { c->att, c->hb };
-        pool_share(c->pool, ub->n * hp->n_head * L->head_dim_v, gate_range, &g);
+        gate_job g = { c->att, c->hb };   /* decode: a few thousand sigmoids, less than a dispatch (each element alone) */
+        const int n = ub->n * hp->n_head * L->head_dim_v;
+        if (ub->n == 1) gate_range(&g, 0, n);
+        else pool_share(c->pool, n, gate_range, &g);
     }
     if (m->tp_size > 1)   /* the ranks' heads, each n_head / n_head_kv q heads per kv head */
         tp_project(c, ub, &L->wo, &L->bo, c->att, m->tp_n_head * hp->head_dim_v, hp->n_head / hp->n_head_kv * hp->head_dim_v, out);
