@@ -5,11 +5,13 @@
  * the reference quantizers). Where the set has a packed layout for the type (ht_pack), the same holds for
  * the packed matrix (37 rows: the last group partial), and for each tile shape of its tile entries (1 to max_nc
  * tokens, with and without prefetches); its outputs are within rounding of vec_dot's, or for the i-quants' packs
- * equal to them. Rows
- * are 512 long, and 300 for the float types too. */
+ * equal to them. matmul_glu (gate and up in one job, SiLU(gate) * up chunk by chunk) gives, for the batch with 1
+ * and 3 threads, op_silu_mul of the single-token products bit for bit, plain and packed. Rows are 512 long, and
+ * 300 for the float types too. */
 #include <math.h>
 #include <stdlib.h>
 
+#include "compute/ops.h"
 #include "model/matmul.h"
 #include "testutil.h"
 
@@ -45,6 +47,28 @@ static void run(const ht_tensor *W, const float *x, int n_tok, float *y, int n_t
     matmul(&c, W, x, n_tok, y);
     free(c.qact);
     pool_free(c.pool);
+}
+
+/* matmul_glu(W, W) over the batch with 1 and 3 threads against op_silu_mul(y1, y1) of the single-token products
+ * y1 (and its up output against y1). Returns the number of outputs that differ. */
+static int check_glu(const ht_tensor *W, const float *x, const float *y1, const char *set, const char *name) {
+    static float ref[NTOK * ROWS], g[NTOK * ROWS], u[NTOK * ROWS];
+    memcpy(ref, y1, sizeof ref);
+    op_silu_mul(ref, y1, NTOK * ROWS);
+    int bad = 0;
+    for (int n_threads = 1; n_threads <= 3; n_threads += 2) {
+        hearth_ctx c;
+        memset(&c, 0, sizeof c);
+        c.pool = pool_new(n_threads);
+        c.qact = malloc(matmul_act_row_bytes(COLS) * NTOK);
+        REQUIRE(c.pool && c.qact, "out of memory");
+        REQUIRE(matmul_glu(&c, W, W, x, NTOK, g, u, op_silu_mul), "matmul_glu declined two equal matrices");
+        free(c.qact);
+        pool_free(c.pool);
+        for (int i = 0; i < NTOK * ROWS; i++) bad += memcmp(&g[i], &ref[i], sizeof(float)) || memcmp(&u[i], &y1[i], sizeof(float));
+    }
+    CHECK(bad == 0, "%s %s: %d outputs of matmul_glu differ from op_silu_mul of the products", set, name, bad);
+    return bad;
 }
 
 /* Every tile shape of the pack straight from its entries: tile and tile_cached with nc = 1 .. max_nc tokens on
@@ -134,7 +158,6 @@ static int check_packed(const ht_tensor *W, const float *wf, const float *x, con
         }
         far += e > tol;
     }
-    free(buf);
     if (exact_pack(W->type)) far = off_ref(W, x, y1);
     CHECK(bad_shape == 0, "%s %s: %d outputs of tiles of 1-%d tokens differ from single-token products", set, pk->name,
           bad_shape, pk->max_nc);
@@ -148,7 +171,9 @@ static int check_packed(const ht_tensor *W, const float *wf, const float *x, con
     else
         printf("%-11s %-8s packed: tiles of 1-%d tokens, batch, 1 and 3 threads bit-identical; within %.1e of vec_dot\n", set,
                pk->name, pk->max_nc, worst);
-    return bad_shape + bad_batch + bad_threads + far;
+    const int bad_glu = check_glu(&P, x, y1, set, pk->name);
+    free(buf);
+    return bad_shape + bad_batch + bad_threads + far + bad_glu;
 }
 
 /* The reference quantizer, or for the i-quants without one random block bytes with a sane fp16 d (at the
@@ -199,7 +224,7 @@ static int check_type(uint32_t type, const char *set) {
     CHECK(bad_batch == 0, "%s %s: %d outputs of the %d-token batch differ from single-token products", set, tr->name,
           bad_batch, NTOK);
     CHECK(bad_threads == 0, "%s %s: %d outputs differ with 3 threads", set, tr->name, bad_threads);
-    return bad_dot + bad_batch + bad_threads + check_packed(&W, wf, x, y1, set);
+    return bad_dot + bad_batch + bad_threads + check_glu(&W, x, y1, set, tr->name) + check_packed(&W, wf, x, y1, set);
 }
 
 int main(void) {

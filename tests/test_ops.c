@@ -5,7 +5,8 @@
  * table keeps the fast pairs' angles and interpolates the slow ones'. The KV cache's row kernels: Q8_0, Q4_0 and
  * BF16 rows to float give the scalar reference to_float's bits, and softmax·V's accumulation gives the same bits
  * in every vector width and however its rows are grouped into calls, within 1e-6 of the sum in double. LoRA's
- * op_axpy_m gives the bits of op_axpy term after term. */
+ * op_axpy_m gives the bits of op_axpy term after term; op_matvec2_t (the Gated DeltaNet state's read) those of
+ * its rows' products summed one row after another. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,8 +316,51 @@ static void check_axpy_m(void) {
 #endif
 }
 
+/* op_matvec2_t (64 columns at a time in registers, M prefetched ahead) gives the bits of a = 0; a += x[r] * M[r]
+ * row after row (and b with y), at every vector width and for widths with and without a tail. */
+static void check_matvec2_t(void) {
+    enum { R = 150, W = 200 };
+    static float M[R * W], x[R], y[R], a[W], b[W], ra[W], rb[W];
+    uint32_t seed = 11;
+    for (int i = 0; i < R * W; i++) M[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int r = 0; r < R; r++) {
+        x[r] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+        y[r] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 4194304.0f - 2.0f;
+    }
+    static const char *const isa[] = { "scalar", "avx2", "avx512" };
+    const int ns[] = { 1, 17, 64, 65, 128, 130, W }, rs[] = { 1, 16, 17, 128, R };
+    for (int w = 0; w < 3; w++) {
+#if defined(__x86_64__)
+        if ((w == 1 && !__builtin_cpu_supports("avx2")) || (w == 2 && !__builtin_cpu_supports("avx512f"))) continue;
+#else
+        if (w) continue;
+#endif
+        ops_set_isa(isa[w]);
+        for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++)
+            for (size_t u = 0; u < sizeof rs / sizeof rs[0]; u++) {
+                const int n = ns[t], rows = rs[u];
+                for (int i = 0; i < n; i++) {
+                    volatile float sa = 0, sb = 0;   /* one rounding per product and per sum, as the definition */
+                    for (int r = 0; r < rows; r++) {
+                        volatile float pa = x[r] * M[(size_t)r * n + i], pb = y[r] * M[(size_t)r * n + i];
+                        sa = sa + pa, sb = sb + pb;
+                    }
+                    ra[i] = sa, rb[i] = sb;
+                }
+                op_matvec2_t(a, b, M, x, y, rows, n);
+                CHECK(!memcmp(a, ra, (size_t)n * sizeof *a) && !memcmp(b, rb, (size_t)n * sizeof *b),
+                      "op_matvec2_t (%s, %d rows of %d) differs from the row-by-row sums", isa[w], rows, n);
+            }
+    }
+    ops_set_isa("avx512vnni");
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512f")) ops_set_isa(__builtin_cpu_supports("avx2") ? "avx2" : "scalar");
+#endif
+}
+
 int main(void) {
     check_axpy_m();
+    check_matvec2_t();
     check_widths();
     check_kv_rows();
     check_softmax();

@@ -140,8 +140,10 @@ void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in
     }
     ctx_attention(c, il, ub, q, k, v, c->att, hp->attn_scale, window);
     if (hp->attn_gate) {
-        gate_job g = { c->att, c->hb };
-        pool_share(c->pool, ub->n * hp->n_head * L->head_dim_v, gate_range, &g);
+        gate_job g = { c->att, c->hb };   /* decode: a few thousand sigmoids, less than a dispatch (each element alone) */
+        const int n = ub->n * hp->n_head * L->head_dim_v;
+        if (ub->n == 1) gate_range(&g, 0, n);
+        else pool_share(c->pool, n, gate_range, &g);
     }
     if (m->tp_size > 1)   /* the ranks' heads, each n_head / n_head_kv q heads per kv head */
         tp_project(c, ub, &L->wo, &L->bo, c->att, m->tp_n_head * hp->head_dim_v, hp->n_head / hp->n_head_kv * hp->head_dim_v, out);
@@ -184,10 +186,15 @@ void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const h
 
 void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
     int ff = (int)L->ffn_up.ne[1];
-    const ht_tensor *W[2] = { &L->ffn_gate, &L->ffn_up };   /* one job (and one activation prep) for both */
-    float *Y[2] = { c->hb, c->hb2 };
-    matmul_multi(c, W, Y, 2, in, ub->n);
-    activate_par(c, c->hb, c->hb2, (size_t)ub->n * (size_t)ff, act);
+    /* one job (and one activation prep) for both; the activation in it, chunk by chunk, when it has a gated form */
+    void (*glu)(float *, const float *, int) = act == ACT_SILU ? op_silu_mul : act == ACT_GELU_TANH ? op_gelu_tanh_mul
+                                               : act == ACT_SWIGLU_OAI ? op_swiglu_oai : NULL;
+    if (!glu || !matmul_glu(c, &L->ffn_gate, &L->ffn_up, in, ub->n, c->hb, c->hb2, glu)) {
+        const ht_tensor *W[2] = { &L->ffn_gate, &L->ffn_up };
+        float *Y[2] = { c->hb, c->hb2 };
+        matmul_multi(c, W, Y, 2, in, ub->n);
+        activate_par(c, c->hb, c->hb2, (size_t)ub->n * (size_t)ff, act);
+    }
     if (c->m->tp_size > 1) tp_project(c, ub, &L->ffn_down, &L->ffn_down_b, c->hb, (int)L->ffn_down.ne[0], 0, out);
     else matmul(c, &L->ffn_down, c->hb, ub->n, out);
 }

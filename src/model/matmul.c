@@ -9,7 +9,7 @@
  * single-token call would (quant.h), so the result does not depend on the batch size, the tiling or the thread
  * count. Where the type has a batch product (ht_gemm: the i-quants' panel GEMM) a prefill batch goes to it whole
  * instead, each weight block decoded once for all its tokens (bit-identical too). Matrices that share an input
- * and a format (q, k, v) are one job; so are all the chosen experts of a mixture-of-experts layer
+ * and a format (q, k, v) are one job; a gated FFN's gate and up with their activation too (matmul_glu); so are all the chosen experts of a mixture-of-experts layer
  * (matmul_experts), whose items are (expert, chunk) pairs. */
 #include "model/matmul.h"
 
@@ -46,6 +46,7 @@ typedef struct {
     int chunk_rows[MM_MAX_MATS];   /* each a multiple of the kernel's rows per call */
     int chunk0[MM_MAX_MATS + 1];   /* first item of each matrix */
     ht_product_fuse fuse;   /* the product hook's work in this job (its pre items come before the chunks) */
+    void (*glu)(float *g, const float *u, int n);   /* matmul_glu: an item is a chunk of both matrices, then this */
     atomic_int next_chunk;  /* the next item no thread has claimed */
     atomic_int pre_done;    /* fuse's pre items finished */
 } mm_job;
@@ -135,6 +136,12 @@ static void dot_job(void *arg, int ith, int nth) {
             continue;
         }
         i -= n_pre;
+        if (j->glu) {   /* the same rows of both matrices, then y[0] = glu(y[0], y[1]) on them */
+            const int rows = (int)j->W[0]->ne[1], r0 = i * j->chunk_rows[0], r1 = HT_MIN(rows, r0 + j->chunk_rows[0]);
+            for (int k = 0; k < 2; k++) mm_rows(j->W[k], j->tr, r0, r1, j->qa, j->qa_row, j->n_tok, j->y[k], (size_t)rows, NULL, k);
+            for (int t = 0; t < j->n_tok; t++) j->glu(j->y[0] + (size_t)t * rows + r0, j->y[1] + (size_t)t * rows + r0, r1 - r0);
+            continue;
+        }
         while (i >= j->chunk0[m + 1]) m++;   /* items are claimed in increasing order */
         const int rows = (int)j->W[m]->ne[1], r0 = (i - j->chunk0[m]) * j->chunk_rows[m], r1 = HT_MIN(rows, r0 + j->chunk_rows[m]);
         if (j->fuse.post) pool_wait_count(&j->pre_done, n_pre);
@@ -142,11 +149,13 @@ static void dot_job(void *arg, int ith, int nth) {
     }
 }
 
-/* y[m] = W[m] x for matrices that take the same activation format (same type, pack and width). */
-static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok) {
+/* y[m] = W[m] x for matrices that take the same activation format (same type, pack and width); with glu (two
+ * matrices of one shape), y[0] = glu(y[0], y[1]) too, chunk by chunk. */
+static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok,
+                        void (*glu)(float *, const float *, int)) {
     if (c->input_hook)
         for (int m = 0; m < n_mat; m++) c->input_hook(c->input_hook_user, W[m], -1, x, NULL, n_tok, NULL);
-    mm_job j = { .n_mat = n_mat, .tr = ht_get_traits(W[0]->type), .x = x, .n_tok = n_tok };
+    mm_job j = { .n_mat = n_mat, .tr = ht_get_traits(W[0]->type), .x = x, .n_tok = n_tok, .glu = glu };
     int64_t all_rows = 0;
     for (int m = 0; m < n_mat; m++) {
         j.W[m] = W[m];
@@ -165,7 +174,8 @@ static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *
         j.chunk_rows[m] = chunk_rows(W[m], j.tr, n_tok, all_rows, pool_size(c->pool));
         j.chunk0[m + 1] = j.chunk0[m] + (int)((W[m]->ne[1] + j.chunk_rows[m] - 1) / j.chunk_rows[m]);
     }
-    /* LoRA adapters add their terms: in this job, or after it */
+    if (glu) j.chunk0[2] = j.chunk0[1];   /* the items are the first matrix's chunks */
+    /* LoRA adapters add their terms: in this job, or after it (never with glu: matmul_glu declines then) */
     const bool fused = c->product_hook && c->product_hook(c, W, y, n_mat, x, n_tok, &j.fuse);
     atomic_init(&j.next_chunk, 0);
     atomic_init(&j.pre_done, 0);
@@ -173,7 +183,17 @@ static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *
     if (c->product_hook && !fused) c->product_hook(c, W, y, n_mat, x, n_tok, NULL);
 }
 
-void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) { matmul_same(c, &W, &y, 1, x, n_tok); }
+void matmul(hearth_ctx *c, const ht_tensor *W, const float *x, int n_tok, float *y) { matmul_same(c, &W, &y, 1, x, n_tok, NULL); }
+
+bool matmul_glu(hearth_ctx *c, const ht_tensor *G, const ht_tensor *U, const float *x, int n_tok, float *yg, float *yu,
+                void (*glu)(float *g, const float *u, int n)) {
+    if (c->product_hook || G->type != U->type || G->pack != U->pack || G->ne[0] != U->ne[0] || G->ne[1] != U->ne[1])
+        return false;
+    const ht_tensor *W[2] = { G, U };
+    float *Y[2] = { yg, yu };
+    matmul_same(c, W, Y, 2, x, n_tok, glu);
+    return true;
+}
 
 void matmul_one(hearth_ctx *c, const ht_tensor *W, int e, const float *x, int n_tok, float *y) {
     const ht_tensor v = ht_expert(W, e);
@@ -188,7 +208,7 @@ void matmul_multi(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int
     for (int m0 = 0, m1; m0 < n_mat; m0 = m1) {   /* runs of matrices that share a format, one job each */
         for (m1 = m0 + 1; m1 < n_mat && m1 - m0 < MM_MAX_MATS && W[m1]->type == W[m0]->type && W[m1]->pack == W[m0]->pack &&
                           W[m1]->ne[0] == W[m0]->ne[0]; m1++) {}
-        matmul_same(c, W + m0, y + m0, m1 - m0, x, n_tok);
+        matmul_same(c, W + m0, y + m0, m1 - m0, x, n_tok, NULL);
     }
 }
 

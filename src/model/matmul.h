@@ -17,6 +17,11 @@ void matmul_add_bias(const ht_tensor *b, float *y, int n_tok, int rows);
 /* y[m] = W[m]·x for n_mat matrices on the same input (attention's q, k and v): those that share an activation
  * format are one job, so the input is prepared once and there is one wait instead of n_mat. */
 void matmul_multi(hearth_ctx *c, const ht_tensor *const *W, float *const *y, int n_mat, const float *x, int n_tok);
+/* yg = glu(G x, U x) (e.g. SiLU(gate) * up; yu holds U x) in one job whose items are the same rows of both
+ * matrices, the activation applied to each as it is done: no pass of its own, no wait between. Declines (returns
+ * false, nothing done) unless G and U share a format and shape, or when an adapter adds terms to the products. */
+bool matmul_glu(hearth_ctx *c, const ht_tensor *G, const ht_tensor *U, const float *x, int n_tok, float *yg, float *yu,
+                void (*glu)(float *g, const float *u, int n));
 /* The products of a mixture-of-experts block, all experts in one job: W (and W2, optional, on the same
  * input) are expert stacks [n_in, n_out, n_expert]; the n_rows activation rows are ordered by expert, cnt[e]
  * rows for expert e, row r read from x[src[r]] (or x[r] when src is NULL; x rows of W.ne[0] floats). Row r of

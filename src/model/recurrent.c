@@ -11,7 +11,9 @@
  * so S is read twice and written once per 64 positions instead of updated at every one, and the rest is small
  * products within the chunk (the forward substitution of the chunked form's triangular system). A row's
  * arithmetic depends only on S0 and the chunk's earlier rows, so a prompt evaluated in one batch, in any
- * micro-batches or token by token gives the same bits; the threads split the (sequence, v-head) pairs.
+ * micro-batches or token by token gives the same bits. One pool job does all but the products: a task per
+ * (sequence, k-head) runs the conv of its channels, the delta rule of the v-heads reading that k-head and their
+ * gated output norm, so a layer is three dispatches (in-projections, this, out-projection).
  *
  * A sequence's state: S at the start of its current chunk, the chunk's keys, u and G, and the raw conv inputs of
  * the chunk and the conv_kernel - 1 positions before it, so the sequence can be cut back to any position in
@@ -186,11 +188,15 @@ static void sort_rows(hearth_ctx *c, const ht_ubatch *ub) {
     for (int i = 0; i < ub->n; i++) order[fill[ub->seq[i]]++] = i;
 }
 
-/* ---- conv1d + SiLU, q/k normalization, beta and the decay ---- */
-typedef struct { hearth_ctx *c; const ht_ubatch *ub; const ht_layer *W; const rec_layer *L; rec_dims d; } conv_job;
+/* ---- one job for the rest: per (sequence, k-head) task, conv1d + SiLU, q/k normalization, beta and the decay of
+ * its channels, the delta rule of its v-heads, their gated RMSNorm ---- */
+typedef struct {
+    hearth_ctx *c; const ht_ubatch *ub; const ht_layer *W; rec_layer *L; rec_dims d;
+    int n_tasks; atomic_int next; const int *tasks;
+} delta_job;
 
-/* The conv input of position p of sequence s, whose row in the micro-batch is `row` (-1: before the batch). */
-static const float *conv_in(const conv_job *j, int s, int p) {
+/* The conv input of position p of sequence s: its micro-batch row's projection, or kept from before the batch. */
+static const float *conv_in(const delta_job *j, int s, int p) {
     const rec_dims *d = &j->d;
     const int p0 = j->c->seq_len[s];
     if (p >= p0) {
@@ -208,40 +214,50 @@ static void l2norm(float *x, int n, float eps, float scale) {
     for (int i = 0; i < n; i++) x[i] *= k;
 }
 
-static void conv_rows(const void *arg, int r0, int r1) {
-    const conv_job *j = arg;
+/* y[ch] = SiLU(sum over the taps of x[t][ch] w[ch][t]) for ch in [c0, c1) (x[t] NULL: a position before 0). */
+static void conv_span(const float *const *x, int K, const float *w, float *y, int c0, int c1) {
+    for (int ch = c0; ch < c1; ch++) {
+        float acc = 0;
+        for (int t = 0; t < K; t++)
+            if (x[t]) acc += x[t][ch] * w[(size_t)ch * K + t];
+        y[ch] = acc;
+    }
+    op_silu(y + c0, c1 - c0);
+}
+
+/* The k-head whose q and k v-head h reads. */
+static int k_head(const delta_job *j, int h) {
+    return j->c->m->hp.ssm_v_grouped ? h / (j->d.Hv / j->d.Hk) : h % j->d.Hk;
+}
+
+/* Sequence s's rows, k-head g: the conv of q and k head g and of the v-heads reading them, q and k L2-normed (q
+ * scaled), those v-heads' beta and log decay g (in place of their projections). */
+static void conv_group(const delta_job *j, int s, int g) {
     const rec_dims *d = &j->d;
     const ht_hparams *hp = &j->c->m->hp;
     const ht_rec *r = j->c->rec;
     const float *w = j->W->ssm_conv1d.data;   /* [conv_dim][K] */
     const float *a = j->W->ssm_a.data, *dt = j->W->ssm_dt.data;
-    for (int i = r0; i < r1; i++) {
-        const int s = j->ub->seq[i], p = j->ub->pos[i];
+    const int Sk = d->Sk;
+    for (int e = r->first[s]; e < r->first[s + 1]; e++) {
+        const int i = r->order[e], p = j->ub->pos[i];
         const float *x[16];
         for (int t = 0; t < d->K; t++) x[t] = p - (d->K - 1) + t >= 0 ? conv_in(j, s, p - (d->K - 1) + t) : NULL;
-        float *y = r->conv + (size_t)i * d->conv_dim;
-        for (int ch = 0; ch < d->conv_dim; ch++) {
-            float acc = 0;
-            for (int t = 0; t < d->K; t++)
-                if (x[t]) acc += x[t][ch] * w[(size_t)ch * d->K + t];
-            y[ch] = acc;
-        }
-        op_silu(y, d->conv_dim);
-        for (int h = 0; h < d->Hk; h++) {
-            l2norm(y + (size_t)h * d->Sk, d->Sk, hp->norm_eps, 1.0f / sqrtf((float)d->Sk));   /* q */
-            l2norm(y + d->k_dim + (size_t)h * d->Sk, d->Sk, hp->norm_eps, 1.0f);                /* k */
-        }
+        float *y = r->conv + (size_t)i * d->conv_dim, *q = y + (size_t)g * Sk, *k = y + d->k_dim + (size_t)g * Sk;
+        conv_span(x, d->K, w, y, g * Sk, (g + 1) * Sk);
+        conv_span(x, d->K, w, y, d->k_dim + g * Sk, d->k_dim + (g + 1) * Sk);
+        l2norm(q, Sk, hp->norm_eps, 1.0f / sqrtf((float)Sk));
+        l2norm(k, Sk, hp->norm_eps, 1.0f);
         float *be = r->beta + (size_t)i * d->Hv, *al = r->alpha + (size_t)i * d->Hv;
         for (int h = 0; h < d->Hv; h++) {
+            if (k_head(j, h) != g) continue;
+            conv_span(x, d->K, w, y, 2 * d->k_dim + h * Sk, 2 * d->k_dim + (h + 1) * Sk);
             be[h] = 1.0f / (1.0f + expf(-be[h]));
             const float x1 = al[h] + dt[h];
             al[h] = a[h] * (x1 > 20.0f ? x1 : log1pf(expf(x1)));   /* the log decay g: a = -exp(A_log) */
         }
     }
 }
-
-/* ---- the delta rule, one (sequence, v-head) pair per task ---- */
-typedef struct { hearth_ctx *c; const ht_ubatch *ub; rec_layer *L; rec_dims d; int n_tasks; atomic_int next; const int *tasks; } delta_job;
 
 /* Key of chunk row m of sequence s (k-head kh): from the micro-batch when its position is in it, else stored. */
 static const float *chunk_key(const delta_job *j, int s, int cs, int m, int kh) {
@@ -255,7 +271,7 @@ static const float *chunk_key(const delta_job *j, int s, int cs, int m, int kh) 
 static void delta_pair(const delta_job *j, int s, int h) {
     const rec_dims *d = &j->d;
     const ht_rec *r = j->c->rec;
-    const int Sk = d->Sk, kh = j->c->m->hp.ssm_v_grouped ? h / (d->Hv / d->Hk) : h % d->Hk, p0 = j->c->seq_len[s];
+    const int Sk = d->Sk, kh = k_head(j, h), p0 = j->c->seq_len[s];
     int cs = p0 / REC_CHUNK * REC_CHUNK;
     float *ST = j->L->S + (size_t)s * d->s_n + (size_t)h * Sk * Sk;   /* S transposed: row c = key dim c */
     float *U = j->L->ur + (size_t)s * d->ur_n + (size_t)h * Sk;        /* row m at U + m * v_dim */
@@ -291,37 +307,41 @@ static void delta_pair(const delta_job *j, int s, int h) {
                 memset(W[m], 0, (size_t)Sk * sizeof(float));
                 op_axpy(W[m], expf(Gj - G[(size_t)m * d->Hv]), U + (size_t)m * d->v_dim, Sk);
             }
-            op_scale(ST, eG, Sk * Sk);
+            float KT[REC_MAX_STATE][REC_CHUNK];   /* KT[c][m]: key dim c of chunk row m */
             for (int m = 0; m <= jr; m++) {
                 const float *km = chunk_key(j, s, cs, m, kh);
-                for (int c2 = 0; c2 < Sk; c2++) op_axpy(ST + (size_t)c2 * Sk, km[c2], W[m], Sk);
+                for (int c2 = 0; c2 < Sk; c2++) KT[c2][m] = km[c2];
             }
+            /* row c of S: e^{G_last} S0 + KT[c][0] W[0] + KT[c][1] W[1] + ... in that order, the row in registers */
+            op_scale(ST, eG, Sk * Sk);
+            for (int c2 = 0; c2 < Sk; c2++) op_axpy_m(ST + (size_t)c2 * Sk, KT[c2], W[0], REC_MAX_STATE, jr + 1, Sk);
             cs += REC_CHUNK;
         }
+    }
+}
+
+/* The output of v-head h for sequence s's rows: RMSNorm(o) * SiLU(z). */
+static void gate_pair(const delta_job *j, int s, int h) {
+    const ht_rec *r = j->c->rec;
+    const int Sk = j->d.Sk;
+    for (int e = r->first[s]; e < r->first[s + 1]; e++) {
+        const size_t at = (size_t)r->order[e] * j->d.v_dim + (size_t)h * Sk;
+        float *o = r->o + at, *z = r->z + at;
+        op_rmsnorm(o, o, j->W->ssm_norm.data, Sk, j->c->m->hp.norm_eps);
+        op_silu(z, Sk);
+        for (int i = 0; i < Sk; i++) o[i] *= z[i];
     }
 }
 
 static void delta_tasks(void *arg, int ith, int nth) {
     delta_job *j = arg;
     (void)ith, (void)nth;
-    for (int t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_tasks;)
-        delta_pair(j, j->tasks[t / j->d.Hv], t % j->d.Hv);
-}
-
-/* ---- gated RMSNorm of the output ---- */
-typedef struct { const hearth_ctx *c; const ht_layer *W; rec_dims d; } gate_job;
-
-static void gate_rows(const void *arg, int r0, int r1) {
-    const gate_job *j = arg;
-    const ht_rec *r = j->c->rec;
-    const int Sk = j->d.Sk;
-    for (int i = r0; i < r1; i++)
-        for (int h = 0; h < j->d.Hv; h++) {
-            float *o = r->o + (size_t)i * j->d.v_dim + (size_t)h * Sk, *z = r->z + (size_t)i * j->d.v_dim + (size_t)h * Sk;
-            op_rmsnorm(o, o, j->W->ssm_norm.data, Sk, j->c->m->hp.norm_eps);
-            op_silu(z, Sk);
-            for (int e = 0; e < Sk; e++) o[e] *= z[e];
-        }
+    for (int t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_tasks;) {
+        const int s = j->tasks[t / j->d.Hk], g = t % j->d.Hk;
+        conv_group(j, s, g);
+        for (int h = 0; h < j->d.Hv; h++)
+            if (k_head(j, h) == g) delta_pair(j, s, h), gate_pair(j, s, h);
+    }
 }
 
 /* After the batch: each sequence's raw conv inputs from its current chunk's start - (K - 1), and the chunk's keys. */
@@ -388,16 +408,12 @@ void layer_gated_deltanet(hearth_ctx *c, const ht_ubatch *ub, int il, const floa
         pool_share(c->pool, ub->n, split_rows, &sj);
     }
     sort_rows(c, ub);
-    conv_job cj = { c, ub, W, L, d };
-    pool_share(c->pool, ub->n, conv_rows, &cj);
     int tasks[256], n_seqs = 0;
     for (int s = 0; s < c->n_seq; s++)
         if (r->first[s + 1] > r->first[s]) tasks[n_seqs++] = s;
-    delta_job dj = { .c = c, .ub = ub, .L = L, .d = d, .n_tasks = n_seqs * d.Hv, .tasks = tasks };
+    delta_job dj = { .c = c, .ub = ub, .W = W, .L = L, .d = d, .n_tasks = n_seqs * d.Hk, .tasks = tasks };
     atomic_init(&dj.next, 0);
     pool_run(c->pool, delta_tasks, &dj);
     keep_rows(c, L, &d);
-    gate_job gj = { c, W, d };
-    pool_share(c->pool, ub->n, gate_rows, &gj);
     matmul(c, &W->ssm_out, r->o, ub->n, out);
 }
