@@ -127,9 +127,10 @@ static result run_packed(const ht_pack *pk, const uint8_t *w, size_t rb, int row
             double t0 = now(), t;
             do {
                 if (nc == 1 && pk->decode)   /* 4 groups a call, as matmul's decode chunks (whole groups) */
-                    for (int k = 0; k < groups; k += 4)
-                        pk->decode(n, g + (size_t)k * gb, HT_MIN(4, groups - k), HT_MIN(R, rows - (HT_MIN(k + 4, groups) - 1) * R), a,
-                                   y + (size_t)k * R);
+                    for (int k = 0, ng; k < groups; k += ng) {
+                        ng = HT_MIN(4, groups - k);
+                        pk->decode(n, g + (size_t)k * gb, ng, HT_MIN(R, rows - (k + ng - 1) * R), a, y + (size_t)k * R);
+                    }
                 else
                     for (int k = 0; k < groups; k++)
                         pk->tile(n, g + (size_t)k * gb, HT_MIN(R, rows - k * R), a, ab, nc, y + (size_t)k * R, (size_t)rows);

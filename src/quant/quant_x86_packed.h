@@ -792,7 +792,10 @@ static size_t pk_half_x16_bytes(int64_t n) { return (size_t)n * 32; }
 static void pk_half_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_rows(16, 2, src, rb, nr, n, dst); }
 
 #define PK_HALF16_NC 8
-/* With several tokens a group's 64 weight bytes per pair of elements feed 2 x NC FMAs, and the hardware
+/* Prefill on these packs is bound by the FMA rate: ik_llama.cpp -rtr 1 repacks F16 to BF16 and multiplies with
+ * VDPBF16PS (two products a lane an instruction), pp512 of the 1B F16 file 1.9x hearth's (Zen 5, 13:47 UTC), but
+ * rounds every F16 weight's mantissa from 10 bits to 7; these packs keep the file's values exact (issue #47).
+ * With several tokens a group's 64 weight bytes per pair of elements feed 2 x NC FMAs, and the hardware
  * prefetcher alone left the stream waiting on DRAM: 8 tokens read 67 GB/s x tokens from memory against 190 in
  * L2 (one thread, 2048 x 8192, Zen 5); a prefetch HT_PREFETCH_AHEAD ahead per pair read 175. The one-token
  * (decode) instance and the tiles that find the chunk in L2 (tile_cached) go without. */
