@@ -4,8 +4,8 @@
  * equal to the set's vec_dot on every element. Weights and activations are random (Gaussian, quantized by
  * the reference quantizers). Where the set has a packed layout for the type (ht_pack), the same holds for
  * the packed matrix (37 rows: the last group partial), and for each tile shape of its tile entries (1 to max_nc
- * tokens, with and without prefetches); its outputs are within rounding of vec_dot's. Rows
- * are 512 long, and 300 for the float types too. */
+ * tokens, with and without prefetches; the decode entry over runs of groups); its outputs are within rounding
+ * of vec_dot's. Rows are 512 long, and 300 for the float types too. */
 #include <math.h>
 #include <stdlib.h>
 
