@@ -126,8 +126,14 @@ static result run_packed(const ht_pack *pk, const uint8_t *w, size_t rb, int row
             int iters = 0;
             double t0 = now(), t;
             do {
-                for (int k = 0; k < groups; k++)
-                    pk->tile(n, g + (size_t)k * gb, HT_MIN(R, rows - k * R), a, ab, nc, y + (size_t)k * R, (size_t)rows);
+                if (nc == 1 && pk->decode)   /* 4 groups a call, as matmul's decode chunks (whole groups) */
+                    for (int k = 0, ng; k < groups; k += ng) {
+                        ng = HT_MIN(4, groups - k);
+                        pk->decode(n, g + (size_t)k * gb, ng, HT_MIN(R, rows - (k + ng - 1) * R), a, y + (size_t)k * R);
+                    }
+                else
+                    for (int k = 0; k < groups; k++)
+                        pk->tile(n, g + (size_t)k * gb, HT_MIN(R, rows - k * R), a, ab, nc, y + (size_t)k * R, (size_t)rows);
                 iters++;
             } while ((t = now() - t0) < 0.15);
             sink = y[rows / 2];

@@ -4,10 +4,10 @@
  * equal to the set's vec_dot on every element. Weights and activations are random (Gaussian, quantized by
  * the reference quantizers). Where the set has a packed layout for the type (ht_pack), the same holds for
  * the packed matrix (37 rows: the last group partial), and for each tile shape of its tile entries (1 to max_nc
- * tokens, with and without prefetches); its outputs are within rounding of vec_dot's, or for the i-quants' packs
- * equal to them. matmul_glu (gate and up in one job, SiLU(gate) * up chunk by chunk) gives, for the batch with 1
- * and 3 threads, op_silu_mul of the single-token products bit for bit, plain and packed. Rows are 512 long, and
- * 300 for the float types too. */
+ * tokens, with and without prefetches; the decode entry over runs of groups); its outputs are within rounding
+ * of vec_dot's, or for the i-quants' packs equal to them. matmul_glu (gate and up in one job, SiLU(gate) * up
+ * chunk by chunk) gives, for the batch with 1 and 3 threads, op_silu_mul of the single-token products bit for
+ * bit, plain and packed. Rows are 512 long, and 300 for the float types too. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -116,6 +116,41 @@ static int off_ref(const ht_tensor *W, const float *x, const float *y) {
     return bad;
 }
 
+/* The pack's decode entry (one token, several groups a call) against its one-token tile: every run of 1 to DG
+ * groups from every start in DG copies of the matrix's groups side by side (so runs of 4 and more and partial
+ * groups meet), the last one's rows nr = rows and nr = 5, bit for bit; outputs past the run's rows untouched.
+ * Returns the number of outputs that differ. */
+#define DG 7
+static int check_decode(const ht_pack *pk, const uint8_t *buf, int groups, const float *x) {
+    if (!pk->decode) return 0;
+    const int R = pk->rows;
+    const size_t gb = pk->group_bytes(n_cols), as = pk->act_prep ? pk->act_bytes(n_cols) : (size_t)n_cols * sizeof(float);
+    uint8_t *g = malloc(DG * gb), *a = malloc(as);
+    float *want = malloc(sizeof(float) * DG * R), *y = malloc(sizeof(float) * (DG * R + 1));
+    REQUIRE(g && a && want && y, "out of memory");
+    if (pk->act_prep) pk->act_prep(x, a, n_cols);
+    else memcpy(a, x, as);
+    for (int i = 0; i < DG; i++) {
+        memcpy(g + i * gb, buf + (size_t)(i % groups) * gb, gb);
+        pk->tile(n_cols, g + i * gb, R, a, as, 1, want + i * R, 0);
+    }
+    int bad = 0;
+    for (int s = 0; s < DG; s++)
+        for (int ng = 1; s + ng <= DG; ng++)
+            for (int nr = R; nr >= 5; nr = nr == 5 ? 0 : 5) {
+                const int n_out = (ng - 1) * R + nr;
+                memset(y, 0xff, sizeof(float) * (DG * R + 1));
+                pk->decode(n_cols, g + s * gb, ng, nr, a, y);
+                bad += memcmp(y, want + s * R, sizeof(float) * n_out) != 0;
+                bad += ((const uint32_t *)y)[n_out] != 0xffffffffu;
+            }
+    free(g);
+    free(a);
+    free(want);
+    free(y);
+    return bad;
+}
+
 /* The packed layout of W: single tokens == batch == 3 threads bit for bit (NTOK is past every pack's max_nc, so
  * the batch's later token tiles take the pack's tile_cached where it has one), and close to vec_dot's y_dot: within
  * rounding of float adds, or for a pack that rounds weights and activations itself (round_rel), within the
@@ -137,7 +172,7 @@ static int check_packed(const ht_tensor *W, const float *wf, const float *x, con
     for (int t = 0; t < NTOK; t++) run(&P, x + t * n_cols, 1, y1 + t * ROWS, 1);
     run(&P, x, NTOK, yb, 1);
     run(&P, x, NTOK, yt, 3);
-    const int bad_shape = check_tile_shapes(pk, buf, x, y1);
+    const int bad_shape = check_tile_shapes(pk, buf, x, y1), bad_decode = check_decode(pk, buf, groups, x);
     int bad_batch = 0, bad_threads = 0, far = 0;
     double worst = 0;
     for (int i = 0; i < NTOK * ROWS; i++) {
@@ -161,19 +196,20 @@ static int check_packed(const ht_tensor *W, const float *wf, const float *x, con
     if (exact_pack(W->type)) far = off_ref(W, x, y1);
     CHECK(bad_shape == 0, "%s %s: %d outputs of tiles of 1-%d tokens differ from single-token products", set, pk->name,
           bad_shape, pk->max_nc);
+    CHECK(bad_decode == 0, "%s %s: %d runs of the decode entry differ from the one-token tile", set, pk->name, bad_decode);
     CHECK(bad_batch == 0, "%s %s: %d outputs of the batch differ from single-token products", set, pk->name, bad_batch);
     CHECK(bad_threads == 0, "%s %s: %d outputs differ with 3 threads", set, pk->name, bad_threads);
     CHECK(far == 0, "%s %s: %d outputs off vec_dot's (worst %g%s)", set, pk->name, far, worst,
           exact_pack(W->type) ? "; the reference's bit for bit" : "");
     if (exact_pack(W->type))
-        printf("%-11s %-8s packed: tiles of 1-%d tokens, batch, 1 and 3 threads bit-identical to the reference vec_dot\n",
-               set, pk->name, pk->max_nc);
+        printf("%-11s %-8s packed: tiles of 1-%d tokens,%s batch, 1 and 3 threads bit-identical to the reference vec_dot\n",
+               set, pk->name, pk->max_nc, pk->decode ? " decode runs of 1-7 groups," : "");
     else
-        printf("%-11s %-8s packed: tiles of 1-%d tokens, batch, 1 and 3 threads bit-identical; within %.1e of vec_dot\n", set,
-               pk->name, pk->max_nc, worst);
+        printf("%-11s %-8s packed: tiles of 1-%d tokens,%s batch, 1 and 3 threads bit-identical; within %.1e of vec_dot\n",
+               set, pk->name, pk->max_nc, pk->decode ? " decode runs of 1-7 groups," : "", worst);
     const int bad_glu = check_glu(&P, x, y1, set, pk->name);
     free(buf);
-    return bad_shape + bad_batch + bad_threads + far + bad_glu;
+    return bad_shape + bad_decode + bad_batch + bad_threads + far + bad_glu;
 }
 
 /* The reference quantizer, or for the i-quants without one random block bytes with a sane fp16 d (at the

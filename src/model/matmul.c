@@ -25,6 +25,9 @@
 #define MM_CHUNK_BYTES (384 * 1024)
 #define MM_MAX_CHUNK_ROWS 256
 #define MM_MIN_CHUNKS 4
+/* Packs with a decode entry (one token, several groups' chains in flight) get whole fours of groups a chunk in
+ * decode, however big the group (F16 x16 rows of 8192: 256 KiB). */
+#define MM_DECODE_GROUPS 4
 /* Activations of at most this many elements are prepared by the calling thread: in decode a pool job for a
  * row or eight (a few microseconds of work) costs about what it saves. */
 #define MM_SERIAL_PREP 32768
@@ -80,6 +83,11 @@ static void mm_rows(const ht_tensor *W, const ht_traits *tr, int r0, int r1, con
         const ht_pack *pk = W->pack;
         const int R = pk->rows;
         const size_t gb = pk->group_bytes(n);
+        if (n_tok == 1 && pk->decode) {   /* one token: the chunk's groups in one call */
+            pk->decode(n, W->packed + (size_t)(r0 / R) * gb, (r1 - r0 + R - 1) / R, r1 - (r1 - r0 - 1) / R * R - r0, a, y + r0);
+            if (fuse) fuse->post(fuse->arg, m, r0, r1, 0, 1);
+            return;
+        }
         for (int t = 0; t < n_tok; t += pk->max_nc) {
             const int nc = HT_MIN(pk->max_nc, n_tok - t);
             /* the first token tile brings the chunk's weights in; the next ones find them in L2 */
@@ -114,6 +122,7 @@ static int chunk_rows(const ht_tensor *W, const ht_traits *tr, int n_tok, int64_
     const size_t unit_bytes = W->packed ? W->pack->group_bytes(W->ne[0]) : W->row_bytes * (size_t)unit;
     int64_t units = (int64_t)(MM_CHUNK_BYTES / (unit_bytes ? unit_bytes : 1));
     units = HT_MIN(units, MM_MAX_CHUNK_ROWS / unit);
+    if (W->packed && W->pack->decode && n_tok == 1) units = HT_MAX(units, MM_DECODE_GROUPS) / MM_DECODE_GROUPS * MM_DECODE_GROUPS;
     units = HT_MIN(units, balance_rows / unit / (MM_MIN_CHUNKS * HT_MAX(nth, 1)));
     return (int)HT_MAX(units, W->packed || gemm ? 1 : MM_CHUNK_ROWS / HT_TILE_MAX) * unit;
 }

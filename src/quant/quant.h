@@ -126,6 +126,10 @@ typedef struct ht_pack {
     /* Optional: the same tile without software prefetches, for groups already in cache (matmul's token tiles
      * after a chunk's first). NULL: tile. */
     void (*tile_cached)(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys);
+    /* Optional: one token (decode) against ng >= 1 consecutive groups (g, g + group_bytes(n), ...; the last one's
+     * rows nr) into y[0 .. (ng - 1) * rows + nr), each output bit-identical to tile's with nc = 1: several groups
+     * at once, for the latency of the tile's few chains of adds. NULL: tile per group. */
+    void (*decode)(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, float *y);
 } ht_pack;
 
 /* A whole batch against the file's layout (no repacking), for prefill: the tile of ht_vec_dot_tile_fn with any

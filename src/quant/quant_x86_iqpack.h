@@ -109,7 +109,7 @@ HT_AI void iq4_xsx16_tile(const int NC, int n, const uint8_t *g, int nr, const u
 PK_TILE(pk_iq4_xs_x16_tile, iq4_xsx16_tile, 8)
 
 static const ht_pack pk_iq4_xs_x16 = {"IQ4_XSx16", 16, PK_IQ4XS_NC, pk_iq4_xs_x16_bytes, pk_iq4_xs_x16_pack,
-                                      pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL};
+                                      pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL};
 #endif
 
 #if !HT_X86_VNNI
@@ -170,5 +170,5 @@ HT_AI void iq4_xsx8_tile(const int NC, int n, const uint8_t *g, int nr, const ui
 PK_TILE(pk_iq4_xs_x8_tile, iq4_xsx8_tile, 4)
 
 static const ht_pack pk_iq4_xs_x8 = {"IQ4_XSx8", 8, PK8_NC, pk_iq4_xs_x8_bytes, pk_iq4_xs_x8_pack, pk_k_act_bytes,
-                                     pk_k_act_prep, pk_iq4_xs_x8_tile, 0, NULL};
+                                     pk_k_act_prep, pk_iq4_xs_x8_tile, 0, NULL, NULL};
 #endif
