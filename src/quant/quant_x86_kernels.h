@@ -50,6 +50,17 @@ HT_AI __m256 halves8(const uint8_t *p, size_t stride) {
                                           (short)ldh(p + 7 * stride)));
 }
 
+#if HT_X86_AVX512
+/* The halves at byte o of 16 rows (row[0..15] + o) as floats: 16 blocks' scales. */
+HT_AI __m512 halves16(const uint8_t *const *row, size_t o) {
+    return _mm512_cvtph_ps(_mm256_setr_epi16(
+        (short)ldh(row[0] + o), (short)ldh(row[1] + o), (short)ldh(row[2] + o), (short)ldh(row[3] + o),
+        (short)ldh(row[4] + o), (short)ldh(row[5] + o), (short)ldh(row[6] + o), (short)ldh(row[7] + o),
+        (short)ldh(row[8] + o), (short)ldh(row[9] + o), (short)ldh(row[10] + o), (short)ldh(row[11] + o),
+        (short)ldh(row[12] + o), (short)ldh(row[13] + o), (short)ldh(row[14] + o), (short)ldh(row[15] + o)));
+}
+#endif
+
 HT_AI float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -1444,15 +1455,6 @@ HT_AI void transpose16(__m512i *R) {
     }
 }
 
-/* The fp16 scales of block b of the 16 rows as floats. */
-HT_AI __m512 kqz_scales(const uint8_t *const *row, size_t o) {
-    return _mm512_cvtph_ps(_mm256_setr_epi16(
-        (short)ldh(row[0] + o), (short)ldh(row[1] + o), (short)ldh(row[2] + o), (short)ldh(row[3] + o),
-        (short)ldh(row[4] + o), (short)ldh(row[5] + o), (short)ldh(row[6] + o), (short)ldh(row[7] + o),
-        (short)ldh(row[8] + o), (short)ldh(row[9] + o), (short)ldh(row[10] + o), (short)ldh(row[11] + o),
-        (short)ldh(row[12] + o), (short)ldh(row[13] + o), (short)ldh(row[14] + o), (short)ldh(row[15] + o)));
-}
-
 HT_AI void kqz_cols(const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as, float *y,
                     size_t ys) {
     const size_t WS = sizeof(block_q8_0), Q = offsetof(block_q8_0, qs);
@@ -1485,7 +1487,7 @@ HT_AI void kqz_cols(const int NC, int n, const uint8_t *w, size_t ws, int nr, co
                 R[r] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
             }
             transpose16(R);
-            const __m512 dk0 = kqz_scales(row, o), dk1 = two ? kqz_scales(row, o + WS) : _mm512_setzero_ps();
+            const __m512 dk0 = halves16(row, o), dk1 = two ? halves16(row, o + WS) : _mm512_setzero_ps();
             HT_UNROLL
             for (int c = 0; c < NC; c++) {
                 const uint8_t *qb = a + (size_t)c * as + o + Q;
@@ -1557,15 +1559,6 @@ HT_AI pv_vf pv_load(const uint8_t *q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8
 #endif
 
 #if HT_X86_AVX512
-/* The scales of the Q8_0 blocks at byte o of 16 rows, as floats (t < 16). */
-HT_AI void pv_scales16(const uint8_t *const *row, size_t o, float *d) {
-    _mm512_storeu_ps(d, _mm512_cvtph_ps(_mm256_setr_epi16(
-        (short)ldh(row[0] + o), (short)ldh(row[1] + o), (short)ldh(row[2] + o), (short)ldh(row[3] + o),
-        (short)ldh(row[4] + o), (short)ldh(row[5] + o), (short)ldh(row[6] + o), (short)ldh(row[7] + o),
-        (short)ldh(row[8] + o), (short)ldh(row[9] + o), (short)ldh(row[10] + o), (short)ldh(row[11] + o),
-        (short)ldh(row[12] + o), (short)ldh(row[13] + o), (short)ldh(row[14] + o), (short)ldh(row[15] + o))));
-}
-
 /* NC columns (outputs oc[c]), NV vectors of dims from d0 (in at most PV_NB blocks). Positions go 16 at a time:
  * their block scales are converted together and multiplied by each column's 16 probabilities in one vector
  * product (pd = p * d, the reference's factor), so that the per-position work is the int8 conversion shared
@@ -1592,7 +1585,7 @@ HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, s
         }
         float pd[4][PV_NB][16], d[16];
         for (int kb = 0; kb < nbk; kb++) {
-            pv_scales16(row, (size_t)(b0 + kb) * WS, d);
+            _mm512_storeu_ps(d, halves16(row, (size_t)(b0 + kb) * WS));
             HT_UNROLL
             for (int c = 0; c < NC; c++) {
                 const float *pc = p + (size_t)c * ld + (size_t)t0;
