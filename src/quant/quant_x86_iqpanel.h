@@ -16,9 +16,10 @@
  *    62 + 64 = 126 and an activation at most 127 in magnitude (every Q8_K quantizer clamps to [-127, 127]),
  *    so |pair| <= 2 * 126 * 127 = 32004: exact. IQ4_XS + 128 would reach 2 * 241 * 127 = 61214, so there
  *    the panel keeps the signed values (off 0) and the product is |w| * (a with w's sign): |pair| <= 2 * 127
- *    * 127 = 32258. The PMADDWD sum, sc * (4 products), is at most 31 * 4 * 126 * 127 in magnitude.
+ *    * 127 = 32258; the PMADDWD sum, sc * (4 products) with |sc| <= 32, is far from int32's bounds.
+ *    test_quant_simd's extremes (random blocks against activations all +-127) fail with IQ4_XS at +128.
  * Every step is an exact integer (a sub-block's sum is below 32 * 241 * 128, a super-block's isum, offset
- * and all, below 2^31: 256 * 31 * 241 * 128 < 2^31), so each lane holds quant_ref.c's isum of its row; the
+ * and all, below 2^31: 256 * 32 * 241 * 128 < 2^31 with |sc| <= 32), so each lane holds quant_ref.c's isum of its row; the
  * float part is tileK's, lane by lane: sum += (d * a->d) * (float)isum per super-block in order, then
  * post * sum. Bit-identical to vec_dot. test_quant_simd checks every set's batch products against it. */
 
