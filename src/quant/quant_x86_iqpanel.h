@@ -14,12 +14,12 @@
  *  - AVX2 / AVX-512 without VNNI: PMADDUBSW then PMADDWD by the scale, held as an int16 pair (sc, sc) per
  *    lane. PMADDUBSW saturates the sum of two u8 x s8 products at 32767: with off 64 a weight byte is at most
  *    62 + 64 = 126 and an activation at most 127 in magnitude (every Q8_K quantizer clamps to [-127, 127]),
- *    so |pair| <= 2 * 126 * 127 = 32004: exact. IQ4_XS + 128 would reach 2 * 241 * 127 = 61214, so there
- *    the panel keeps the signed values (off 0) and the product is |w| * (a with w's sign): |pair| <= 2 * 127
- *    * 127 = 32258; the PMADDWD sum, sc * (4 products) with |sc| <= 32, is far from int32's bounds.
- *    test_quant_simd's extremes (random blocks against activations all +-127) fail with IQ4_XS at +128.
+ *    so |pair| <= 2 * 126 * 127 = 32004: exact (test_quant_simd's extremes, random blocks against
+ *    activations all +-127, fail with a larger offset). IQ4_XS + 128 would reach 2 * 241 * 127 = 61214: these
+ *    sets leave IQ4_XS on its tiles (a panel of signed values with the sign trick |w| * (a with w's sign)
+ *    measured no faster than they: 0.99x, avx2, 1B pp512).
  * Every step is an exact integer (a sub-block's sum is below 32 * 241 * 128, a super-block's isum, offset
- * and all, below 2^31: 256 * 32 * 241 * 128 < 2^31 with |sc| <= 32), so each lane holds quant_ref.c's isum of its row; the
+ * and all, below 2^31: 256 * 32 * 241 * 128 < 2^31 with IQ4_XS's |sc| <= 32), so each lane holds quant_ref.c's isum of its row; the
  * float part is tileK's, lane by lane: sum += (d * a->d) * (float)isum per super-block in order, then
  * post * sum. Bit-identical to vec_dot. test_quant_simd checks every set's batch products against it. */
 
@@ -40,8 +40,6 @@ HT_AI void iqp_store(void *p, iqp_vi v) { _mm512_store_si512(p, v); }
 HT_AI iqp_rows iqp_rows_of(int mr) { return (__mmask16)((1u << mr) - 1); }
 HT_AI iqp_vf iqp_loady(const float *y, iqp_rows m) { return _mm512_maskz_loadu_ps(m, y); }
 HT_AI void iqp_storey(float *y, iqp_rows m, iqp_vf v) { _mm512_mask_storeu_ps(y, m, v); }
-/* a with the signs of w (w's zero bytes never meet a: IQ4_NL has no zero value) */
-HT_AI iqp_vi iqp_sign(iqp_vi a, iqp_vi w) { return _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(w), iqp_zero(), a); }
 /* dword k of the IQP_R rows of u (rows QK_K bytes apart) side by side */
 HT_AI iqp_vi iqp_column(const uint8_t *u, int k) {
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -61,7 +59,6 @@ HT_AI void iqp_store(void *p, iqp_vi v) { _mm256_store_si256((__m256i *)p, v); }
 HT_AI iqp_rows iqp_rows_of(int mr) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(mr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 HT_AI iqp_vf iqp_loady(const float *y, iqp_rows m) { return _mm256_maskload_ps(y, m); }
 HT_AI void iqp_storey(float *y, iqp_rows m, iqp_vf v) { _mm256_maskstore_ps(y, m, v); }
-HT_AI iqp_vi iqp_sign(iqp_vi a, iqp_vi w) { return _mm256_sign_epi8(a, w); }
 HT_AI iqp_vi iqp_column(const uint8_t *u, int k) {
     return _mm256_i32gather_epi32((const int *)u + k, _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448), 4);
 }
@@ -80,16 +77,13 @@ HT_AI int32_t iqp_ld32(const void *p) { int32_t v; memcpy(&v, p, 4); return v; }
 /* Elements per scale: 32 where one scale covers a 32-element chunk (one VPMULLD per 8 VPDPBUSD), else 16. */
 HT_AI int iqp_sub(const int T) { return T == HT_IQ2_XS || T == HT_IQ2_S || T == HT_IQ1_M ? 16 : 32; }
 
-/* The panel holds signed values (IQ4_XS without VNNI: see the top) */
-HT_AI bool iqp_signed(const int T) { return !HT_X86_VNNI && T == HT_IQ4_XS; }
-
-HT_AI int iqp_off(const int T) { return iqp_signed(T) ? 0 : T == HT_IQ4_XS ? 128 : 64; }
+HT_AI int iqp_off(const int T) { return T == HT_IQ4_XS ? 128 : 64; }
 
 /* One row's super-block wb: its 256 values + off into u (element order), its 16 scales into sc. */
 HT_AI void iqp_row(const int T, const uint8_t *wb, uint8_t *u, int16_t *sc) {
-    if (T == HT_IQ4_XS) {   /* kb_iq4_xs's decode, the table's values + off */
+    if (T == HT_IQ4_XS) {   /* kb_iq4_xs's decode, the table's values + 128 */
         const block_iq4_xs *b = (const block_iq4_xs *)wb;
-        const __m256i tab = _mm256_xor_si256(iq4nl_table(), _mm256_set1_epi8((char)(iqp_off(T) ? 0x80 : 0))), m4 = mask4();
+        const __m256i tab = _mm256_xor_si256(iq4nl_table(), _mm256_set1_epi8((char)0x80)), m4 = mask4();
         HT_UNROLL
         for (int p = 0; p < 4; p++) {
             const __m256i x = ld256(b->qs + 32 * p);
@@ -171,35 +165,32 @@ HT_AI void iqp_tokens(const int T, const int NT, const iqp_panel *p, int ns, con
 #else
             HT_UNROLL
             for (int k = 0; k < S / 4; k++) {
-                const iqp_vi wv = iqp_load(p->q[s][S / 4 * j + k]), wu = iqp_signed(T) ? IQP(abs_epi8)(wv) : wv;
+                const iqp_vi wv = iqp_load(p->q[s][S / 4 * j + k]);
                 HT_UNROLL
                 for (int c = 0; c < NT; c++) {
-                    iqp_vi av = IQP(set1_epi32)(iqp_ld32(ab[c]->qs + S * j + 4 * k));
-                    if (iqp_signed(T)) av = iqp_sign(av, wv);
-                    isum[c] = IQP(add_epi32)(isum[c], IQP(madd_epi16)(IQP(maddubs_epi16)(wu, av), sc));
+                    const iqp_vi av = IQP(set1_epi32)(iqp_ld32(ab[c]->qs + S * j + 4 * k));
+                    isum[c] = IQP(add_epi32)(isum[c], IQP(madd_epi16)(IQP(maddubs_epi16)(wv, av), sc));
                 }
             }
 #endif
         }
-        if (iqp_off(T)) {
+        HT_UNROLL
+        for (int j = 0; j < QK_K / 32; j++) {
+            const iqp_vi sc2 = iqp_load(p->sc2[s][j]);
             HT_UNROLL
-            for (int j = 0; j < QK_K / 32; j++) {
-                const iqp_vi sc2 = iqp_load(p->sc2[s][j]);
-                HT_UNROLL
-                for (int c = 0; c < NT; c++) {
-                    const iqp_vi bs = IQP(set1_epi32)(iqp_ld32(ab[c]->bsums + 2 * j));
+            for (int c = 0; c < NT; c++) {
+                const iqp_vi bs = IQP(set1_epi32)(iqp_ld32(ab[c]->bsums + 2 * j));
 #if HT_X86_VNNI
-                    off[c] = IQP(dpwssd_epi32)(off[c], sc2, bs);
+                off[c] = IQP(dpwssd_epi32)(off[c], sc2, bs);
 #else
-                    off[c] = IQP(add_epi32)(off[c], IQP(madd_epi16)(sc2, bs));
+                off[c] = IQP(add_epi32)(off[c], IQP(madd_epi16)(sc2, bs));
 #endif
-                }
             }
         }
         const iqp_vf dv = IQP(load_ps)(p->d[s]);
         HT_UNROLL
         for (int c = 0; c < NT; c++) {
-            const iqp_vi is = iqp_off(T) ? IQP(sub_epi32)(isum[c], IQP(slli_epi32)(off[c], iqp_off(T) == 128 ? 7 : 6)) : isum[c];
+            const iqp_vi is = IQP(sub_epi32)(isum[c], IQP(slli_epi32)(off[c], iqp_off(T) == 128 ? 7 : 6));
             acc[c] = IQP(add_ps)(acc[c], IQP(mul_ps)(IQP(mul_ps)(dv, IQP(set1_ps)(ab[c]->d)), IQP(cvtepi32_ps)(is)));
         }
     }
@@ -245,7 +236,9 @@ IQP_GEMM(iq3_xxs, HT_IQ3_XXS)
 IQP_GEMM(iq3_s, HT_IQ3_S)
 IQP_GEMM(iq1_s, HT_IQ1_S)
 IQP_GEMM(iq1_m, HT_IQ1_M)
+#if HT_X86_VNNI
 IQP_GEMM(iq4_xs, HT_IQ4_XS)
+#endif
 IQP_GEMM(tq1_0, HT_TQ1_0)
 IQP_GEMM(tq2_0, HT_TQ2_0)
 
@@ -257,7 +250,9 @@ static void iqp_install(ht_traits t[HT_NTYPES]) {
     t[HT_IQ3_S].gemm = &gm_iq3_s;
     t[HT_IQ1_S].gemm = &gm_iq1_s;
     t[HT_IQ1_M].gemm = &gm_iq1_m;
+#if HT_X86_VNNI   /* without VNNI, +128 would saturate (see the top) */
     t[HT_IQ4_XS].gemm = &gm_iq4_xs;
+#endif
     t[HT_TQ1_0].gemm = &gm_tq1_0;
     t[HT_TQ2_0].gemm = &gm_tq2_0;
 }
