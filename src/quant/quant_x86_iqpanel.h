@@ -19,11 +19,12 @@
  *    sets leave IQ4_XS on its tiles (a panel of signed values with the sign trick |w| * (a with w's sign)
  *    measured no faster than they: 0.99x, avx2, 1B pp512).
  * Every step is an exact integer (a sub-block's sum is below 32 * 241 * 128, a super-block's isum, offset
- * and all, below 2^31: 256 * 32 * 241 * 128 < 2^31 with IQ4_XS's |sc| <= 32), so each lane holds quant_ref.c's isum of its row; the
- * float part is tileK's, lane by lane: sum += (d * a->d) * (float)isum per super-block in order, then
- * post * sum. Bit-identical to vec_dot. test_quant_simd checks every set's batch products against it. */
+ * and all, below 2^31: 256 * 32 * 241 * 128 < 2^31 with IQ4_XS's |sc| <= 32), so each lane holds
+ * quant_ref.c's isum of its row; the float part is tileK's, lane by lane: sum += (d * a->d) * (float)isum per
+ * super-block in order, then post * sum. Bit-identical to vec_dot (test_quant_simd checks every set's batch
+ * products against it). */
 
-#define IQP_SB 4    /* super-blocks decoded at a time (a 22 KB panel at 16 rows: it stays in L1 while the batch passes) */
+#define IQP_SB 4    /* super-blocks decoded at a time (22 KB at 16 rows: it stays in L1 while the batch passes) */
 #define IQP_NT 4    /* tokens sharing each load of the panel */
 #define IQP_MIN_NC 8
 
@@ -59,7 +60,7 @@ HT_AI void iqp_store(void *p, iqp_vi v) { _mm256_store_si256((__m256i *)p, v); }
 HT_AI iqp_rows iqp_rows_of(int mr) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(mr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 HT_AI iqp_vf iqp_loady(const float *y, iqp_rows m) { return _mm256_maskload_ps(y, m); }
 HT_AI void iqp_storey(float *y, iqp_rows m, iqp_vf v) { _mm256_maskstore_ps(y, m, v); }
-HT_AI iqp_vi iqp_column(const uint8_t *u, int k) {
+HT_AI iqp_vi iqp_column(const uint8_t *u, int k) {   /* rows QK_K / 4 = 64 dwords apart */
     return _mm256_i32gather_epi32((const int *)u + k, _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448), 4);
 }
 #endif
