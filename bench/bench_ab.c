@@ -7,9 +7,9 @@
  * medians and the median of the paired ratios (B / A of the same round) say which build is faster.
  * Same threads, same tokens, same model file on both sides.
  *
- *   bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B
+ *   bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-c SET] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B
  *   e.g. bench_ab -p 512 -n 64 m.gguf /tmp/before/build/libhearth.so build/libhearth.so
- * -p 0 or -n 0 skips that phase. LIB_A may equal LIB_B (a check of the method: the ratio should come out 1).
+ * -p 0 or -n 0 skips that phase. -c forces a kernel set on both sides (hearth_set_kernels: "avx2", ...). LIB_A may equal LIB_B (a check of the method: the ratio should come out 1).
  * -a / -b apply a LoRA adapter at scale 1 on side A / B (unmerged; with -m B's is merged into its weights), or
  * several together (F1,F2,...): the same library on both sides with -b gives the adapters' overhead. */
 #define _GNU_SOURCE
@@ -53,11 +53,19 @@ static void *sym(void *h, const char *lib, const char *name) {
     return p;
 }
 
-static void open_side(side *s, const char *model, int threads, int n_ctx) {
+static void open_side(side *s, const char *model, int threads, int n_ctx, const char *set) {
     void *h = dlmopen(LM_ID_NEWLM, s->lib, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         fprintf(stderr, "bench_ab: %s\n", dlerror());
         exit(1);
+    }
+    if (set) {
+        bool (*set_kernels)(const char *);
+        *(void **)&set_kernels = sym(h, s->lib, "hearth_set_kernels");
+        if (!set_kernels(set)) {
+            fprintf(stderr, "bench_ab: %s: kernel set '%s' is not built in or this CPU cannot run it\n", s->lib, set);
+            exit(1);
+        }
     }
     *(void **)&s->model_load = sym(h, s->lib, "hearth_model_load");
     *(void **)&s->default_params = sym(h, s->lib, "hearth_ctx_default_params");
@@ -160,13 +168,14 @@ static void report(const char *what, const double *a, const double *b, int round
 
 int main(int argc, char **argv) {
     int threads = 2, n_pp = 512, n_tg = 64, rounds = 6, opt, merge = 0;
-    const char *lora[2] = {NULL, NULL};
-    while ((opt = getopt(argc, argv, "t:p:n:r:a:b:m")) != -1) {
+    const char *lora[2] = {NULL, NULL}, *set = NULL;
+    while ((opt = getopt(argc, argv, "t:p:n:r:c:a:b:m")) != -1) {
         switch (opt) {
         case 't': threads = atoi(optarg); break;
         case 'p': n_pp = atoi(optarg); break;
         case 'n': n_tg = atoi(optarg); break;
         case 'r': rounds = atoi(optarg); break;
+        case 'c': set = optarg; break;
         case 'a': lora[0] = optarg; break;
         case 'b': lora[1] = optarg; break;
         case 'm': merge = 1; break;
@@ -182,7 +191,7 @@ int main(int argc, char **argv) {
     if (!tok) return 1;
     for (int i = 0; i <= n_ctx; i++) tok[i] = 1 + (hearth_token)((i * 7919) % 255);   /* ids 1-255: in every vocabulary */
     for (int i = 0; i < 2; i++) {
-        open_side(&s[i], argv[optind], threads, n_ctx);
+        open_side(&s[i], argv[optind], threads, n_ctx, set);
         run(&s[i], tok, n_pp < 64 ? n_pp : 64, n_pp ? 0 : 4);   /* touch the weights and scratch once */
     }
     printf("A: %s (%s)%s%s\nB: %s (%s)%s%s%s\n%s, %d threads, %d rounds A B B A of", s[0].lib, s[0].kernels(), lora[0] ? " + LoRA " : "",
@@ -205,6 +214,6 @@ int main(int argc, char **argv) {
     free(tok);
     return 0;
 usage:
-    fprintf(stderr, "usage: bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B\n");
+    fprintf(stderr, "usage: bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-c SET] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B\n");
     return 2;
 }

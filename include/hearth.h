@@ -62,6 +62,10 @@ HEARTH_API int hearth_model_meta_str(const hearth_model *m, const char *key, cha
 
 /* The CPU kernel set in use: "avx512vnni", "avx512", "avx2", "neon" or "scalar". */
 HEARTH_API const char *hearth_kernels(void);
+/* Use the kernel set of that name instead (as hearth --cpu does): false, leaving the set in use, if it is not
+ * built in or this CPU cannot run it. Call it before loading models: weights repacked at load follow the set of
+ * that moment. */
+HEARTH_API bool hearth_set_kernels(const char *name);
 
 /* ---- tokenizer ---- */
 /* False for a model loaded without tokenizer data (it then evaluates token ids only). */

@@ -134,7 +134,9 @@ static void check_synth(const char *shape, const char *golden) {
     unlink(path);
 }
 
+/* test_golden [MODEL [SET]]: one fixture (all without), with the kernel set SET ("avx2", ...) if named. */
 int main(int argc, char **argv) {
+    REQUIRE(argc < 3 || hearth_set_kernels(argv[2]), "kernel set %s: not built in or not runnable here", argv[2]);
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++)
         if (argc < 2 || !strcmp(argv[1], FIXTURES[i].model)) check_fixture(&FIXTURES[i]);
     if (argc < 2 || !strcmp(argv[1], "qwen3next")) check_synth("tiny-qwen3next", "qwen3next");

@@ -10,7 +10,8 @@
  * 4. Tiles: vec_dot_tile for every nr in 1..9, nc in 1..4 is bit-identical to vec_dot on each output, on short rows
  *    and on rows of several HT_TILE_CHUNKs (the scalar set checks ht_vec_dot_tile's fallback loop).
  * 4b. Batch products (a type's ht_gemm, where the set has one): every output of nr rows x nc tokens, nr and nc
- *    below and past the kernel's groups, short rows and long ones, bit-identical to vec_dot.
+ *    below and past the kernel's groups, short rows and long ones, and random blocks against activations at
+ *    +-127 (the int16 saturation bound of AVX2's PMADDUBSW), bit-identical to vec_dot.
  * 5. Transposed products (dot_t, F32 and F16): within 1e-5 of sum |w_i a_i| of the scalar ones, and each
  *    output bit-identical whatever n (a prefix of the positions) and nc.
  * 6. Multiply-add peaks (quant_mac_peak): every SIMD set names an instruction and measures a rate a CPU can
@@ -279,10 +280,23 @@ static int test_tiles(const char *set) {
     return checked;
 }
 
-/* ---- 4b. batch products (ht_gemm: the i-quants' panel GEMM of the VNNI set) ----
+/* ---- 4b. batch products (ht_gemm: the i-quants' panel GEMM of the x86 sets) ----
  * Every output of gemm->run over nr rows x nc tokens is bit-identical to vec_dot's, for row counts below, at and
  * past the panel's rows, token counts below and past its token groups, rows of a few super-blocks and of many
- * (several panels of super-blocks); outputs past nr are left alone. Returns the calls checked. */
+ * (several panels of super-blocks), and on extremes (random blocks against activations all +127 or all -127);
+ * outputs past nr are left alone. Returns the calls checked. */
+/* Activations of Q8_K blocks all at q (+-127, with their bsums) and d = 1: against random weight blocks (every
+ * grid index, sign and scale, the largest included) the worst case of an int8 product's intermediate sums — a
+ * PMADDUBSW pair of two large same-sign products saturates int16 unless the panel's offsets keep it below. */
+static void extreme_acts(void *dst, int n, int q) {
+    block_q8_K *b = dst;
+    for (int i = 0; i < n / QK_K; i++) {
+        b[i].d = 1.0f;
+        memset(b[i].qs, (int8_t)q, sizeof b[i].qs);
+        for (int j = 0; j < QK_K / 16; j++) b[i].bsums[j] = (int16_t)(16 * q);
+    }
+}
+
 #define G_ROWS 35
 #define G_TOK 37
 static int test_gemm(const char *set) {
@@ -294,15 +308,19 @@ static int test_gemm(const char *set) {
         const ht_traits *act = ht_get_traits(weight_types[t]);
         if (!act->gemm) continue;
         const ht_traits *ta = ht_get_traits_ref((uint32_t)act->vec_dot_type);
-        for (int big = 0; big < 2; big++) {
-            const int n = tile_n(act->blck, big);
+        for (int v = 0; v < 3; v++) {   /* short rows, long rows, extremes */
+            const int n = tile_n(act->blck, v == 1);
+            rng_state = 150 + t;
             for (int r = 0; r < G_ROWS; r++) {
                 fill(wf, n, D_GAUSS, 160 + 10 * t + (uint64_t)r);
-                weights_from(weight_types[t], wf, w[r], n);
+                if (v == 2) random_weights(weight_types[t], w[r], n, true);
+                else weights_from(weight_types[t], wf, w[r], n);
             }
             for (int c = 0; c < G_TOK; c++) {
                 fill(af, n, c % 5 == 3 ? D_OUTLIERS : c % 7 == 6 ? D_SPARSE : D_GAUSS, 190 + 10 * t + (uint64_t)c);
                 ta->from_float(af, a[c], n);
+                if (v == 2 && c % 3 < 2) extreme_acts(a[c], n, c % 3 ? -127 : 127);
+                else if (v == 2) random_acts(act->vec_dot_type, a[c], n, true);
             }
             for (int c = 0; c < G_TOK; c++)
                 for (int r = 0; r < G_ROWS; r++) one[c][r] = act->vec_dot(n, w[r], a[c]);

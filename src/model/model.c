@@ -407,6 +407,8 @@ const char *hearth_kernels(void) {
     return quant_backend();
 }
 
+bool hearth_set_kernels(const char *name) { return name && quant_set_backend(name); }
+
 /* ---- tokenizer entry points ---- */
 int hearth_tokenize(const hearth_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
                     hearth_token *out, int cap, hearth_err *err) {

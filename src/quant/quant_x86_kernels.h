@@ -21,7 +21,8 @@
  *    TQ's 1) and the min terms come from the activation's bsums, and the float formula is evaluated in scalar, super-block after super-block, in
  *    quant_ref.c's order: these dot products are bit-identical to the scalar ones. The i-quants' one-token
  *    instance (tileK1) reduces and scales 8 super-blocks in one vector, then adds them in that same order;
- *    on AVX-512 their grid types put the signs on the activations by a masked subtract.
+ *    on AVX-512 their grid types put the signs on the activations by a masked subtract. Their prefill
+ *    batches (8 tokens and more) take the panel GEMM of quant_x86_iqpanel.h, in every set.
  * Float weights (F32/F16/BF16 x F32): one FMA accumulator per output, reduced in a fixed order.
  * The dev box is a 2-core AMD EPYC with full-width AVX-512 (Zen 5 class: 2 zmm FMAs a cycle); the notes at
  * each kernel say what was measured there. Every weight row is prefetched 4 KB ahead (quant_simd.h).
