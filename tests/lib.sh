@@ -17,7 +17,8 @@ one_error_line() {
 }
 
 # sanitized_build: configures and builds SAN_BUILD ($HEARTH_BUILD-fuzz), the clang build with ASan + UBSan (and
-# libFuzzer's coverage) of everything: test_sanitizers runs the suite there, test_fuzz the fuzz targets. One
+# libFuzzer's coverage) of the programs the tests run (target test_programs: no benchmarks, and no libraries to
+# install, as test_install skips there): test_sanitizers runs the suite there, test_fuzz the fuzz targets. One
 # build serves both (under CTest its own step makes it first, and HEARTH_SAN_READY tells the two not to build
 # again while the other runs; a script run alone builds). On failure the log's tail is printed and 1 returned.
 sanitized_build() {
@@ -27,7 +28,7 @@ sanitized_build() {
     local B=$SAN_BUILD src; src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
     mkdir -p "$B"   # the build log lives in the build directory, not beside it in the source tree
     CC=clang cmake -S "$src" -B "$B" -DHEARTH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$B/build.log" 2>&1 &&
-        cmake --build "$B" -j"$(nproc)" >> "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; return 1; }
+        cmake --build "$B" -j"$(nproc)" --target test_programs >> "$B/build.log" 2>&1 || { tail -30 "$B/build.log"; return 1; }
 }
 
 # start_server NAME ARGS...: `hearth serve` on a free local port with ARGS, its output in $tmp/NAME.log (the

@@ -3,8 +3,9 @@
 # build directory that test_sanitizers uses too (lib.sh), every file of tests/fuzz/regressions/<target>/
 # replayed through its harness (and the model files through the hearth CLI: exit 0, or 1 with one error line),
 # then each target run over its seed corpus (tests/fuzz/seeds.mjs, from the fixtures) plus a fixed number of
-# mutations from a fixed seed (about 10 s each here): the same run every time, so CI cannot fail on a lucky
-# find that a rerun misses (HEARTH_FUZZ_SECONDS=N fuzzes N seconds per target with a random seed instead).
+# mutations from a fixed seed (a smoke run, about 3 s each here; the corpus and the regressions, which carry
+# what the campaigns found, are replayed in full): the same run every time, so CI cannot fail on a lucky find
+# that a rerun misses (HEARTH_FUZZ_SECONDS=N fuzzes N seconds per target with a random seed instead).
 # Longer campaigns: tests/fuzz/run.sh, whose finds go to tests/fuzz/regressions/.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -12,9 +13,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 if grep -qa __asan_init "$HEARTH"; then echo "sanitizer build: the fuzz targets have their own (covered by the normal run)"; exit 0; fi
 command -v node >/dev/null || { echo "FAIL: node not found (the seed corpora are written by tests/fuzz/seeds.mjs)"; exit 1; }
 targets=(fuzz_gguf fuzz_model fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize fuzz_jinja fuzz_request fuzz_grammar)
-declare -A runs=([fuzz_gguf]=60000 [fuzz_model]=2000 [fuzz_safetensors]=300000 [fuzz_tokenizer_json]=100000
-                 [fuzz_tokenize]=8000 [fuzz_jinja]=30000 [fuzz_request]=200000
-                 [fuzz_grammar]=60000)
+declare -A runs=([fuzz_gguf]=20000 [fuzz_model]=700 [fuzz_safetensors]=100000 [fuzz_tokenizer_json]=33000
+                 [fuzz_tokenize]=2700 [fuzz_jinja]=10000 [fuzz_request]=67000
+                 [fuzz_grammar]=20000)
 sanitized_build || { echo "FAIL: building the fuzz targets"; exit 1; }
 B=$SAN_BUILD
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

@@ -5,9 +5,11 @@
 # quant_neon_dotprod.c with -march=armv8.2-a+dotprod — the flags of cmake/simd.cmake) plus matmul.c and
 # threads.c and ops.c (which quant.c tells the vector width), static, with aarch64-linux-gnu-gcc, links
 # test_quant_simd.c, test_matmul.c and test_ops.c (the activations, softmax and norms) against them, and
-# runs them under qemu-aarch64 twice: -cpu cortex-a57 (no dot-product extension: the baseline NEON
-# kernels) and -cpu max (HWCAP_ASIMDDP: the SDOT kernels). Each run must pass and must report the
-# dot-product detection that CPU implies, so both paths are known to have run.
+# runs them under qemu-aarch64 twice: -cpu cortex-a57 (no dot-product extension: the scalar and baseline NEON
+# kernels) and -cpu max (HWCAP_ASIMDDP: the neon set with the SDOT kernels installed over it; that set alone,
+# HEARTH_TEST_SETS=neon, as the scalar set runs the same code as under cortex-a57). Each run must pass and
+# must report the dot-product detection that CPU implies and a result line of its sets, so both paths are
+# known to have run.
 # A missing cross compiler or qemu is a failure, not a skip: install them with
 #   apt-get install -y gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 set -euo pipefail
@@ -50,11 +52,11 @@ echo "built aarch64 tests in $OUT"
 
 fail=0
 for cpu in cortex-a57 max; do
-    want=no
-    [ "$cpu" = max ] && want=yes
+    want=no sets=
+    [ "$cpu" = max ] && want=yes sets=neon
     for t in test_quant_simd test_matmul test_ops; do
-        echo "== qemu-aarch64 -cpu $cpu $t"
-        if ! log=$("$QEMU" -cpu "$cpu" "$OUT/$t" 2>&1); then
+        echo "== qemu-aarch64 -cpu $cpu $t${sets:+ (HEARTH_TEST_SETS=$sets)}"
+        if ! log=$(HEARTH_TEST_SETS=$sets "$QEMU" -cpu "$cpu" "$OUT/$t" 2>&1); then
             echo "$log"
             echo "FAIL: $t under -cpu $cpu"
             fail=1
@@ -63,6 +65,10 @@ for cpu in cortex-a57 max; do
         echo "$log"
         if [ "$t" = test_quant_simd ] && ! grep -q "dot-product instructions: $want" <<<"$log"; then
             echo "FAIL: -cpu $cpu should report dot-product instructions: $want"
+            fail=1
+        fi
+        if [ -n "$sets" ] && [ "$t" != test_ops ] && ! grep -qE "^$sets +(from_float|[0-9]+ types)" <<<"$log"; then
+            echo "FAIL: $t under -cpu $cpu did not test the $sets kernels"
             fail=1
         fi
     done

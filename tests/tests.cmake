@@ -8,6 +8,7 @@ foreach(src ${HEARTH_C_TESTS})
   target_link_libraries(${name} PRIVATE hearth_core)
   add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests)
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "HEARTH=$<TARGET_FILE:hearth>;HEARTH_BUILD=${CMAKE_BINARY_DIR}")
+  list(APPEND HEARTH_TEST_PROGRAMS ${name})
 endforeach()
 file(GLOB HEARTH_SH_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.sh)
 foreach(src ${HEARTH_SH_TESTS})
@@ -18,6 +19,10 @@ endforeach()
 # pty_drive: plays a terminal user's keystrokes against a command (test_chat's line-editing checks)
 add_executable(pty_drive ${CMAKE_SOURCE_DIR}/tests/pty_drive.c)
 target_link_libraries(pty_drive PRIVATE util)
+# test_programs: what the tests run (the CLI, the C tests, pty_drive, the fuzz targets of a HEARTH_FUZZ build),
+# without the benchmarks and the installed libraries: all that lib.sh's sanitized_build makes
+add_custom_target(test_programs)
+add_dependencies(test_programs hearth pty_drive ${HEARTH_TEST_PROGRAMS} ${HEARTH_FUZZ_TARGETS})
 # test_sanitizers and test_fuzz share one sanitized build directory (tests/lib.sh), built once first by
 # sanitized_build; then they run side by side
 add_test(NAME sanitized_build COMMAND bash -c "source ./lib.sh && sanitized_build" WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests)

@@ -3,6 +3,7 @@
 #define HEARTH_TESTUTIL_H
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 
@@ -30,5 +31,18 @@ static inline hearth_model *tu_load_model(const char *name) {
     snprintf(path, sizeof path, "data/models/%s.gguf", name);
     REQUIRE(!hearth_model_load(path, &m, &err), "%s: %s", path, err.msg);
     return m;
+}
+
+/* Whether a test that loops over the kernel sets runs SET: HEARTH_TEST_SETS=a,b names the ones to run (all when
+ * unset). The qemu scripts give each emulated CPU only the sets that none of their other runs covers. */
+static inline int tu_set_wanted(const char *set) {
+    const char *p = getenv("HEARTH_TEST_SETS");
+    if (!p || !*p) return 1;
+    for (const size_t n = strlen(set); *p;) {
+        const size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, set, n)) return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
 }
 #endif
