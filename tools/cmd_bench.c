@@ -508,6 +508,7 @@ static int load(const bench_args *a, loaded *l, hearth_err *err) {
     cp.n_threads = (int)a->threads;
     cp.n_ctx = (int)(a->n_ctx ? a->n_ctx : HT_MAX(2048, a->depth + a->n_prompt + a->n_gen));
     cp.n_batch = (int)HT_MAX(a->draft_path ? SPEC_MAX_DRAFT + 1 : 1, a->n_prompt);   /* verification batches whole */
+    cp.n_batch = (int)HT_MAX(cp.n_batch, HT_MIN(a->depth, 512));                      /* and -d's fill (run_tests) */
     cp.cache_type = a->cache_type[0], cp.cache_type_k = a->cache_type[0], cp.cache_type_v = a->cache_type[1];
     for (int i = 0; i < a->lora.n; i++) {
         hearth_err e2;
@@ -525,20 +526,22 @@ static int load(const bench_args *a, loaded *l, hearth_err *err) {
 
 static int run_tests(const bench_args *a, loaded *l, const hearth_model_info *in, hearth_err *err, stat2 *tg, stat2 *pp,
                      long *pp_n) {
-    int n = (int)HT_MAX(a->n_prompt, 1);
-    hearth_token *toks = malloc((size_t)n * sizeof *toks);
+    /* -d fills the cache in batches of the prompt's size, or of up to 512 with -p 0 (one token at a time took
+     * minutes at depth 16384; decode through the cache gives the batch's logits, so the fill's shape changes nothing) */
+    int n = (int)HT_MAX(a->n_prompt, 1), fill = a->depth ? (int)HT_MAX(n, HT_MIN(a->depth, 512)) : n;
+    hearth_token *toks = malloc((size_t)fill * sizeof *toks);
     if (!toks) return herr(err, "out of memory");
     uint64_t r = 0x853c49e6748fea9bull;
-    for (int i = 0; i < n; i++) { r = r * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (hearth_token)((r >> 33) % (uint64_t)in->n_vocab); }
+    for (int i = 0; i < fill; i++) { r = r * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (hearth_token)((r >> 33) % (uint64_t)in->n_vocab); }
     hearth_token bos = hearth_token_bos(l->m);
     char desc[128], test[32];
     model_desc(l->m, in, desc, sizeof desc);
     int threads = pool_size(l->c->pool), rc = 0;
     stat2 s = { 0, 0 };
-    /* -d: the cache filled once with depth tokens (batches of the prompt's size), then kept by each run */
+    /* -d: the cache filled once with depth tokens, then kept by each run */
     hearth_seq_truncate(l->c, 0, 0);
-    for (int d = 0; d < a->depth && !rc; d += n) {
-        hearth_batch b = { .n = (int)HT_MIN(n, a->depth - d), .tokens = toks };
+    for (int d = 0; d < a->depth && !rc; d += fill) {
+        hearth_batch b = { .n = (int)HT_MIN(fill, a->depth - d), .tokens = toks };
         rc = hearth_decode(l->c, &b, err);
     }
     if (rc) { free(toks); return -1; }
