@@ -185,18 +185,31 @@ static void check_rope_yarn(void) {
     printf("%-14s correction pairs [%g, %g]: unscaled below, interpolated above, the ramp between\n", "rope_yarn", dims[0], dims[1]);
 }
 
+/* The vector widths of ops.c (ops_set_isa: what `--cpu` picks): ISA[k] for the k this CPU runs. */
+static const char *const ISA[] = {"scalar", "avx2", "avx512"};
+static bool isa_runs(int k) {
+#if defined(__x86_64__)
+    return k == 0 || (k == 1 && __builtin_cpu_supports("avx2")) || (k == 2 && __builtin_cpu_supports("avx512f"));
+#else
+    return k == 0;   /* one width elsewhere */
+#endif
+}
+
+/* Back to the default choice: the widest the machine has. */
+static void isa_default(void) {
+    ops_set_isa("avx512vnni");   /* clamps below on a machine without it */
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512f")) ops_set_isa(__builtin_cpu_supports("avx2") ? "avx2" : "scalar");
+#endif
+}
+
 /* Each vector width the CPU runs (ops_set_isa: what `--cpu` picks) gives the same bits for every op. */
 static void check_widths(void) {
-    static const char *const isa[] = {"scalar", "avx2", "avx512"};
     static float x[N], u[N], ref[8][N], got[N];
     int n_run = 0;
     for (int k = 0; k < 3; k++) {
-#if defined(__x86_64__)
-        if ((k == 1 && !__builtin_cpu_supports("avx2")) || (k == 2 && !__builtin_cpu_supports("avx512f"))) continue;
-#else
-        if (k) continue;   /* one width elsewhere */
-#endif
-        ops_set_isa(isa[k]);
+        if (!isa_runs(k)) continue;
+        ops_set_isa(ISA[k]);
         for (int op = 0; op < 8; op++) {
             inputs(x, u);
             memcpy(got, x, sizeof got);
@@ -211,14 +224,11 @@ static void check_widths(void) {
             default: op_rmsnorm(got, u, x, N, 1e-6f); break;
             }
             if (!n_run) memcpy(ref[op], got, sizeof got);
-            else CHECK(!memcmp(ref[op], got, sizeof got), "op %d: %s gives other bits than %s", op, isa[k], isa[0]);
+            else CHECK(!memcmp(ref[op], got, sizeof got), "op %d: %s gives other bits than %s", op, ISA[k], ISA[0]);
         }
         n_run++;
     }
-    ops_set_isa("avx512vnni");   /* back to the default choice on a machine that has it (else clamps below) */
-#if defined(__x86_64__)
-    if (!__builtin_cpu_supports("avx512f")) ops_set_isa(__builtin_cpu_supports("avx2") ? "avx2" : "scalar");
-#endif
+    isa_default();
     printf("%-14s the same bits in each of %d vector widths (silu, gelu_tanh, gated forms, swiglu_oai, softmax ± sink, rmsnorm)\n",
            "widths", n_run);
 }
@@ -231,7 +241,6 @@ __attribute__((optimize("no-tree-vectorize")))
 #endif
 static void check_kv_rows(void) {
     enum { D = 96, M = 7, NC = 6 };
-    static const char *const isa[] = {"scalar", "avx2", "avx512"};
     static const uint32_t types[] = {HT_Q8_0, HT_Q4_0, HT_BF16};
     float x[M * D], y[M * D], want[M * D], p[NC * M], o[NC * D], o1[NC * D], ref[NC * D];
     uint8_t q[M * D * 2];
@@ -239,12 +248,8 @@ static void check_kv_rows(void) {
     for (int i = 0; i < M * D; i++) x[i] = (float)sin(0.37 * i) * (i % 13 == 0 ? 9.0f : 1.0f);
     for (int i = 0; i < NC * M; i++) p[i] = (float)(0.5 + 0.5 * cos(1.3 * i)) / M;
     for (int k = 0; k < 3; k++) {
-#if defined(__x86_64__)
-        if ((k == 1 && !__builtin_cpu_supports("avx2")) || (k == 2 && !__builtin_cpu_supports("avx512f"))) continue;
-#else
-        if (k) continue;
-#endif
-        ops_set_isa(isa[k]);
+        if (!isa_runs(k)) continue;
+        ops_set_isa(ISA[k]);
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
             const ht_traits *tr = ht_get_traits_ref(types[ti]);
             const size_t rs = ht_row_size(types[ti], D);
@@ -255,13 +260,13 @@ static void check_kv_rows(void) {
                 rows[r] = q + r * rs;
             }
             op_kv_rows_to_float(types[ti], rows, M, y, D);
-            CHECK(!memcmp(y, want, sizeof y), "%s rows to float (%s) differ from the reference to_float", tr->name, isa[k]);
+            CHECK(!memcmp(y, want, sizeof y), "%s rows to float (%s) differ from the reference to_float", tr->name, ISA[k]);
         }
         memset(o, 0, sizeof o), memset(o1, 0, sizeof o1);
         op_pv_add(o, 3 * D, 3, NC, x, 4, D, p, M);
         op_pv_add(o, 3 * D, 3, NC, x + 4 * D, 3, D, p + 4, M);
         for (int r = 0; r < M; r++) op_pv_add(o1, 3 * D, 3, NC, x + r * D, 1, D, p + r, M);
-        CHECK(!memcmp(o, o1, sizeof o), "pv_add (%s): rows 4 + 3 and 7 x 1 give other bits", isa[k]);
+        CHECK(!memcmp(o, o1, sizeof o), "pv_add (%s): rows 4 + 3 and 7 x 1 give other bits", ISA[k]);
         double worst = 0;
         for (int c = 0; c < NC; c++)
             for (int d = 0; d < D; d++) {
@@ -269,15 +274,12 @@ static void check_kv_rows(void) {
                 for (int r = 0; r < M; r++) s += (double)p[c * M + r] * x[r * D + d];
                 worst = fmax(worst, fabs(o[c * D + d] - s));
             }
-        CHECK(worst <= 1e-6, "pv_add (%s): %.3g from the sum in double", isa[k], worst);
+        CHECK(worst <= 1e-6, "pv_add (%s): %.3g from the sum in double", ISA[k], worst);
         if (!n_run) memcpy(ref, o, sizeof o);
-        else CHECK(!memcmp(ref, o, sizeof o), "pv_add: %s gives other bits than %s", isa[k], isa[0]);
+        else CHECK(!memcmp(ref, o, sizeof o), "pv_add: %s gives other bits than %s", ISA[k], ISA[0]);
         n_run++;
     }
-    ops_set_isa("avx512vnni");   /* back to the default, as check_widths leaves it */
-#if defined(__x86_64__)
-    if (!__builtin_cpu_supports("avx512f")) ops_set_isa(__builtin_cpu_supports("avx2") ? "avx2" : "scalar");
-#endif
+    isa_default();
     printf("%-14s Q8_0, Q4_0, BF16 rows as the reference to_float; pv_add the same bits in %d widths and groupings\n",
            "kv rows", n_run);
 }
@@ -291,15 +293,10 @@ static void check_axpy_m(void) {
     for (int i = 0; i < M * W; i++) b[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
     for (int i = 0; i < W; i++) y0[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 4194304.0f - 2.0f;
     for (int k = 0; k < M; k++) a[k] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f * 0.1f;
-    static const char *const isa[] = { "scalar", "avx2", "avx512" };
     const int ns[] = { 1, 15, 16, 17, 63, 64, 65, 130, 256, 271, W };
     for (int w = 0; w < 3; w++) {
-#if defined(__x86_64__)
-        if ((w == 1 && !__builtin_cpu_supports("avx2")) || (w == 2 && !__builtin_cpu_supports("avx512f"))) continue;
-#else
-        if (w) continue;   /* one width elsewhere */
-#endif
-        ops_set_isa(isa[w]);
+        if (!isa_runs(w)) continue;
+        ops_set_isa(ISA[w]);
         for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++)
             for (int m = 1; m <= M; m += 19) {
                 const int n = ns[t];
@@ -307,13 +304,10 @@ static void check_axpy_m(void) {
                 for (int k = 0; k < m; k++) op_axpy(ref, a[k], b + (size_t)k * W, n);
                 memcpy(y, y0, sizeof y);
                 op_axpy_m(y, a, b, W, m, n);
-                CHECK(!memcmp(y, ref, sizeof y), "op_axpy_m (%s, n=%d, m=%d) differs from op_axpy in turn", isa[w], n, m);
+                CHECK(!memcmp(y, ref, sizeof y), "op_axpy_m (%s, n=%d, m=%d) differs from op_axpy in turn", ISA[w], n, m);
             }
     }
-    ops_set_isa("avx512vnni");   /* back to the default, as check_widths leaves it */
-#if defined(__x86_64__)
-    if (!__builtin_cpu_supports("avx512f")) ops_set_isa(__builtin_cpu_supports("avx2") ? "avx2" : "scalar");
-#endif
+    isa_default();
 }
 
 /* op_matvec2_t (64 columns at a time in registers, M prefetched ahead) gives the bits of a = 0; a += x[r] * M[r]
@@ -327,15 +321,10 @@ static void check_matvec2_t(void) {
         x[r] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
         y[r] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 4194304.0f - 2.0f;
     }
-    static const char *const isa[] = { "scalar", "avx2", "avx512" };
     const int ns[] = { 1, 17, 64, 65, 128, 130, W }, rs[] = { 1, 16, 17, 128, R };
     for (int w = 0; w < 3; w++) {
-#if defined(__x86_64__)
-        if ((w == 1 && !__builtin_cpu_supports("avx2")) || (w == 2 && !__builtin_cpu_supports("avx512f"))) continue;
-#else
-        if (w) continue;
-#endif
-        ops_set_isa(isa[w]);
+        if (!isa_runs(w)) continue;
+        ops_set_isa(ISA[w]);
         for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++)
             for (size_t u = 0; u < sizeof rs / sizeof rs[0]; u++) {
                 const int n = ns[t], rows = rs[u];
@@ -349,13 +338,10 @@ static void check_matvec2_t(void) {
                 }
                 op_matvec2_t(a, b, M, x, y, rows, n);
                 CHECK(!memcmp(a, ra, (size_t)n * sizeof *a) && !memcmp(b, rb, (size_t)n * sizeof *b),
-                      "op_matvec2_t (%s, %d rows of %d) differs from the row-by-row sums", isa[w], rows, n);
+                      "op_matvec2_t (%s, %d rows of %d) differs from the row-by-row sums", ISA[w], rows, n);
             }
     }
-    ops_set_isa("avx512vnni");
-#if defined(__x86_64__)
-    if (!__builtin_cpu_supports("avx512f")) ops_set_isa(__builtin_cpu_supports("avx2") ? "avx2" : "scalar");
-#endif
+    isa_default();
 }
 
 int main(void) {
