@@ -9,8 +9,8 @@
  * single-token call would (quant.h), so the result does not depend on the batch size, the tiling or the thread
  * count. Where the type has a batch product (ht_gemm: the i-quants' panel GEMM) a prefill batch goes to it whole
  * instead, each weight block decoded once for all its tokens (bit-identical too). Matrices that share an input
- * and a format (q, k, v) are one job; a gated FFN's gate and up with their activation too (matmul_glu); so are all the chosen experts of a mixture-of-experts layer
- * (matmul_experts), whose items are (expert, chunk) pairs. */
+ * and a format (q, k, v) are one job; so are a gated FFN's gate and up with their activation (matmul_glu), and
+ * all the chosen experts of a mixture-of-experts layer (matmul_experts), whose items are (expert, chunk) pairs. */
 #include "model/matmul.h"
 
 #include <stdatomic.h>
