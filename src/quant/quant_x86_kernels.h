@@ -1575,6 +1575,7 @@ HT_AI pv_vf pv_load(const uint8_t *q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8
 #define pv_fma _mm512_fmadd_ps
 #define pv_zero _mm512_setzero_ps
 #define pv_store _mm512_storeu_ps
+#define pv_loadf _mm512_loadu_ps
 #else
 typedef __m256 pv_vf;
 #define PV_LANES 8
@@ -1584,6 +1585,7 @@ HT_AI pv_vf pv_load(const uint8_t *q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8
 #define pv_fma _mm256_fmadd_ps
 #define pv_zero _mm256_setzero_ps
 #define pv_store _mm256_storeu_ps
+#define pv_loadf _mm256_loadu_ps
 #endif
 
 #if HT_X86_AVX512
@@ -1595,14 +1597,14 @@ HT_AI pv_vf pv_load(const uint8_t *q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8
  * factors below, which it keeps. */
 #define PV_NB ((PV_NV * PV_LANES + QK8_0 - 1) / QK8_0)
 HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, size_t vs, int cap, int lo, int m,
-                         const float *p, size_t ld, float *const *oc) {
+                         const float *p, size_t ld, float *const *oc, bool add) {
     const size_t WS = sizeof(block_q8_0), Q = offsetof(block_q8_0, qs);
     const int b0 = d0 / QK8_0, nbk = (d0 + NV * PV_LANES - 1) / QK8_0 - b0 + 1;
     pv_vf acc[4][PV_NV];
     HT_UNROLL
     for (int c = 0; c < NC; c++)
         HT_UNROLL
-        for (int k = 0; k < NV; k++) acc[c][k] = pv_zero();
+        for (int k = 0; k < NV; k++) acc[c][k] = add ? pv_loadf(oc[c] + d0 + k * PV_LANES) : pv_zero();
     int slot = lo % cap;
     for (int t0 = 0; t0 < m; t0 += 16) {
         const int mt = HT_MIN(16, m - t0);
@@ -1645,13 +1647,13 @@ HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, s
 #else
 /* NC columns (outputs oc[c]), NV vectors of dims from d0. */
 HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, size_t vs, int cap, int lo, int m,
-                         const float *p, size_t ld, float *const *oc) {
+                         const float *p, size_t ld, float *const *oc, bool add) {
     const size_t WS = sizeof(block_q8_0), Q = offsetof(block_q8_0, qs);
     pv_vf acc[4][PV_NV];
     HT_UNROLL
     for (int c = 0; c < NC; c++)
         HT_UNROLL
-        for (int k = 0; k < NV; k++) acc[c][k] = pv_zero();
+        for (int k = 0; k < NV; k++) acc[c][k] = add ? pv_loadf(oc[c] + d0 + k * PV_LANES) : pv_zero();
     int slot = lo % cap;
     for (int t = 0; t < m; t++) {
         const uint8_t *row = v + (size_t)slot * vs;
@@ -1678,24 +1680,34 @@ HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, s
 }
 #endif
 
+/* add: the outputs carry the sums of the positions before lo (the accumulators start from them). */
 HT_AI void pv_q8_0_cols(const int NC, int n, const uint8_t *v, size_t vs, int cap, int lo, int m, const float *p,
-                        size_t ld, float *const *oc) {
+                        size_t ld, float *const *oc, bool add) {
     int d0 = 0;
-    for (; d0 + PV_NV * PV_LANES <= n; d0 += PV_NV * PV_LANES) pv_q8_0_chunk(NC, PV_NV, d0, v, vs, cap, lo, m, p, ld, oc);
-    if (d0 < n) pv_q8_0_chunk(NC, 2, d0, v, vs, cap, lo, m, p, ld, oc);   /* AVX-512: the 32 dims left */
+    for (; d0 + PV_NV * PV_LANES <= n; d0 += PV_NV * PV_LANES) pv_q8_0_chunk(NC, PV_NV, d0, v, vs, cap, lo, m, p, ld, oc, add);
+    if (d0 < n) pv_q8_0_chunk(NC, 2, d0, v, vs, cap, lo, m, p, ld, oc, add);   /* AVX-512: the 32 dims left */
 }
+
+/* More than 4 columns (a prefill block's tokens and heads) take the positions PV_SPAN at a time, every column
+ * group over one span before the next, so a span's rows are read from memory once and then from L1; each output
+ * still adds its positions in order (its sum goes through memory between spans, exactly). */
+#define PV_SPAN 128
 
 static void pv_q8_0(int n, const void *v, size_t vs, int cap, int lo, int m, const float *p, size_t ld, int nc,
                     float *o, size_t os, int per) {
-    for (int c0 = 0; c0 < nc;) {
-        const int g = nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
-        float *oc[4];
-        for (int c = 0; c < g; c++) oc[c] = o + (size_t)((c0 + c) / per) * os + (size_t)((c0 + c) % per) * n;
-        const float *pc = p + (size_t)c0 * ld;
-        if (g == 4) pv_q8_0_cols(4, n, v, vs, cap, lo, m, pc, ld, oc);
-        else if (g == 2) pv_q8_0_cols(2, n, v, vs, cap, lo, m, pc, ld, oc);
-        else pv_q8_0_cols(1, n, v, vs, cap, lo, m, pc, ld, oc);
-        c0 += g;
+    const int span = nc > 4 ? PV_SPAN : HT_MAX(m, 1);
+    for (int t0 = 0; t0 < m || t0 == 0; t0 += span) {
+        const int mt = HT_MIN(span, m - t0);
+        for (int c0 = 0; c0 < nc;) {
+            const int g = nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
+            float *oc[4];
+            for (int c = 0; c < g; c++) oc[c] = o + (size_t)((c0 + c) / per) * os + (size_t)((c0 + c) % per) * n;
+            const float *pc = p + (size_t)c0 * ld + (size_t)t0;
+            if (g == 4) pv_q8_0_cols(4, n, v, vs, cap, lo + t0, mt, pc, ld, oc, t0 > 0);
+            else if (g == 2) pv_q8_0_cols(2, n, v, vs, cap, lo + t0, mt, pc, ld, oc, t0 > 0);
+            else pv_q8_0_cols(1, n, v, vs, cap, lo + t0, mt, pc, ld, oc, t0 > 0);
+            c0 += g;
+        }
     }
 }
 
