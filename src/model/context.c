@@ -481,9 +481,9 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
  * K and V each have their own type and layout. F32 / F16: cached transposed ([seq][kv head][dim][position]).
  * q·k is the type's dot_t: for each dim, one K^T row segment (a vector lane per position) times each head's
  * q value, so no score ends in a horizontal sum; softmax·V takes V^T rows (one per output dim) through the
- * type's dot-product tiles against the heads' probability rows. BF16 / Q8_0 / Q4_0: rows (one per position)
- * as stored, computed on in place: q is converted to the K type's vec_dot type (Q8_0 blocks for Q8_0 and
- * Q4_0 keys: int8 dot products, as ggml's flash attention over a quantized cache does) and scored with the
+ * type's dot-product tiles against the heads' probability rows. BF16 / Q8_0 / Q4_0: rows (a kv head's positions
+ * one after another) as stored, computed on in place: q is converted to the K type's vec_dot type (Q8_0 blocks
+ * for Q8_0 and Q4_0 keys: int8 dot products, as ggml's flash attention over a quantized cache does) and scored with the
  * type's kq kernel (Q8_0: the reference vec_dot's scores, several positions reduced at once) or its dot-product
  * tiles; V rows go through the type's pv kernel (Q8_0: the outputs held in registers while the rows go by,
  * each row converted once) or are dequantized PV_ROWS at a time, and are accumulated into the outputs in
@@ -617,18 +617,18 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
     const ht_traits *trk = ht_get_traits(c->k_type);
     if (kv_rows(c->k_type)) {   /* scores past a token's own range are computed and ignored, as below */
         const uint32_t qt = (uint32_t)trk->vec_dot_type;
-        const size_t krs = ht_row_size(c->k_type, hd), qrs = ht_row_size(qt, hd), kstride = krs;
+        const size_t krs = ht_row_size(c->k_type, hd), qrs = ht_row_size(qt, hd);
         const uint8_t *kb = (const uint8_t *)j->L->k + kv_row_off(j->L, krs, s, kvh, 0);
         for (int t = a; t < b; t++)
             for (int h = 0; h < nh; h++)
                 ht_quantize_row(qt, j->q + ((size_t)t * hp->n_head + h0 + h) * hd, tmp + ((size_t)(t - a) * nh + h) * qrs, hd);
         const int n_all = (int)ls, s0 = LO % cap, n0 = HT_MIN(n_all, cap - s0);
         if (trk->kq) {   /* the same scores as the tiles', several positions reduced at once */
-            trk->kq(hd, kb + (size_t)s0 * kstride, kstride, n0, tmp, qrs, (b - a) * nh, sc, ls);
-            if (n0 < n_all) trk->kq(hd, kb, kstride, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
+            trk->kq(hd, kb + (size_t)s0 * krs, krs, n0, tmp, qrs, (b - a) * nh, sc, ls);
+            if (n0 < n_all) trk->kq(hd, kb, krs, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
         } else {
-            dot_tiles(trk, hd, kb + (size_t)s0 * kstride, kstride, n0, tmp, qrs, (b - a) * nh, sc, ls);
-            if (n0 < n_all) dot_tiles(trk, hd, kb, kstride, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
+            dot_tiles(trk, hd, kb + (size_t)s0 * krs, krs, n0, tmp, qrs, (b - a) * nh, sc, ls);
+            if (n0 < n_all) dot_tiles(trk, hd, kb, krs, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
         }
     } else {
         /* q of every (token, head) of the block side by side, so each run of slots is one dot_t call for all of
