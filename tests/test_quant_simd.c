@@ -391,8 +391,9 @@ static int test_dot_t(const char *set) {
 /* kq / pv of Q8_0 on rows of cached heads (interleaved with 2 other heads: rows 3 heads apart). Returns
  * outputs checked. */
 static int test_att_q8_0(const char *set) {
-    static const int hds[] = {32, 64, 96, 128, 256}, ns[] = {1, 7, 8, 9, 15, 16, 17, 23, 33, 64};
-    enum { CAP = 64, HEADS = 3, NCMAX = 9 };
+    /* past 128 positions and 4 columns, pv takes positions 128 at a time; past 32 columns, kq takes them 32 at a time */
+    static const int hds[] = {32, 64, 96, 128, 256}, ns[] = {1, 7, 8, 9, 15, 16, 17, 23, 33, 64, 130, 300};
+    enum { CAP = 320, HEADS = 3, NCMAX = 37 };
     static block_q8_0 kv[CAP * HEADS * 8];
     static uint8_t q[NCMAX * 8 * sizeof(block_q8_0)];
     static float x[256], y[NCMAX * CAP], p[NCMAX * CAP], o1[256];

@@ -268,8 +268,12 @@ void hearth_seq_truncate(hearth_ctx *c, int seq, int pos) {
     dist_truncate(c, seq, pos);
 }
 
-/* ---- layout of the transposed caches (F32, F16) ----
- * BF16, Q8_0 and Q4_0 caches keep one row per position (head after head), as ggml stores them.
+/* ---- layout of the caches ----
+ * BF16, Q8_0 and Q4_0 caches keep one row per position and kv head, the positions of one kv head contiguous
+ * ([seq][kv head][slot][row]): attention reads one kv head's rows as one stream, whole cache lines of them (with
+ * the heads of a position side by side, a head's 68-byte Q8_0 rows lay n_kv rows apart and mostly straddled two
+ * lines). Latent (MLA) rows are one per position (model/mla.c). Prompt caches move rows position by position,
+ * head after head, whatever the layout. F32 and F16 caches are transposed:
  * K^T: each KV head's cap slots in blocks of KT_BLOCK, a block [head_dim][KT_BLOCK] (the last one, when cap
  * is not a multiple, [head_dim][what is left]): one run of memory that a block's scores read front to back.
  * V^T: rows of span[seq] positions ([head_dim_v][span]), read one row at a time by softmax·V. With rows cap
@@ -294,6 +298,11 @@ static inline size_t kt_cell(int n_kv, int hd, int cap, int seq, int kvh, int d,
 /* Element index of (value e of a token's ne, slot) of sequence seq in a V^T cache whose rows hold span slots. */
 static inline size_t vt_cell(int ne, int cap, int span, int seq, int e, int slot) {
     return (size_t)seq * ne * cap + (size_t)e * span + (size_t)slot;
+}
+
+/* Byte offset of (sequence seq, kv head kvh, slot) in a row cache of rows rs bytes. */
+static inline size_t kv_row_off(const ht_kv_layer *L, size_t rs, int seq, int kvh, int slot) {
+    return (((size_t)seq * L->n_kv + kvh) * L->cap + (size_t)slot) * rs;
 }
 
 static void kv_widen(hearth_ctx *c, ht_kv_layer *L, int seq, int need) {
@@ -340,12 +349,22 @@ static uint8_t *kv_copy_rows(const hearth_ctx *c, const ht_kv_layer *L, bool is_
     const int n_kv = L->n_kv, hd = is_k ? L->hd : L->hdv, ne = n_kv * hd;
     uint8_t *X = is_k ? L->k : L->v;
     const uint32_t type = is_k ? c->k_type : c->v_type;
-    if (kv_rows(type) || c->m->hp.kv_lora_rank) {   /* rows as stored (latent rows: model/mla.c) */
+    if (c->m->hp.kv_lora_rank) {   /* latent rows as stored (model/mla.c) */
         const size_t row = ht_row_size(type, hd) * n_kv;
         uint8_t *x = X + ((size_t)seq * L->cap + pos0) * row;
         if (out) memcpy(buf, x, (size_t)n * row);
         else memcpy(x, buf, (size_t)n * row);
         return buf + (size_t)n * row;
+    }
+    if (kv_rows(type)) {   /* position after position, each position's heads in order */
+        const size_t rs = ht_row_size(type, hd);
+        for (int t = 0; t < n; t++)
+            for (int h = 0; h < n_kv; h++, buf += rs) {
+                uint8_t *x = X + kv_row_off(L, rs, seq, h, pos0 + t);
+                if (out) memcpy(buf, x, rs);
+                else memcpy(x, buf, rs);
+            }
+        return buf;
     }
     const size_t esz = ht_row_size(type, 1);
     for (int t = 0; t < n; t++)
@@ -462,9 +481,9 @@ void ctx_rope_tables(hearth_ctx *c, const ht_ubatch *ub, float base, float scale
  * K and V each have their own type and layout. F32 / F16: cached transposed ([seq][kv head][dim][position]).
  * q·k is the type's dot_t: for each dim, one K^T row segment (a vector lane per position) times each head's
  * q value, so no score ends in a horizontal sum; softmax·V takes V^T rows (one per output dim) through the
- * type's dot-product tiles against the heads' probability rows. BF16 / Q8_0 / Q4_0: rows (one per position)
- * as stored, computed on in place: q is converted to the K type's vec_dot type (Q8_0 blocks for Q8_0 and
- * Q4_0 keys: int8 dot products, as ggml's flash attention over a quantized cache does) and scored with the
+ * type's dot-product tiles against the heads' probability rows. BF16 / Q8_0 / Q4_0: rows (a kv head's positions
+ * one after another) as stored, computed on in place: q is converted to the K type's vec_dot type (Q8_0 blocks
+ * for Q8_0 and Q4_0 keys: int8 dot products, as ggml's flash attention over a quantized cache does) and scored with the
  * type's kq kernel (Q8_0: the reference vec_dot's scores, several positions reduced at once) or its dot-product
  * tiles; V rows go through the type's pv kernel (Q8_0: the outputs held in registers while the rows go by,
  * each row converted once) or are dequantized PV_ROWS at a time, and are accumulated into the outputs in
@@ -598,18 +617,18 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
     const ht_traits *trk = ht_get_traits(c->k_type);
     if (kv_rows(c->k_type)) {   /* scores past a token's own range are computed and ignored, as below */
         const uint32_t qt = (uint32_t)trk->vec_dot_type;
-        const size_t krs = ht_row_size(c->k_type, hd), qrs = ht_row_size(qt, hd), kstride = (size_t)n_kv * krs;
-        const uint8_t *kb = (const uint8_t *)j->L->k + ((size_t)s * cap * n_kv + kvh) * krs;
+        const size_t krs = ht_row_size(c->k_type, hd), qrs = ht_row_size(qt, hd);
+        const uint8_t *kb = (const uint8_t *)j->L->k + kv_row_off(j->L, krs, s, kvh, 0);
         for (int t = a; t < b; t++)
             for (int h = 0; h < nh; h++)
                 ht_quantize_row(qt, j->q + ((size_t)t * hp->n_head + h0 + h) * hd, tmp + ((size_t)(t - a) * nh + h) * qrs, hd);
         const int n_all = (int)ls, s0 = LO % cap, n0 = HT_MIN(n_all, cap - s0);
         if (trk->kq) {   /* the same scores as the tiles', several positions reduced at once */
-            trk->kq(hd, kb + (size_t)s0 * kstride, kstride, n0, tmp, qrs, (b - a) * nh, sc, ls);
-            if (n0 < n_all) trk->kq(hd, kb, kstride, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
+            trk->kq(hd, kb + (size_t)s0 * krs, krs, n0, tmp, qrs, (b - a) * nh, sc, ls);
+            if (n0 < n_all) trk->kq(hd, kb, krs, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
         } else {
-            dot_tiles(trk, hd, kb + (size_t)s0 * kstride, kstride, n0, tmp, qrs, (b - a) * nh, sc, ls);
-            if (n0 < n_all) dot_tiles(trk, hd, kb, kstride, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
+            dot_tiles(trk, hd, kb + (size_t)s0 * krs, krs, n0, tmp, qrs, (b - a) * nh, sc, ls);
+            if (n0 < n_all) dot_tiles(trk, hd, kb, krs, n_all - n0, tmp, qrs, (b - a) * nh, sc + n0, ls);
         }
     } else {
         /* q of every (token, head) of the block side by side, so each run of slots is one dot_t call for all of
@@ -641,8 +660,8 @@ static void att_tokens(att_job *j, int a, int b, int kvh, int h0, int nh, float 
                 memset(p + (lo[t - a] - LO) + n[t - a], 0, (ls - (size_t)(lo[t - a] - LO) - (size_t)n[t - a]) * sizeof(float));
             }
         const size_t vrs = ht_row_size(c->v_type, hdv);
-        const uint8_t *vb = (const uint8_t *)j->L->v + ((size_t)s * cap * n_kv + kvh) * vrs;
-        att_pv_rows(c->v_type, vb, (size_t)n_kv * vrs, cap, hdv, LO, (int)ls, sc, ls, b - a, nh,
+        const uint8_t *vb = (const uint8_t *)j->L->v + kv_row_off(j->L, vrs, s, kvh, 0);
+        att_pv_rows(c->v_type, vb, vrs, cap, hdv, LO, (int)ls, sc, ls, b - a, nh,
                     j->out + ((size_t)a * hp->n_head + h0) * hdv, (size_t)hp->n_head * hdv, (float *)tmp);
         return;
     }
@@ -692,6 +711,7 @@ typedef struct {
     const float *x[2];
     int ne[2], cap, n_kv, hd;
     const int *span;
+    const ht_kv_layer *L;
     uint32_t type[2];
     const ht_ubatch *ub;
 } kv_store_job;
@@ -704,9 +724,12 @@ static void kv_store_unit(const kv_store_job *j, int u) {
     const ht_ubatch *ub = j->ub;
     const int cap = j->cap, nk = kv_store_units_of(j, 0), w = u >= nk, ne = j->ne[w];
     if (w) u -= nk;
-    if (kv_rows(j->type[w])) {
-        ht_quantize_row(j->type[w], j->x[w] + (size_t)u * ne,
-                        (uint8_t *)j->X[w] + ((size_t)ub->seq[u] * cap + ub->pos[u] % cap) * ht_row_size(j->type[w], ne), ne);
+    if (kv_rows(j->type[w])) {   /* each head's row to its own run of slots */
+        const int hd = ne / j->n_kv;
+        const size_t rs = ht_row_size(j->type[w], hd);
+        for (int h = 0; h < j->n_kv; h++)
+            ht_quantize_row(j->type[w], j->x[w] + (size_t)u * ne + (size_t)h * hd,
+                            (uint8_t *)j->X[w] + kv_row_off(j->L, rs, ub->seq[u], h, ub->pos[u] % cap), hd);
         return;
     }
     const int e0 = u * 16, m = HT_MIN(16, ne - e0);
@@ -778,7 +801,7 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, float *q, float *
     for (int i = 0; i < ub->n; i++) seq_end[ub->seq[i]] = HT_MAX(seq_end[ub->seq[i]], ub->pos[i] + 1);
     if (!shared) {
         for (int s = 0; s < c->n_seq; s++) if (seq_end[s]) kv_widen(c, L, s, seq_end[s]);
-        kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, L->n_kv, L->hd, L->span, { c->k_type, c->v_type }, ub };
+        kv_store_job sj = { { L->k, L->v }, { k, v }, { KD, VD }, L->cap, L->n_kv, L->hd, L->span, L, { c->k_type, c->v_type }, ub };
         pool_share(c->pool, kv_store_units(&sj), kv_store_range, &sj);
     }
     /* the whole group per task (at most a tile's width), split further only to give every thread work */

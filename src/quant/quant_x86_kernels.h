@@ -1456,66 +1456,95 @@ HT_AI void transpose16(__m512i *R) {
     }
 }
 
-HT_AI void kqz_cols(const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as, float *y,
-                    size_t ys) {
+/* NC columns of a 16-position group whose pairs of blocks are transposed in Rt (block scales dk), each column's
+ * block scales dq and 128 * block sums off; scores kept where keep says. */
+HT_AI void kqz_cols(const int NC, int nb, const __m512i (*Rt)[16], const __m512 *dk, const float (*dq)[KQZ_MAXB],
+                    const int (*off)[KQZ_MAXB], const uint8_t *a, size_t as, float *y, size_t ys, __mmask16 keep) {
+    const size_t WS = sizeof(block_q8_0), Q = offsetof(block_q8_0, qs);
+    __m512 s[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) s[c] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b += 2) {   /* blocks b and b + 1 (if any) */
+        const bool two = b + 1 < nb;
+        const __m512i *R = Rt[b / 2];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *qb = a + (size_t)c * as + (size_t)b * WS + Q;
+            __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+            HT_UNROLL
+            for (int j = 0; j < 8; j++) {
+                int32_t x0, x1;
+                memcpy(&x0, qb + 4 * j, 4);
+                acc0 = _mm512_dpbusd_epi32(acc0, R[j], _mm512_set1_epi32(x0));
+                if (two) {
+                    memcpy(&x1, qb + WS + 4 * j, 4);
+                    acc1 = _mm512_dpbusd_epi32(acc1, R[8 + j], _mm512_set1_epi32(x1));
+                }
+            }
+            const __m512 f0 = _mm512_mul_ps(_mm512_mul_ps(dk[b], _mm512_set1_ps(dq[c][b])),
+                                            _mm512_cvtepi32_ps(_mm512_sub_epi32(acc0, _mm512_set1_epi32(off[c][b]))));
+            s[c] = _mm512_add_ps(s[c], f0);
+            if (two) {
+                const __m512 f1 = _mm512_mul_ps(_mm512_mul_ps(dk[b + 1], _mm512_set1_ps(dq[c][b + 1])),
+                                                _mm512_cvtepi32_ps(_mm512_sub_epi32(acc1, _mm512_set1_epi32(off[c][b + 1]))));
+                s[c] = _mm512_add_ps(s[c], f1);
+            }
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) _mm512_mask_storeu_ps(y + (size_t)c * ys, keep, s[c]);
+}
+
+/* Up to KQZ_MAXC columns at a time: each 16-position group is loaded and transposed once for all of them (a
+ * prefill's block of tokens brings 32 columns; transposing per 4 of them cost 8 transposes a group). */
+#define KQZ_MAXC 32
+static void kqz(int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
     const size_t WS = sizeof(block_q8_0), Q = offsetof(block_q8_0, qs);
     const int nb = n / QK8_0;
-    float dq[4][KQZ_MAXB];
-    __m512i off[4][KQZ_MAXB];   /* 128 * sum of the query block */
-    HT_UNROLL
-    for (int c = 0; c < NC; c++)
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *ab = a + (size_t)c * as + (size_t)b * WS;
-            int sum = 0;
-            for (int i = 0; i < QK8_0; i++) sum += (int8_t)ab[Q + i];
-            dq[c][b] = h2f(ab), off[c][b] = _mm512_set1_epi32(128 * sum);
-        }
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (int r0 = 0; r0 < nr; r0 += 16) {
-        const uint8_t *row[16];
-        HT_UNROLL
-        for (int r = 0; r < 16; r++) row[r] = w + (size_t)HT_MIN(r0 + r, nr - 1) * ws;
-        __m512 s[4];
-        HT_UNROLL
-        for (int c = 0; c < NC; c++) s[c] = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b += 2) {   /* blocks b and b + 1 (if any) */
-            const bool two = b + 1 < nb;
-            const size_t o = (size_t)b * WS;
-            __m512i R[16];
-            HT_UNROLL
-            for (int r = 0; r < 16; r++) {
-                const __m256i lo = ld256(row[r] + o + Q), hi = two ? ld256(row[r] + o + WS + Q) : _mm256_setzero_si256();
-                R[r] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
+    float dq[KQZ_MAXC][KQZ_MAXB];
+    int off[KQZ_MAXC][KQZ_MAXB];   /* 128 * sum of the query block */
+    __m512i Rt[KQZ_MAXB / 2][16];
+    __m512 dk[KQZ_MAXB];
+    const __m512i (*RT)[16] = (const __m512i (*)[16])Rt;
+    const float (*DQ)[KQZ_MAXB] = (const float (*)[KQZ_MAXB])dq;
+    const int (*OFF)[KQZ_MAXB] = (const int (*)[KQZ_MAXB])off;
+    for (int c0 = 0; c0 < nc; c0 += KQZ_MAXC) {
+        const int cn = HT_MIN(KQZ_MAXC, nc - c0);
+        const uint8_t *ac = a + (size_t)c0 * as;
+        float *yc = y + (size_t)c0 * ys;
+        for (int c = 0; c < cn; c++)
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *ab = ac + (size_t)c * as + (size_t)b * WS;
+                int sum = 0;
+                for (int i = 0; i < QK8_0; i++) sum += (int8_t)ab[Q + i];
+                dq[c][b] = h2f(ab), off[c][b] = 128 * sum;
             }
-            transpose16(R);
-            const __m512 dk0 = halves16(row, o), dk1 = two ? halves16(row, o + WS) : _mm512_setzero_ps();
+        for (int r0 = 0; r0 < nr; r0 += 16) {
+            const uint8_t *row[16];
             HT_UNROLL
-            for (int c = 0; c < NC; c++) {
-                const uint8_t *qb = a + (size_t)c * as + o + Q;
-                __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+            for (int r = 0; r < 16; r++) row[r] = w + (size_t)HT_MIN(r0 + r, nr - 1) * ws;
+            for (int b = 0; b < nb; b += 2) {
+                const bool two = b + 1 < nb;
+                const size_t o = (size_t)b * WS;
+                __m512i *R = Rt[b / 2];
                 HT_UNROLL
-                for (int j = 0; j < 8; j++) {
-                    int32_t x0, x1;
-                    memcpy(&x0, qb + 4 * j, 4);
-                    acc0 = _mm512_dpbusd_epi32(acc0, R[j], _mm512_set1_epi32(x0));
-                    if (two) {
-                        memcpy(&x1, qb + WS + 4 * j, 4);
-                        acc1 = _mm512_dpbusd_epi32(acc1, R[8 + j], _mm512_set1_epi32(x1));
-                    }
+                for (int r = 0; r < 16; r++) {
+                    const __m256i lo = ld256(row[r] + o + Q), hi = two ? ld256(row[r] + o + WS + Q) : _mm256_setzero_si256();
+                    R[r] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
                 }
-                const __m512 f0 = _mm512_mul_ps(_mm512_mul_ps(dk0, _mm512_set1_ps(dq[c][b])),
-                                                _mm512_cvtepi32_ps(_mm512_sub_epi32(acc0, off[c][b])));
-                s[c] = _mm512_add_ps(s[c], f0);
-                if (two) {
-                    const __m512 f1 = _mm512_mul_ps(_mm512_mul_ps(dk1, _mm512_set1_ps(dq[c][b + 1])),
-                                                    _mm512_cvtepi32_ps(_mm512_sub_epi32(acc1, off[c][b + 1])));
-                    s[c] = _mm512_add_ps(s[c], f1);
-                }
+                transpose16(R);
+                dk[b] = halves16(row, o);
+                if (two) dk[b + 1] = halves16(row, o + WS);
             }
+            const __mmask16 keep = (__mmask16)(nr - r0 >= 16 ? 0xFFFF : (1u << (nr - r0)) - 1);
+#define KQZ_COLS(NC) kqz_cols(NC, nb, RT, dk, DQ + c, OFF + c, ac + (size_t)c * as, as, yc + (size_t)c * ys + r0, ys, keep)
+            int c = 0;
+            for (; c + 4 <= cn; c += 4) KQZ_COLS(4);
+            for (; c + 2 <= cn; c += 2) KQZ_COLS(2);
+            if (c < cn) KQZ_COLS(1);
+#undef KQZ_COLS
         }
-        const __mmask16 keep = (__mmask16)(nr - r0 >= 16 ? 0xFFFF : (1u << (nr - r0)) - 1);
-        HT_UNROLL
-        for (int c = 0; c < NC; c++) _mm512_mask_storeu_ps(y + (size_t)c * ys + (size_t)r0, keep, s[c]);
     }
 }
 #endif
@@ -1524,9 +1553,7 @@ static void kq_q8_0(int n, const void *w, size_t ws, int nr, const void *a, size
     int c = 0;
 #if HT_X86_VNNI && HT_X86_AVX512
     if (n <= KQZ_MAXB * QK8_0) {
-        for (; c + 4 <= nc; c += 4) kqz_cols(4, n, w, ws, nr, (const uint8_t *)a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-        for (; c + 2 <= nc; c += 2) kqz_cols(2, n, w, ws, nr, (const uint8_t *)a + (size_t)c * as, as, y + (size_t)c * ys, ys);
-        if (c < nc) kqz_cols(1, n, w, ws, nr, (const uint8_t *)a + (size_t)c * as, as, y + (size_t)c * ys, ys);
+        kqz(n, w, ws, nr, a, as, nc, y, ys);
         return;
     }
 #endif
@@ -1548,6 +1575,7 @@ HT_AI pv_vf pv_load(const uint8_t *q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8
 #define pv_fma _mm512_fmadd_ps
 #define pv_zero _mm512_setzero_ps
 #define pv_store _mm512_storeu_ps
+#define pv_loadf _mm512_loadu_ps
 #else
 typedef __m256 pv_vf;
 #define PV_LANES 8
@@ -1557,6 +1585,7 @@ HT_AI pv_vf pv_load(const uint8_t *q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8
 #define pv_fma _mm256_fmadd_ps
 #define pv_zero _mm256_setzero_ps
 #define pv_store _mm256_storeu_ps
+#define pv_loadf _mm256_loadu_ps
 #endif
 
 #if HT_X86_AVX512
@@ -1568,14 +1597,14 @@ HT_AI pv_vf pv_load(const uint8_t *q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8
  * factors below, which it keeps. */
 #define PV_NB ((PV_NV * PV_LANES + QK8_0 - 1) / QK8_0)
 HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, size_t vs, int cap, int lo, int m,
-                         const float *p, size_t ld, float *const *oc) {
+                         const float *p, size_t ld, float *const *oc, bool add) {
     const size_t WS = sizeof(block_q8_0), Q = offsetof(block_q8_0, qs);
     const int b0 = d0 / QK8_0, nbk = (d0 + NV * PV_LANES - 1) / QK8_0 - b0 + 1;
     pv_vf acc[4][PV_NV];
     HT_UNROLL
     for (int c = 0; c < NC; c++)
         HT_UNROLL
-        for (int k = 0; k < NV; k++) acc[c][k] = pv_zero();
+        for (int k = 0; k < NV; k++) acc[c][k] = add ? pv_loadf(oc[c] + d0 + k * PV_LANES) : pv_zero();
     int slot = lo % cap;
     for (int t0 = 0; t0 < m; t0 += 16) {
         const int mt = HT_MIN(16, m - t0);
@@ -1618,13 +1647,13 @@ HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, s
 #else
 /* NC columns (outputs oc[c]), NV vectors of dims from d0. */
 HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, size_t vs, int cap, int lo, int m,
-                         const float *p, size_t ld, float *const *oc) {
+                         const float *p, size_t ld, float *const *oc, bool add) {
     const size_t WS = sizeof(block_q8_0), Q = offsetof(block_q8_0, qs);
     pv_vf acc[4][PV_NV];
     HT_UNROLL
     for (int c = 0; c < NC; c++)
         HT_UNROLL
-        for (int k = 0; k < NV; k++) acc[c][k] = pv_zero();
+        for (int k = 0; k < NV; k++) acc[c][k] = add ? pv_loadf(oc[c] + d0 + k * PV_LANES) : pv_zero();
     int slot = lo % cap;
     for (int t = 0; t < m; t++) {
         const uint8_t *row = v + (size_t)slot * vs;
@@ -1651,24 +1680,34 @@ HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, s
 }
 #endif
 
+/* add: the outputs carry the sums of the positions before lo (the accumulators start from them). */
 HT_AI void pv_q8_0_cols(const int NC, int n, const uint8_t *v, size_t vs, int cap, int lo, int m, const float *p,
-                        size_t ld, float *const *oc) {
+                        size_t ld, float *const *oc, bool add) {
     int d0 = 0;
-    for (; d0 + PV_NV * PV_LANES <= n; d0 += PV_NV * PV_LANES) pv_q8_0_chunk(NC, PV_NV, d0, v, vs, cap, lo, m, p, ld, oc);
-    if (d0 < n) pv_q8_0_chunk(NC, 2, d0, v, vs, cap, lo, m, p, ld, oc);   /* AVX-512: the 32 dims left */
+    for (; d0 + PV_NV * PV_LANES <= n; d0 += PV_NV * PV_LANES) pv_q8_0_chunk(NC, PV_NV, d0, v, vs, cap, lo, m, p, ld, oc, add);
+    if (d0 < n) pv_q8_0_chunk(NC, 2, d0, v, vs, cap, lo, m, p, ld, oc, add);   /* AVX-512: the 32 dims left */
 }
+
+/* More than 4 columns (a prefill block's tokens and heads) take the positions PV_SPAN at a time, every column
+ * group over one span before the next, so a span's rows are read from memory once and then from L1; each output
+ * still adds its positions in order (its sum goes through memory between spans, exactly). */
+#define PV_SPAN 128
 
 static void pv_q8_0(int n, const void *v, size_t vs, int cap, int lo, int m, const float *p, size_t ld, int nc,
                     float *o, size_t os, int per) {
-    for (int c0 = 0; c0 < nc;) {
-        const int g = nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
-        float *oc[4];
-        for (int c = 0; c < g; c++) oc[c] = o + (size_t)((c0 + c) / per) * os + (size_t)((c0 + c) % per) * n;
-        const float *pc = p + (size_t)c0 * ld;
-        if (g == 4) pv_q8_0_cols(4, n, v, vs, cap, lo, m, pc, ld, oc);
-        else if (g == 2) pv_q8_0_cols(2, n, v, vs, cap, lo, m, pc, ld, oc);
-        else pv_q8_0_cols(1, n, v, vs, cap, lo, m, pc, ld, oc);
-        c0 += g;
+    const int span = nc > 4 ? PV_SPAN : HT_MAX(m, 1);
+    for (int t0 = 0; t0 < m || t0 == 0; t0 += span) {
+        const int mt = HT_MIN(span, m - t0);
+        for (int c0 = 0; c0 < nc;) {
+            const int g = nc - c0 >= 4 ? 4 : nc - c0 >= 2 ? 2 : 1;
+            float *oc[4];
+            for (int c = 0; c < g; c++) oc[c] = o + (size_t)((c0 + c) / per) * os + (size_t)((c0 + c) % per) * n;
+            const float *pc = p + (size_t)c0 * ld + (size_t)t0;
+            if (g == 4) pv_q8_0_cols(4, n, v, vs, cap, lo + t0, mt, pc, ld, oc, t0 > 0);
+            else if (g == 2) pv_q8_0_cols(2, n, v, vs, cap, lo + t0, mt, pc, ld, oc, t0 > 0);
+            else pv_q8_0_cols(1, n, v, vs, cap, lo + t0, mt, pc, ld, oc, t0 > 0);
+            c0 += g;
+        }
     }
 }
 
