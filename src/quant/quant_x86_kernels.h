@@ -953,6 +953,14 @@ HT_AI float f_scalar(const int T, const uint8_t *w, int i) {
     }
 }
 
+/* The line HT_PREFETCH_AHEAD bytes past byte `at` of row r (rows ws bytes apart, len bytes long, read NR at a
+ * time): past the row's end, the same distance into row r + NR, the row this lane of the tile reads next. Short
+ * rows (softmax·V's V^T rows of a few thousand positions) otherwise began each tile with half a row cold. */
+HT_AI const uint8_t *ahead(const uint8_t *w, size_t ws, int r, int NR, size_t at, size_t len) {
+    const size_t off = at + HT_PREFETCH_AHEAD;
+    return off < len ? w + (size_t)r * ws + off : w + (size_t)(r + NR) * ws + (off - len);
+}
+
 /* NR weight rows x NC activation columns. */
 HT_AI void rowsF(const int T, const int NR, const int NC, int n, const uint8_t *w, size_t ws, const uint8_t *a,
                  size_t as, float *y, size_t ys) {
@@ -965,12 +973,13 @@ HT_AI void rowsF(const int T, const int NR, const int NC, int n, const uint8_t *
         HT_UNROLL
         for (int c = 0; c < NC; c++) acc[r][c] = fv_zero();
     }
+    const size_t len = (size_t)n * f_size(T);
     int i = 0;
     for (; i + FV_N <= n; i += FV_N) {
         FV wv[4];
         HT_UNROLL
         for (int r = 0; r < NR; r++) {
-            if ((size_t)i * f_size(T) % 64 == 0) ht_prefetch(w + (size_t)r * ws + (size_t)i * f_size(T), 64);
+            if ((size_t)i * f_size(T) % 64 == 0) __builtin_prefetch(ahead(w, ws, r, NR, (size_t)i * f_size(T), len), 0, 3);
             wv[r] = fv_loadw(T, w + (size_t)r * ws, i);
         }
         HT_UNROLL
@@ -1029,6 +1038,7 @@ HT_AI void dot_t_block(const int T, const int NC, int k, const uint8_t *w, size_
 #endif
     for (int d = 0; d < k; d++) {
         const uint8_t *row = w + (size_t)d * wsb;
+        ht_prefetch(row, (size_t)m * f_size(T));
         FV wv[DT_V];
 #if HT_X86_AVX512
         if (m < DT_V * FV_N) {
