@@ -44,4 +44,16 @@ else()
 endif()
 
 set_source_files_properties(${_q}/quant.c PROPERTIES COMPILE_DEFINITIONS "${_quant_defs}")
+# The kernel files take far longer to compile than any other (the sanitized build: 70-100 s each against 1-4 s):
+# listed first, make starts them first, and the rest of the build fills the other cores around them instead of
+# waiting for them at the end.
+set(_kernel_files ${_x86_files} ${_arm_files})
+list(FILTER _kernel_files INCLUDE REGEX ".")
+foreach(f ${_kernel_files})
+  list(FIND HEARTH_SRC ${f} _at)
+  if(NOT _at EQUAL -1)
+    list(REMOVE_AT HEARTH_SRC ${_at})
+    list(PREPEND HEARTH_SRC ${f})
+  endif()
+endforeach()
 message(STATUS "hearth: SIMD kernel sets for ${CMAKE_SYSTEM_PROCESSOR}: ${_quant_defs}")
