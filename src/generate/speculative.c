@@ -168,22 +168,24 @@ static int drafter_propose(spec_drafter *d, int seq, const spec_params *p, const
 /* ---- n-gram lookup ---- */
 
 int spec_ngram(const spec_params *p, const hearth_token *toks, int n, int k_max, hearth_token *out) {
-    for (int len = p->ngram_max; len >= p->ngram_min && len >= 1; len--) {
-        if (len >= n) continue;
-        const hearth_token *suf = toks + n - len;
-        int at = -1;   /* the latest earlier occurrence followed by k_max tokens, else the earliest */
-        for (int j = n - len - 1; j >= 0; j--) {
-            if (toks[j] != suf[0] || memcmp(toks + j, suf, (size_t)len * sizeof *toks)) continue;
-            at = j;
-            if (n - (j + len) >= k_max) break;
-        }
-        if (at >= 0) {
-            int k = 0;
-            for (int i = at + len; i < n && k < k_max; i++) out[k++] = toks[i];
-            return k;
-        }
+    const int lo = p->ngram_min > 1 ? p->ngram_min : 1, hi = p->ngram_max > lo ? p->ngram_max : lo;
+    if (n <= lo) return 0;
+    /* Every earlier occurrence of the last lo tokens, scored by how far back it keeps matching (up to hi tokens):
+     * the longest match wins, the latest of equals. */
+    int at = -1, best = 0;
+    for (int j = n - lo - 1; j >= 0; j--) {
+        if (toks[j] != toks[n - lo] || memcmp(toks + j, toks + n - lo, (size_t)lo * sizeof *toks)) continue;
+        int m = lo;
+        while (m < hi && m <= j + lo - 1 && toks[j + lo - 1 - m] == toks[n - 1 - m]) m++;
+        if (m > best) best = m, at = j + lo;
+        if (best == hi) break;
     }
-    return 0;
+    if (at < 0) return 0;
+    /* The tokens that followed it; past the history's end the copy goes on through the proposals themselves (a
+     * repeating stretch is drafted for as long as it repeats). */
+    int k = 0;
+    for (int i = at; k < k_max; i++) out[k] = i < n ? toks[i] : out[i - n], k++;
+    return k;
 }
 
 int spec_propose(spec_drafter *d, int seq, const spec_params *p, const hearth_token *toks, int n, int k_max,

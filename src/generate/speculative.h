@@ -49,8 +49,9 @@ void spec_drafter_reset(spec_drafter *d, int seq);
  * (0 when fewer than n_min), or -1 with err (the drafter's decode failed). */
 int spec_propose(spec_drafter *d, int seq, const spec_params *p, const hearth_token *toks, int n, int k_max,
                  hearth_grammar *g, hearth_token *out, hearth_err *err);
-/* The n-gram lookup alone: the tokens that followed an earlier occurrence of toks' last ngram_max .. ngram_min
- * tokens (longest match first; the latest occurrence with k_max tokens after it, else the earliest), at most k_max. */
+/* The n-gram lookup alone: the tokens that followed an earlier occurrence of toks' last ngram_min tokens, matched
+ * back over up to ngram_max (the occurrence that matches longest, the latest of equals), k_max of them: past the history's end the copy
+ * continues through the proposals, so a repeating stretch is drafted in full. */
 int spec_ngram(const spec_params *p, const hearth_token *toks, int n, int k_max, hearth_token *out);
 
 /* One sequence's verification batch. */
