@@ -148,11 +148,7 @@ HT_AI void iqp_tokens(const int T, const int NT, const iqp_panel *p, int ns, con
             off[c] = iqp_zero();
         }
         const int S = iqp_sub(T);   /* sub-blocks of S elements: S / 4 dwords each */
-#if HT_X86_VNNI
         HT_UNROLL
-#else   /* unrolled over j as well, avx2's 16 ymm spill the products to the stack */
-        _Pragma("GCC unroll 1")
-#endif
         for (int j = 0; j < QK_K / S; j++) {
             const iqp_vi sc = iqp_load(p->sc[s][S / 16 * j]);
 #if HT_X86_VNNI
