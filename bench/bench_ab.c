@@ -7,9 +7,10 @@
  * medians and the median of the paired ratios (B / A of the same round) say which build is faster.
  * Same threads, same tokens, same model file on both sides.
  *
- *   bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-c SET] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B
+ *   bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-d DEPTH] [-r ROUNDS] [-c SET] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B
  *   e.g. bench_ab -p 512 -n 64 m.gguf /tmp/before/build/libhearth.so build/libhearth.so
- * -p 0 or -n 0 skips that phase. -c forces a kernel set on both sides (hearth_set_kernels: "avx2", ...). LIB_A may equal LIB_B (a check of the method: the ratio should come out 1).
+ * -p 0 or -n 0 skips that phase. -d fills DEPTH tokens into each side's cache once, before the rounds; every run
+ * then starts from them (the cache cut back to DEPTH), as llama-bench -d. -c forces a kernel set on both sides (hearth_set_kernels: "avx2", ...). LIB_A may equal LIB_B (a check of the method: the ratio should come out 1).
  * -a / -b apply a LoRA adapter at scale 1 on side A / B (unmerged; with -m B's is merged into its weights), or
  * several together (F1,F2,...): the same library on both sides with -b gives the adapters' overhead. */
 #define _GNU_SOURCE
@@ -115,11 +116,12 @@ fail:
     exit(1);
 }
 
-/* Tokens per second of prefilling n_pp tokens (batches of 512) from an empty cache, or, with n_tg, of
- * decoding n_tg tokens one at a time after one prompt token. */
-static double run(side *s, const hearth_token *tok, int n_pp, int n_tg) {
+/* Tokens per second of prefilling n_pp tokens (batches of 512) after the first depth tokens of the cache, or,
+ * with n_tg, of decoding n_tg tokens one at a time after one prompt token. */
+static double run(side *s, const hearth_token *tok, int depth, int n_pp, int n_tg) {
     hearth_err err;
-    s->seq_truncate(s->ctx, 0, 0);
+    s->seq_truncate(s->ctx, 0, depth);
+    tok += depth;
     int done = 0;
     if (n_tg) {
         const hearth_batch b = {.n = 1, .tokens = tok};
@@ -167,13 +169,14 @@ static void report(const char *what, const double *a, const double *b, int round
 }
 
 int main(int argc, char **argv) {
-    int threads = 2, n_pp = 512, n_tg = 64, rounds = 6, opt, merge = 0;
+    int threads = 2, n_pp = 512, n_tg = 64, depth = 0, rounds = 6, opt, merge = 0;
     const char *lora[2] = {NULL, NULL}, *set = NULL;
-    while ((opt = getopt(argc, argv, "t:p:n:r:c:a:b:m")) != -1) {
+    while ((opt = getopt(argc, argv, "t:p:n:d:r:c:a:b:m")) != -1) {
         switch (opt) {
         case 't': threads = atoi(optarg); break;
         case 'p': n_pp = atoi(optarg); break;
         case 'n': n_tg = atoi(optarg); break;
+        case 'd': depth = atoi(optarg); break;
         case 'r': rounds = atoi(optarg); break;
         case 'c': set = optarg; break;
         case 'a': lora[0] = optarg; break;
@@ -182,31 +185,33 @@ int main(int argc, char **argv) {
         default: goto usage;
         }
     }
-    if (argc - optind != 3 || threads < 1 || n_pp < 0 || n_tg < 0 || n_pp + n_tg < 1 || n_pp + n_tg > 8192 ||
+    if (argc - optind != 3 || threads < 1 || n_pp < 0 || n_tg < 0 || n_pp + n_tg < 1 || depth < 0 || depth + n_pp + n_tg > 65536 ||
         rounds < 1 || rounds > MAX_ROUNDS || (merge && !lora[1]))
         goto usage;
     side s[2] = {{.lib = argv[optind + 1], .lora = lora[0]}, {.lib = argv[optind + 2], .lora = lora[1], .merge = merge}};
-    const int n_ctx = n_pp > n_tg + 1 ? n_pp : n_tg + 1;
+    const int n_ctx = depth + (n_pp > n_tg + 1 ? n_pp : n_tg + 1);
     hearth_token *tok = malloc(sizeof *tok * (size_t)(n_ctx + 1));
     if (!tok) return 1;
     for (int i = 0; i <= n_ctx; i++) tok[i] = 1 + (hearth_token)((i * 7919) % 255);   /* ids 1-255: in every vocabulary */
     for (int i = 0; i < 2; i++) {
         open_side(&s[i], argv[optind], threads, n_ctx, set);
-        run(&s[i], tok, n_pp < 64 ? n_pp : 64, n_pp ? 0 : 4);   /* touch the weights and scratch once */
+        run(&s[i], tok, 0, n_pp < 64 ? n_pp : 64, n_pp ? 0 : 4);   /* touch the weights and scratch once */
+        if (depth) run(&s[i], tok, 0, depth, 0);                      /* the cache both sides' runs start from */
     }
     printf("A: %s (%s)%s%s\nB: %s (%s)%s%s%s\n%s, %d threads, %d rounds A B B A of", s[0].lib, s[0].kernels(), lora[0] ? " + LoRA " : "",
            lora[0] ? lora[0] : "", s[1].lib, s[1].kernels(), lora[1] ? " + LoRA " : "", lora[1] ? lora[1] : "",
            merge ? " merged" : "", argv[optind], threads, rounds);
     if (n_pp) printf(" pp%d", n_pp);
     if (n_tg) printf(" tg%d", n_tg);
+    if (depth) printf(" @ d%d", depth);
     printf("\n");
     fflush(stdout);
     for (int r = 0; r < rounds; r++) {
         for (int k = 0; k < 2; k++) {
             side *x = &s[r % 2 ? 1 - k : k];
             usleep(20000);   /* the other side's pool stops spinning and sleeps */
-            if (n_pp) x->pp[r] = run(x, tok, n_pp, 0);
-            if (n_tg) x->tg[r] = run(x, tok, 0, n_tg);
+            if (n_pp) x->pp[r] = run(x, tok, depth, n_pp, 0);
+            if (n_tg) x->tg[r] = run(x, tok, depth, 0, n_tg);
         }
     }
     if (n_pp) report("pp", s[0].pp, s[1].pp, rounds);
@@ -214,6 +219,6 @@ int main(int argc, char **argv) {
     free(tok);
     return 0;
 usage:
-    fprintf(stderr, "usage: bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-r ROUNDS] [-c SET] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B\n");
+    fprintf(stderr, "usage: bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-d DEPTH] [-r ROUNDS] [-c SET] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B\n");
     return 2;
 }
