@@ -24,7 +24,7 @@ typedef struct {
     float p_min;          /* the drafter stops when its top token's probability is below this */
     bool draft;           /* use the drafter (when there is one) */
     bool ngram;           /* n-gram lookup: alone, or when the drafter proposes fewer than n_min (or none) */
-    int ngram_min, ngram_max;   /* lengths of the history's suffix looked up earlier in it, longest first */
+    int ngram_min, ngram_max;   /* the history's last ngram_min tokens looked up earlier in it, matches compared back over up to ngram_max */
 } spec_params;
 /* n_max 8, n_min 0, p_min 0, draft on, ngram off, n-grams of 2..4 tokens. */
 spec_params spec_default_params(void);
