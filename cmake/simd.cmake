@@ -48,7 +48,6 @@ set_source_files_properties(${_q}/quant.c PROPERTIES COMPILE_DEFINITIONS "${_qua
 # listed first, make starts them first, and the rest of the build fills the other cores around them instead of
 # waiting for them at the end.
 set(_kernel_files ${_x86_files} ${_arm_files})
-list(FILTER _kernel_files INCLUDE REGEX ".")
 foreach(f ${_kernel_files})
   list(FIND HEARTH_SRC ${f} _at)
   if(NOT _at EQUAL -1)
