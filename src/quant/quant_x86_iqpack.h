@@ -1,6 +1,7 @@
 /* quant_x86_iqpack.h — row-interleaved packs of the i-quants for decode (ht_pack in quant.h): IQ4_XS x 16
- * (AVX-512 VNNI) and x 8 (AVX2, and AVX-512 without VNNI). Included by quant_x86_kernels.h after
- * quant_x86_packed.h (the activations are its Q4_K pack's: Q8_K values, d, sub-block sums).
+ * (AVX-512 VNNI) and x 8 (AVX2, and AVX-512 without VNNI), IQ2_XXS and IQ3_S x 16 (AVX-512 VNNI). Included by
+ * quant_x86_kernels.h after quant_x86_packed.h (the activations are its Q4_K pack's: Q8_K values, d, sub-block
+ * sums).
  *
  * Why: the row-by-row IQ4_XS kernel (ka_iq4_xs) spends per super-block and row a scale unpack, two lane
  * permutes per 64 weights, PMADDUBSW + PMADDWD per 32, and a share of a horizontal reduction: about 110 vector
@@ -110,6 +111,188 @@ PK_TILE(pk_iq4_xs_x16_tile, iq4_xsx16_tile, 8)
 
 static const ht_pack pk_iq4_xs_x16 = {"IQ4_XSx16", 16, PK_IQ4XS_NC, pk_iq4_xs_x16_bytes, pk_iq4_xs_x16_pack,
                                       pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL};
+
+/* ---- The grid types x 16 (AVX-512 VNNI): the grid entries of 16 rows gathered at once (VPGATHERDQ /
+ * VPGATHERDD from the file's grid tables, in L1), their signs applied as a 64-bit mask ----
+ * VPDPBUSD takes the activations' magnitudes as its unsigned factor and the grid magnitudes (below 64) as the
+ * signed one, negated where the weight's sign and the activation's differ (one masked subtract): exact for an
+ * activation of -128 too. A lane's super-block sum is quant_ref.c's isum (sum over 32-blocks of scale * dot,
+ * below 2^31), and each output adds (d * d_a) * (float)isum in super-block order, times post at the end, with
+ * separate multiplies and adds: bit-identical to the scalar vec_dot, as the IQ4_XS pack. */
+HT_AI uint64_t ld64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+/* w * x for activations x (as bytes): |x| times w negated where sign mask s and x's sign differ. */
+HT_AI __m512i sdot(__m512i acc, __m512i x, __m512i w, __mmask64 s) {
+    const __mmask64 neg = _kxor_mask64(s, _mm512_movepi8_mask(x));
+    return _mm512_dpbusd_epi32(acc, _mm512_abs_epi8(x), _mm512_mask_sub_epi8(w, neg, _mm512_setzero_si512(), w));
+}
+
+/* The odd 32-block scales 2 s + 1 of 16 rows from the nibbles (row r's byte r, 32-block ib's nibble ib % 2). */
+HT_AI __m512i nib_scales(const uint8_t *sc, int ib) {
+    const __m512i v = _mm512_cvtepu8_epi32(ld128(sc));
+    const __m512i s = _mm512_and_si512(ib % 2 ? _mm512_srli_epi32(v, 4) : v, _mm512_set1_epi32(15));
+    return _mm512_or_si512(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(1));
+}
+
+/* IQ2_XXS x 16: super-block i of a group (70 * 16 bytes at 1120 i) is the grid indices idx[b][r] (b = 4 ib + l
+ * for the 8 elements 32 ib + 8 l.., 512 bytes), their sign bytes sg[b][r] (ksigns_iq2xs of the 7-bit field,
+ * 512), the scale nibbles sc[ib / 2][r] (64), the halves d[r] (32). Missing rows are zeros (d 0). */
+#define PK_IQ2XXS_SB (70 * 16)
+static size_t pk_iq2_xxs_x16_bytes(int64_t n) { return (size_t)(n / 256) * PK_IQ2XXS_SB; }
+static void pk_iq2_xxs_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    memset(dst, 0, (size_t)nsb * PK_IQ2XXS_SB);
+    for (int64_t i = 0; i < nsb; i++) {
+        uint8_t *q = dst + i * PK_IQ2XXS_SB, *sg = q + 512, *sc = q + 1024;
+        ht_half *d = (ht_half *)(q + 1088);
+        for (int r = 0; r < nr; r++) {
+            const block_iq2_xxs *b = (const block_iq2_xxs *)(src + (size_t)r * rb) + i;
+            for (int ib = 0; ib < 8; ib++) {
+                uint32_t w[2];
+                memcpy(w, b->qs + 4 * ib, sizeof w);
+                for (int l = 0; l < 4; l++) {
+                    q[(4 * ib + l) * 16 + r] = (uint8_t)(w[0] >> 8 * l);
+                    sg[(4 * ib + l) * 16 + r] = ht_ksigns_iq2xs[w[1] >> 7 * l & 127];
+                }
+                sc[ib / 2 * 16 + r] |= (uint8_t)((w[1] >> 28) << 4 * (ib % 2));
+            }
+            d[r] = b->d;
+        }
+    }
+}
+
+/* Rows 0-7 and 8-15 gathered as 8-byte grid entries: dword lanes 2r, 2r + 1 of a VPDPBUSD chain are row r's,
+ * added into one lane per row (two permutes) at the end of each 32-block. */
+#define PK_GRID_NC 4
+HT_AI void iq2_xxsx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nsb = n / 256;
+    const __m512i pe = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i po = _mm512_add_epi32(pe, _mm512_set1_epi32(1));
+    __m512 acc[PK_GRID_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < nsb; i++) {
+        const uint8_t *q = g + (size_t)i * PK_IQ2XXS_SB;
+        ht_prefetch(q, PK_IQ2XXS_SB);
+        __m512i isum[PK_GRID_NC];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
+        for (int ib = 0; ib < 8; ib++) {
+            __m512i lo[PK_GRID_NC], hi[PK_GRID_NC];
+            HT_UNROLL
+            for (int l = 0; l < 4; l++) {
+                const int b = 4 * ib + l;
+                const __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
+                const __m512i gl = _mm512_i32gather_epi64(_mm512_castsi512_si256(ix), (const void *)ht_iq2xxs_grid, 8);
+                const __m512i gh = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(ix, 1), (const void *)ht_iq2xxs_grid, 8);
+                const __mmask64 sl = _cvtu64_mask64(ld64(q + 512 + 16 * b)), sh = _cvtu64_mask64(ld64(q + 520 + 16 * b));
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    const __m512i x = _mm512_set1_epi64((long long)ld64(a + (size_t)c * as + (size_t)i * 256 + 8 * b));
+                    lo[c] = sdot(l ? lo[c] : _mm512_setzero_si512(), x, gl, sl);
+                    hi[c] = sdot(l ? hi[c] : _mm512_setzero_si512(), x, gh, sh);
+                }
+            }
+            const __m512i s = nib_scales(q + 1024 + ib / 2 * 16, ib);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const __m512i dot = _mm512_add_epi32(_mm512_permutex2var_epi32(lo[c], pe, hi[c]), _mm512_permutex2var_epi32(lo[c], po, hi[c]));
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot, s));
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(ld256(q + 1088));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const __m512 da = _mm512_set1_ps(((const float *)(a + (size_t)c * as + n))[i]);
+            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c])));
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, _mm512_mul_ps(_mm512_set1_ps(0.125f), acc[c]));
+}
+
+PK_TILE(pk_iq2_xxs_x16_tile, iq2_xxsx16_tile, 4)
+
+static const ht_pack pk_iq2_xxs_x16 = {"IQ2_XXSx16", 16, PK_GRID_NC, pk_iq2_xxs_x16_bytes, pk_iq2_xxs_x16_pack,
+                                       pk_k_act_bytes, pk_k_act_prep, pk_iq2_xxs_x16_tile, 0, NULL, NULL};
+
+/* IQ3_S x 16: super-block i of a group (110 * 16 bytes at 1760 i) is the low index bytes qs[b][r] (b = 8 ib + k
+ * for the 4 elements 32 ib + 4 k.., 1024 bytes), the high bits qh[ib][r] (128), the sign nibbles as one u64
+ * per b (row r's in bits 4r.., 512), the scale bytes sc[ib / 2][r] (64), the halves d[r] (32): the file's
+ * bytes, rearranged. Missing rows are zeros (d 0). */
+#define PK_IQ3S_SB (110 * 16)
+static size_t pk_iq3_s_x16_bytes(int64_t n) { return (size_t)(n / 256) * PK_IQ3S_SB; }
+static void pk_iq3_s_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    memset(dst, 0, (size_t)nsb * PK_IQ3S_SB);
+    for (int64_t i = 0; i < nsb; i++) {
+        uint8_t *q = dst + i * PK_IQ3S_SB, *qh = q + 1024, *sc = q + 1664;
+        uint64_t sg[64] = {0};
+        ht_half *d = (ht_half *)(q + 1728);
+        for (int r = 0; r < nr; r++) {
+            const block_iq3_s *b = (const block_iq3_s *)(src + (size_t)r * rb) + i;
+            for (int ib = 0; ib < 8; ib++) {
+                for (int k = 0; k < 8; k++) {
+                    q[(8 * ib + k) * 16 + r] = b->qs[8 * ib + k];
+                    sg[8 * ib + k] |= (uint64_t)(b->signs[4 * ib + k / 2] >> 4 * (k % 2) & 15) << 4 * r;
+                }
+                qh[ib * 16 + r] = b->qh[ib];
+            }
+            for (int k = 0; k < 4; k++) sc[k * 16 + r] = b->scales[k];
+            d[r] = b->d;
+        }
+        memcpy(q + 1152, sg, sizeof sg);
+    }
+}
+
+/* 4-byte grid entries: one VPGATHERDD per 4 elements of 16 rows, a dword lane per row; two VPDPBUSD chains
+ * (k even, odd) per 32-block. */
+HT_AI void iq3_sx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nsb = n / 256;
+    __m512 acc[PK_GRID_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < nsb; i++) {
+        const uint8_t *q = g + (size_t)i * PK_IQ3S_SB;
+        ht_prefetch(q, PK_IQ3S_SB);
+        __m512i isum[PK_GRID_NC];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
+        for (int ib = 0; ib < 8; ib++) {
+            const __m512i h = _mm512_cvtepu8_epi32(ld128(q + 1024 + 16 * ib)), b8 = _mm512_set1_epi32(256);
+            __m512i ev[PK_GRID_NC], od[PK_GRID_NC];
+            HT_UNROLL
+            for (int k = 0; k < 8; k++) {
+                const int b = 8 * ib + k;
+                const __m512i ix = _mm512_or_si512(_mm512_cvtepu8_epi32(ld128(q + 16 * b)), _mm512_and_si512(_mm512_slli_epi32(h, 8 - k), b8));
+                const __m512i gw = _mm512_i32gather_epi32(ix, (const void *)ht_iq3s_grid, 4);
+                const __mmask64 sm = _cvtu64_mask64(ld64(q + 1152 + 8 * b));
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    const __m512i x = _mm512_set1_epi32(ld32(a + (size_t)c * as + (size_t)i * 256 + 4 * b));
+                    if (k % 2) od[c] = sdot(k > 1 ? od[c] : _mm512_setzero_si512(), x, gw, sm);
+                    else ev[c] = sdot(k ? ev[c] : _mm512_setzero_si512(), x, gw, sm);
+                }
+            }
+            const __m512i s = nib_scales(q + 1664 + ib / 2 * 16, ib);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(_mm512_add_epi32(ev[c], od[c]), s));
+        }
+        const __m512 dw = _mm512_cvtph_ps(ld256(q + 1728));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const __m512 da = _mm512_set1_ps(((const float *)(a + (size_t)c * as + n))[i]);
+            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c])));
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
+}
+
+PK_TILE(pk_iq3_s_x16_tile, iq3_sx16_tile, 4)
+
+static const ht_pack pk_iq3_s_x16 = {"IQ3_Sx16", 16, PK_GRID_NC, pk_iq3_s_x16_bytes, pk_iq3_s_x16_pack,
+                                     pk_k_act_bytes, pk_k_act_prep, pk_iq3_s_x16_tile, 0, NULL, NULL};
 #endif
 
 #if !HT_X86_VNNI
