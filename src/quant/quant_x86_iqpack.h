@@ -1,5 +1,5 @@
 /* quant_x86_iqpack.h — row-interleaved packs of the i-quants for decode (ht_pack in quant.h): IQ4_XS x 16
- * (AVX-512 VNNI) and x 8 (AVX2, and AVX-512 without VNNI), IQ2_XXS and IQ3_S x 16 (AVX-512 VNNI). Included by
+ * (AVX-512 VNNI) and x 8 (AVX2, and AVX-512 without VNNI), IQ2_XXS, IQ3_S and IQ3_XXS x 16 (AVX-512 VNNI). Included by
  * quant_x86_kernels.h after quant_x86_packed.h (the activations are its Q4_K pack's: Q8_K values, d, sub-block
  * sums).
  *
@@ -216,57 +216,75 @@ PK_TILE(pk_iq2_xxs_x16_tile, iq2_xxsx16_tile, 4)
 static const ht_pack pk_iq2_xxs_x16 = {"IQ2_XXSx16", 16, PK_GRID_NC, pk_iq2_xxs_x16_bytes, pk_iq2_xxs_x16_pack,
                                        pk_k_act_bytes, pk_k_act_prep, pk_iq2_xxs_x16_tile, 0, NULL, NULL};
 
-/* IQ3_S x 16: super-block i of a group (110 * 16 bytes at 1760 i) is the low index bytes qs[b][r] (b = 8 ib + k
- * for the 4 elements 32 ib + 4 k.., 1024 bytes), the high bits qh[ib][r] (128), the sign nibbles as one u64
- * per b (row r's in bits 4r.., 512), the scale bytes sc[ib / 2][r] (64), the halves d[r] (32): the file's
- * bytes, rearranged. Missing rows are zeros (d 0). */
-#define PK_IQ3S_SB (110 * 16)
-static size_t pk_iq3_s_x16_bytes(int64_t n) { return (size_t)(n / 256) * PK_IQ3S_SB; }
-static void pk_iq3_s_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+/* IQ3_S and IQ3_XXS x 16, the 4-byte grids: super-block i of a group (16 * 110 bytes for IQ3_S, 16 * 102 for
+ * IQ3_XXS) is the (low) index bytes qs[b][r] (b = 8 ib + k for the 4 elements 32 ib + 4 k.., 1024 bytes), for
+ * IQ3_S the high index bits qh[ib][r] (128), the sign nibbles as one u64 per b (row r's in bits 4r.., 512;
+ * IQ3_XXS's from ksigns_iq2xs of its 7-bit fields), the scale nibbles sc[ib / 2][r] (64), the halves d[r] (32).
+ * IQ3_S's are the file's bytes rearranged, IQ3_XXS's 4 more a row than the file's 98. Missing rows: zeros. */
+#define G4_SG(T) ((T) == HT_IQ3_S ? 1152 : 1024)
+#define G4_SC(T) (G4_SG(T) + 512)
+#define G4_D(T) (G4_SC(T) + 64)
+#define G4_SB(T) (G4_D(T) + 32)
+HT_AI void pack_grid4(const uint32_t T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
     const int64_t nsb = n / 256;
-    memset(dst, 0, (size_t)nsb * PK_IQ3S_SB);
+    memset(dst, 0, (size_t)nsb * G4_SB(T));
     for (int64_t i = 0; i < nsb; i++) {
-        uint8_t *q = dst + i * PK_IQ3S_SB, *qh = q + 1024, *sc = q + 1664;
+        uint8_t *q = dst + i * G4_SB(T), *sc = q + G4_SC(T);
         uint64_t sg[64] = {0};
-        ht_half *d = (ht_half *)(q + 1728);
+        ht_half *d = (ht_half *)(q + G4_D(T));
         for (int r = 0; r < nr; r++) {
-            const block_iq3_s *b = (const block_iq3_s *)(src + (size_t)r * rb) + i;
+            const uint8_t *blk = src + (size_t)r * rb;
             for (int ib = 0; ib < 8; ib++) {
-                for (int k = 0; k < 8; k++) {
-                    q[(8 * ib + k) * 16 + r] = b->qs[8 * ib + k];
-                    sg[8 * ib + k] |= (uint64_t)(b->signs[4 * ib + k / 2] >> 4 * (k % 2) & 15) << 4 * r;
+                if (T == HT_IQ3_S) {
+                    const block_iq3_s *b = (const block_iq3_s *)blk + i;
+                    for (int k = 0; k < 8; k++) {
+                        q[(8 * ib + k) * 16 + r] = b->qs[8 * ib + k];
+                        sg[8 * ib + k] |= (uint64_t)(b->signs[4 * ib + k / 2] >> 4 * (k % 2) & 15) << 4 * r;
+                    }
+                    q[1024 + ib * 16 + r] = b->qh[ib];
+                    sc[ib / 2 * 16 + r] = b->scales[ib / 2];
+                    d[r] = b->d;
+                } else {
+                    const block_iq3_xxs *b = (const block_iq3_xxs *)blk + i;
+                    uint32_t w;
+                    memcpy(&w, b->qs + 64 + 4 * ib, sizeof w);
+                    for (int k = 0; k < 8; k++) {
+                        q[(8 * ib + k) * 16 + r] = b->qs[8 * ib + k];
+                        sg[8 * ib + k] |= (uint64_t)(ht_ksigns_iq2xs[w >> 7 * (k / 2) & 127] >> 4 * (k % 2) & 15) << 4 * r;
+                    }
+                    sc[ib / 2 * 16 + r] |= (uint8_t)((w >> 28) << 4 * (ib % 2));
+                    d[r] = b->d;
                 }
-                qh[ib * 16 + r] = b->qh[ib];
             }
-            for (int k = 0; k < 4; k++) sc[k * 16 + r] = b->scales[k];
-            d[r] = b->d;
         }
-        memcpy(q + 1152, sg, sizeof sg);
+        memcpy(q + G4_SG(T), sg, sizeof sg);
     }
 }
 
-/* 4-byte grid entries: one VPGATHERDD per 4 elements of 16 rows, a dword lane per row; two VPDPBUSD chains
- * (k even, odd) per 32-block. */
-HT_AI void iq3_sx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+/* One VPGATHERDD per 4 elements of 16 rows, a dword lane per row; two VPDPBUSD chains (k even, odd) per
+ * 32-block. */
+HT_AI void grid4x16_tile(const uint32_t T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     const int nsb = n / 256;
+    const uint32_t *grid = T == HT_IQ3_S ? ht_iq3s_grid : ht_iq3xxs_grid;
     __m512 acc[PK_GRID_NC];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int i = 0; i < nsb; i++) {
-        const uint8_t *q = g + (size_t)i * PK_IQ3S_SB;
-        ht_prefetch(q, PK_IQ3S_SB);
+        const uint8_t *q = g + (size_t)i * G4_SB(T);
+        ht_prefetch(q, G4_SB(T));
         __m512i isum[PK_GRID_NC];
         HT_UNROLL
         for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
         for (int ib = 0; ib < 8; ib++) {
-            const __m512i h = _mm512_cvtepu8_epi32(ld128(q + 1024 + 16 * ib)), b8 = _mm512_set1_epi32(256);
+            const __m512i h = T == HT_IQ3_S ? _mm512_cvtepu8_epi32(ld128(q + 1024 + 16 * ib)) : _mm512_setzero_si512();
             __m512i ev[PK_GRID_NC], od[PK_GRID_NC];
             HT_UNROLL
             for (int k = 0; k < 8; k++) {
                 const int b = 8 * ib + k;
-                const __m512i ix = _mm512_or_si512(_mm512_cvtepu8_epi32(ld128(q + 16 * b)), _mm512_and_si512(_mm512_slli_epi32(h, 8 - k), b8));
-                const __m512i gw = _mm512_i32gather_epi32(ix, (const void *)ht_iq3s_grid, 4);
-                const __mmask64 sm = _cvtu64_mask64(ld64(q + 1152 + 8 * b));
+                __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
+                if (T == HT_IQ3_S) ix = _mm512_or_si512(ix, _mm512_and_si512(_mm512_slli_epi32(h, 8 - k), _mm512_set1_epi32(256)));
+                const __m512i gw = _mm512_i32gather_epi32(ix, (const void *)grid, 4);
+                const __mmask64 sm = _cvtu64_mask64(ld64(q + G4_SG(T) + 8 * b));
                 HT_UNROLL
                 for (int c = 0; c < NC; c++) {
                     const __m512i x = _mm512_set1_epi32(ld32(a + (size_t)c * as + (size_t)i * 256 + 4 * b));
@@ -274,11 +292,11 @@ HT_AI void iq3_sx16_tile(const int NC, int n, const uint8_t *g, int nr, const ui
                     else ev[c] = sdot(k ? ev[c] : _mm512_setzero_si512(), x, gw, sm);
                 }
             }
-            const __m512i s = nib_scales(q + 1664 + ib / 2 * 16, ib);
+            const __m512i s = nib_scales(q + G4_SC(T) + ib / 2 * 16, ib);
             HT_UNROLL
             for (int c = 0; c < NC; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(_mm512_add_epi32(ev[c], od[c]), s));
         }
-        const __m512 dw = _mm512_cvtph_ps(ld256(q + 1728));
+        const __m512 dw = _mm512_cvtph_ps(ld256(q + G4_D(T)));
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
             const __m512 da = _mm512_set1_ps(((const float *)(a + (size_t)c * as + n))[i]);
@@ -286,13 +304,24 @@ HT_AI void iq3_sx16_tile(const int NC, int n, const uint8_t *g, int nr, const ui
         }
     }
     HT_UNROLL
-    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
+    for (int c = 0; c < NC; c++)
+        store16(y + (size_t)c * ys, nr, ht_iq_post(T) != 1.0f ? _mm512_mul_ps(_mm512_set1_ps(ht_iq_post(T)), acc[c]) : acc[c]);
 }
 
-PK_TILE(pk_iq3_s_x16_tile, iq3_sx16_tile, 4)
+#define GRID4_PACK(name, T, NAME)                                                                                  \
+    static size_t pk_##name##_x16_bytes(int64_t n) { return (size_t)(n / 256) * G4_SB(T); }                        \
+    static void pk_##name##_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {              \
+        pack_grid4(T, src, rb, nr, n, dst);                                                                      \
+    }                                                                                                            \
+    HT_AI void name##x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) { \
+        grid4x16_tile(T, NC, n, g, nr, a, as, y, ys);                                                            \
+    }                                                                                                            \
+    PK_TILE(pk_##name##_x16_tile, name##x16_tile, 4)                                                             \
+    static const ht_pack pk_##name##_x16 = {NAME, 16, PK_GRID_NC, pk_##name##_x16_bytes, pk_##name##_x16_pack,     \
+                                           pk_k_act_bytes, pk_k_act_prep, pk_##name##_x16_tile, 0, NULL, NULL};
 
-static const ht_pack pk_iq3_s_x16 = {"IQ3_Sx16", 16, PK_GRID_NC, pk_iq3_s_x16_bytes, pk_iq3_s_x16_pack,
-                                     pk_k_act_bytes, pk_k_act_prep, pk_iq3_s_x16_tile, 0, NULL, NULL};
+GRID4_PACK(iq3_s, HT_IQ3_S, "IQ3_Sx16")
+GRID4_PACK(iq3_xxs, HT_IQ3_XXS, "IQ3_XXSx16")
 #endif
 
 #if !HT_X86_VNNI
