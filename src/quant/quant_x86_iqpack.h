@@ -110,7 +110,7 @@ HT_AI void iq4_xsx16_tile(const int NC, int n, const uint8_t *g, int nr, const u
 PK_TILE(pk_iq4_xs_x16_tile, iq4_xsx16_tile, 8)
 
 static const ht_pack pk_iq4_xs_x16 = {"IQ4_XSx16", 16, PK_IQ4XS_NC, pk_iq4_xs_x16_bytes, pk_iq4_xs_x16_pack,
-                                      pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL};
+                                      pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL, NULL};
 
 /* ---- The grid types x 16 (AVX-512 VNNI): the grid entries of 16 rows gathered at once (VPGATHERDQ /
  * VPGATHERDD from the file's grid tables, in L1), their signs applied as a 64-bit mask ----
@@ -213,8 +213,40 @@ HT_AI void iq2_xxsx16_tile(const int NC, int n, const uint8_t *g, int nr, const 
 
 PK_TILE(pk_iq2_xxs_x16_tile, iq2_xxsx16_tile, 4)
 
+/* Prefill from the pack: super-block i decoded straight into slot s of the panel gemm's panel
+ * (quant_x86_iqpanel.h: 4 elements of 16 rows a vector, as the pack's gathers give them), the signed grid values
+ * + 64, the 32-block scales in its three forms, d as floats. */
+HT_AI void iqp_scales16(iqp_panel *p, int s, int ib, __m512i sc) {
+    _mm512_store_si512(p->sc[s][2 * ib], sc);
+    _mm512_store_si512(p->sc[s][2 * ib + 1], sc);
+    _mm512_store_si512(p->sc2[s][ib], _mm512_or_si512(sc, _mm512_slli_epi32(sc, 16)));
+}
+HT_AI __m512i iqp_signed64(__m512i w, __mmask64 sg) {
+    return _mm512_add_epi8(_mm512_mask_sub_epi8(w, sg, _mm512_setzero_si512(), w), _mm512_set1_epi8(64));
+}
+static void dec_iq2_xxs_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) {
+    const uint8_t *q = g + i * PK_IQ2XXS_SB;
+    const __m512i pe = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i po = _mm512_add_epi32(pe, _mm512_set1_epi32(1));
+    for (int b = 0; b < 32; b++) {   /* elements 8b.. of the 16 rows: dwords 2b, 2b + 1 of the panel */
+        const __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
+        const __m512i gl = iqp_signed64(_mm512_i32gather_epi64(_mm512_castsi512_si256(ix), (const void *)ht_iq2xxs_grid, 8),
+                                        _cvtu64_mask64(ld64(q + 512 + 16 * b)));
+        const __m512i gh = iqp_signed64(_mm512_i32gather_epi64(_mm512_extracti64x4_epi64(ix, 1), (const void *)ht_iq2xxs_grid, 8),
+                                        _cvtu64_mask64(ld64(q + 520 + 16 * b)));
+        _mm512_store_si512(p->q[s][2 * b], _mm512_permutex2var_epi32(gl, pe, gh));
+        _mm512_store_si512(p->q[s][2 * b + 1], _mm512_permutex2var_epi32(gl, po, gh));
+    }
+    for (int ib = 0; ib < 8; ib++) iqp_scales16(p, s, ib, nib_scales(q + 1024 + ib / 2 * 16, ib));
+    _mm512_store_ps(p->d[s], _mm512_cvtph_ps(ld256(q + 1088)));
+}
+static void pk_iq2_xxs_x16_gemm(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    iqp_gemm(HT_IQ2_XXS, n, g, 0, nr, a, as, nc, y, ys, dec_iq2_xxs_x16);
+}
+
 static const ht_pack pk_iq2_xxs_x16 = {"IQ2_XXSx16", 16, PK_GRID_NC, pk_iq2_xxs_x16_bytes, pk_iq2_xxs_x16_pack,
-                                       pk_k_act_bytes, pk_k_act_prep, pk_iq2_xxs_x16_tile, 0, NULL, NULL};
+                                       pk_k_act_bytes, pk_k_act_prep, pk_iq2_xxs_x16_tile, 0, NULL, NULL,
+                                       pk_iq2_xxs_x16_gemm};
 
 /* IQ3_S and IQ3_XXS x 16, the 4-byte grids: super-block i of a group (16 * 110 bytes for IQ3_S, 16 * 102 for
  * IQ3_XXS) is the (low) index bytes qs[b][r] (b = 8 ib + k for the 4 elements 32 ib + 4 k.., 1024 bytes), for
@@ -259,6 +291,24 @@ HT_AI void pack_grid4(const uint32_t T, const uint8_t *src, size_t rb, int nr, i
         }
         memcpy(q + G4_SG(T), sg, sizeof sg);
     }
+}
+
+/* Super-block i of a group into slot s of the panel gemm's panel, as dec_iq2_xxs_x16: one gather a dword of it. */
+HT_AI void dec_grid4(const uint32_t T, const uint8_t *g, size_t i, iqp_panel *p, int s) {
+    const uint8_t *q = g + i * G4_SB(T);
+    const uint32_t *grid = T == HT_IQ3_S ? ht_iq3s_grid : ht_iq3xxs_grid;
+    for (int ib = 0; ib < 8; ib++) {
+        const __m512i h = T == HT_IQ3_S ? _mm512_cvtepu8_epi32(ld128(q + 1024 + 16 * ib)) : _mm512_setzero_si512();
+        for (int k = 0; k < 8; k++) {
+            const int b = 8 * ib + k;
+            __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
+            if (T == HT_IQ3_S) ix = _mm512_or_si512(ix, _mm512_and_si512(_mm512_slli_epi32(h, 8 - k), _mm512_set1_epi32(256)));
+            _mm512_store_si512(p->q[s][b], iqp_signed64(_mm512_i32gather_epi32(ix, (const void *)grid, 4),
+                                                        _cvtu64_mask64(ld64(q + G4_SG(T) + 8 * b))));
+        }
+        iqp_scales16(p, s, ib, nib_scales(q + G4_SC(T) + ib / 2 * 16, ib));
+    }
+    _mm512_store_ps(p->d[s], _mm512_cvtph_ps(ld256(q + G4_D(T))));
 }
 
 /* One VPGATHERDD per 4 elements of 16 rows, a dword lane per row; two VPDPBUSD chains (k even, odd) per
@@ -317,8 +367,14 @@ HT_AI void grid4x16_tile(const uint32_t T, const int NC, int n, const uint8_t *g
         grid4x16_tile(T, NC, n, g, nr, a, as, y, ys);                                                            \
     }                                                                                                            \
     PK_TILE(pk_##name##_x16_tile, name##x16_tile, 4)                                                             \
+    static void dec_##name##_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) { dec_grid4(T, g, i, p, s); }   \
+    static void pk_##name##_x16_gemm(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, \
+                                     size_t ys) {                                                                \
+        iqp_gemm(T, n, g, 0, nr, a, as, nc, y, ys, dec_##name##_x16);                                                 \
+    }                                                                                                            \
     static const ht_pack pk_##name##_x16 = {NAME, 16, PK_GRID_NC, pk_##name##_x16_bytes, pk_##name##_x16_pack,     \
-                                           pk_k_act_bytes, pk_k_act_prep, pk_##name##_x16_tile, 0, NULL, NULL};
+                                           pk_k_act_bytes, pk_k_act_prep, pk_##name##_x16_tile, 0, NULL, NULL,       \
+                                           pk_##name##_x16_gemm};
 
 GRID4_PACK(iq3_s, HT_IQ3_S, "IQ3_Sx16")
 GRID4_PACK(iq3_xxs, HT_IQ3_XXS, "IQ3_XXSx16")
@@ -382,5 +438,5 @@ HT_AI void iq4_xsx8_tile(const int NC, int n, const uint8_t *g, int nr, const ui
 PK_TILE(pk_iq4_xs_x8_tile, iq4_xsx8_tile, 4)
 
 static const ht_pack pk_iq4_xs_x8 = {"IQ4_XSx8", 8, PK8_NC, pk_iq4_xs_x8_bytes, pk_iq4_xs_x8_pack, pk_k_act_bytes,
-                                     pk_k_act_prep, pk_iq4_xs_x8_tile, 0, NULL, NULL};
+                                     pk_k_act_prep, pk_iq4_xs_x8_tile, 0, NULL, NULL, NULL};
 #endif
