@@ -12,6 +12,10 @@
  * 4b. Batch products (a type's ht_gemm, where the set has one): every output of nr rows x nc tokens, nr and nc
  *    below and past the kernel's groups, short rows and long ones, and random blocks against activations at
  *    +-127 (the int16 saturation bound of AVX2's PMADDUBSW), bit-identical to vec_dot.
+ * 4c. Exact packs (the i-quants' ht_pack: IQ4_XS, IQ2_XXS, IQ3_S, IQ3_XXS): every row count 1..rows of a group and
+ *    several groups, every tile width 1..max_nc and, where the pack has its own batch product (ht_pack.gemm),
+ *    min_nc..min_nc + 3 tokens, quantized and random blocks against Gaussian activations and extremes (all +127,
+ *    all -127, +-127 at random), bit-identical to the reference vec_dot.
  * 5. Transposed products (dot_t, F32 and F16): within 1e-5 of sum |w_i a_i| of the scalar ones, and each
  *    output bit-identical whatever n (a prefix of the positions) and nc.
  * 6. Multiply-add peaks (quant_mac_peak): every SIMD set names an instruction and measures a rate a CPU can
@@ -349,6 +353,79 @@ static int test_gemm(const char *set) {
     return checked;
 }
 
+#define PK_ROWS 40
+#define PK_TOK 11
+static int test_packs(const char *set) {
+    static const uint32_t exact[] = {HT_IQ4_XS, HT_IQ2_XXS, HT_IQ3_S, HT_IQ3_XXS};
+    static uint8_t w[PK_ROWS][NTILE * 4];
+    static float wf[NTILE], x[PK_TOK][NTILE], one[PK_TOK][PK_ROWS], y[PK_TOK][PK_ROWS];
+    int checked = 0;
+    for (size_t t = 0; t < sizeof exact / sizeof *exact; t++) {
+        const ht_pack *pk = ht_get_traits(exact[t])->pack;
+        if (!pk) continue;
+        const ht_traits *ref = ht_get_traits_ref(exact[t]), *ta = ht_get_traits_ref((uint32_t)ref->vec_dot_type);
+        CHECK(pk->round_rel == 0 && pk->max_nc <= PK_TOK && pk->rows <= PK_ROWS, "%s: %s pack shape", set, pk->name);
+        for (int v = 0; v < 2; v++) {   /* quantized Gaussian rows, random blocks */
+            const int n = tile_n(ref->blck, v == 1);
+            rng_state = 500 + 10 * t + (uint64_t)v;
+            for (int r = 0; r < PK_ROWS; r++) {
+                fill(wf, n, D_GAUSS, 510 + 10 * t + (uint64_t)r);
+                if (v) random_weights(exact[t], w[r], n, false);
+                else weights_from(exact[t], wf, w[r], n);
+            }
+            for (int c = 0; c < PK_TOK; c++) {   /* Gaussian, all -127, all +127, +-127 */
+                fill(x[c], n, D_GAUSS, 530 + 10 * t + (uint64_t)c);
+                for (int e = 0; e < n && c % 4; e++) x[c][e] = c % 4 == 1 ? 1.0f : c % 4 == 2 ? -1.0f : rng_next() & 1 ? 1.0f : -1.0f;
+            }
+            const size_t as = pk->act_bytes(n), gb = pk->group_bytes(n);
+            const size_t qs = ht_row_size((uint32_t)ref->vec_dot_type, n);
+            uint8_t *a = malloc(as * PK_TOK), *g = malloc(gb * (PK_ROWS / pk->rows + 1)), *qa = malloc(qs * PK_TOK);
+            for (int c = 0; c < PK_TOK; c++) {
+                pk->act_prep(x[c], a + c * as, n);
+                ta->from_float(x[c], qa + c * qs, n);
+                for (int r = 0; r < PK_ROWS; r++) one[c][r] = ref->vec_dot(n, w[r], qa + c * qs);
+            }
+            /* nr = 1..rows rows in one group; then all PK_ROWS in consecutive groups, the last partial */
+            for (int nr = 1; nr <= pk->rows + 1; nr++) {
+                const int rows = nr <= pk->rows ? nr : PK_ROWS, ng = (rows + pk->rows - 1) / pk->rows;
+                for (int k = 0; k < ng; k++) {
+                    const int m = rows - k * pk->rows < pk->rows ? rows - k * pk->rows : pk->rows;
+                    pk->pack(w[k * pk->rows], sizeof w[0], m, n, g + k * gb);
+                }
+                for (int nc = 1; nc <= pk->max_nc; nc++) {
+                    memset(y, 0xFF, sizeof y);
+                    for (int k = 0; k < ng; k++) {
+                        const int m = rows - k * pk->rows < pk->rows ? rows - k * pk->rows : pk->rows;
+                        pk->tile(n, g + k * gb, m, a, as, nc, &y[0][k * pk->rows], PK_ROWS);
+                    }
+                    int bad = 0;
+                    for (int c = 0; c < nc; c++)
+                        for (int r = 0; r < rows; r++) bad += memcmp(&y[c][r], &one[c][r], sizeof(float)) != 0;
+                    CHECK(bad == 0, "%s: %s %d rows x %d tokens, n=%d: %d outputs differ from vec_dot", set, pk->name, rows, nc, n, bad);
+                    checked++;
+                }
+                /* the pack's own batch product (prefill), from the vec_dot format's activations */
+                for (int nc = pk->gemm ? ht_get_traits(exact[t])->gemm->min_nc : PK_TOK + 1; nc <= PK_TOK; nc++) {
+                    memset(y, 0xFF, sizeof y);
+                    for (int k = 0; k < ng; k++) {
+                        const int m = rows - k * pk->rows < pk->rows ? rows - k * pk->rows : pk->rows;
+                        pk->gemm(n, g + k * gb, m, qa, qs, nc, &y[0][k * pk->rows], PK_ROWS);
+                    }
+                    int bad = 0;
+                    for (int c = 0; c < nc; c++)
+                        for (int r = 0; r < rows; r++) bad += memcmp(&y[c][r], &one[c][r], sizeof(float)) != 0;
+                    CHECK(bad == 0, "%s: %s gemm %d rows x %d tokens, n=%d: %d outputs differ from vec_dot", set, pk->name, rows, nc, n, bad);
+                    checked++;
+                }
+            }
+            free(a);
+            free(g);
+            free(qa);
+        }
+    }
+    return checked;
+}
+
 /* dot_t of F32 / F16 (head sizes 64, 80, 256; positions around the block widths) against the scalar table;
  * then the first m positions alone and each column alone give the same bits. Returns products checked. */
 static int test_dot_t(const char *set) {
@@ -491,9 +568,9 @@ int main(void) {
         }
         test_from_float(set);
         const int ne = test_dots(set, true), nt = test_dots(set, false), ntl = test_tiles(set), ndt = test_dot_t(set);
-        const int npk = test_peak(set), ngm = test_gemm(set), nat = test_att_q8_0(set);
-        printf("%-11s from_float, %d exact + %d realistic dot products, %d tiles, %d batch products, %d transposed products, "
-               "%d Q8_0 attention outputs, %d peaks checked\n", set, ne, nt, ntl, ngm, ndt, nat, npk);
+        const int npk = test_peak(set), ngm = test_gemm(set), nat = test_att_q8_0(set), npc = test_packs(set);
+        printf("%-11s from_float, %d exact + %d realistic dot products, %d tiles, %d batch products, %d pack tiles, "
+               "%d transposed products, %d Q8_0 attention outputs, %d peaks checked\n", set, ne, nt, ntl, ngm, npc, ndt, nat, npk);
         n_sets++;
     }
     REQUIRE(quant_set_backend(chosen), "cannot restore %s", chosen);

@@ -41,6 +41,7 @@ typedef struct {
     float *y[MM_MAX_MATS];
     int n_mat;
     const ht_traits *tr;
+    bool pk;                /* through the matrices' pack (use_pack) */
     const float *x;
     int n_tok;
     const uint8_t *qa;      /* prepared activations (or x itself when the kernels take floats) */
@@ -56,43 +57,49 @@ typedef struct {
 
 size_t matmul_act_row_bytes(int64_t n) { return (size_t)n / QK_K * sizeof(block_q8_K) + sizeof(block_q8_K) + (size_t)n * 2 + 64; }
 
-/* The kernels of W take the activations as floats: packed float weights, or a vec_dot over F32 rows. */
-static bool act_is_float(const ht_tensor *W, const ht_traits *tr) {
-    return W->packed ? !W->pack->act_prep : tr->vec_dot_type == HT_F32;
+/* Whether a batch of n_tok tokens goes through W's pack tiles (pk below): always where it has a pack, but
+ * batches for the type's gemm where the pack has its own (ht_pack.gemm, with the vec_dot format's activations). */
+static bool use_pack(const ht_tensor *W, const ht_traits *tr, int n_tok) {
+    return W->packed && !(W->pack->gemm && n_tok >= tr->gemm->min_nc);
 }
 
-static size_t act_bytes(const ht_tensor *W, const ht_traits *tr) {
-    if (act_is_float(W, tr)) return (size_t)W->ne[0] * sizeof(float);
-    return W->packed ? W->pack->act_bytes(W->ne[0]) : ht_row_size((uint32_t)tr->vec_dot_type, W->ne[0]);
+/* The kernels of W take the activations as floats: packed float weights, or a vec_dot over F32 rows. */
+static bool act_is_float(const ht_tensor *W, const ht_traits *tr, bool pk) {
+    return pk ? !W->pack->act_prep : tr->vec_dot_type == HT_F32;
+}
+
+static size_t act_bytes(const ht_tensor *W, const ht_traits *tr, bool pk) {
+    if (act_is_float(W, tr, pk)) return (size_t)W->ne[0] * sizeof(float);
+    return pk ? W->pack->act_bytes(W->ne[0]) : ht_row_size((uint32_t)tr->vec_dot_type, W->ne[0]);
 }
 
 /* One activation row prepared for W's kernels: its pack's format, its vec_dot format, or a float copy. */
-static void act_prep(const ht_tensor *W, const ht_traits *tr, const float *x, uint8_t *dst) {
-    if (act_is_float(W, tr)) memcpy(dst, x, (size_t)W->ne[0] * sizeof(float));
-    else if (W->packed) W->pack->act_prep(x, dst, W->ne[0]);
+static void act_prep(const ht_tensor *W, const ht_traits *tr, bool pk, const float *x, uint8_t *dst) {
+    if (act_is_float(W, tr, pk)) memcpy(dst, x, (size_t)W->ne[0] * sizeof(float));
+    else if (pk) W->pack->act_prep(x, dst, W->ne[0]);
     else ht_quantize_row((uint32_t)tr->vec_dot_type, x, dst, W->ne[0]);
 }
 
 /* Rows [r0, r1) of the matrix W (r0 a multiple of the kernel's rows per call) times n_tok prepared
  * activation rows (a, stride as) into y[t * ys + r]: token groups outer, so the rows stay in cache. After each
  * token group, fuse's post (when given) on its outputs, still in L1, as matrix m of the job. */
-static void mm_rows(const ht_tensor *W, const ht_traits *tr, int r0, int r1, const uint8_t *a, size_t as, int n_tok,
+static void mm_rows(const ht_tensor *W, const ht_traits *tr, bool pk, int r0, int r1, const uint8_t *a, size_t as, int n_tok,
                     float *y, size_t ys, const ht_product_fuse *fuse, int m) {
     const int n = (int)W->ne[0], rows = (int)W->ne[1];
-    if (W->packed) {
-        const ht_pack *pk = W->pack;
-        const int R = pk->rows;
-        const size_t gb = pk->group_bytes(n);
-        if (n_tok == 1 && pk->decode) {   /* one token: the chunk's groups in one call */
-            pk->decode(n, W->packed + (size_t)(r0 / R) * gb, (r1 - r0 + R - 1) / R, r1 - (r1 - r0 - 1) / R * R - r0, a, y + r0);
+    if (pk) {
+        const ht_pack *P = W->pack;
+        const int R = P->rows;
+        const size_t gb = P->group_bytes(n);
+        if (n_tok == 1 && P->decode) {   /* one token: the chunk's groups in one call */
+            P->decode(n, W->packed + (size_t)(r0 / R) * gb, (r1 - r0 + R - 1) / R, r1 - (r1 - r0 - 1) / R * R - r0, a, y + r0);
             if (fuse) fuse->post(fuse->arg, m, r0, r1, 0, 1);
             return;
         }
-        for (int t = 0; t < n_tok; t += pk->max_nc) {
-            const int nc = HT_MIN(pk->max_nc, n_tok - t);
+        for (int t = 0; t < n_tok; t += P->max_nc) {
+            const int nc = HT_MIN(P->max_nc, n_tok - t);
             /* the first token tile brings the chunk's weights in; the next ones find them in L2 */
             void (*const tile)(int, const uint8_t *, int, const uint8_t *, size_t, int, float *, size_t) =
-                t > 0 && pk->tile_cached ? pk->tile_cached : pk->tile;
+                t > 0 && P->tile_cached ? P->tile_cached : P->tile;
             for (int g0 = r0; g0 < r1; g0 += R)
                 tile(n, W->packed + (size_t)(g0 / R) * gb, HT_MIN(R, rows - g0), a + (size_t)t * as, as, nc,
                      y + (size_t)t * ys + g0, ys);
@@ -101,7 +108,12 @@ static void mm_rows(const ht_tensor *W, const ht_traits *tr, int r0, int r1, con
         return;
     }
     if (tr->gemm && n_tok >= tr->gemm->min_nc) {   /* prefill: each weight block decoded once for the batch */
-        tr->gemm->run(n, (const uint8_t *)W->data + (size_t)r0 * W->row_bytes, W->row_bytes, r1 - r0, a, as, n_tok, y + r0, ys);
+        if (W->packed) {   /* the pack's gemm, group by group (chunks are whole gemm->rows = pack rows) */
+            const ht_pack *P = W->pack;
+            for (int g0 = r0; g0 < r1; g0 += P->rows)
+                P->gemm(n, W->packed + (size_t)(g0 / P->rows) * P->group_bytes(n), HT_MIN(P->rows, r1 - g0), a, as,
+                        n_tok, y + g0, ys);
+        } else tr->gemm->run(n, (const uint8_t *)W->data + (size_t)r0 * W->row_bytes, W->row_bytes, r1 - r0, a, as, n_tok, y + r0, ys);
         if (fuse) fuse->post(fuse->arg, m, r0, r1, 0, n_tok);
         return;
     }
@@ -116,21 +128,21 @@ static void mm_rows(const ht_tensor *W, const ht_traits *tr, int r0, int r1, con
 /* Rows per chunk of W: about MM_CHUNK_BYTES, at most MM_MAX_CHUNK_ROWS, and small enough that the
  * balance_rows of the whole job make MM_MIN_CHUNKS per thread; whole packed groups, whole panels of the
  * type's gemm when a batch of n_tok takes it, or whole tiles. */
-static int chunk_rows(const ht_tensor *W, const ht_traits *tr, int n_tok, int64_t balance_rows, int nth) {
-    const bool gemm = !W->packed && tr->gemm && n_tok >= tr->gemm->min_nc;
-    const int unit = W->packed ? W->pack->rows : gemm ? HT_MAX(tr->gemm->rows, HT_TILE_MAX) : HT_TILE_MAX;
-    const size_t unit_bytes = W->packed ? W->pack->group_bytes(W->ne[0]) : W->row_bytes * (size_t)unit;
+static int chunk_rows(const ht_tensor *W, const ht_traits *tr, bool pk, int n_tok, int64_t balance_rows, int nth) {
+    const bool gemm = !pk && tr->gemm && n_tok >= tr->gemm->min_nc;
+    const int unit = pk ? W->pack->rows : gemm ? HT_MAX(tr->gemm->rows, HT_TILE_MAX) : HT_TILE_MAX;
+    const size_t unit_bytes = pk ? W->pack->group_bytes(W->ne[0]) : W->row_bytes * (size_t)unit;
     int64_t units = (int64_t)(MM_CHUNK_BYTES / (unit_bytes ? unit_bytes : 1));
     units = HT_MIN(units, MM_MAX_CHUNK_ROWS / unit);
-    if (W->packed && W->pack->decode && n_tok == 1) units = HT_MAX(units, MM_DECODE_GROUPS) / MM_DECODE_GROUPS * MM_DECODE_GROUPS;
+    if (pk && W->pack->decode && n_tok == 1) units = HT_MAX(units, MM_DECODE_GROUPS) / MM_DECODE_GROUPS * MM_DECODE_GROUPS;
     units = HT_MIN(units, balance_rows / unit / (MM_MIN_CHUNKS * HT_MAX(nth, 1)));
-    return (int)HT_MAX(units, W->packed || gemm ? 1 : MM_CHUNK_ROWS / HT_TILE_MAX) * unit;
+    return (int)HT_MAX(units, pk || gemm ? 1 : MM_CHUNK_ROWS / HT_TILE_MAX) * unit;
 }
 
 static void prep_job(void *arg, int ith, int nth) {
     mm_job *j = arg;
     int64_t n = j->W[0]->ne[0];
-    for (int t = ith; t < j->n_tok; t += nth) act_prep(j->W[0], j->tr, j->x + (size_t)t * n, j->qa_w + (size_t)t * j->qa_row);
+    for (int t = ith; t < j->n_tok; t += nth) act_prep(j->W[0], j->tr, j->pk, j->x + (size_t)t * n, j->qa_w + (size_t)t * j->qa_row);
 }
 
 /* Items: the fused pre items, then the chunks (a chunk with a post waits for the pre items, all claimed by then). */
@@ -147,14 +159,14 @@ static void dot_job(void *arg, int ith, int nth) {
         i -= n_pre;
         if (j->glu) {   /* the same rows of both matrices, then y[0] = glu(y[0], y[1]) on them */
             const int rows = (int)j->W[0]->ne[1], r0 = i * j->chunk_rows[0], r1 = HT_MIN(rows, r0 + j->chunk_rows[0]);
-            for (int k = 0; k < 2; k++) mm_rows(j->W[k], j->tr, r0, r1, j->qa, j->qa_row, j->n_tok, j->y[k], (size_t)rows, NULL, k);
+            for (int k = 0; k < 2; k++) mm_rows(j->W[k], j->tr, j->pk, r0, r1, j->qa, j->qa_row, j->n_tok, j->y[k], (size_t)rows, NULL, k);
             for (int t = 0; t < j->n_tok; t++) j->glu(j->y[0] + (size_t)t * rows + r0, j->y[1] + (size_t)t * rows + r0, r1 - r0);
             continue;
         }
         while (i >= j->chunk0[m + 1]) m++;   /* items are claimed in increasing order */
         const int rows = (int)j->W[m]->ne[1], r0 = (i - j->chunk0[m]) * j->chunk_rows[m], r1 = HT_MIN(rows, r0 + j->chunk_rows[m]);
         if (j->fuse.post) pool_wait_count(&j->pre_done, n_pre);
-        mm_rows(j->W[m], j->tr, r0, r1, j->qa, j->qa_row, j->n_tok, j->y[m], (size_t)rows, j->fuse.post ? &j->fuse : NULL, m);
+        mm_rows(j->W[m], j->tr, j->pk, r0, r1, j->qa, j->qa_row, j->n_tok, j->y[m], (size_t)rows, j->fuse.post ? &j->fuse : NULL, m);
     }
 }
 
@@ -171,8 +183,9 @@ static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *
         j.y[m] = y[m];
         all_rows += W[m]->ne[1];
     }
-    j.qa_row = act_bytes(W[0], j.tr);
-    if (act_is_float(W[0], j.tr)) {
+    j.pk = use_pack(W[0], j.tr, n_tok);
+    j.qa_row = act_bytes(W[0], j.tr, j.pk);
+    if (act_is_float(W[0], j.tr, j.pk)) {
         j.qa = (const uint8_t *)x;
     } else {
         j.qa = j.qa_w = c->qact;
@@ -180,7 +193,7 @@ static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *
         else pool_run(c->pool, prep_job, &j);
     }
     for (int m = 0; m < n_mat; m++) {
-        j.chunk_rows[m] = chunk_rows(W[m], j.tr, n_tok, all_rows, pool_size(c->pool));
+        j.chunk_rows[m] = chunk_rows(W[m], j.tr, j.pk, n_tok, all_rows, pool_size(c->pool));
         j.chunk0[m + 1] = j.chunk0[m] + (int)((W[m]->ne[1] + j.chunk_rows[m] - 1) / j.chunk_rows[m]);
     }
     if (glu) j.chunk0[2] = j.chunk0[1];   /* the items are the first matrix's chunks */
@@ -246,7 +259,7 @@ static void mx_prep_job(void *arg, int ith, int nth) {
     mx_job *j = arg;
     int64_t n = j->W[0]->ne[0];
     for (int r = ith; r < j->n_rows; r += nth)
-        act_prep(j->W[0], j->tr, j->x + (size_t)(j->src ? j->src[r] : r) * n, j->qa + (size_t)r * j->qa_row);
+        act_prep(j->W[0], j->tr, j->W[0]->packed != NULL, j->x + (size_t)(j->src ? j->src[r] : r) * n, j->qa + (size_t)r * j->qa_row);
 }
 
 /* Items (active expert, chunk of rows) claimed one at a time: all the experts' products share one job. An item
@@ -262,7 +275,7 @@ static void mx_dot_job(void *arg, int ith, int nth) {
         for (int m = 0; m < j->n_mat; m++) {
             const ht_tensor W = ht_expert(j->W[m], e);
             float *y = j->y[m] + (size_t)j->first[e] * rows;
-            mm_rows(&W, j->tr, r0, r1, a, j->qa_row, n, y, (size_t)rows, NULL, 0);
+            mm_rows(&W, j->tr, W.packed != NULL, r0, r1, a, j->qa_row, n, y, (size_t)rows, NULL, 0);
             if (j->b[m])
                 for (int t = 0; t < n; t++)
                     for (int r = r0; r < r1; r++) y[(size_t)t * rows + r] += j->b[m][(size_t)e * rows + r];
@@ -293,14 +306,14 @@ void matmul_experts(hearth_ctx *c, const ht_tensor *W, const ht_tensor *B, const
                  .y = { y, y2 }, .n_mat = W2 ? 2 : 1, .tr = ht_get_traits(W->type), .x = x, .src = src,
                  .n_rows = n_rows, .cnt = cnt, .active = c->moe_active, .first = c->moe_first, .qa = c->moe_qact,
                  .glu = W2 ? glu : NULL };
-    j.qa_row = act_bytes(W, j.tr);
+    j.qa_row = act_bytes(W, j.tr, W->packed != NULL);
     for (int e = 0, r = 0; e < (int)W->ne[2]; r += cnt[e++]) {
         j.first[e] = r;
         if (cnt[e]) c->moe_active[j.n_active++] = e;
     }
     if ((int64_t)n_rows * W->ne[0] <= MM_SERIAL_PREP) mx_prep_job(&j, 0, 1);
     else pool_run(c->pool, mx_prep_job, &j);
-    j.chunk_rows = chunk_rows(W, j.tr, n_rows, (int64_t)j.n_active * W->ne[1], pool_size(c->pool));
+    j.chunk_rows = chunk_rows(W, j.tr, W->packed != NULL, n_rows, (int64_t)j.n_active * W->ne[1], pool_size(c->pool));
     j.n_chunks = (int)((W->ne[1] + j.chunk_rows - 1) / j.chunk_rows);
     atomic_init(&j.next, 0);
     pool_run(c->pool, mx_dot_job, &j);

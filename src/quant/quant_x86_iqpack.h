@@ -1,6 +1,7 @@
 /* quant_x86_iqpack.h — row-interleaved packs of the i-quants for decode (ht_pack in quant.h): IQ4_XS x 16
- * (AVX-512 VNNI) and x 8 (AVX2, and AVX-512 without VNNI). Included by quant_x86_kernels.h after
- * quant_x86_packed.h (the activations are its Q4_K pack's: Q8_K values, d, sub-block sums).
+ * (AVX-512 VNNI) and x 8 (AVX2, and AVX-512 without VNNI), IQ2_XXS, IQ3_S and IQ3_XXS x 16 (AVX-512 VNNI). Included by
+ * quant_x86_kernels.h after quant_x86_packed.h (the activations are its Q4_K pack's: Q8_K values, d, sub-block
+ * sums).
  *
  * Why: the row-by-row IQ4_XS kernel (ka_iq4_xs) spends per super-block and row a scale unpack, two lane
  * permutes per 64 weights, PMADDUBSW + PMADDWD per 32, and a share of a horizontal reduction: about 110 vector
@@ -109,7 +110,274 @@ HT_AI void iq4_xsx16_tile(const int NC, int n, const uint8_t *g, int nr, const u
 PK_TILE(pk_iq4_xs_x16_tile, iq4_xsx16_tile, 8)
 
 static const ht_pack pk_iq4_xs_x16 = {"IQ4_XSx16", 16, PK_IQ4XS_NC, pk_iq4_xs_x16_bytes, pk_iq4_xs_x16_pack,
-                                      pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL};
+                                      pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL, NULL};
+
+/* ---- The grid types x 16 (AVX-512 VNNI): the grid entries of 16 rows gathered at once (VPGATHERDQ /
+ * VPGATHERDD from the file's grid tables, in L1), their signs applied as a 64-bit mask ----
+ * VPDPBUSD takes the activations' magnitudes as its unsigned factor and the grid magnitudes (below 64) as the
+ * signed one, negated where the weight's sign and the activation's differ (one masked subtract): exact for an
+ * activation of -128 too. A lane's super-block sum is quant_ref.c's isum (sum over 32-blocks of scale * dot,
+ * below 2^31), and each output adds (d * d_a) * (float)isum in super-block order, times post at the end, with
+ * separate multiplies and adds: bit-identical to the scalar vec_dot, as the IQ4_XS pack. */
+HT_AI uint64_t ld64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+/* w * x for activations x (as bytes): |x| times w negated where sign mask s and x's sign differ. */
+HT_AI __m512i sdot(__m512i acc, __m512i x, __m512i w, __mmask64 s) {
+    const __mmask64 neg = _kxor_mask64(s, _mm512_movepi8_mask(x));
+    return _mm512_dpbusd_epi32(acc, _mm512_abs_epi8(x), _mm512_mask_sub_epi8(w, neg, _mm512_setzero_si512(), w));
+}
+
+/* The odd 32-block scales 2 s + 1 of 16 rows from the nibbles (row r's byte r, 32-block ib's nibble ib % 2). */
+HT_AI __m512i nib_scales(const uint8_t *sc, int ib) {
+    const __m512i v = _mm512_cvtepu8_epi32(ld128(sc));
+    const __m512i s = _mm512_and_si512(ib % 2 ? _mm512_srli_epi32(v, 4) : v, _mm512_set1_epi32(15));
+    return _mm512_or_si512(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(1));
+}
+
+/* IQ2_XXS x 16: super-block i of a group (70 * 16 bytes at 1120 i) is the grid indices idx[b][r] (b = 4 ib + l
+ * for the 8 elements 32 ib + 8 l.., 512 bytes), their sign bytes sg[b][r] (ksigns_iq2xs of the 7-bit field,
+ * 512), the scale nibbles sc[ib / 2][r] (64), the halves d[r] (32). Missing rows are zeros (d 0). */
+#define PK_IQ2XXS_SB (70 * 16)
+static size_t pk_iq2_xxs_x16_bytes(int64_t n) { return (size_t)(n / 256) * PK_IQ2XXS_SB; }
+static void pk_iq2_xxs_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    memset(dst, 0, (size_t)nsb * PK_IQ2XXS_SB);
+    for (int64_t i = 0; i < nsb; i++) {
+        uint8_t *q = dst + i * PK_IQ2XXS_SB, *sg = q + 512, *sc = q + 1024;
+        ht_half *d = (ht_half *)(q + 1088);
+        for (int r = 0; r < nr; r++) {
+            const block_iq2_xxs *b = (const block_iq2_xxs *)(src + (size_t)r * rb) + i;
+            for (int ib = 0; ib < 8; ib++) {
+                uint32_t w[2];
+                memcpy(w, b->qs + 4 * ib, sizeof w);
+                for (int l = 0; l < 4; l++) {
+                    q[(4 * ib + l) * 16 + r] = (uint8_t)(w[0] >> 8 * l);
+                    sg[(4 * ib + l) * 16 + r] = ht_ksigns_iq2xs[w[1] >> 7 * l & 127];
+                }
+                sc[ib / 2 * 16 + r] |= (uint8_t)((w[1] >> 28) << 4 * (ib % 2));
+            }
+            d[r] = b->d;
+        }
+    }
+}
+
+/* Rows 0-7 and 8-15 gathered as 8-byte grid entries: dword lanes 2r, 2r + 1 of a VPDPBUSD chain are row r's,
+ * added into one lane per row (two permutes) at the end of each 32-block. */
+#define PK_GRID_NC 4
+HT_AI void iq2_xxsx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nsb = n / 256;
+    const __m512i pe = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i po = _mm512_add_epi32(pe, _mm512_set1_epi32(1));
+    __m512 acc[PK_GRID_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < nsb; i++) {
+        const uint8_t *q = g + (size_t)i * PK_IQ2XXS_SB;
+        ht_prefetch(q, PK_IQ2XXS_SB);
+        __m512i isum[PK_GRID_NC];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
+        for (int ib = 0; ib < 8; ib++) {
+            __m512i lo[PK_GRID_NC], hi[PK_GRID_NC];
+            HT_UNROLL
+            for (int l = 0; l < 4; l++) {
+                const int b = 4 * ib + l;
+                const __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
+                const __m512i gl = _mm512_i32gather_epi64(_mm512_castsi512_si256(ix), (const void *)ht_iq2xxs_grid, 8);
+                const __m512i gh = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(ix, 1), (const void *)ht_iq2xxs_grid, 8);
+                const __mmask64 sl = _cvtu64_mask64(ld64(q + 512 + 16 * b)), sh = _cvtu64_mask64(ld64(q + 520 + 16 * b));
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    const __m512i x = _mm512_set1_epi64((long long)ld64(a + (size_t)c * as + (size_t)i * 256 + 8 * b));
+                    lo[c] = sdot(l ? lo[c] : _mm512_setzero_si512(), x, gl, sl);
+                    hi[c] = sdot(l ? hi[c] : _mm512_setzero_si512(), x, gh, sh);
+                }
+            }
+            const __m512i s = nib_scales(q + 1024 + ib / 2 * 16, ib);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const __m512i dot = _mm512_add_epi32(_mm512_permutex2var_epi32(lo[c], pe, hi[c]), _mm512_permutex2var_epi32(lo[c], po, hi[c]));
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot, s));
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(ld256(q + 1088));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const __m512 da = _mm512_set1_ps(((const float *)(a + (size_t)c * as + n))[i]);
+            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c])));
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, _mm512_mul_ps(_mm512_set1_ps(0.125f), acc[c]));
+}
+
+PK_TILE(pk_iq2_xxs_x16_tile, iq2_xxsx16_tile, 4)
+
+/* Prefill from the pack: super-block i decoded straight into slot s of the panel gemm's panel
+ * (quant_x86_iqpanel.h: 4 elements of 16 rows a vector, as the pack's gathers give them), the signed grid values
+ * + 64, the 32-block scales in its three forms, d as floats. */
+HT_AI void iqp_scales16(iqp_panel *p, int s, int ib, __m512i sc) {
+    _mm512_store_si512(p->sc[s][2 * ib], sc);
+    _mm512_store_si512(p->sc[s][2 * ib + 1], sc);
+    _mm512_store_si512(p->sc2[s][ib], _mm512_or_si512(sc, _mm512_slli_epi32(sc, 16)));
+}
+HT_AI __m512i iqp_signed64(__m512i w, __mmask64 sg) {
+    return _mm512_add_epi8(_mm512_mask_sub_epi8(w, sg, _mm512_setzero_si512(), w), _mm512_set1_epi8(64));
+}
+static void dec_iq2_xxs_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) {
+    const uint8_t *q = g + i * PK_IQ2XXS_SB;
+    const __m512i pe = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i po = _mm512_add_epi32(pe, _mm512_set1_epi32(1));
+    for (int b = 0; b < 32; b++) {   /* elements 8b.. of the 16 rows: dwords 2b, 2b + 1 of the panel */
+        const __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
+        const __m512i gl = iqp_signed64(_mm512_i32gather_epi64(_mm512_castsi512_si256(ix), (const void *)ht_iq2xxs_grid, 8),
+                                        _cvtu64_mask64(ld64(q + 512 + 16 * b)));
+        const __m512i gh = iqp_signed64(_mm512_i32gather_epi64(_mm512_extracti64x4_epi64(ix, 1), (const void *)ht_iq2xxs_grid, 8),
+                                        _cvtu64_mask64(ld64(q + 520 + 16 * b)));
+        _mm512_store_si512(p->q[s][2 * b], _mm512_permutex2var_epi32(gl, pe, gh));
+        _mm512_store_si512(p->q[s][2 * b + 1], _mm512_permutex2var_epi32(gl, po, gh));
+    }
+    for (int ib = 0; ib < 8; ib++) iqp_scales16(p, s, ib, nib_scales(q + 1024 + ib / 2 * 16, ib));
+    _mm512_store_ps(p->d[s], _mm512_cvtph_ps(ld256(q + 1088)));
+}
+static void pk_iq2_xxs_x16_gemm(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    iqp_gemm(HT_IQ2_XXS, n, g, 0, nr, a, as, nc, y, ys, dec_iq2_xxs_x16);
+}
+
+static const ht_pack pk_iq2_xxs_x16 = {"IQ2_XXSx16", 16, PK_GRID_NC, pk_iq2_xxs_x16_bytes, pk_iq2_xxs_x16_pack,
+                                       pk_k_act_bytes, pk_k_act_prep, pk_iq2_xxs_x16_tile, 0, NULL, NULL,
+                                       pk_iq2_xxs_x16_gemm};
+
+/* IQ3_S and IQ3_XXS x 16, the 4-byte grids: super-block i of a group (16 * 110 bytes for IQ3_S, 16 * 102 for
+ * IQ3_XXS) is the (low) index bytes qs[b][r] (b = 8 ib + k for the 4 elements 32 ib + 4 k.., 1024 bytes), for
+ * IQ3_S the high index bits qh[ib][r] (128), the sign nibbles as one u64 per b (row r's in bits 4r.., 512;
+ * IQ3_XXS's from ksigns_iq2xs of its 7-bit fields), the scale nibbles sc[ib / 2][r] (64), the halves d[r] (32).
+ * IQ3_S's are the file's bytes rearranged, IQ3_XXS's 4 more a row than the file's 98. Missing rows: zeros. */
+#define G4_SG(T) ((T) == HT_IQ3_S ? 1152 : 1024)
+#define G4_SC(T) (G4_SG(T) + 512)
+#define G4_D(T) (G4_SC(T) + 64)
+#define G4_SB(T) (G4_D(T) + 32)
+HT_AI void pack_grid4(const uint32_t T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    memset(dst, 0, (size_t)nsb * G4_SB(T));
+    for (int64_t i = 0; i < nsb; i++) {
+        uint8_t *q = dst + i * G4_SB(T), *sc = q + G4_SC(T);
+        uint64_t sg[64] = {0};
+        ht_half *d = (ht_half *)(q + G4_D(T));
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *blk = src + (size_t)r * rb;
+            for (int ib = 0; ib < 8; ib++) {
+                if (T == HT_IQ3_S) {
+                    const block_iq3_s *b = (const block_iq3_s *)blk + i;
+                    for (int k = 0; k < 8; k++) {
+                        q[(8 * ib + k) * 16 + r] = b->qs[8 * ib + k];
+                        sg[8 * ib + k] |= (uint64_t)(b->signs[4 * ib + k / 2] >> 4 * (k % 2) & 15) << 4 * r;
+                    }
+                    q[1024 + ib * 16 + r] = b->qh[ib];
+                    sc[ib / 2 * 16 + r] = b->scales[ib / 2];
+                    d[r] = b->d;
+                } else {
+                    const block_iq3_xxs *b = (const block_iq3_xxs *)blk + i;
+                    uint32_t w;
+                    memcpy(&w, b->qs + 64 + 4 * ib, sizeof w);
+                    for (int k = 0; k < 8; k++) {
+                        q[(8 * ib + k) * 16 + r] = b->qs[8 * ib + k];
+                        sg[8 * ib + k] |= (uint64_t)(ht_ksigns_iq2xs[w >> 7 * (k / 2) & 127] >> 4 * (k % 2) & 15) << 4 * r;
+                    }
+                    sc[ib / 2 * 16 + r] |= (uint8_t)((w >> 28) << 4 * (ib % 2));
+                    d[r] = b->d;
+                }
+            }
+        }
+        memcpy(q + G4_SG(T), sg, sizeof sg);
+    }
+}
+
+/* Super-block i of a group into slot s of the panel gemm's panel, as dec_iq2_xxs_x16: one gather a dword of it. */
+HT_AI void dec_grid4(const uint32_t T, const uint8_t *g, size_t i, iqp_panel *p, int s) {
+    const uint8_t *q = g + i * G4_SB(T);
+    const uint32_t *grid = T == HT_IQ3_S ? ht_iq3s_grid : ht_iq3xxs_grid;
+    for (int ib = 0; ib < 8; ib++) {
+        const __m512i h = T == HT_IQ3_S ? _mm512_cvtepu8_epi32(ld128(q + 1024 + 16 * ib)) : _mm512_setzero_si512();
+        for (int k = 0; k < 8; k++) {
+            const int b = 8 * ib + k;
+            __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
+            if (T == HT_IQ3_S) ix = _mm512_or_si512(ix, _mm512_and_si512(_mm512_slli_epi32(h, 8 - k), _mm512_set1_epi32(256)));
+            _mm512_store_si512(p->q[s][b], iqp_signed64(_mm512_i32gather_epi32(ix, (const void *)grid, 4),
+                                                        _cvtu64_mask64(ld64(q + G4_SG(T) + 8 * b))));
+        }
+        iqp_scales16(p, s, ib, nib_scales(q + G4_SC(T) + ib / 2 * 16, ib));
+    }
+    _mm512_store_ps(p->d[s], _mm512_cvtph_ps(ld256(q + G4_D(T))));
+}
+
+/* One VPGATHERDD per 4 elements of 16 rows, a dword lane per row; two VPDPBUSD chains (k even, odd) per
+ * 32-block. */
+HT_AI void grid4x16_tile(const uint32_t T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nsb = n / 256;
+    const uint32_t *grid = T == HT_IQ3_S ? ht_iq3s_grid : ht_iq3xxs_grid;
+    __m512 acc[PK_GRID_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    for (int i = 0; i < nsb; i++) {
+        const uint8_t *q = g + (size_t)i * G4_SB(T);
+        ht_prefetch(q, G4_SB(T));
+        __m512i isum[PK_GRID_NC];
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
+        for (int ib = 0; ib < 8; ib++) {
+            const __m512i h = T == HT_IQ3_S ? _mm512_cvtepu8_epi32(ld128(q + 1024 + 16 * ib)) : _mm512_setzero_si512();
+            __m512i ev[PK_GRID_NC], od[PK_GRID_NC];
+            HT_UNROLL
+            for (int k = 0; k < 8; k++) {
+                const int b = 8 * ib + k;
+                __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
+                if (T == HT_IQ3_S) ix = _mm512_or_si512(ix, _mm512_and_si512(_mm512_slli_epi32(h, 8 - k), _mm512_set1_epi32(256)));
+                const __m512i gw = _mm512_i32gather_epi32(ix, (const void *)grid, 4);
+                const __mmask64 sm = _cvtu64_mask64(ld64(q + G4_SG(T) + 8 * b));
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    const __m512i x = _mm512_set1_epi32(ld32(a + (size_t)c * as + (size_t)i * 256 + 4 * b));
+                    if (k % 2) od[c] = sdot(k > 1 ? od[c] : _mm512_setzero_si512(), x, gw, sm);
+                    else ev[c] = sdot(k ? ev[c] : _mm512_setzero_si512(), x, gw, sm);
+                }
+            }
+            const __m512i s = nib_scales(q + G4_SC(T) + ib / 2 * 16, ib);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(_mm512_add_epi32(ev[c], od[c]), s));
+        }
+        const __m512 dw = _mm512_cvtph_ps(ld256(q + G4_D(T)));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const __m512 da = _mm512_set1_ps(((const float *)(a + (size_t)c * as + n))[i]);
+            acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c])));
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++)
+        store16(y + (size_t)c * ys, nr, ht_iq_post(T) != 1.0f ? _mm512_mul_ps(_mm512_set1_ps(ht_iq_post(T)), acc[c]) : acc[c]);
+}
+
+#define GRID4_PACK(name, T, NAME)                                                                                  \
+    static size_t pk_##name##_x16_bytes(int64_t n) { return (size_t)(n / 256) * G4_SB(T); }                        \
+    static void pk_##name##_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {              \
+        pack_grid4(T, src, rb, nr, n, dst);                                                                      \
+    }                                                                                                            \
+    HT_AI void name##x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) { \
+        grid4x16_tile(T, NC, n, g, nr, a, as, y, ys);                                                            \
+    }                                                                                                            \
+    PK_TILE(pk_##name##_x16_tile, name##x16_tile, 4)                                                             \
+    static void dec_##name##_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) { dec_grid4(T, g, i, p, s); }   \
+    static void pk_##name##_x16_gemm(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, \
+                                     size_t ys) {                                                                \
+        iqp_gemm(T, n, g, 0, nr, a, as, nc, y, ys, dec_##name##_x16);                                                 \
+    }                                                                                                            \
+    static const ht_pack pk_##name##_x16 = {NAME, 16, PK_GRID_NC, pk_##name##_x16_bytes, pk_##name##_x16_pack,     \
+                                           pk_k_act_bytes, pk_k_act_prep, pk_##name##_x16_tile, 0, NULL, NULL,       \
+                                           pk_##name##_x16_gemm};
+
+GRID4_PACK(iq3_s, HT_IQ3_S, "IQ3_Sx16")
+GRID4_PACK(iq3_xxs, HT_IQ3_XXS, "IQ3_XXSx16")
 #endif
 
 #if !HT_X86_VNNI
@@ -170,5 +438,5 @@ HT_AI void iq4_xsx8_tile(const int NC, int n, const uint8_t *g, int nr, const ui
 PK_TILE(pk_iq4_xs_x8_tile, iq4_xsx8_tile, 4)
 
 static const ht_pack pk_iq4_xs_x8 = {"IQ4_XSx8", 8, PK8_NC, pk_iq4_xs_x8_bytes, pk_iq4_xs_x8_pack, pk_k_act_bytes,
-                                     pk_k_act_prep, pk_iq4_xs_x8_tile, 0, NULL, NULL};
+                                     pk_k_act_prep, pk_iq4_xs_x8_tile, 0, NULL, NULL, NULL};
 #endif

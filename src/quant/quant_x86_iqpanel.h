@@ -202,9 +202,11 @@ HT_AI void iqp_tokens(const int T, const int NT, const iqp_panel *p, int ns, con
     }
 }
 
-/* ht_gemm.run: groups of IQP_R rows, IQP_SB super-blocks at a time decoded once for all nc tokens. */
+/* ht_gemm.run: groups of IQP_R rows, IQP_SB super-blocks at a time decoded once for all nc tokens. With dec,
+ * w is instead one group of a decode pack (nr <= IQP_R), whose super-block i dec decodes into slot s of the
+ * panel itself (quant_x86_iqpack.h). */
 HT_AI void iqp_gemm(const int T, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as, int nc,
-                    float *y, size_t ys) {
+                    float *y, size_t ys, void (*const dec)(const uint8_t *g, size_t i, iqp_panel *p, int s)) {
     iqp_panel p;
     const int nsb = n / QK_K;
     for (int r0 = 0; r0 < nr; r0 += IQP_R) {
@@ -212,7 +214,10 @@ HT_AI void iqp_gemm(const int T, int n, const uint8_t *w, size_t ws, int nr, con
         const iqp_rows m = iqp_rows_of(mr);
         for (int s0 = 0; s0 < nsb; s0 += IQP_SB) {
             const int ns = HT_MIN(IQP_SB, nsb - s0);
-            for (int s = 0; s < ns; s++) iqp_decode(T, w + (size_t)r0 * ws, ws, mr, (size_t)(s0 + s), &p, s);
+            for (int s = 0; s < ns; s++) {
+                if (dec) dec(w, (size_t)(s0 + s), &p, s);
+                else iqp_decode(T, w + (size_t)r0 * ws, ws, mr, (size_t)(s0 + s), &p, s);
+            }
             const bool first = s0 == 0, last = s0 + ns >= nsb;
             const uint8_t *as0 = a + (size_t)s0 * sizeof(block_q8_K);
             int t = 0;
@@ -226,7 +231,7 @@ HT_AI void iqp_gemm(const int T, int n, const uint8_t *w, size_t ws, int nr, con
 #define IQP_GEMM(name, T)                                                                                   \
     static void iqp_run_##name(int n, const void *w, size_t ws, int nr, const void *a, size_t as, int nc, float *y, \
                                size_t ys) {                                                                \
-        iqp_gemm(T, n, w, ws, nr, a, as, nc, y, ys);                                                       \
+        iqp_gemm(T, n, w, ws, nr, a, as, nc, y, ys, NULL);                                                 \
     }                                                                                                      \
     static const ht_gemm gm_##name = {#name IQP_NAME, IQP_R, IQP_MIN_NC, iqp_run_##name};
 
