@@ -4,7 +4,7 @@
  * equal to the set's vec_dot on every element. Weights and activations are random (Gaussian, quantized by
  * the reference quantizers). Where the set has a packed layout for the type (ht_pack), the same holds for
  * the packed matrix (37 rows: the last group partial), and for each tile shape of its tile entries (1 to max_nc
- * tokens, with and without prefetches; the decode entry over runs of groups); its outputs are within rounding
+ * tokens, with and without prefetches; the decode and small-batch entries over runs of groups); its outputs are within rounding
  * of vec_dot's, or for the i-quants' packs equal to them. matmul_glu (gate and up in one job, SiLU(gate) * up
  * chunk by chunk) gives, for the batch with 1 and 3 threads, op_silu_mul of the single-token products bit for
  * bit, plain and packed. Rows are 512 long, and 300 for the float types too. */
@@ -151,6 +151,44 @@ static int check_decode(const ht_pack *pk, const uint8_t *buf, int groups, const
     return bad;
 }
 
+/* The pack's small-batch entry (tiles: 2 to max_nc tokens, several groups a call) against its one-token tile, as
+ * check_decode: every run of groups from every start, nr = rows and 5, every token count, bit for bit; outputs
+ * past the run's rows untouched. Returns the number of (run, token) outputs that differ. */
+static int check_tiles(const ht_pack *pk, const uint8_t *buf, int groups, const float *x) {
+    if (!pk->tiles) return 0;
+    const int R = pk->rows, ys = DG * R + 1;
+    const size_t gb = pk->group_bytes(n_cols), as = pk->act_prep ? pk->act_bytes(n_cols) : (size_t)n_cols * sizeof(float);
+    uint8_t *g = malloc(DG * gb), *a = malloc(as * NTOK);
+    float *want = malloc(sizeof(float) * NTOK * DG * R), *y = malloc(sizeof(float) * NTOK * ys);
+    REQUIRE(g && a && want && y, "out of memory");
+    for (int t = 0; t < NTOK; t++) {
+        if (pk->act_prep) pk->act_prep(x + (size_t)t * n_cols, a + t * as, n_cols);
+        else memcpy(a + t * as, x + (size_t)t * n_cols, (size_t)n_cols * sizeof(float));
+    }
+    for (int i = 0; i < DG; i++) {
+        memcpy(g + i * gb, buf + (size_t)(i % groups) * gb, gb);
+        for (int t = 0; t < NTOK; t++) pk->tile(n_cols, g + i * gb, R, a + t * as, as, 1, want + (size_t)t * DG * R + i * R, 0);
+    }
+    int bad = 0;
+    for (int nc = 2; nc <= pk->max_nc && nc <= NTOK; nc++)
+        for (int s = 0; s < DG; s++)
+            for (int ng = 1; s + ng <= DG; ng++)
+                for (int nr = R; nr >= 5; nr = nr == 5 ? 0 : 5) {
+                    const int n_out = (ng - 1) * R + nr;
+                    memset(y, 0xff, sizeof(float) * NTOK * ys);
+                    pk->tiles(n_cols, g + s * gb, ng, nr, a, as, nc, y, (size_t)ys);
+                    for (int t = 0; t < nc; t++) {
+                        bad += memcmp(y + (size_t)t * ys, want + (size_t)t * DG * R + s * R, sizeof(float) * n_out) != 0;
+                        bad += ((const uint32_t *)y)[(size_t)t * ys + n_out] != 0xffffffffu;
+                    }
+                }
+    free(g);
+    free(a);
+    free(want);
+    free(y);
+    return bad;
+}
+
 /* The packed layout of W: single tokens == batch == 3 threads bit for bit (NTOK is past every pack's max_nc, so
  * the batch's later token tiles take the pack's tile_cached where it has one), and close to vec_dot's y_dot: within
  * rounding of float adds, or for a pack that rounds weights and activations itself (round_rel), within the
@@ -172,7 +210,8 @@ static int check_packed(const ht_tensor *W, const float *wf, const float *x, con
     for (int t = 0; t < NTOK; t++) run(&P, x + t * n_cols, 1, y1 + t * ROWS, 1);
     run(&P, x, NTOK, yb, 1);
     run(&P, x, NTOK, yt, 3);
-    const int bad_shape = check_tile_shapes(pk, buf, x, y1), bad_decode = check_decode(pk, buf, groups, x);
+    const int bad_shape = check_tile_shapes(pk, buf, x, y1), bad_decode = check_decode(pk, buf, groups, x),
+              bad_tiles = check_tiles(pk, buf, groups, x);
     int bad_batch = 0, bad_threads = 0, far = 0;
     double worst = 0;
     for (int i = 0; i < NTOK * ROWS; i++) {
@@ -197,6 +236,7 @@ static int check_packed(const ht_tensor *W, const float *wf, const float *x, con
     CHECK(bad_shape == 0, "%s %s: %d outputs of tiles of 1-%d tokens differ from single-token products", set, pk->name,
           bad_shape, pk->max_nc);
     CHECK(bad_decode == 0, "%s %s: %d runs of the decode entry differ from the one-token tile", set, pk->name, bad_decode);
+    CHECK(bad_tiles == 0, "%s %s: %d runs of the small-batch entry differ from the one-token tile", set, pk->name, bad_tiles);
     CHECK(bad_batch == 0, "%s %s: %d outputs of the batch differ from single-token products", set, pk->name, bad_batch);
     CHECK(bad_threads == 0, "%s %s: %d outputs differ with 3 threads", set, pk->name, bad_threads);
     CHECK(far == 0, "%s %s: %d outputs off vec_dot's (worst %g%s)", set, pk->name, far, worst,

@@ -134,6 +134,10 @@ typedef struct ht_pack {
      * gemm->min_nc tokens, activations in the vec_dot format (as ht_gemm.run's), against one group, every output
      * bit-identical to vec_dot's. */
     void (*gemm)(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys);
+    /* Optional: 2 <= nc <= max_nc tokens (a small batch: a draft's verification) against ng >= 1 consecutive
+     * groups, the last one's rows nr, each output bit-identical to tile's: several groups' streams and chains of
+     * adds in flight, as decode's. NULL: tile per group. */
+    void (*tiles)(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys);
 } ht_pack;
 
 /* A whole batch against the file's layout (no repacking), for prefill: the tile of ht_vec_dot_tile_fn with any

@@ -110,7 +110,7 @@ HT_AI void iq4_xsx16_tile(const int NC, int n, const uint8_t *g, int nr, const u
 PK_TILE(pk_iq4_xs_x16_tile, iq4_xsx16_tile, 8)
 
 static const ht_pack pk_iq4_xs_x16 = {"IQ4_XSx16", 16, PK_IQ4XS_NC, pk_iq4_xs_x16_bytes, pk_iq4_xs_x16_pack,
-                                      pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL, NULL};
+                                      pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- The grid types x 16 (AVX-512 VNNI): the grid entries of 16 rows gathered at once (VPGATHERDQ /
  * VPGATHERDD from the file's grid tables, in L1), their signs applied as a 64-bit mask ----
@@ -246,7 +246,7 @@ static void pk_iq2_xxs_x16_gemm(int n, const uint8_t *g, int nr, const uint8_t *
 
 static const ht_pack pk_iq2_xxs_x16 = {"IQ2_XXSx16", 16, PK_GRID_NC, pk_iq2_xxs_x16_bytes, pk_iq2_xxs_x16_pack,
                                        pk_k_act_bytes, pk_k_act_prep, pk_iq2_xxs_x16_tile, 0, NULL, NULL,
-                                       pk_iq2_xxs_x16_gemm};
+                                       pk_iq2_xxs_x16_gemm, NULL};
 
 /* IQ3_S and IQ3_XXS x 16, the 4-byte grids: super-block i of a group (16 * 110 bytes for IQ3_S, 16 * 102 for
  * IQ3_XXS) is the (low) index bytes qs[b][r] (b = 8 ib + k for the 4 elements 32 ib + 4 k.., 1024 bytes), for
@@ -374,7 +374,7 @@ HT_AI void grid4x16_tile(const uint32_t T, const int NC, int n, const uint8_t *g
     }                                                                                                            \
     static const ht_pack pk_##name##_x16 = {NAME, 16, PK_GRID_NC, pk_##name##_x16_bytes, pk_##name##_x16_pack,     \
                                            pk_k_act_bytes, pk_k_act_prep, pk_##name##_x16_tile, 0, NULL, NULL,       \
-                                           pk_##name##_x16_gemm};
+                                           pk_##name##_x16_gemm, NULL};
 
 GRID4_PACK(iq3_s, HT_IQ3_S, "IQ3_Sx16")
 GRID4_PACK(iq3_xxs, HT_IQ3_XXS, "IQ3_XXSx16")
@@ -438,5 +438,5 @@ HT_AI void iq4_xsx8_tile(const int NC, int n, const uint8_t *g, int nr, const ui
 PK_TILE(pk_iq4_xs_x8_tile, iq4_xsx8_tile, 4)
 
 static const ht_pack pk_iq4_xs_x8 = {"IQ4_XSx8", 8, PK8_NC, pk_iq4_xs_x8_bytes, pk_iq4_xs_x8_pack, pk_k_act_bytes,
-                                     pk_k_act_prep, pk_iq4_xs_x8_tile, 0, NULL, NULL, NULL};
+                                     pk_k_act_prep, pk_iq4_xs_x8_tile, 0, NULL, NULL, NULL, NULL};
 #endif

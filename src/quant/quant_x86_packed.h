@@ -171,7 +171,7 @@ HT_AI void q4_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q4_0_x8_tile, q4_0x8_tile, 4)
 
 static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
-                                   pk_q4_0_x8_tile, 0, NULL, NULL, NULL};
+                                   pk_q4_0_x8_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- MXFP4 x 8, 256-bit ----
  * Block b (17 R = 136 bytes at 136 b): quants[j][r] as Q4_0's, then the 8 rows' E8M0 bytes (made floats in
@@ -244,7 +244,7 @@ HT_AI void mxfp4x8_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_mxfp4_x8_tile, mxfp4x8_tile, 4)
 
 static const ht_pack pk_mxfp4_x8 = {"MXFP4x8", 8, PK8_NC, pk_mxfp4_x8_bytes, pk_mxfp4_x8_pack, pk_act_bytes, pk_act_signed,
-                                    pk_mxfp4_x8_tile, 0, NULL, NULL, NULL};
+                                    pk_mxfp4_x8_tile, 0, NULL, NULL, NULL, NULL};
 
 /* Q5_0: as Q4_0's layout, with the fifth bits between the nibbles and the halves: block b of the group
  * (22 R bytes at 22 R b) is quants[j][r] (16 R bytes, as Q4_0), then H[r] (4 bytes per row: bit j of byte t
@@ -280,7 +280,7 @@ HT_AI void q5_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q5_0_x8_tile, q5_0x8_tile, 4)
 
 static const ht_pack pk_q5_0_x8 = {"Q5_0x8", 8, PK8_NC, pk_q5_0_x8_bytes, pk_q5_0_x8_pack, pk_act_bytes, pk_act_signed,
-                                   pk_q5_0_x8_tile, 0, NULL, NULL, NULL};
+                                   pk_q5_0_x8_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- Q8_0 x 8, 256-bit (AVX2, and the AVX-512 set without VNNI) ----
  * Block b (272 bytes at 272 b): quants[j][r] = row r's bytes 4j..4j+3 (j < 8), then halves[r]. Without
@@ -346,7 +346,7 @@ HT_AI void q8_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q8_0_x8_tile, q8_0x8_tile, 4)
 
 static const ht_pack pk_q8_0_x8 = {"Q8_0x8", 8, PK8_NC, pk_q8_0_x8_bytes, pk_q8_0_x8_pack, pk_act_bytes, pk_act_signed,
-                                   pk_q8_0_x8_tile, 0, NULL, NULL, NULL};
+                                   pk_q8_0_x8_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- Q4_K (and Q6_K below) ----
  * Activations: Q8_K's values q[n], then float d[n / 256], then int16 asum[n / 32] (each 32-element
@@ -459,7 +459,7 @@ HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q4_K_x8_tile, q4_Kx8_tile, 4)
 
 static const ht_pack pk_q4_K_x8 = {"Q4_Kx8", 8, PK8_NC, pk_q4_K_x8_bytes, pk_q4_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
-                                   pk_q4_K_x8_tile, 0, NULL, NULL, NULL};
+                                   pk_q4_K_x8_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- Q6_K packing (x16 and x8) ----
  * Each row's values u = q + 32 (0..63) re-encoded per 32-element chunk s of a super-block: nibbles[j][r]
@@ -570,7 +570,7 @@ HT_AI void q6_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q6_K_x8_tile, q6_Kx8_tile, 4)
 
 static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
-                                   pk_q6_K_x8_tile, 0, NULL, NULL, NULL};
+                                   pk_q6_K_x8_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- F32 x 32 in 256 bits, F16 / BF16 x 16 in 512 ----
  * Element k of the group's rows side by side (R elements of E bytes), widened to floats once for every token
@@ -646,7 +646,7 @@ HT_AI void f32x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 }
 PK_TILE(pk_f32_x32a_tile, f32x32a_tile, PK_HALF32A_NC)
 static const ht_pack pk_f32_x32a = {"F32x32", 32, PK_HALF32A_NC, pk_f32_x32_bytes, pk_f32_x32_pack, NULL, NULL,
-                                    pk_f32_x32a_tile, 0, NULL, NULL, NULL};
+                                    pk_f32_x32a_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- F16 / BF16 as int16 x 8 (AVX2): integer products instead of FMAs ----
  * Floats per lane are bound by the FMA rate (so is llama.cpp's F16 prefill). PMADDWD does 16 multiply-adds
@@ -771,9 +771,9 @@ HT_AI void i16x8_tile_cached(const int NC, int n, const uint8_t *g, int nr, cons
 PK_TILE(pk_i16_x8_tile, i16x8_tile, PK_I16_NC)
 PK_TILE(pk_i16_x8_tile_cached, i16x8_tile_cached, PK_I16_NC)
 static const ht_pack pk_f16_i16 = {"F16i16x8", 8, PK_I16_NC, pk_i16_x8_bytes, pk_f16_i16_pack, pk_i16_act_bytes,
-                                   pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX, pk_i16_x8_tile_cached, NULL, 0};
+                                   pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX, pk_i16_x8_tile_cached, NULL, NULL, NULL};
 static const ht_pack pk_bf16_i16 = {"BF16i16x8", 8, PK_I16_NC, pk_i16_x8_bytes, pk_bf16_i16_pack, pk_i16_act_bytes,
-                                    pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX, pk_i16_x8_tile_cached, NULL, 0};
+                                    pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX, pk_i16_x8_tile_cached, NULL, NULL, NULL};
 
 #endif   /* !HT_X86_AVX512 */
 
@@ -884,6 +884,72 @@ HT_AI void halfx16_decode(const int T, int n, const uint8_t *g, int ng, int nr, 
     if (j + 2 <= ng) halfx16_decode_g(T, 2, n, g + j * gb, j + 2 == ng ? nr : 16, x, y + 16 * j), j += 2;
     if (j < ng) halfx16_decode_g(T, 1, n, g + j * gb, nr, x, y + 16 * j);
 }
+/* A small batch over G groups at once (ht_pack.tiles): with one group a time, a tile of 2-5 tokens streamed its
+ * weights well below decode's rate (a verification of 5 tokens cost 1.27 decode steps, its FMAs 0.5); G groups
+ * put G streams and G times the chains in flight and share each token's broadcasts. Each output's FMAs are the
+ * tile's in the tile's order: bit-identical. */
+#define PK_HALF16_TG 5   /* tokens up to which groups go together (G * NC <= 10 pairs of accumulators) */
+HT_AI void halfx16_tiles_g(const int T, const int G, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a,
+                           size_t as, float *y, size_t ys) {
+    const size_t gb = (size_t)n * 32;
+    __m512 acc[4][PK_HALF16_TG][2];
+    HT_UNROLL
+    for (int j = 0; j < G; j++)
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) acc[j][c][0] = acc[j][c][1] = _mm512_setzero_ps();
+    for (int k = 0; k + 2 <= n; k += 2) {
+        __m512 w[4][2];
+        HT_UNROLL
+        for (int j = 0; j < G; j++) {
+            const uint8_t *p = g + j * gb + (size_t)k * 32;
+            ht_prefetch(p, 64);
+            w[j][0] = half16(T, p);
+            w[j][1] = half16(T, p + 32);
+        }
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const float *x = (const float *)(a + (size_t)c * as);
+            const __m512 x0 = _mm512_set1_ps(x[k]), x1 = _mm512_set1_ps(x[k + 1]);
+            HT_UNROLL
+            for (int j = 0; j < G; j++) {
+                acc[j][c][0] = _mm512_fmadd_ps(w[j][0], x0, acc[j][c][0]);
+                acc[j][c][1] = _mm512_fmadd_ps(w[j][1], x1, acc[j][c][1]);
+            }
+        }
+    }
+    HT_UNROLL
+    for (int j = 0; j < G; j++)
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const float *x = (const float *)(a + (size_t)c * as);
+            __m512 v = _mm512_add_ps(acc[j][c][0], acc[j][c][1]);
+            if (n & 1) v = _mm512_fmadd_ps(half16(T, g + j * gb + (size_t)(n - 1) * 32), _mm512_set1_ps(x[n - 1]), v);
+            store16(y + (size_t)c * ys + 16 * j, j == G - 1 ? nr : 16, v);
+        }
+}
+#define HALF16_TILES_G(G, NC)                                                                                     \
+    for (; j + G <= ng; j += G) halfx16_tiles_g(T, G, NC, n, g + j * gb, j + G == ng ? nr : 16, a, as, y + 16 * j, ys); \
+    for (; j < ng; j++) halfx16_tiles_g(T, 1, NC, n, g + j * gb, j + 1 == ng ? nr : 16, a, as, y + 16 * j, ys);
+HT_AI void halfx16_tiles(const int T, int n, const uint8_t *g, int ng, int nr, const uint8_t *a, size_t as, int nc,
+                         float *y, size_t ys) {
+    const size_t gb = (size_t)n * 32;
+    int j = 0;
+    switch (nc) {
+    case 2: HALF16_TILES_G(4, 2) break;
+    case 3: HALF16_TILES_G(2, 3) break;
+    case 4: HALF16_TILES_G(2, 4) break;
+    case 5: HALF16_TILES_G(2, 5) break;
+    default:
+        for (; j < ng; j++)
+            (T == HT_F16 ? pk_f16x16_tile : pk_bf16x16_tile)(n, g + j * gb, j == ng - 1 ? nr : 16, a, as, nc, y + 16 * j, ys);
+    }
+}
+static void pk_f16x16_tiles(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    halfx16_tiles(HT_F16, n, g, ng, nr, a, as, nc, y, ys);
+}
+static void pk_bf16x16_tiles(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    halfx16_tiles(HT_BF16, n, g, ng, nr, a, as, nc, y, ys);
+}
 static void pk_f16x16_decode(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, float *y) {
     halfx16_decode(HT_F16, n, g, ng, nr, a, y);
 }
@@ -891,9 +957,11 @@ static void pk_bf16x16_decode(int n, const uint8_t *g, int ng, int nr, const uin
     halfx16_decode(HT_BF16, n, g, ng, nr, a, y);
 }
 static const ht_pack pk_f16_x16 = {"F16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
-                                   pk_f16x16_tile, 0, pk_f16x16_tile_cached, pk_f16x16_decode, 0};
+                                   pk_f16x16_tile, 0, pk_f16x16_tile_cached, pk_f16x16_decode, NULL,
+                                   pk_f16x16_tiles};
 static const ht_pack pk_bf16_x16 = {"BF16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
-                                    pk_bf16x16_tile, 0, pk_bf16x16_tile_cached, pk_bf16x16_decode, 0};
+                                    pk_bf16x16_tile, 0, pk_bf16x16_tile_cached, pk_bf16x16_decode, NULL,
+                                    pk_bf16x16_tiles};
 #endif
 
 #if HT_X86_VNNI
@@ -955,7 +1023,7 @@ HT_AI void q5_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_q4_0_x16_tile, q4_0x16_tile, 8)
 
 static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
-                                    pk_act_signed, pk_q4_0_x16_tile, 0, NULL, NULL, NULL};
+                                    pk_act_signed, pk_q4_0_x16_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- Q5_0 x 16, 512-bit VNNI (layout at pack_q5_0) ---- */
 static size_t pk_q5_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 22 * 16; }
@@ -964,7 +1032,7 @@ static void pk_q5_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, u
 PK_TILE(pk_q5_0_x16_tile, q5_0x16_tile, 8)
 
 static const ht_pack pk_q5_0_x16 = {"Q5_0x16", 16, PK16_NC, pk_q5_0_x16_bytes, pk_q5_0_x16_pack, pk_act_bytes,
-                                    pk_act_signed, pk_q5_0_x16_tile, 0, NULL, NULL, NULL};
+                                    pk_act_signed, pk_q5_0_x16_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- MXFP4 x 16, 512-bit VNNI ----
  * Block b (17 R = 272 bytes at 272 b, the file's size): quants[j][r] as Q4_0's (row r's nibble bytes 4j..4j+3),
@@ -1029,7 +1097,7 @@ HT_AI void mxfp4x16_tile(const int NC, int n, const uint8_t *g, int nr, const ui
 PK_TILE(pk_mxfp4_x16_tile, mxfp4x16_tile, 8)
 
 static const ht_pack pk_mxfp4_x16 = {"MXFP4x16", 16, PK16_NC, pk_mxfp4_x16_bytes, pk_mxfp4_x16_pack, pk_act_bytes,
-                                     pk_act_signed, pk_mxfp4_x16_tile, 0, NULL, NULL, NULL};
+                                     pk_act_signed, pk_mxfp4_x16_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- Q8_0 x 16, 512-bit VNNI ----
  * Block b (576 bytes at 576 b): quants[j][r] = row r's bytes 4j..4j+3 (j < 8), then halves[r], then int16
@@ -1089,7 +1157,7 @@ HT_AI void q8_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_q8_0_x16_tile, q8_0x16_tile, 8)
 
 static const ht_pack pk_q8_0_x16 = {"Q8_0x16", 16, PK16_NC, pk_q8_0_x16_bytes, pk_q8_0_x16_pack, pk_act_bytes,
-                                    pk_act_unsigned, pk_q8_0_x16_tile, 0, NULL, NULL, NULL};
+                                    pk_act_unsigned, pk_q8_0_x16_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- Q4_K x 16, 512-bit VNNI (layout and formula as Q4_K x 8) ---- */
 static size_t pk_q4_K_x16_bytes(int64_t n) { return (size_t)(n / 256) * 148 * 16; }
@@ -1160,7 +1228,7 @@ HT_AI void q4_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_q4_K_x16_tile, q4_Kx16_tile, 4)
 
 static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK_Q4K16_NC, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
-                                    pk_k_act_prep, pk_q4_K_x16_tile, 0, NULL, NULL, NULL};
+                                    pk_k_act_prep, pk_q4_K_x16_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- Q6_K x 16, 512-bit VNNI (layout above; 8 tokens a call: 8 unpacked vectors, 8 integer sums) ---- */
 static size_t pk_q6_K_x16_bytes(int64_t n) { return (size_t)(n / 256) * 3360; }
@@ -1228,5 +1296,5 @@ HT_AI void q6_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_q6_K_x16_tile, q6_Kx16_tile, 8)
 
 static const ht_pack pk_q6_K_x16 = {"Q6_Kx16", 16, PK_Q6_NC, pk_q6_K_x16_bytes, pk_q6_K_x16_pack, pk_k_act_bytes,
-                                    pk_k_act_prep, pk_q6_K_x16_tile, 0, NULL, NULL, NULL};
+                                    pk_k_act_prep, pk_q6_K_x16_tile, 0, NULL, NULL, NULL, NULL};
 #endif
