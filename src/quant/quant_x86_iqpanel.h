@@ -171,6 +171,7 @@ HT_AI void iqp_tokens(const int T, const int NT, const iqp_panel *p, int ns, con
                 for (int c = 0; c < NT; c++) {
                     const iqp_vi av = IQP(set1_epi32)(iqp_ld32(ab[c]->qs + S * j + 4 * k));
                     isum[c] = IQP(add_epi32)(isum[c], IQP(madd_epi16)(IQP(maddubs_epi16)(wv, av), sc));
+                    HT_KEEP(isum[c]);   /* a chain: as a tree of adds GCC stored every product to the stack */
                 }
             }
 #endif

@@ -34,9 +34,6 @@
         if (c < nc) TILE(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);                     \
     }
 
-/* Keeps v in a register as one link of a chain of adds: GCC turns a token loop's running sums into a tree of
- * adds whose partial sums spill out of the 16 AVX2 registers (5-10% slower in each 8-row kernel). */
-#define HT_KEEP(v) __asm__("" : "+x"(v))
 
 /* The first nr (<= 8) outputs of a 256-bit tile row. */
 HT_AI void store8(float *y, int nr, __m256 v) {
