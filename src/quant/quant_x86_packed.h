@@ -24,12 +24,14 @@
  * weights), then float d[n / 32], then int32 sum[n / 32] of each block's q. */
 
 /* A pack's tile entry (ht_pack.tile) from an always_inline kernel TILE(NC, ...) for a compile-time token count:
- * nc <= MAXNC (4, 6 or 8) tokens as instances for MAXNC, 4, 2 and 1 (a count above MAXNC is never instantiated). */
+ * nc <= MAXNC (4, 6 or 8) tokens as instances for MAXNC, 4, 3, 2 and 1 (a count above MAXNC is never
+ * instantiated; 3 tokens in one pass: the IQ3_S pack's pp3 cost as much again as its pp2 as 2 + 1). */
 #define PK_TILE(name, TILE, MAXNC)                                                                              \
     static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
         int c = 0;                                                                                              \
         if ((MAXNC) > 4) for (; c + (MAXNC) <= nc; c += (MAXNC)) TILE((MAXNC) > 4 ? (MAXNC) : 1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); \
         for (; c + 4 <= nc; c += 4) TILE(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);      \
+        if (c + 3 == nc) TILE(3, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys), c += 3;          \
         for (; c + 2 <= nc; c += 2) TILE(2, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);      \
         if (c < nc) TILE(1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);                     \
     }
