@@ -13,9 +13,9 @@
  *    below and past the kernel's groups, short rows and long ones, and random blocks against activations at
  *    +-127 (the int16 saturation bound of AVX2's PMADDUBSW), bit-identical to vec_dot.
  * 4c. Exact packs (the i-quants' ht_pack: IQ4_XS, IQ2_XXS, IQ3_S, IQ3_XXS): every row count 1..rows of a group and
- *    several groups, every tile width 1..max_nc and, where the pack has its own batch product (ht_pack.gemm),
- *    min_nc..min_nc + 3 tokens, quantized and random blocks against Gaussian activations and extremes (all +127,
- *    all -127, +-127 at random), bit-identical to the reference vec_dot.
+ *    several groups, every tile width 1..max_nc and, where the pack has its own batch product (ht_pack.gemm, for
+ *    batches past max_nc), max_nc + 1..11 tokens, quantized and random blocks against Gaussian activations and
+ *    extremes (all +127, all -127, +-127 at random), bit-identical to the reference vec_dot.
  * 5. Transposed products (dot_t, F32 and F16): within 1e-5 of sum |w_i a_i| of the scalar ones, and each
  *    output bit-identical whatever n (a prefix of the positions) and nc.
  * 6. Multiply-add peaks (quant_mac_peak): every SIMD set names an instruction and measures a rate a CPU can
@@ -405,7 +405,7 @@ static int test_packs(const char *set) {
                     checked++;
                 }
                 /* the pack's own batch product (prefill), from the vec_dot format's activations */
-                for (int nc = pk->gemm ? ht_get_traits(exact[t])->gemm->min_nc : PK_TOK + 1; nc <= PK_TOK; nc++) {
+                for (int nc = pk->gemm ? pk->max_nc + 1 : PK_TOK + 1; nc <= PK_TOK; nc++) {
                     memset(y, 0xFF, sizeof y);
                     for (int k = 0; k < ng; k++) {
                         const int m = rows - k * pk->rows < pk->rows ? rows - k * pk->rows : pk->rows;

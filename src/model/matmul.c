@@ -58,9 +58,11 @@ typedef struct {
 size_t matmul_act_row_bytes(int64_t n) { return (size_t)n / QK_K * sizeof(block_q8_K) + sizeof(block_q8_K) + (size_t)n * 2 + 64; }
 
 /* Whether a batch of n_tok tokens goes through W's pack tiles (pk below): always where it has a pack, but
- * batches for the type's gemm where the pack has its own (ht_pack.gemm, with the vec_dot format's activations). */
-static bool use_pack(const ht_tensor *W, const ht_traits *tr, int n_tok) {
-    return W->packed && !(W->pack->gemm && n_tok >= tr->gemm->min_nc);
+ * batches of more tokens than a tile takes where the pack has its own gemm (ht_pack.gemm, with the vec_dot
+ * format's activations: the grid i-quants' panel decodes each weight once, where every 4-token tile pass
+ * gathers the grid again; pp5 and pp7 of the 1B IQ3_S file 1.19-1.21x the tiles', pp4 0.73x). */
+static bool use_pack(const ht_tensor *W, int n_tok) {
+    return W->packed && !(W->pack->gemm && n_tok > W->pack->max_nc);
 }
 
 /* The kernels of W take the activations as floats: packed float weights, or a vec_dot over F32 rows. */
@@ -113,8 +115,8 @@ static void mm_rows(const ht_tensor *W, const ht_traits *tr, bool pk, int r0, in
         }
         return;
     }
-    if (tr->gemm && n_tok >= tr->gemm->min_nc) {   /* prefill: each weight block decoded once for the batch */
-        if (W->packed) {   /* the pack's gemm, group by group (chunks are whole gemm->rows = pack rows) */
+    if (W->packed || (tr->gemm && n_tok >= tr->gemm->min_nc)) {   /* each weight block decoded once for the batch */
+        if (W->packed) {   /* the pack's gemm (use_pack), group by group (chunks are whole groups) */
             const ht_pack *P = W->pack;
             for (int g0 = r0; g0 < r1; g0 += P->rows)
                 P->gemm(n, W->packed + (size_t)(g0 / P->rows) * P->group_bytes(n), HT_MIN(P->rows, r1 - g0), a, as,
@@ -135,14 +137,14 @@ static void mm_rows(const ht_tensor *W, const ht_traits *tr, bool pk, int r0, in
  * balance_rows of the whole job make MM_MIN_CHUNKS per thread; whole packed groups, whole panels of the
  * type's gemm when a batch of n_tok takes it, or whole tiles. */
 static int chunk_rows(const ht_tensor *W, const ht_traits *tr, bool pk, int n_tok, int64_t balance_rows, int nth) {
-    const bool gemm = !pk && tr->gemm && n_tok >= tr->gemm->min_nc;
-    const int unit = pk ? W->pack->rows : gemm ? HT_MAX(tr->gemm->rows, HT_TILE_MAX) : HT_TILE_MAX;
-    const size_t unit_bytes = pk ? W->pack->group_bytes(W->ne[0]) : W->row_bytes * (size_t)unit;
+    const bool gemm = !W->packed && tr->gemm && n_tok >= tr->gemm->min_nc;
+    const int unit = W->packed ? W->pack->rows : gemm ? HT_MAX(tr->gemm->rows, HT_TILE_MAX) : HT_TILE_MAX;
+    const size_t unit_bytes = W->packed ? W->pack->group_bytes(W->ne[0]) : W->row_bytes * (size_t)unit;
     int64_t units = (int64_t)(MM_CHUNK_BYTES / (unit_bytes ? unit_bytes : 1));
     units = HT_MIN(units, MM_MAX_CHUNK_ROWS / unit);
     if (pk && W->pack->decode && n_tok == 1) units = HT_MAX(units, MM_DECODE_GROUPS) / MM_DECODE_GROUPS * MM_DECODE_GROUPS;
     units = HT_MIN(units, balance_rows / unit / (MM_MIN_CHUNKS * HT_MAX(nth, 1)));
-    return (int)HT_MAX(units, pk || gemm ? 1 : MM_CHUNK_ROWS / HT_TILE_MAX) * unit;
+    return (int)HT_MAX(units, W->packed || gemm ? 1 : MM_CHUNK_ROWS / HT_TILE_MAX) * unit;
 }
 
 static void prep_job(void *arg, int ith, int nth) {
@@ -189,7 +191,7 @@ static void matmul_same(hearth_ctx *c, const ht_tensor *const *W, float *const *
         j.y[m] = y[m];
         all_rows += W[m]->ne[1];
     }
-    j.pk = use_pack(W[0], j.tr, n_tok);
+    j.pk = use_pack(W[0], n_tok);
     j.qa_row = act_bytes(W[0], j.tr, j.pk);
     if (act_is_float(W[0], j.tr, j.pk)) {
         j.qa = (const uint8_t *)x;

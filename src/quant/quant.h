@@ -130,9 +130,9 @@ typedef struct ht_pack {
      * rows nr) into y[0 .. (ng - 1) * rows + nr), each output bit-identical to tile's with nc = 1: several groups
      * at once, for the latency of the tile's few chains of adds. NULL: tile per group. */
     void (*decode)(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, float *y);
-    /* Optional, for a decode pack whose tiles lose to the type's gemm in prefill: a batch of nc >= the type's
-     * gemm->min_nc tokens, activations in the vec_dot format (as ht_gemm.run's), against one group, every output
-     * bit-identical to vec_dot's. */
+    /* Optional, for a decode pack whose tiles lose to the type's gemm in prefill: a batch of nc > max_nc tokens
+     * (matmul sends it every such batch), activations in the vec_dot format (as ht_gemm.run's), against one group,
+     * every output bit-identical to vec_dot's. */
     void (*gemm)(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys);
     /* Optional: 2 <= nc <= max_nc tokens (a small batch: a draft's verification) against ng >= 1 consecutive
      * groups, the last one's rows nr, each output bit-identical to tile's: several groups' streams and chains of
