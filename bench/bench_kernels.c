@@ -8,7 +8,12 @@
  * the packed layout is timed too: one token, and a full tile of max_nc tokens, whose GOP/s (2 per multiply-add)
  * are set against the peak of the instruction it multiplies with (quant_mac_peak). Best of several runs,
  * timed in thread CPU time: the machine is shared, and wall time would count the time other jobs run.
- * Usage: bench_kernels [-r ROWS] [-n COLS] [-s set[,set...]] [TYPE...]   (e.g. bench_kernels Q4_0 Q4_K) */
+ * -a HD,POS instead times one decode token's attention over an F16 cache, as model/context.c lays it out and
+ * reads it: 4 q heads a kv head of head size HD, POS positions; q·K through dot_t over K^T blocks of 64
+ * positions ([HD][64], one after another), softmax·V through the tiles over V^T rows (16 a call, rows POS + 64
+ * apart), each kv head's K and V of a 128 MiB cache in turn (cold, as between decode's layers). Per pass: ms
+ * and GB/s of K and of V, best and median of the runs (-s: the one kernel set to time).
+ * Usage: bench_kernels [-r ROWS] [-n COLS] [-s set[,set...]] [-a HD,POS] [TYPE...]   (e.g. bench_kernels Q4_0 Q4_K) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -146,8 +151,69 @@ static result run_packed(const ht_pack *pk, const uint8_t *w, size_t rb, int row
     return best;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#define ATT_HEADS 4    /* q heads a kv head */
+#define ATT_KT 64      /* K^T block (context.c's KT_BLOCK) */
+#define ATT_VROWS 16   /* V^T rows a tile call (context.c's ATT_PV_ROWS) */
+#define ATT_RUNS 15
+
+/* The -a mode: see the top of the file. */
+static int run_attention(int hd, int pos) {
+    quant_init();
+    const ht_traits *tr = ht_get_traits(HT_F16);
+    const int span = pos + ATT_KT;
+    const size_t kb = (size_t)hd * pos * 2, vb = (size_t)hd * span * 2;
+    const int heads = (int)HT_MAX(1, ((size_t)128 << 20) / (kb + vb));
+    uint16_t *k = malloc(kb * heads), *v = malloc(vb * heads);
+    float *q = malloc(sizeof(float) * ATT_HEADS * hd), *sc = malloc(sizeof(float) * ATT_HEADS * pos);
+    float *o = malloc(sizeof(float) * ATT_HEADS * hd);
+    if (!k || !v || !q || !sc || !o || !tr->dot_t) return 1;
+    for (size_t i = 0; i < kb / 2 * heads; i++) k[i] = (uint16_t)(0x3000 + rnd() % 0x0C00);
+    for (size_t i = 0; i < vb / 2 * heads; i++) v[i] = (uint16_t)(0x3000 + rnd() % 0x0C00);
+    for (int i = 0; i < ATT_HEADS * hd; i++) q[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+    for (int i = 0; i < ATT_HEADS * pos; i++) sc[i] = 1.0f / (float)pos;
+    double tk[ATT_RUNS], tv[ATT_RUNS];
+    for (int run = 0; run < ATT_RUNS; run++) {
+        double t0 = now();
+        for (int h = 0; h < heads; h++) {
+            const uint8_t *kh = (const uint8_t *)k + kb * h;
+            for (int p = 0; p < pos; p += ATT_KT) {
+                const int len = HT_MIN(ATT_KT, pos - p);
+                tr->dot_t(hd, kh + (size_t)p * hd * 2, (size_t)len, len, q, (size_t)hd, ATT_HEADS, sc + p, (size_t)pos);
+            }
+        }
+        double t1 = now();
+        sink = sc[pos / 2];
+        for (int i = 0; i < ATT_HEADS * pos; i++) sc[i] = 1.0f / (float)pos;
+        double t2 = now();
+        for (int h = 0; h < heads; h++) {
+            const uint8_t *vh = (const uint8_t *)v + vb * h;
+            for (int d = 0; d < hd; d += ATT_VROWS)
+                ht_vec_dot_tile(tr, pos, vh + (size_t)d * span * 2, (size_t)span * 2, HT_MIN(ATT_VROWS, hd - d),
+                                sc, (size_t)pos * sizeof(float), ATT_HEADS, o + d, (size_t)hd);
+        }
+        tv[run] = (now() - t2) / heads, tk[run] = (t1 - t0) / heads;
+        sink = o[hd / 2];
+    }
+    qsort(tk, ATT_RUNS, sizeof tk[0], cmp_double);
+    qsort(tv, ATT_RUNS, sizeof tv[0], cmp_double);
+    const double kbytes = (double)kb, vbytes = (double)hd * pos * 2;
+    printf("attention, F16 cache, head size %d, %d positions, %d q heads a kv head, %d kv heads in turn (%s)\n", hd, pos,
+           ATT_HEADS, heads, quant_backend());
+    printf("K (dot_t):  best %.4f ms a kv head (%.1f GB/s), median %.4f ms (%.1f GB/s)\n", tk[0] * 1e3, kbytes / tk[0] / 1e9,
+           tk[ATT_RUNS / 2] * 1e3, kbytes / tk[ATT_RUNS / 2] / 1e9);
+    printf("V (tiles):  best %.4f ms a kv head (%.1f GB/s), median %.4f ms (%.1f GB/s)\n", tv[0] * 1e3, vbytes / tv[0] / 1e9,
+           tv[ATT_RUNS / 2] * 1e3, vbytes / tv[ATT_RUNS / 2] / 1e9);
+    free(k), free(v), free(q), free(sc), free(o);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int rows = 2048, n = 8192;
+    int rows = 2048, n = 8192, att_hd = 0, att_pos = 0;
     const char *sets_arg = NULL;
     uint32_t types[N_ALL];
     int n_types = 0;
@@ -155,16 +221,19 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-s") && i + 1 < argc) sets_arg = argv[++i];
-        else {
+        else if (!strcmp(argv[i], "-a") && i + 1 < argc && sscanf(argv[++i], "%d,%d", &att_hd, &att_pos) == 2) {
+            if (att_hd < 1 || att_pos < 1) return 1;
+        } else {
             int found = 0;
             for (size_t t = 0; t < N_ALL && n_types < (int)N_ALL; t++)
                 if (!strcmp(ht_get_traits_ref(all_types[t])->name, argv[i])) types[n_types++] = all_types[t], found = 1;
             if (!found) {
-                fprintf(stderr, "usage: bench_kernels [-r ROWS] [-n COLS] [-s set,...] [TYPE...]  (unknown: %s)\n", argv[i]);
+                fprintf(stderr, "usage: bench_kernels [-r ROWS] [-n COLS] [-s set,...] [-a HD,POS] [TYPE...]  (unknown: %s)\n", argv[i]);
                 return 1;
             }
         }
     }
+    if (att_hd) return sets_arg && !quant_set_backend(sets_arg) ? 1 : run_attention(att_hd, att_pos);
     if (!n_types)
         for (size_t t = 0; t < N_ALL; t++) types[n_types++] = all_types[t];
     rows = (rows + CHUNK - 1) / CHUNK * CHUNK;

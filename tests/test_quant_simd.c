@@ -54,7 +54,7 @@ static const uint32_t weight_types[] = {HT_F32, HT_F16, HT_BF16, HT_Q4_0, HT_Q4_
                                         HT_IQ1_M, HT_TQ1_0, HT_TQ2_0};
 #define N_WTYPES (sizeof weight_types / sizeof weight_types[0])
 #define NMAX 4096
-#define ROWS 9   /* tile rows: 1..9 covers groups of 4 and leftovers */
+#define ROWS 18   /* tile rows: 1..18 covers groups of 4 (chunked four at a time for long rows of halves) and leftovers */
 
 static const ht_half HALF_ONE = 0x3C00;
 

@@ -1013,10 +1013,89 @@ HT_AI void rowsF(const int T, const int NR, const int NC, int n, const uint8_t *
     }
 }
 
-/* Rows by 4, then one at a time. */
+/* rowsF over up to TF_GROUPS groups of 4 rows (g groups), with the positions taken TF_CHUNK at a time for every
+ * group in turn: the NC activation rows' chunk (NC x 2 KB) then stays in L1 for all the groups, where whole rows
+ * of a few thousand (softmax·V over V^T rows: 4 heads x 16 KB of probabilities) are re-read from L2 for every 4
+ * rows. Each group's accumulators are parked in `acc` between chunks (a store and a load: exact), so every
+ * output takes the same FMAs in the same order as in rowsF, and the same tail and sum. */
+#define TF_CHUNK 512
+#define TF_GROUPS 4
+HT_AI void rowsF_chunked(const int T, const int NC, int n, const uint8_t *w, size_t ws, int g, const uint8_t *a,
+                         size_t as, float *y, size_t ys) {
+    const float *ac[4];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) ac[c] = (const float *)(a + (size_t)c * as);
+    FV acc[TF_GROUPS][4][4];
+    for (int k = 0; k < g; k++) {
+        HT_UNROLL
+        for (int r = 0; r < 4; r++) {
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) acc[k][r][c] = fv_zero();
+        }
+    }
+    const size_t len = (size_t)n * f_size(T);
+    const int nv = n / FV_N * FV_N;
+    for (int i0 = 0; i0 < nv; i0 += TF_CHUNK) {
+        const int i1 = HT_MIN(nv, i0 + TF_CHUNK);
+        for (int k = 0; k < g; k++) {
+            const uint8_t *wk = w + (size_t)(4 * k) * ws;
+            FV s[4][4];
+            HT_UNROLL
+            for (int r = 0; r < 4; r++) {
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) s[r][c] = acc[k][r][c];
+            }
+            for (int i = i0; i < i1; i += FV_N) {
+                FV wv[4];
+                HT_UNROLL
+                for (int r = 0; r < 4; r++) {
+                    if ((size_t)i * f_size(T) % 64 == 0)
+                        __builtin_prefetch(ahead(w, ws, 4 * k + r, 4 * g, (size_t)i * f_size(T), len), 0, 3);
+                    wv[r] = fv_loadw(T, wk + (size_t)r * ws, i);
+                }
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    const FV av = fv_loadu(ac[c] + i);
+                    HT_UNROLL
+                    for (int r = 0; r < 4; r++) s[r][c] = fv_fmadd(wv[r], av, s[r][c]);
+                }
+            }
+            HT_UNROLL
+            for (int r = 0; r < 4; r++) {
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) acc[k][r][c] = s[r][c];
+            }
+        }
+    }
+    for (int k = 0; k < g; k++) {
+        if (nv < n) {   /* the last m < FV_N elements as one more vector step, the lanes past them zero */
+            const int m = n - nv;
+            FV wv[4];
+            HT_UNROLL
+            for (int r = 0; r < 4; r++) wv[r] = fv_loadw_first(T, w + (size_t)(4 * k + r) * ws, nv, m);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const FV av = fv_loadu_first(ac[c] + nv, m);
+                HT_UNROLL
+                for (int r = 0; r < 4; r++) acc[k][r][c] = fv_fmadd(wv[r], av, acc[k][r][c]);
+            }
+        }
+        HT_UNROLL
+        for (int r = 0; r < 4; r++) {
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) y[(size_t)c * ys + 4 * k + r] = fv_hsum(acc[k][r][c]);
+        }
+    }
+}
+
+/* Rows by 4 (long rows of halves: up to TF_GROUPS x 4 at a time, chunked; F32 rows measured no faster so), then
+ * one at a time. */
 HT_AI void tileF(const int T, const int NC, int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, size_t as,
                  float *y, size_t ys) {
     int r = 0;
+    if (T != HT_F32 && NC > 1 && n > TF_CHUNK)
+        for (int g; (g = HT_MIN(TF_GROUPS, (nr - r) / 4)) > 1; r += 4 * g)
+            rowsF_chunked(T, NC, n, w + (size_t)r * ws, ws, g, a, as, y + r, ys);
     if (NC > 1)
         for (; r + 4 <= nr; r += 4) rowsF(T, 4, NC, n, w + (size_t)r * ws, ws, a, as, y + r, ys);
     for (; r < nr; r++) rowsF(T, 1, NC, n, w + (size_t)r * ws, ws, a, as, y + r, ys);
