@@ -107,7 +107,7 @@ HT_AI void iq4_xsx16_tile(const int NC, int n, const uint8_t *g, int nr, const u
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
 }
 
-PK_TILE_EVERY8(pk_iq4_xs_x16_tile, iq4_xsx16_tile)
+PK_TILE(pk_iq4_xs_x16_tile, iq4_xsx16_tile, 8)
 
 static const ht_pack pk_iq4_xs_x16 = {"IQ4_XSx16", 16, PK_IQ4XS_NC, pk_iq4_xs_x16_bytes, pk_iq4_xs_x16_pack,
                                       pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL, NULL, NULL};

@@ -823,8 +823,9 @@ HT_AI void halfx16_tile(const int T, const bool PF, const int NC, int n, const u
 /* A tile entry with an instance for every token count up to 8: a verification batch of k = 3, 5, 6 or 7 tokens
  * (a draft of k - 1), or a server's batch of that many decoding slots, is one pass over the weights, not 4 + 2 + 1
  * passes each converting them again (F16: verify k7 cost 1.54-1.92 decode steps where k8 cost 1.02-1.29, hearth
- * bench --model-draft; the 1B Q4_0 file's pp3 / pp5 1.05 / 1.12x with it, bench_ab). The 16-row packs of 8
- * tokens use it too. */
+ * bench --model-draft; the 1B Q4_0 file's pp3 / pp5 1.05 / 1.12x with it, bench_ab). The 16-row Q4_0 and Q8_0
+ * packs use it too; not the larger Q5_0, MXFP4, Q6_K and IQ4_XS kernels: their instances took the sanitized
+ * build's compile of quant_avx512vnni.c from 150 to 278 s, the critical path of the test run. */
 #define PK_TILE_EVERY8(name, TILE)                                                                              \
     static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
         for (; nc > 0; nc -= 8, a += 8 * as, y += 8 * ys) switch (nc) {                                         \
@@ -1030,7 +1031,7 @@ static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, pk_q4_0_x16_bytes, p
 static size_t pk_q5_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 22 * 16; }
 static void pk_q5_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q5_0(16, src, rb, nr, n, dst); }
 
-PK_TILE_EVERY8(pk_q5_0_x16_tile, q5_0x16_tile)
+PK_TILE(pk_q5_0_x16_tile, q5_0x16_tile, 8)
 
 static const ht_pack pk_q5_0_x16 = {"Q5_0x16", 16, PK16_NC, pk_q5_0_x16_bytes, pk_q5_0_x16_pack, pk_act_bytes,
                                     pk_act_signed, pk_q5_0_x16_tile, 0, NULL, NULL, NULL, NULL};
@@ -1095,7 +1096,7 @@ HT_AI void mxfp4x16_tile(const int NC, int n, const uint8_t *g, int nr, const ui
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
 }
 
-PK_TILE_EVERY8(pk_mxfp4_x16_tile, mxfp4x16_tile)
+PK_TILE(pk_mxfp4_x16_tile, mxfp4x16_tile, 8)
 
 static const ht_pack pk_mxfp4_x16 = {"MXFP4x16", 16, PK16_NC, pk_mxfp4_x16_bytes, pk_mxfp4_x16_pack, pk_act_bytes,
                                      pk_act_signed, pk_mxfp4_x16_tile, 0, NULL, NULL, NULL, NULL};
@@ -1294,7 +1295,7 @@ HT_AI void q6_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
 }
 
-PK_TILE_EVERY8(pk_q6_K_x16_tile, q6_Kx16_tile)
+PK_TILE(pk_q6_K_x16_tile, q6_Kx16_tile, 8)
 
 static const ht_pack pk_q6_K_x16 = {"Q6_Kx16", 16, PK_Q6_NC, pk_q6_K_x16_bytes, pk_q6_K_x16_pack, pk_k_act_bytes,
                                     pk_k_act_prep, pk_q6_K_x16_tile, 0, NULL, NULL, NULL, NULL};
