@@ -24,12 +24,13 @@ int cli_model_load(const char *path, hearth_model **m, hearth_err *err) {
 }
 
 int cli_fail(const char *fmt, ...) {
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* one write: under mpirun, a line written in three pieces was once split by mpirun's own banner */
+    fprintf(stderr, "error: %s\n", msg);
     return 1;
 }
 
