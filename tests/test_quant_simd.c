@@ -392,29 +392,20 @@ static int test_packs(const char *set) {
                     const int m = rows - k * pk->rows < pk->rows ? rows - k * pk->rows : pk->rows;
                     pk->pack(w[k * pk->rows], sizeof w[0], m, n, g + k * gb);
                 }
-                for (int nc = 1; nc <= pk->max_nc; nc++) {
+                /* tiles up to max_nc tokens; past it the pack's own batch product (prefill), from the vec_dot
+                 * format's activations */
+                for (int nc = 1; nc <= (pk->gemm ? PK_TOK : pk->max_nc); nc++) {
+                    const bool tile = nc <= pk->max_nc;
                     memset(y, 0xFF, sizeof y);
                     for (int k = 0; k < ng; k++) {
                         const int m = rows - k * pk->rows < pk->rows ? rows - k * pk->rows : pk->rows;
-                        pk->tile(n, g + k * gb, m, a, as, nc, &y[0][k * pk->rows], PK_ROWS);
+                        (tile ? pk->tile : pk->gemm)(n, g + k * gb, m, tile ? a : qa, tile ? as : qs, nc, &y[0][k * pk->rows], PK_ROWS);
                     }
                     int bad = 0;
                     for (int c = 0; c < nc; c++)
                         for (int r = 0; r < rows; r++) bad += memcmp(&y[c][r], &one[c][r], sizeof(float)) != 0;
-                    CHECK(bad == 0, "%s: %s %d rows x %d tokens, n=%d: %d outputs differ from vec_dot", set, pk->name, rows, nc, n, bad);
-                    checked++;
-                }
-                /* the pack's own batch product (prefill), from the vec_dot format's activations */
-                for (int nc = pk->gemm ? pk->max_nc + 1 : PK_TOK + 1; nc <= PK_TOK; nc++) {
-                    memset(y, 0xFF, sizeof y);
-                    for (int k = 0; k < ng; k++) {
-                        const int m = rows - k * pk->rows < pk->rows ? rows - k * pk->rows : pk->rows;
-                        pk->gemm(n, g + k * gb, m, qa, qs, nc, &y[0][k * pk->rows], PK_ROWS);
-                    }
-                    int bad = 0;
-                    for (int c = 0; c < nc; c++)
-                        for (int r = 0; r < rows; r++) bad += memcmp(&y[c][r], &one[c][r], sizeof(float)) != 0;
-                    CHECK(bad == 0, "%s: %s gemm %d rows x %d tokens, n=%d: %d outputs differ from vec_dot", set, pk->name, rows, nc, n, bad);
+                    CHECK(bad == 0, "%s: %s %s %d rows x %d tokens, n=%d: %d outputs differ from vec_dot", set, pk->name,
+                          tile ? "tile" : "gemm", rows, nc, n, bad);
                     checked++;
                 }
             }
