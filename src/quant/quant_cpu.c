@@ -10,7 +10,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
-typedef struct { bool avx2, avx512, vnni; } x86_features;
+typedef struct { bool avx2, avx512, vnni, vbmi; } x86_features;
 
 static uint64_t xcr0(void) {
     uint32_t lo, hi;
@@ -19,7 +19,7 @@ static uint64_t xcr0(void) {
 }
 
 static x86_features x86_detect(void) {
-    x86_features f = {false, false, false};
+    x86_features f = {false, false, false, false};
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     const bool fma = c >> 12 & 1, osxsave = c >> 27 & 1, avx = c >> 28 & 1, f16c = c >> 29 & 1;
@@ -30,12 +30,14 @@ static x86_features x86_detect(void) {
     const bool avx512 = (b >> 16 & 1) && (b >> 17 & 1) && (b >> 30 & 1) && (b >> 31 & 1);   /* F DQ BW VL */
     f.avx512 = f.avx2 && avx512 && (xcr0() & 0xe6) == 0xe6;
     f.vnni = f.avx512 && (c >> 11 & 1);
+    f.vbmi = f.avx512 && (c >> 1 & 1);
     return f;
 }
 
 bool ht_cpu_x86_avx2(void) { return x86_detect().avx2; }
 bool ht_cpu_x86_avx512(void) { return x86_detect().avx512; }
 bool ht_cpu_x86_avx512vnni(void) { return x86_detect().vnni; }
+bool ht_cpu_x86_avx512vbmi(void) { return x86_detect().vbmi; }
 #endif
 
 #if defined(__aarch64__)

@@ -134,10 +134,31 @@ HT_AI __m512i nib_scales(const uint8_t *sc, int ib) {
     return _mm512_or_si512(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(1));
 }
 
-/* IQ2_XXS x 16: super-block i of a group (70 * 16 bytes at 1120 i) is the grid indices idx[b][r] (b = 4 ib + l
- * for the 8 elements 32 ib + 8 l.., 512 bytes), their sign bytes sg[b][r] (ksigns_iq2xs of the 7-bit field,
- * 512), the scale nibbles sc[ib / 2][r] (64), the halves d[r] (32). Missing rows are zeros (d 0). */
+/* IQ2_XXS x 16 without gathers (needs AVX512_VBMI, tested at install): the grid's bytes take three values
+ * (8, 25, 43), so an entry is eight 2-bit codes, 16 bits; iq2xxs_code holds them as two byte planes (low, high
+ * bytes of the 256 codes). A vector of 64 indices (one 32-block of 16 rows) looks both planes up with two
+ * VPERMI2B each (bit 7 picks the pair), the planes interleave into one code word per (row, element group) with
+ * VPUNPCK[LH]BW, VPMULTISHIFTQB spreads a group's 8 codes over the 8 bytes of its row's qword and VPERMB maps
+ * code -> value: 25 instructions for 8 vectors of 8 rows x 8 weights, where VPGATHERDQ took one gather each
+ * (perf: the gathers held the kernel at ~11 GB/s).
+ * Super-block i of a group (70 * 16 bytes at 1120 i): the grid indices of 32-block ib as a 64-byte vector at
+ * 64 ib, in VPUNPCK's order (128-bit lane k, byte p: row 2k + p / 4 for p < 8, 8 + 2k + (p - 8) / 4 after,
+ * element group 4 ib + p % 4), their sign bytes sg[b][r] (ksigns_iq2xs of the 7-bit field, 512), the scale
+ * nibbles sc[ib / 2][r] (64), the halves d[r] (32). Missing rows are zeros (d 0). */
 #define PK_IQ2XXS_SB (70 * 16)
+#define HT_VBMI __attribute__((target("avx512vbmi")))
+#define HT_VBMI_AI static inline __attribute__((always_inline, target("avx512vbmi")))
+static _Alignas(64) uint8_t iq2xxs_code[2][256];
+static void iq2xxs_code_init(void) {
+    for (int e = 0; e < 256; e++) {
+        unsigned c = 0;
+        for (int j = 0; j < 8; j++) {
+            const unsigned v = (unsigned)(ht_iq2xxs_grid[e] >> 8 * j & 255);
+            c |= (v == 0x08 ? 0u : v == 0x19 ? 1u : 2u) << 2 * j;
+        }
+        iq2xxs_code[0][e] = (uint8_t)c, iq2xxs_code[1][e] = (uint8_t)(c >> 8);
+    }
+}
 static size_t pk_iq2_xxs_x16_bytes(int64_t n) { return (size_t)(n / 256) * PK_IQ2XXS_SB; }
 static void pk_iq2_xxs_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
     const int64_t nsb = n / 256;
@@ -147,11 +168,12 @@ static void pk_iq2_xxs_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n
         ht_half *d = (ht_half *)(q + 1088);
         for (int r = 0; r < nr; r++) {
             const block_iq2_xxs *b = (const block_iq2_xxs *)(src + (size_t)r * rb) + i;
+            const int p0 = 16 * (r % 8 / 2) + 8 * (r / 8) + 4 * (r % 2);
             for (int ib = 0; ib < 8; ib++) {
                 uint32_t w[2];
                 memcpy(w, b->qs + 4 * ib, sizeof w);
                 for (int l = 0; l < 4; l++) {
-                    q[(4 * ib + l) * 16 + r] = (uint8_t)(w[0] >> 8 * l);
+                    q[64 * ib + p0 + l] = (uint8_t)(w[0] >> 8 * l);
                     sg[(4 * ib + l) * 16 + r] = ht_ksigns_iq2xs[w[1] >> 7 * l & 127];
                 }
                 sc[ib / 2 * 16 + r] |= (uint8_t)((w[1] >> 28) << 4 * (ib % 2));
@@ -161,13 +183,38 @@ static void pk_iq2_xxs_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n
     }
 }
 
-/* Rows 0-7 and 8-15 gathered as 8-byte grid entries: dword lanes 2r, 2r + 1 of a VPDPBUSD chain are row r's,
- * added into one lane per row (two permutes) at the end of each 32-block. */
+/* The code planes and the value table, loaded once a call. */
+typedef struct { __m512i t[8], val; } iq2xxs_tabs;
+HT_VBMI_AI iq2xxs_tabs iq2xxs_tabs_load(void) {
+    iq2xxs_tabs t;
+    for (int k = 0; k < 8; k++) t.t[k] = _mm512_load_si512(iq2xxs_code[k / 4] + 64 * (k % 4));
+    t.val = _mm512_set1_epi32(0x002b1908);
+    return t;
+}
+/* The unsigned grid values of 32-block ib of 16 rows: w[l][h] = element group 4 ib + l, rows 8h..8h + 7, a
+ * qword per row. */
+HT_VBMI_AI void iq2xxs_grid32(const iq2xxs_tabs *t, const uint8_t *ix, __m512i w[4][2]) {
+    const __m512i I = _mm512_loadu_si512(ix);
+    const __mmask64 top = _mm512_movepi8_mask(I);
+    const __m512i lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t->t[0], I, t->t[1]), _mm512_permutex2var_epi8(t->t[2], I, t->t[3]));
+    const __m512i hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t->t[4], I, t->t[5]), _mm512_permutex2var_epi8(t->t[6], I, t->t[7]));
+    const __m512i u[2] = {_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi)};
+    HT_UNROLL
+    for (int l = 0; l < 4; l++) {
+        const __m512i ctl = _mm512_set1_epi64((long long)(0x0e0c0a0806040200ull + 0x1010101010101010ull * (unsigned)l));
+        HT_UNROLL
+        for (int h = 0; h < 2; h++) w[l][h] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(ctl, u[h]), t->val);
+    }
+}
+
+/* Rows 0-7 and 8-15 as 8-byte grid entries: dword lanes 2r, 2r + 1 of a VPDPBUSD chain are row r's, added
+ * into one lane per row (two permutes) at the end of each 32-block. */
 #define PK_GRID_NC 4
-HT_AI void iq2_xxsx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+HT_VBMI_AI void iq2_xxsx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     const int nsb = n / 256;
     const __m512i pe = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i po = _mm512_add_epi32(pe, _mm512_set1_epi32(1));
+    const iq2xxs_tabs tb = iq2xxs_tabs_load();
     __m512 acc[PK_GRID_NC];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
@@ -178,19 +225,17 @@ HT_AI void iq2_xxsx16_tile(const int NC, int n, const uint8_t *g, int nr, const 
         HT_UNROLL
         for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
         for (int ib = 0; ib < 8; ib++) {
-            __m512i lo[PK_GRID_NC], hi[PK_GRID_NC];
+            __m512i w[4][2], lo[PK_GRID_NC], hi[PK_GRID_NC];
+            iq2xxs_grid32(&tb, q + 64 * ib, w);
             HT_UNROLL
             for (int l = 0; l < 4; l++) {
                 const int b = 4 * ib + l;
-                const __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
-                const __m512i gl = _mm512_i32gather_epi64(_mm512_castsi512_si256(ix), (const void *)ht_iq2xxs_grid, 8);
-                const __m512i gh = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(ix, 1), (const void *)ht_iq2xxs_grid, 8);
                 const __mmask64 sl = _cvtu64_mask64(ld64(q + 512 + 16 * b)), sh = _cvtu64_mask64(ld64(q + 520 + 16 * b));
                 HT_UNROLL
                 for (int c = 0; c < NC; c++) {
                     const __m512i x = _mm512_set1_epi64((long long)ld64(a + (size_t)c * as + (size_t)i * 256 + 8 * b));
-                    lo[c] = sdot(l ? lo[c] : _mm512_setzero_si512(), x, gl, sl);
-                    hi[c] = sdot(l ? hi[c] : _mm512_setzero_si512(), x, gh, sh);
+                    lo[c] = sdot(l ? lo[c] : _mm512_setzero_si512(), x, w[l][0], sl);
+                    hi[c] = sdot(l ? hi[c] : _mm512_setzero_si512(), x, w[l][1], sh);
                 }
             }
             const __m512i s = nib_scales(q + 1024 + ib / 2 * 16, ib);
@@ -211,7 +256,7 @@ HT_AI void iq2_xxsx16_tile(const int NC, int n, const uint8_t *g, int nr, const 
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, _mm512_mul_ps(_mm512_set1_ps(0.125f), acc[c]));
 }
 
-PK_TILE(pk_iq2_xxs_x16_tile, iq2_xxsx16_tile, 4)
+PK_TILE_A(HT_VBMI, pk_iq2_xxs_x16_tile, iq2_xxsx16_tile, 4)
 
 /* Prefill from the pack: super-block i decoded straight into slot s of the panel gemm's panel
  * (quant_x86_iqpanel.h: 4 elements of 16 rows a vector, as the pack's gathers give them), the signed grid values
@@ -224,20 +269,24 @@ HT_AI void iqp_scales16(iqp_panel *p, int s, int ib, __m512i sc) {
 HT_AI __m512i iqp_signed64(__m512i w, __mmask64 sg) {
     return _mm512_add_epi8(_mm512_mask_sub_epi8(w, sg, _mm512_setzero_si512(), w), _mm512_set1_epi8(64));
 }
-static void dec_iq2_xxs_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) {
+HT_VBMI static void dec_iq2_xxs_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) {
     const uint8_t *q = g + i * PK_IQ2XXS_SB;
     const __m512i pe = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i po = _mm512_add_epi32(pe, _mm512_set1_epi32(1));
-    for (int b = 0; b < 32; b++) {   /* elements 8b.. of the 16 rows: dwords 2b, 2b + 1 of the panel */
-        const __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
-        const __m512i gl = iqp_signed64(_mm512_i32gather_epi64(_mm512_castsi512_si256(ix), (const void *)ht_iq2xxs_grid, 8),
-                                        _cvtu64_mask64(ld64(q + 512 + 16 * b)));
-        const __m512i gh = iqp_signed64(_mm512_i32gather_epi64(_mm512_extracti64x4_epi64(ix, 1), (const void *)ht_iq2xxs_grid, 8),
-                                        _cvtu64_mask64(ld64(q + 520 + 16 * b)));
-        _mm512_store_si512(p->q[s][2 * b], _mm512_permutex2var_epi32(gl, pe, gh));
-        _mm512_store_si512(p->q[s][2 * b + 1], _mm512_permutex2var_epi32(gl, po, gh));
+    const iq2xxs_tabs tb = iq2xxs_tabs_load();
+    for (int ib = 0; ib < 8; ib++) {
+        __m512i w[4][2];
+        iq2xxs_grid32(&tb, q + 64 * ib, w);
+        HT_UNROLL
+        for (int l = 0; l < 4; l++) {   /* elements 8b.. of the 16 rows: dwords 2b, 2b + 1 of the panel */
+            const int b = 4 * ib + l;
+            const __m512i gl = iqp_signed64(w[l][0], _cvtu64_mask64(ld64(q + 512 + 16 * b)));
+            const __m512i gh = iqp_signed64(w[l][1], _cvtu64_mask64(ld64(q + 520 + 16 * b)));
+            _mm512_store_si512(p->q[s][2 * b], _mm512_permutex2var_epi32(gl, pe, gh));
+            _mm512_store_si512(p->q[s][2 * b + 1], _mm512_permutex2var_epi32(gl, po, gh));
+        }
+        iqp_scales16(p, s, ib, nib_scales(q + 1024 + ib / 2 * 16, ib));
     }
-    for (int ib = 0; ib < 8; ib++) iqp_scales16(p, s, ib, nib_scales(q + 1024 + ib / 2 * 16, ib));
     _mm512_store_ps(p->d[s], _mm512_cvtph_ps(ld256(q + 1088)));
 }
 static void pk_iq2_xxs_x16_gemm(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {

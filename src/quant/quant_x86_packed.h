@@ -26,8 +26,9 @@
 /* A pack's tile entry (ht_pack.tile) from an always_inline kernel TILE(NC, ...) for a compile-time token count:
  * nc <= MAXNC (4, 6 or 8) tokens as instances for MAXNC, 4, 3, 2 and 1 (a count above MAXNC is never
  * instantiated; 3 tokens in one pass: the IQ3_S pack's pp3 cost as much again as its pp2 as 2 + 1). */
-#define PK_TILE(name, TILE, MAXNC)                                                                              \
-    static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
+#define PK_TILE(name, TILE, MAXNC) PK_TILE_A(, name, TILE, MAXNC)
+#define PK_TILE_A(ATTR, name, TILE, MAXNC)                                                                      \
+    ATTR static void name(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) { \
         int c = 0;                                                                                              \
         if ((MAXNC) > 4) for (; c + (MAXNC) <= nc; c += (MAXNC)) TILE((MAXNC) > 4 ? (MAXNC) : 1, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys); \
         for (; c + 4 <= nc; c += 4) TILE(4, n, g, nr, a + (size_t)c * as, as, y + (size_t)c * ys, ys);      \
