@@ -297,74 +297,126 @@ static const ht_pack pk_iq2_xxs_x16 = {"IQ2_XXSx16", 16, PK_GRID_NC, pk_iq2_xxs_
                                        pk_k_act_bytes, pk_k_act_prep, pk_iq2_xxs_x16_tile, 0, NULL, NULL,
                                        pk_iq2_xxs_x16_gemm, NULL};
 
-/* IQ3_S and IQ3_XXS x 16, the 4-byte grids: super-block i of a group (16 * 110 bytes for IQ3_S, 16 * 102 for
- * IQ3_XXS) is the (low) index bytes qs[b][r] (b = 8 ib + k for the 4 elements 32 ib + 4 k.., 1024 bytes), for
- * IQ3_S the high index bits qh[ib][r] (128), the sign nibbles as one u64 per b (row r's in bits 4r.., 512;
- * IQ3_XXS's from ksigns_iq2xs of its 7-bit fields), the scale nibbles sc[ib / 2][r] (64), the halves d[r] (32).
- * IQ3_S's are the file's bytes rearranged, IQ3_XXS's 4 more a row than the file's 98. Missing rows: zeros. */
+/* IQ3_S and IQ3_XXS x 16, the 4-byte grids, without gathers as IQ2_XXS: an entry's 4 bytes take 8 values (IQ3_S
+ * 1, 3 .. 15; IQ3_XXS 4, 12 .. 62), so it is four 3-bit codes, 12 bits, kept as two byte planes of 256 (IQ3_XXS)
+ * or 512 (IQ3_S: a ninth index bit, a third level of blends) entries. A vector of 64 indices is 4 element groups
+ * (4 weights) of 16 rows; after VPUNPCK a qword holds the code words of 2 rows x 2 groups, and VPMULTISHIFTQB
+ * gives each row's dword its 4 codes.
+ * Super-block i of a group (16 * 110 bytes for IQ3_S, 16 * 102 for IQ3_XXS): the (low) index bytes of element
+ * groups 8 ib + 4 v .. + 3 as a 64-byte vector at 64 (2 ib + v) (128-bit lane k, byte p: row 2 j + (p % 4) / 2
+ * with j = 2 k + p % 8 / 4, group 8 ib + 4 v + 2 (p / 8) + p % 2), for IQ3_S their ninth bits as a u64 a vector
+ * (128), the sign nibbles as one u64 per group b = 8 ib + k (row r's in bits 4r.., 512; IQ3_XXS's from ksigns_iq2xs
+ * of its 7-bit fields), the scale nibbles sc[ib / 2][r] (64), the halves d[r] (32). IQ3_XXS's is 4 bytes a row
+ * more than the file's 98. Missing rows: zeros. */
 #define G4_SG(T) ((T) == HT_IQ3_S ? 1152 : 1024)
 #define G4_SC(T) (G4_SG(T) + 512)
 #define G4_D(T) (G4_SC(T) + 64)
 #define G4_SB(T) (G4_D(T) + 32)
+static _Alignas(64) uint8_t iq3s_code[2][512], iq3xxs_code[2][256], iq3s_val[64], iq3xxs_val[64];
+static void grid4_code_init(const uint32_t *grid, int n, uint8_t *lo, uint8_t *hi, uint8_t val[64]) {
+    uint8_t lv[8];
+    int nl = 0;
+    for (int v = 0; v < 256 && nl < 8; v++)   /* the 8 levels, ascending */
+        for (int e = 0; e < n; e++)
+            if ((grid[e] & 255) == (uint32_t)v || (grid[e] >> 8 & 255) == (uint32_t)v || (grid[e] >> 16 & 255) == (uint32_t)v || grid[e] >> 24 == (uint32_t)v) {
+                lv[nl++] = (uint8_t)v;
+                break;
+            }
+    for (int e = 0; e < n; e++) {
+        unsigned c = 0;
+        for (int j = 0; j < 4; j++)
+            for (unsigned k = 0; k < 8; k++)
+                if ((grid[e] >> 8 * j & 255) == lv[k]) c |= k << 3 * j;
+        lo[e] = (uint8_t)c, hi[e] = (uint8_t)(c >> 8);
+    }
+    for (int i = 0; i < 64; i++) val[i] = lv[i % 8];
+}
+static void grid4_codes_init(void) {
+    grid4_code_init(ht_iq3s_grid, 512, iq3s_code[0], iq3s_code[1], iq3s_val);
+    grid4_code_init(ht_iq3xxs_grid, 256, iq3xxs_code[0], iq3xxs_code[1], iq3xxs_val);
+}
+
 HT_AI void pack_grid4(const uint32_t T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
     const int64_t nsb = n / 256;
     memset(dst, 0, (size_t)nsb * G4_SB(T));
     for (int64_t i = 0; i < nsb; i++) {
         uint8_t *q = dst + i * G4_SB(T), *sc = q + G4_SC(T);
-        uint64_t sg[64] = {0};
+        uint64_t sg[64] = {0}, top[16] = {0};
         ht_half *d = (ht_half *)(q + G4_D(T));
         for (int r = 0; r < nr; r++) {
             const uint8_t *blk = src + (size_t)r * rb;
             for (int ib = 0; ib < 8; ib++) {
-                if (T == HT_IQ3_S) {
-                    const block_iq3_s *b = (const block_iq3_s *)blk + i;
-                    for (int k = 0; k < 8; k++) {
-                        q[(8 * ib + k) * 16 + r] = b->qs[8 * ib + k];
+                uint32_t w = 0;
+                if (T == HT_IQ3_XXS) memcpy(&w, ((const block_iq3_xxs *)blk + i)->qs + 64 + 4 * ib, sizeof w);
+                for (int k = 0; k < 8; k++) {
+                    const int v = k / 4, kk = k % 4, j = r / 2, p = 16 * (j / 2) + 8 * (kk / 2) + 4 * (j % 2) + 2 * (r % 2) + kk % 2;
+                    const int at = 64 * (2 * ib + v) + p;
+                    if (T == HT_IQ3_S) {
+                        const block_iq3_s *b = (const block_iq3_s *)blk + i;
+                        q[at] = b->qs[8 * ib + k];
+                        top[2 * ib + v] |= (uint64_t)(b->qh[ib] >> k & 1) << p;
                         sg[8 * ib + k] |= (uint64_t)(b->signs[4 * ib + k / 2] >> 4 * (k % 2) & 15) << 4 * r;
-                    }
-                    q[1024 + ib * 16 + r] = b->qh[ib];
-                    sc[ib / 2 * 16 + r] = b->scales[ib / 2];
-                    d[r] = b->d;
-                } else {
-                    const block_iq3_xxs *b = (const block_iq3_xxs *)blk + i;
-                    uint32_t w;
-                    memcpy(&w, b->qs + 64 + 4 * ib, sizeof w);
-                    for (int k = 0; k < 8; k++) {
-                        q[(8 * ib + k) * 16 + r] = b->qs[8 * ib + k];
+                    } else {
+                        q[at] = ((const block_iq3_xxs *)blk + i)->qs[8 * ib + k];
                         sg[8 * ib + k] |= (uint64_t)(ht_ksigns_iq2xs[w >> 7 * (k / 2) & 127] >> 4 * (k % 2) & 15) << 4 * r;
                     }
-                    sc[ib / 2 * 16 + r] |= (uint8_t)((w >> 28) << 4 * (ib % 2));
-                    d[r] = b->d;
                 }
+                if (T == HT_IQ3_S) sc[ib / 2 * 16 + r] = ((const block_iq3_s *)blk + i)->scales[ib / 2];
+                else sc[ib / 2 * 16 + r] |= (uint8_t)((w >> 28) << 4 * (ib % 2));
             }
+            d[r] = T == HT_IQ3_S ? ((const block_iq3_s *)blk + i)->d : ((const block_iq3_xxs *)blk + i)->d;
         }
+        if (T == HT_IQ3_S) memcpy(q + 1024, top, sizeof top);
         memcpy(q + G4_SG(T), sg, sizeof sg);
     }
 }
 
-/* Super-block i of a group into slot s of the panel gemm's panel, as dec_iq2_xxs_x16: one gather a dword of it. */
-HT_AI void dec_grid4(const uint32_t T, const uint8_t *g, size_t i, iqp_panel *p, int s) {
+/* One byte plane of the codes of 64 indices I (bit 8 in b8 for IQ3_S's 512 entries). */
+HT_VBMI_AI __m512i grid4_plane(const uint32_t T, const uint8_t *tab, __m512i I, __mmask64 top, __mmask64 b8) {
+    const __m512i p = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(_mm512_load_si512(tab), I, _mm512_load_si512(tab + 64)),
+                                             _mm512_permutex2var_epi8(_mm512_load_si512(tab + 128), I, _mm512_load_si512(tab + 192)));
+    if (T != HT_IQ3_S) return p;
+    const __m512i u = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(_mm512_load_si512(tab + 256), I, _mm512_load_si512(tab + 320)),
+                                             _mm512_permutex2var_epi8(_mm512_load_si512(tab + 384), I, _mm512_load_si512(tab + 448)));
+    return _mm512_mask_blend_epi8(b8, p, u);
+}
+/* The unsigned grid values of element groups 8 ib + 4 v + k (k < 4) of 16 rows, w[k], a dword per row. */
+HT_VBMI_AI void grid4_values(const uint32_t T, const uint8_t *q, int ib, int v, __m512i w[4]) {
+    const uint8_t *lo = T == HT_IQ3_S ? iq3s_code[0] : iq3xxs_code[0], *hi = T == HT_IQ3_S ? iq3s_code[1] : iq3xxs_code[1];
+    const __m512i val = _mm512_load_si512(T == HT_IQ3_S ? iq3s_val : iq3xxs_val);
+    const __m512i I = _mm512_loadu_si512(q + 64 * (2 * ib + v));
+    const __mmask64 top = _mm512_movepi8_mask(I), b8 = T == HT_IQ3_S ? _cvtu64_mask64(ld64(q + 1024 + 8 * (2 * ib + v))) : 0;
+    const __m512i L = grid4_plane(T, lo, I, top, b8), H = grid4_plane(T, hi, I, top, b8);
+    const __m512i u[2] = {_mm512_unpacklo_epi8(L, H), _mm512_unpackhi_epi8(L, H)};
+    HT_UNROLL
+    for (int k = 0; k < 4; k++) {   /* row 2j: word k % 2 of qword j; row 2j + 1: word 2 + k % 2 */
+        const unsigned e = 16u * (unsigned)(k % 2);
+        const __m512i ctl = _mm512_set1_epi64((long long)(0x2926232009060300ull + 0x0101010101010101ull * e));
+        w[k] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(ctl, u[k / 2]), val);
+    }
+}
+
+/* Super-block i of a group into slot s of the panel gemm's panel, as dec_iq2_xxs_x16. */
+HT_VBMI_AI void dec_grid4(const uint32_t T, const uint8_t *g, size_t i, iqp_panel *p, int s) {
     const uint8_t *q = g + i * G4_SB(T);
-    const uint32_t *grid = T == HT_IQ3_S ? ht_iq3s_grid : ht_iq3xxs_grid;
     for (int ib = 0; ib < 8; ib++) {
-        const __m512i h = T == HT_IQ3_S ? _mm512_cvtepu8_epi32(ld128(q + 1024 + 16 * ib)) : _mm512_setzero_si512();
-        for (int k = 0; k < 8; k++) {
-            const int b = 8 * ib + k;
-            __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
-            if (T == HT_IQ3_S) ix = _mm512_or_si512(ix, _mm512_and_si512(_mm512_slli_epi32(h, 8 - k), _mm512_set1_epi32(256)));
-            _mm512_store_si512(p->q[s][b], iqp_signed64(_mm512_i32gather_epi32(ix, (const void *)grid, 4),
-                                                        _cvtu64_mask64(ld64(q + G4_SG(T) + 8 * b))));
+        for (int v = 0; v < 2; v++) {
+            __m512i w[4];
+            grid4_values(T, q, ib, v, w);
+            HT_UNROLL
+            for (int k = 0; k < 4; k++) {
+                const int b = 8 * ib + 4 * v + k;
+                _mm512_store_si512(p->q[s][b], iqp_signed64(w[k], _cvtu64_mask64(ld64(q + G4_SG(T) + 8 * b))));
+            }
         }
         iqp_scales16(p, s, ib, nib_scales(q + G4_SC(T) + ib / 2 * 16, ib));
     }
     _mm512_store_ps(p->d[s], _mm512_cvtph_ps(ld256(q + G4_D(T))));
 }
 
-/* One VPGATHERDD per 4 elements of 16 rows, a dword lane per row; two VPDPBUSD chains (k even, odd) per
- * 32-block. */
-HT_AI void grid4x16_tile(const uint32_t T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+/* 4 elements of 16 rows a vector, a dword lane per row; two VPDPBUSD chains (k even, odd) per 32-block. */
+HT_VBMI_AI void grid4x16_tile(const uint32_t T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     const int nsb = n / 256;
-    const uint32_t *grid = T == HT_IQ3_S ? ht_iq3s_grid : ht_iq3xxs_grid;
     __m512 acc[PK_GRID_NC];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
@@ -375,20 +427,21 @@ HT_AI void grid4x16_tile(const uint32_t T, const int NC, int n, const uint8_t *g
         HT_UNROLL
         for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
         for (int ib = 0; ib < 8; ib++) {
-            const __m512i h = T == HT_IQ3_S ? _mm512_cvtepu8_epi32(ld128(q + 1024 + 16 * ib)) : _mm512_setzero_si512();
             __m512i ev[PK_GRID_NC], od[PK_GRID_NC];
             HT_UNROLL
-            for (int k = 0; k < 8; k++) {
-                const int b = 8 * ib + k;
-                __m512i ix = _mm512_cvtepu8_epi32(ld128(q + 16 * b));
-                if (T == HT_IQ3_S) ix = _mm512_or_si512(ix, _mm512_and_si512(_mm512_slli_epi32(h, 8 - k), _mm512_set1_epi32(256)));
-                const __m512i gw = _mm512_i32gather_epi32(ix, (const void *)grid, 4);
-                const __mmask64 sm = _cvtu64_mask64(ld64(q + G4_SG(T) + 8 * b));
+            for (int v = 0; v < 2; v++) {
+                __m512i w[4];
+                grid4_values(T, q, ib, v, w);
                 HT_UNROLL
-                for (int c = 0; c < NC; c++) {
-                    const __m512i x = _mm512_set1_epi32(ld32(a + (size_t)c * as + (size_t)i * 256 + 4 * b));
-                    if (k % 2) od[c] = sdot(k > 1 ? od[c] : _mm512_setzero_si512(), x, gw, sm);
-                    else ev[c] = sdot(k ? ev[c] : _mm512_setzero_si512(), x, gw, sm);
+                for (int k = 4 * v; k < 4 * v + 4; k++) {
+                    const int b = 8 * ib + k;
+                    const __mmask64 sm = _cvtu64_mask64(ld64(q + G4_SG(T) + 8 * b));
+                    HT_UNROLL
+                    for (int c = 0; c < NC; c++) {
+                        const __m512i x = _mm512_set1_epi32(ld32(a + (size_t)c * as + (size_t)i * 256 + 4 * b));
+                        if (k % 2) od[c] = sdot(k > 1 ? od[c] : _mm512_setzero_si512(), x, w[k % 4], sm);
+                        else ev[c] = sdot(k ? ev[c] : _mm512_setzero_si512(), x, w[k % 4], sm);
+                    }
                 }
             }
             const __m512i s = nib_scales(q + G4_SC(T) + ib / 2 * 16, ib);
@@ -412,11 +465,11 @@ HT_AI void grid4x16_tile(const uint32_t T, const int NC, int n, const uint8_t *g
     static void pk_##name##_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {              \
         pack_grid4(T, src, rb, nr, n, dst);                                                                      \
     }                                                                                                            \
-    HT_AI void name##x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) { \
+    HT_VBMI_AI void name##x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) { \
         grid4x16_tile(T, NC, n, g, nr, a, as, y, ys);                                                            \
     }                                                                                                            \
-    PK_TILE(pk_##name##_x16_tile, name##x16_tile, 4)                                                             \
-    static void dec_##name##_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) { dec_grid4(T, g, i, p, s); }   \
+    PK_TILE_A(HT_VBMI, pk_##name##_x16_tile, name##x16_tile, 4)                                                  \
+    HT_VBMI static void dec_##name##_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) { dec_grid4(T, g, i, p, s); } \
     static void pk_##name##_x16_gemm(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, \
                                      size_t ys) {                                                                \
         iqp_gemm(T, n, g, 0, nr, a, as, nc, y, ys, dec_##name##_x16);                                                 \
