@@ -134,118 +134,190 @@ HT_AI __m512i nib_scales(const uint8_t *sc, int ib) {
     return _mm512_or_si512(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(1));
 }
 
-/* IQ2_XXS x 16 without gathers (needs AVX512_VBMI, tested at install): the grid's bytes take three values
- * (8, 25, 43), so an entry is eight 2-bit codes, 16 bits; iq2xxs_code holds them as two byte planes (low, high
- * bytes of the 256 codes). A vector of 64 indices (one 32-block of 16 rows) looks both planes up with two
- * VPERMI2B each (bit 7 picks the pair), the planes interleave into one code word per (row, element group) with
- * VPUNPCK[LH]BW, VPMULTISHIFTQB spreads a group's 8 codes over the 8 bytes of its row's qword and VPERMB maps
- * code -> value: 25 instructions for 8 vectors of 8 rows x 8 weights, where VPGATHERDQ took one gather each
- * (perf: the gathers held the kernel at ~11 GB/s).
- * Super-block i of a group (70 * 16 bytes at 1120 i): the grid indices of 32-block ib as a 64-byte vector at
- * 64 ib, in VPUNPCK's order (128-bit lane k, byte p: row 2k + p / 4 for p < 8, 8 + 2k + (p - 8) / 4 after,
- * element group 4 ib + p % 4), their sign bytes sg[b][r] (ksigns_iq2xs of the 7-bit field, 512), the scale
- * nibbles sc[ib / 2][r] (64), the halves d[r] (32). Missing rows are zeros (d 0). */
-#define PK_IQ2XXS_SB (70 * 16)
+/* ---- The grid types x 16 without gathers (AVX-512 VNNI + VBMI, tested at install) ----
+ * A grid's bytes take a few values (the 8-byte grids of IQ2_XXS, IQ2_XS, IQ2_S three: 8, 25, 43; the 4-byte
+ * ones of IQ3_S and IQ3_XXS eight), so an entry is a row of 2- or 3-bit codes, 16 or 12 bits, kept as two byte
+ * planes (grid_codes). A vector of 64 index bytes (16 rows' indices, stored by the pack in VPUNPCK's order)
+ * looks both planes up with VPERMI2B, 128 entries each, one level of blends per index bit above 7 (bit 7 from
+ * the index byte, the higher ones from the pack's masks); VPUNPCK[LH]BW interleaves the planes into code words,
+ * VPMULTISHIFTQB gives each row's qword (dword) its codes and VPERMB maps code -> value. The gathers this
+ * replaced (one VPGATHERDQ a row octet's 8 weights) held decode at ~11 GB/s. */
 #define HT_VBMI __attribute__((target("avx512vbmi")))
 #define HT_VBMI_AI static inline __attribute__((always_inline, target("avx512vbmi")))
-static _Alignas(64) uint8_t iq2xxs_code[2][256];
-static void iq2xxs_code_init(void) {
-    for (int e = 0; e < 256; e++) {
-        unsigned c = 0;
-        for (int j = 0; j < 8; j++) {
-            const unsigned v = (unsigned)(ht_iq2xxs_grid[e] >> 8 * j & 255);
-            c |= (v == 0x08 ? 0u : v == 0x19 ? 1u : 2u) << 2 * j;
-        }
-        iq2xxs_code[0][e] = (uint8_t)c, iq2xxs_code[1][e] = (uint8_t)(c >> 8);
-    }
-}
-static size_t pk_iq2_xxs_x16_bytes(int64_t n) { return (size_t)(n / 256) * PK_IQ2XXS_SB; }
-static void pk_iq2_xxs_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
-    const int64_t nsb = n / 256;
-    memset(dst, 0, (size_t)nsb * PK_IQ2XXS_SB);
-    for (int64_t i = 0; i < nsb; i++) {
-        uint8_t *q = dst + i * PK_IQ2XXS_SB, *sg = q + 512, *sc = q + 1024;
-        ht_half *d = (ht_half *)(q + 1088);
-        for (int r = 0; r < nr; r++) {
-            const block_iq2_xxs *b = (const block_iq2_xxs *)(src + (size_t)r * rb) + i;
-            const int p0 = 16 * (r % 8 / 2) + 8 * (r / 8) + 4 * (r % 2);
-            for (int ib = 0; ib < 8; ib++) {
-                uint32_t w[2];
-                memcpy(w, b->qs + 4 * ib, sizeof w);
-                for (int l = 0; l < 4; l++) {
-                    q[64 * ib + p0 + l] = (uint8_t)(w[0] >> 8 * l);
-                    sg[(4 * ib + l) * 16 + r] = ht_ksigns_iq2xs[w[1] >> 7 * l & 127];
-                }
-                sc[ib / 2 * 16 + r] |= (uint8_t)((w[1] >> 28) << 4 * (ib % 2));
+typedef struct {
+    _Alignas(64) uint8_t lo[1024], hi[1024], val[64];   /* the code planes of the entries; code -> value */
+} grid_codes;
+static grid_codes gc_iq2xxs, gc_iq2xs, gc_iq2s, gc_iq3s, gc_iq3xxs;
+
+/* The codes of a grid of n entries of w bytes: each byte's rank among the grid's distinct values. */
+static void grid_codes_init(grid_codes *c, const void *grid, int n, int w) {
+    uint8_t lv[8];
+    int nl = 0;
+    for (int v = 0; v < 256; v++)
+        for (int e = 0; e < n * w; e++)
+            if (((const uint8_t *)grid)[e] == v) {
+                lv[nl++] = (uint8_t)v;
+                break;
             }
-            d[r] = b->d;
+    const int bits = nl <= 4 ? 2 : 3;
+    for (int e = 0; e < n; e++) {
+        unsigned code = 0;
+        for (int j = 0; j < w; j++)
+            for (int k = 0; k < nl; k++)
+                if (((const uint8_t *)grid)[e * w + j] == lv[k]) code |= (unsigned)k << bits * j;   /* little-endian grid */
+        c->lo[e] = (uint8_t)code, c->hi[e] = (uint8_t)(code >> 8);
+    }
+    for (int i = 0; i < 64; i++) c->val[i] = lv[i % (1 << bits) % nl];
+}
+static void grid_codes_init_all(void) {
+    grid_codes_init(&gc_iq2xxs, ht_iq2xxs_grid, 256, 8);
+    grid_codes_init(&gc_iq2xs, ht_iq2xs_grid, 512, 8);
+    grid_codes_init(&gc_iq2s, ht_iq2s_grid, 1024, 8);
+    grid_codes_init(&gc_iq3s, ht_iq3s_grid, 512, 4);
+    grid_codes_init(&gc_iq3xxs, ht_iq3xxs_grid, 256, 4);
+}
+
+/* One byte plane of the codes of 64 indices I: tab has n = 256, 512 or 1024 entries, bits 8 and 9 of the
+ * indices in h8, h9. */
+HT_VBMI_AI __m512i code_plane(const int n, const uint8_t *tab, __m512i I, __mmask64 h8, __mmask64 h9) {
+    const __mmask64 h7 = _mm512_movepi8_mask(I);
+    __m512i r[4];
+    HT_UNROLL
+    for (int k = 0; k < n / 256; k++)
+        r[k] = _mm512_mask_blend_epi8(h7, _mm512_permutex2var_epi8(_mm512_load_si512(tab + 256 * k), I, _mm512_load_si512(tab + 256 * k + 64)),
+                                      _mm512_permutex2var_epi8(_mm512_load_si512(tab + 256 * k + 128), I, _mm512_load_si512(tab + 256 * k + 192)));
+    if (n == 256) return r[0];
+    if (n == 512) return _mm512_mask_blend_epi8(h8, r[0], r[1]);
+    return _mm512_mask_blend_epi8(h9, _mm512_mask_blend_epi8(h8, r[0], r[1]), _mm512_mask_blend_epi8(h8, r[2], r[3]));
+}
+/* The code words of 64 indices at ix, interleaved: u[0] = bytes 0-7 of each 128-bit lane, u[1] = bytes 8-15. */
+HT_VBMI_AI void code_words(const int n, const grid_codes *c, const uint8_t *ix, __mmask64 h8, __mmask64 h9, __m512i u[2]) {
+    const __m512i I = _mm512_loadu_si512(ix);
+    const __m512i lo = code_plane(n, c->lo, I, h8, h9), hi = code_plane(n, c->hi, I, h8, h9);
+    u[0] = _mm512_unpacklo_epi8(lo, hi), u[1] = _mm512_unpackhi_epi8(lo, hi);
+}
+
+/* IQ2_XXS, IQ2_XS, IQ2_S x 16: super-block i of a group (G8_SB(T) bytes at G8_SB(T) i) is the (low) index bytes
+ * of 32-block ib as a 64-byte vector at 64 ib (128-bit lane k, byte p: row 2k + p / 4 for p < 8, 8 + 2k +
+ * (p - 8) / 4 after, element group 4 ib + p % 4), then IQ2_XS's bit 8 (IQ2_S's bits 8 and 9) of those as u64
+ * masks a 32-block, the sign bytes sg[b][r] (b = 4 ib + l for the 8 elements 32 ib + 8 l..; IQ2_XXS and IQ2_XS
+ * from ksigns_iq2xs of their 7-bit fields, 512), the scales (IQ2_XXS: the 32-blocks' nibbles sc[ib / 2][r],
+ * 64; the others the file's byte sc[ib][r], a nibble per 16, 128), the halves d[r] (32). Missing rows are
+ * zeros (d 0). IQ2_XXS's 70 bytes a row are the file's 66 with whole sign bytes, IQ2_XS's 78 its 74, IQ2_S's 82. */
+#define G8_HB(T) ((T) == HT_IQ2_XS ? 1 : (T) == HT_IQ2_S ? 2 : 0)   /* index bits past 8 */
+#define G8_SG(T) (512 + 64 * G8_HB(T))
+#define G8_SC(T) (G8_SG(T) + 512)
+#define G8_D(T) (G8_SC(T) + ((T) == HT_IQ2_XXS ? 64 : 128))
+#define G8_SB(T) (G8_D(T) + 32)
+HT_AI void pack_grid8(const uint32_t T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+    const int64_t nsb = n / 256;
+    memset(dst, 0, (size_t)nsb * G8_SB(T));
+    for (int64_t i = 0; i < nsb; i++) {
+        uint8_t *q = dst + i * G8_SB(T), *sg = q + G8_SG(T), *sc = q + G8_SC(T);
+        uint64_t hb[16] = {0};
+        ht_half *d = (ht_half *)(q + G8_D(T));
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *blk = src + (size_t)r * rb;
+            const int p0 = 16 * (r % 8 / 2) + 8 * (r / 8) + 4 * (r % 2);
+            for (int ib = 0; ib < 8; ib++)
+                for (int l = 0; l < 4; l++) {
+                    const int g = 4 * ib + l;   /* the 8-element group */
+                    unsigned idx, sign;
+                    if (T == HT_IQ2_XXS) {
+                        const block_iq2_xxs *b = (const block_iq2_xxs *)blk + i;
+                        uint32_t w[2];
+                        memcpy(w, b->qs + 4 * ib, sizeof w);
+                        idx = w[0] >> 8 * l & 255, sign = ht_ksigns_iq2xs[w[1] >> 7 * l & 127];
+                        if (l == 0) sc[ib / 2 * 16 + r] |= (uint8_t)((w[1] >> 28) << 4 * (ib % 2));
+                    } else if (T == HT_IQ2_XS) {
+                        const block_iq2_xs *b = (const block_iq2_xs *)blk + i;
+                        idx = b->qs[g] & 511, sign = ht_ksigns_iq2xs[b->qs[g] >> 9];
+                        if (l == 0) sc[ib * 16 + r] = b->scales[ib];
+                    } else {
+                        const block_iq2_s *b = (const block_iq2_s *)blk + i;
+                        idx = b->qs[g] | (b->qh[ib] << (8 - 2 * l) & 0x300), sign = b->qs[QK_K / 8 + g];
+                        if (l == 0) sc[ib * 16 + r] = b->scales[ib];
+                    }
+                    q[64 * ib + p0 + l] = (uint8_t)idx;
+                    for (int h = 0; h < G8_HB(T); h++) hb[G8_HB(T) * ib + h] |= (uint64_t)(idx >> (8 + h) & 1) << (p0 + l);
+                    sg[g * 16 + r] = (uint8_t)sign;
+                }
+            d[r] = T == HT_IQ2_XXS ? ((const block_iq2_xxs *)blk + i)->d
+                   : T == HT_IQ2_XS ? ((const block_iq2_xs *)blk + i)->d : ((const block_iq2_s *)blk + i)->d;
         }
+        if (G8_HB(T)) memcpy(q + 512, hb, (size_t)64 * G8_HB(T));
     }
 }
 
-/* The code planes and the value table, loaded once a call. */
-typedef struct { __m512i t[8], val; } iq2xxs_tabs;
-HT_VBMI_AI iq2xxs_tabs iq2xxs_tabs_load(void) {
-    iq2xxs_tabs t;
-    for (int k = 0; k < 8; k++) t.t[k] = _mm512_load_si512(iq2xxs_code[k / 4] + 64 * (k % 4));
-    t.val = _mm512_set1_epi32(0x002b1908);
-    return t;
-}
 /* The unsigned grid values of 32-block ib of 16 rows: w[l][h] = element group 4 ib + l, rows 8h..8h + 7, a
  * qword per row. */
-HT_VBMI_AI void iq2xxs_grid32(const iq2xxs_tabs *t, const uint8_t *ix, __m512i w[4][2]) {
-    const __m512i I = _mm512_loadu_si512(ix);
-    const __mmask64 top = _mm512_movepi8_mask(I);
-    const __m512i lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t->t[0], I, t->t[1]), _mm512_permutex2var_epi8(t->t[2], I, t->t[3]));
-    const __m512i hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t->t[4], I, t->t[5]), _mm512_permutex2var_epi8(t->t[6], I, t->t[7]));
-    const __m512i u[2] = {_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi)};
+HT_VBMI_AI void grid8_values(const uint32_t T, const uint8_t *q, int ib, __m512i w[4][2]) {
+    const grid_codes *c = T == HT_IQ2_XXS ? &gc_iq2xxs : T == HT_IQ2_XS ? &gc_iq2xs : &gc_iq2s;
+    const __mmask64 h8 = G8_HB(T) ? _cvtu64_mask64(ld64(q + 512 + 8 * G8_HB(T) * ib)) : 0;
+    const __mmask64 h9 = G8_HB(T) > 1 ? _cvtu64_mask64(ld64(q + 520 + 16 * ib)) : 0;
+    __m512i u[2];
+    code_words(256 << G8_HB(T), c, q + 64 * ib, h8, h9, u);
+    const __m512i val = _mm512_load_si512(c->val);
     HT_UNROLL
     for (int l = 0; l < 4; l++) {
         const __m512i ctl = _mm512_set1_epi64((long long)(0x0e0c0a0806040200ull + 0x1010101010101010ull * (unsigned)l));
         HT_UNROLL
-        for (int h = 0; h < 2; h++) w[l][h] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(ctl, u[h]), t->val);
+        for (int h = 0; h < 2; h++) w[l][h] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(ctl, u[h]), val);
     }
 }
 
+/* The scales of 32-block ib's two 16-element halves, a lane per row (IQ2_XXS: one scale for both). */
+HT_AI void grid8_scales(const uint32_t T, const uint8_t *q, int ib, __m512i *s0, __m512i *s1) {
+    if (T == HT_IQ2_XXS) {
+        *s0 = *s1 = nib_scales(q + G8_SC(T) + ib / 2 * 16, ib);
+        return;
+    }
+    const __m512i v = _mm512_cvtepu8_epi32(ld128(q + G8_SC(T) + 16 * ib)), m = _mm512_set1_epi32(15), one = _mm512_set1_epi32(1);
+    *s0 = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(v, m), 1), one);
+    *s1 = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(v, 4), 1), one);
+}
+
 /* Rows 0-7 and 8-15 as 8-byte grid entries: dword lanes 2r, 2r + 1 of a VPDPBUSD chain are row r's, added
- * into one lane per row (two permutes) at the end of each 32-block. */
+ * into one lane per row (two permutes) at the end of each 16-element half (IQ2_XXS: of each 32-block). */
 #define PK_GRID_NC 4
-HT_VBMI_AI void iq2_xxsx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    const int nsb = n / 256;
+HT_VBMI_AI void grid8x16_tile(const uint32_t T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nsb = n / 256, halves = T == HT_IQ2_XXS ? 1 : 2;
     const __m512i pe = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i po = _mm512_add_epi32(pe, _mm512_set1_epi32(1));
-    const iq2xxs_tabs tb = iq2xxs_tabs_load();
     __m512 acc[PK_GRID_NC];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int i = 0; i < nsb; i++) {
-        const uint8_t *q = g + (size_t)i * PK_IQ2XXS_SB;
-        ht_prefetch(q, PK_IQ2XXS_SB);
+        const uint8_t *q = g + (size_t)i * G8_SB(T);
+        ht_prefetch(q, G8_SB(T));
         __m512i isum[PK_GRID_NC];
         HT_UNROLL
         for (int c = 0; c < NC; c++) isum[c] = _mm512_setzero_si512();
         for (int ib = 0; ib < 8; ib++) {
-            __m512i w[4][2], lo[PK_GRID_NC], hi[PK_GRID_NC];
-            iq2xxs_grid32(&tb, q + 64 * ib, w);
+            __m512i w[4][2], lo[2][PK_GRID_NC], hi[2][PK_GRID_NC], s[2];
+            grid8_values(T, q, ib, w);
+            grid8_scales(T, q, ib, &s[0], &s[1]);
             HT_UNROLL
             for (int l = 0; l < 4; l++) {
-                const int b = 4 * ib + l;
-                const __mmask64 sl = _cvtu64_mask64(ld64(q + 512 + 16 * b)), sh = _cvtu64_mask64(ld64(q + 520 + 16 * b));
+                const int b = 4 * ib + l, k = halves == 2 && l >= 2, first = halves == 2 ? l % 2 == 0 : l == 0;
+                const __mmask64 sl = _cvtu64_mask64(ld64(q + G8_SG(T) + 16 * b)), sh = _cvtu64_mask64(ld64(q + G8_SG(T) + 8 + 16 * b));
                 HT_UNROLL
                 for (int c = 0; c < NC; c++) {
                     const __m512i x = _mm512_set1_epi64((long long)ld64(a + (size_t)c * as + (size_t)i * 256 + 8 * b));
-                    lo[c] = sdot(l ? lo[c] : _mm512_setzero_si512(), x, w[l][0], sl);
-                    hi[c] = sdot(l ? hi[c] : _mm512_setzero_si512(), x, w[l][1], sh);
+                    lo[k][c] = sdot(first ? _mm512_setzero_si512() : lo[k][c], x, w[l][0], sl);
+                    hi[k][c] = sdot(first ? _mm512_setzero_si512() : hi[k][c], x, w[l][1], sh);
                 }
             }
-            const __m512i s = nib_scales(q + 1024 + ib / 2 * 16, ib);
             HT_UNROLL
-            for (int c = 0; c < NC; c++) {
-                const __m512i dot = _mm512_add_epi32(_mm512_permutex2var_epi32(lo[c], pe, hi[c]), _mm512_permutex2var_epi32(lo[c], po, hi[c]));
-                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot, s));
-            }
+            for (int k = 0; k < halves; k++)
+                HT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    const __m512i dot = _mm512_add_epi32(_mm512_permutex2var_epi32(lo[k][c], pe, hi[k][c]),
+                                                         _mm512_permutex2var_epi32(lo[k][c], po, hi[k][c]));
+                    isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot, s[k]));
+                }
         }
-        const __m512 dw = _mm512_cvtph_ps(ld256(q + 1088));
+        const __m512 dw = _mm512_cvtph_ps(ld256(q + G8_D(T)));
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
             const __m512 da = _mm512_set1_ps(((const float *)(a + (size_t)c * as + n))[i]);
@@ -256,46 +328,60 @@ HT_VBMI_AI void iq2_xxsx16_tile(const int NC, int n, const uint8_t *g, int nr, c
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, _mm512_mul_ps(_mm512_set1_ps(0.125f), acc[c]));
 }
 
-PK_TILE_A(HT_VBMI, pk_iq2_xxs_x16_tile, iq2_xxsx16_tile, 4)
-
 /* Prefill from the pack: super-block i decoded straight into slot s of the panel gemm's panel
- * (quant_x86_iqpanel.h: 4 elements of 16 rows a vector, as the pack's gathers give them), the signed grid values
- * + 64, the 32-block scales in its three forms, d as floats. */
-HT_AI void iqp_scales16(iqp_panel *p, int s, int ib, __m512i sc) {
-    _mm512_store_si512(p->sc[s][2 * ib], sc);
-    _mm512_store_si512(p->sc[s][2 * ib + 1], sc);
-    _mm512_store_si512(p->sc2[s][ib], _mm512_or_si512(sc, _mm512_slli_epi32(sc, 16)));
+ * (quant_x86_iqpanel.h: 4 elements of 16 rows a vector), the signed grid values + 64, the 16-element scales
+ * in its three forms, d as floats. */
+HT_AI void iqp_scales16(iqp_panel *p, int s, int ib, __m512i s0, __m512i s1) {
+    _mm512_store_si512(p->sc[s][2 * ib], s0);
+    _mm512_store_si512(p->sc[s][2 * ib + 1], s1);
+    _mm512_store_si512(p->sc2[s][ib], _mm512_or_si512(s0, _mm512_slli_epi32(s1, 16)));
 }
 HT_AI __m512i iqp_signed64(__m512i w, __mmask64 sg) {
     return _mm512_add_epi8(_mm512_mask_sub_epi8(w, sg, _mm512_setzero_si512(), w), _mm512_set1_epi8(64));
 }
-HT_VBMI static void dec_iq2_xxs_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) {
-    const uint8_t *q = g + i * PK_IQ2XXS_SB;
+HT_VBMI_AI void dec_grid8(const uint32_t T, const uint8_t *g, size_t i, iqp_panel *p, int s) {
+    const uint8_t *q = g + i * G8_SB(T);
     const __m512i pe = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i po = _mm512_add_epi32(pe, _mm512_set1_epi32(1));
-    const iq2xxs_tabs tb = iq2xxs_tabs_load();
     for (int ib = 0; ib < 8; ib++) {
-        __m512i w[4][2];
-        iq2xxs_grid32(&tb, q + 64 * ib, w);
+        __m512i w[4][2], s0, s1;
+        grid8_values(T, q, ib, w);
         HT_UNROLL
         for (int l = 0; l < 4; l++) {   /* elements 8b.. of the 16 rows: dwords 2b, 2b + 1 of the panel */
             const int b = 4 * ib + l;
-            const __m512i gl = iqp_signed64(w[l][0], _cvtu64_mask64(ld64(q + 512 + 16 * b)));
-            const __m512i gh = iqp_signed64(w[l][1], _cvtu64_mask64(ld64(q + 520 + 16 * b)));
+            const __m512i gl = iqp_signed64(w[l][0], _cvtu64_mask64(ld64(q + G8_SG(T) + 16 * b)));
+            const __m512i gh = iqp_signed64(w[l][1], _cvtu64_mask64(ld64(q + G8_SG(T) + 8 + 16 * b)));
             _mm512_store_si512(p->q[s][2 * b], _mm512_permutex2var_epi32(gl, pe, gh));
             _mm512_store_si512(p->q[s][2 * b + 1], _mm512_permutex2var_epi32(gl, po, gh));
         }
-        iqp_scales16(p, s, ib, nib_scales(q + 1024 + ib / 2 * 16, ib));
+        grid8_scales(T, q, ib, &s0, &s1);
+        iqp_scales16(p, s, ib, s0, s1);
     }
-    _mm512_store_ps(p->d[s], _mm512_cvtph_ps(ld256(q + 1088)));
-}
-static void pk_iq2_xxs_x16_gemm(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
-    iqp_gemm(HT_IQ2_XXS, n, g, 0, nr, a, as, nc, y, ys, dec_iq2_xxs_x16);
+    _mm512_store_ps(p->d[s], _mm512_cvtph_ps(ld256(q + G8_D(T))));
 }
 
-static const ht_pack pk_iq2_xxs_x16 = {"IQ2_XXSx16", 16, PK_GRID_NC, pk_iq2_xxs_x16_bytes, pk_iq2_xxs_x16_pack,
-                                       pk_k_act_bytes, pk_k_act_prep, pk_iq2_xxs_x16_tile, 0, NULL, NULL,
-                                       pk_iq2_xxs_x16_gemm, NULL};
+/* The ht_pack of a grid type from its pack, tile and panel decoder (G is grid8 or grid4). */
+#define GRID_PACK(name, T, NAME, G, SB)                                                                            \
+    static size_t pk_##name##_x16_bytes(int64_t n) { return (size_t)(n / 256) * (SB); }                            \
+    static void pk_##name##_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {              \
+        pack_##G(T, src, rb, nr, n, dst);                                                                        \
+    }                                                                                                            \
+    HT_VBMI_AI void name##x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) { \
+        G##x16_tile(T, NC, n, g, nr, a, as, y, ys);                                                              \
+    }                                                                                                            \
+    PK_TILE_A(HT_VBMI, pk_##name##_x16_tile, name##x16_tile, 4)                                                  \
+    HT_VBMI static void dec_##name##_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) { dec_##G(T, g, i, p, s); } \
+    static void pk_##name##_x16_gemm(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, \
+                                     size_t ys) {                                                                \
+        iqp_gemm(T, n, g, 0, nr, a, as, nc, y, ys, dec_##name##_x16);                                                 \
+    }                                                                                                            \
+    static const ht_pack pk_##name##_x16 = {NAME, 16, PK_GRID_NC, pk_##name##_x16_bytes, pk_##name##_x16_pack,     \
+                                           pk_k_act_bytes, pk_k_act_prep, pk_##name##_x16_tile, 0, NULL, NULL,       \
+                                           pk_##name##_x16_gemm, NULL};
+
+GRID_PACK(iq2_xxs, HT_IQ2_XXS, "IQ2_XXSx16", grid8, G8_SB(HT_IQ2_XXS))
+GRID_PACK(iq2_xs, HT_IQ2_XS, "IQ2_XSx16", grid8, G8_SB(HT_IQ2_XS))
+GRID_PACK(iq2_s, HT_IQ2_S, "IQ2_Sx16", grid8, G8_SB(HT_IQ2_S))
 
 /* IQ3_S and IQ3_XXS x 16, the 4-byte grids, without gathers as IQ2_XXS: an entry's 4 bytes take 8 values (IQ3_S
  * 1, 3 .. 15; IQ3_XXS 4, 12 .. 62), so it is four 3-bit codes, 12 bits, kept as two byte planes of 256 (IQ3_XXS)
@@ -312,30 +398,6 @@ static const ht_pack pk_iq2_xxs_x16 = {"IQ2_XXSx16", 16, PK_GRID_NC, pk_iq2_xxs_
 #define G4_SC(T) (G4_SG(T) + 512)
 #define G4_D(T) (G4_SC(T) + 64)
 #define G4_SB(T) (G4_D(T) + 32)
-static _Alignas(64) uint8_t iq3s_code[2][512], iq3xxs_code[2][256], iq3s_val[64], iq3xxs_val[64];
-static void grid4_code_init(const uint32_t *grid, int n, uint8_t *lo, uint8_t *hi, uint8_t val[64]) {
-    uint8_t lv[8];
-    int nl = 0;
-    for (int v = 0; v < 256 && nl < 8; v++)   /* the 8 levels, ascending */
-        for (int e = 0; e < n; e++)
-            if ((grid[e] & 255) == (uint32_t)v || (grid[e] >> 8 & 255) == (uint32_t)v || (grid[e] >> 16 & 255) == (uint32_t)v || grid[e] >> 24 == (uint32_t)v) {
-                lv[nl++] = (uint8_t)v;
-                break;
-            }
-    for (int e = 0; e < n; e++) {
-        unsigned c = 0;
-        for (int j = 0; j < 4; j++)
-            for (unsigned k = 0; k < 8; k++)
-                if ((grid[e] >> 8 * j & 255) == lv[k]) c |= k << 3 * j;
-        lo[e] = (uint8_t)c, hi[e] = (uint8_t)(c >> 8);
-    }
-    for (int i = 0; i < 64; i++) val[i] = lv[i % 8];
-}
-static void grid4_codes_init(void) {
-    grid4_code_init(ht_iq3s_grid, 512, iq3s_code[0], iq3s_code[1], iq3s_val);
-    grid4_code_init(ht_iq3xxs_grid, 256, iq3xxs_code[0], iq3xxs_code[1], iq3xxs_val);
-}
-
 HT_AI void pack_grid4(const uint32_t T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
     const int64_t nsb = n / 256;
     memset(dst, 0, (size_t)nsb * G4_SB(T));
@@ -371,23 +433,12 @@ HT_AI void pack_grid4(const uint32_t T, const uint8_t *src, size_t rb, int nr, i
     }
 }
 
-/* One byte plane of the codes of 64 indices I (bit 8 in b8 for IQ3_S's 512 entries). */
-HT_VBMI_AI __m512i grid4_plane(const uint32_t T, const uint8_t *tab, __m512i I, __mmask64 top, __mmask64 b8) {
-    const __m512i p = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(_mm512_load_si512(tab), I, _mm512_load_si512(tab + 64)),
-                                             _mm512_permutex2var_epi8(_mm512_load_si512(tab + 128), I, _mm512_load_si512(tab + 192)));
-    if (T != HT_IQ3_S) return p;
-    const __m512i u = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(_mm512_load_si512(tab + 256), I, _mm512_load_si512(tab + 320)),
-                                             _mm512_permutex2var_epi8(_mm512_load_si512(tab + 384), I, _mm512_load_si512(tab + 448)));
-    return _mm512_mask_blend_epi8(b8, p, u);
-}
 /* The unsigned grid values of element groups 8 ib + 4 v + k (k < 4) of 16 rows, w[k], a dword per row. */
 HT_VBMI_AI void grid4_values(const uint32_t T, const uint8_t *q, int ib, int v, __m512i w[4]) {
-    const uint8_t *lo = T == HT_IQ3_S ? iq3s_code[0] : iq3xxs_code[0], *hi = T == HT_IQ3_S ? iq3s_code[1] : iq3xxs_code[1];
-    const __m512i val = _mm512_load_si512(T == HT_IQ3_S ? iq3s_val : iq3xxs_val);
-    const __m512i I = _mm512_loadu_si512(q + 64 * (2 * ib + v));
-    const __mmask64 top = _mm512_movepi8_mask(I), b8 = T == HT_IQ3_S ? _cvtu64_mask64(ld64(q + 1024 + 8 * (2 * ib + v))) : 0;
-    const __m512i L = grid4_plane(T, lo, I, top, b8), H = grid4_plane(T, hi, I, top, b8);
-    const __m512i u[2] = {_mm512_unpacklo_epi8(L, H), _mm512_unpackhi_epi8(L, H)};
+    const grid_codes *c = T == HT_IQ3_S ? &gc_iq3s : &gc_iq3xxs;
+    const __m512i val = _mm512_load_si512(c->val);
+    __m512i u[2];
+    code_words(T == HT_IQ3_S ? 512 : 256, c, q + 64 * (2 * ib + v), T == HT_IQ3_S ? _cvtu64_mask64(ld64(q + 1024 + 8 * (2 * ib + v))) : 0, 0, u);
     HT_UNROLL
     for (int k = 0; k < 4; k++) {   /* row 2j: word k % 2 of qword j; row 2j + 1: word 2 + k % 2 */
         const unsigned e = 16u * (unsigned)(k % 2);
@@ -409,7 +460,8 @@ HT_VBMI_AI void dec_grid4(const uint32_t T, const uint8_t *g, size_t i, iqp_pane
                 _mm512_store_si512(p->q[s][b], iqp_signed64(w[k], _cvtu64_mask64(ld64(q + G4_SG(T) + 8 * b))));
             }
         }
-        iqp_scales16(p, s, ib, nib_scales(q + G4_SC(T) + ib / 2 * 16, ib));
+        const __m512i sc = nib_scales(q + G4_SC(T) + ib / 2 * 16, ib);
+        iqp_scales16(p, s, ib, sc, sc);
     }
     _mm512_store_ps(p->d[s], _mm512_cvtph_ps(ld256(q + G4_D(T))));
 }
@@ -460,26 +512,8 @@ HT_VBMI_AI void grid4x16_tile(const uint32_t T, const int NC, int n, const uint8
         store16(y + (size_t)c * ys, nr, ht_iq_post(T) != 1.0f ? _mm512_mul_ps(_mm512_set1_ps(ht_iq_post(T)), acc[c]) : acc[c]);
 }
 
-#define GRID4_PACK(name, T, NAME)                                                                                  \
-    static size_t pk_##name##_x16_bytes(int64_t n) { return (size_t)(n / 256) * G4_SB(T); }                        \
-    static void pk_##name##_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {              \
-        pack_grid4(T, src, rb, nr, n, dst);                                                                      \
-    }                                                                                                            \
-    HT_VBMI_AI void name##x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) { \
-        grid4x16_tile(T, NC, n, g, nr, a, as, y, ys);                                                            \
-    }                                                                                                            \
-    PK_TILE_A(HT_VBMI, pk_##name##_x16_tile, name##x16_tile, 4)                                                  \
-    HT_VBMI static void dec_##name##_x16(const uint8_t *g, size_t i, iqp_panel *p, int s) { dec_grid4(T, g, i, p, s); } \
-    static void pk_##name##_x16_gemm(int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, int nc, float *y, \
-                                     size_t ys) {                                                                \
-        iqp_gemm(T, n, g, 0, nr, a, as, nc, y, ys, dec_##name##_x16);                                                 \
-    }                                                                                                            \
-    static const ht_pack pk_##name##_x16 = {NAME, 16, PK_GRID_NC, pk_##name##_x16_bytes, pk_##name##_x16_pack,     \
-                                           pk_k_act_bytes, pk_k_act_prep, pk_##name##_x16_tile, 0, NULL, NULL,       \
-                                           pk_##name##_x16_gemm, NULL};
-
-GRID4_PACK(iq3_s, HT_IQ3_S, "IQ3_Sx16")
-GRID4_PACK(iq3_xxs, HT_IQ3_XXS, "IQ3_XXSx16")
+GRID_PACK(iq3_s, HT_IQ3_S, "IQ3_Sx16", grid4, G4_SB(HT_IQ3_S))
+GRID_PACK(iq3_xxs, HT_IQ3_XXS, "IQ3_XXSx16", grid4, G4_SB(HT_IQ3_XXS))
 #endif
 
 #if !HT_X86_VNNI

@@ -1911,8 +1911,10 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_Q6_K].pack = &pk_q6_K_x16;
     t[HT_IQ4_XS].pack = &pk_iq4_xs_x16;
     if (ht_cpu_x86_avx512vbmi()) {   /* the grid packs' byte permutes */
-        iq2xxs_code_init(), grid4_codes_init();
+        grid_codes_init_all();
         t[HT_IQ2_XXS].pack = &pk_iq2_xxs_x16;
+        t[HT_IQ2_XS].pack = &pk_iq2_xs_x16;
+        t[HT_IQ2_S].pack = &pk_iq2_s_x16;
         t[HT_IQ3_S].pack = &pk_iq3_s_x16;
         t[HT_IQ3_XXS].pack = &pk_iq3_xxs_x16;
     }
