@@ -12,7 +12,7 @@
  * 4b. Batch products (a type's ht_gemm, where the set has one): every output of nr rows x nc tokens, nr and nc
  *    below and past the kernel's groups, short rows and long ones, and random blocks against activations at
  *    +-127 (the int16 saturation bound of AVX2's PMADDUBSW), bit-identical to vec_dot.
- * 4c. Exact packs (the i-quants' ht_pack: IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_S, IQ3_XXS): every row count 1..rows of a group and
+ * 4c. Exact packs (the i-quants' ht_pack: IQ4_XS and the grid types IQ1_S .. IQ3_S): every row count 1..rows of a group and
  *    several groups, every tile width 1..max_nc and, where the pack has its own batch product (ht_pack.gemm, for
  *    batches past max_nc), max_nc + 1..11 tokens, quantized and random blocks against Gaussian activations and
  *    extremes (all +127, all -127, +-127 at random), bit-identical to the reference vec_dot.
@@ -356,7 +356,7 @@ static int test_gemm(const char *set) {
 #define PK_ROWS 40
 #define PK_TOK 11
 static int test_packs(const char *set) {
-    static const uint32_t exact[] = {HT_IQ4_XS, HT_IQ2_XXS, HT_IQ2_XS, HT_IQ2_S, HT_IQ3_S, HT_IQ3_XXS};
+    static const uint32_t exact[] = {HT_IQ4_XS, HT_IQ2_XXS, HT_IQ2_XS, HT_IQ2_S, HT_IQ3_S, HT_IQ3_XXS, HT_IQ1_S, HT_IQ1_M};
     static uint8_t w[PK_ROWS][NTILE * 4];
     static float wf[NTILE], x[PK_TOK][NTILE], one[PK_TOK][PK_ROWS], y[PK_TOK][PK_ROWS];
     int checked = 0;

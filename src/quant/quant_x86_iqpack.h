@@ -145,12 +145,13 @@ HT_AI __m512i nib_scales(const uint8_t *sc, int ib) {
 #define HT_VBMI __attribute__((target("avx512vbmi")))
 #define HT_VBMI_AI static inline __attribute__((always_inline, target("avx512vbmi")))
 typedef struct {
-    _Alignas(64) uint8_t lo[1024], hi[1024], val[64];   /* the code planes of the entries; code -> value */
+    _Alignas(64) uint8_t lo[2048], hi[2048], val[64];   /* the code planes of the entries; code -> value */
 } grid_codes;
-static grid_codes gc_iq2xxs, gc_iq2xs, gc_iq2s, gc_iq3s, gc_iq3xxs;
+static grid_codes gc_iq2xxs, gc_iq2xs, gc_iq2s, gc_iq3s, gc_iq3xxs, gc_iq1s;
 
-/* The codes of a grid of n entries of w bytes: each byte's rank among the grid's distinct values. */
-static void grid_codes_init(grid_codes *c, const void *grid, int n, int w) {
+/* The codes of a grid of n entries of w bytes: each byte's rank among the grid's distinct values (IQ1's
+ * grid, iq1: its values -1, 0, 1 as 8 g + 1, the shift's minus applied later). */
+static void grid_codes_init(grid_codes *c, const void *grid, int n, int w, bool iq1) {
     uint8_t lv[8];
     int nl = 0;
     for (int v = 0; v < 256; v++)
@@ -167,46 +168,52 @@ static void grid_codes_init(grid_codes *c, const void *grid, int n, int w) {
                 if (((const uint8_t *)grid)[e * w + j] == lv[k]) code |= (unsigned)k << bits * j;   /* little-endian grid */
         c->lo[e] = (uint8_t)code, c->hi[e] = (uint8_t)(code >> 8);
     }
-    for (int i = 0; i < 64; i++) c->val[i] = lv[i % (1 << bits) % nl];
+    for (int i = 0; i < 64; i++) c->val[i] = iq1 ? (uint8_t)(8 * (int8_t)lv[i % 4 % nl] + 1) : lv[i % (1 << bits) % nl];
 }
 static void grid_codes_init_all(void) {
-    grid_codes_init(&gc_iq2xxs, ht_iq2xxs_grid, 256, 8);
-    grid_codes_init(&gc_iq2xs, ht_iq2xs_grid, 512, 8);
-    grid_codes_init(&gc_iq2s, ht_iq2s_grid, 1024, 8);
-    grid_codes_init(&gc_iq3s, ht_iq3s_grid, 512, 4);
-    grid_codes_init(&gc_iq3xxs, ht_iq3xxs_grid, 256, 4);
+    grid_codes_init(&gc_iq2xxs, ht_iq2xxs_grid, 256, 8, false);
+    grid_codes_init(&gc_iq2xs, ht_iq2xs_grid, 512, 8, false);
+    grid_codes_init(&gc_iq2s, ht_iq2s_grid, 1024, 8, false);
+    grid_codes_init(&gc_iq3s, ht_iq3s_grid, 512, 4, false);
+    grid_codes_init(&gc_iq3xxs, ht_iq3xxs_grid, 256, 4, false);
+    grid_codes_init(&gc_iq1s, ht_iq1s_grid, 2048, 8, true);
 }
 
-/* One byte plane of the codes of 64 indices I: tab has n = 256, 512 or 1024 entries, bits 8 and 9 of the
- * indices in h8, h9. */
-HT_VBMI_AI __m512i code_plane(const int n, const uint8_t *tab, __m512i I, __mmask64 h8, __mmask64 h9) {
+/* One byte plane of the codes of 64 indices I: tab has n = 256 .. 2048 entries, bits 8.. of the indices in
+ * the masks h[]: a tree of blends, one level an index bit. */
+HT_VBMI_AI __m512i code_plane(const int n, const uint8_t *tab, __m512i I, const __mmask64 *h) {
     const __mmask64 h7 = _mm512_movepi8_mask(I);
-    __m512i r[4];
+    __m512i r[8];
     HT_UNROLL
     for (int k = 0; k < n / 256; k++)
         r[k] = _mm512_mask_blend_epi8(h7, _mm512_permutex2var_epi8(_mm512_load_si512(tab + 256 * k), I, _mm512_load_si512(tab + 256 * k + 64)),
                                       _mm512_permutex2var_epi8(_mm512_load_si512(tab + 256 * k + 128), I, _mm512_load_si512(tab + 256 * k + 192)));
-    if (n == 256) return r[0];
-    if (n == 512) return _mm512_mask_blend_epi8(h8, r[0], r[1]);
-    return _mm512_mask_blend_epi8(h9, _mm512_mask_blend_epi8(h8, r[0], r[1]), _mm512_mask_blend_epi8(h8, r[2], r[3]));
+    HT_UNROLL
+    for (int lv = 0, m = n / 256; m > 1; lv++, m /= 2)
+        HT_UNROLL
+        for (int k = 0; k < m / 2; k++) r[k] = _mm512_mask_blend_epi8(h[lv], r[2 * k], r[2 * k + 1]);
+    return r[0];
 }
 /* The code words of 64 indices at ix, interleaved: u[0] = bytes 0-7 of each 128-bit lane, u[1] = bytes 8-15. */
-HT_VBMI_AI void code_words(const int n, const grid_codes *c, const uint8_t *ix, __mmask64 h8, __mmask64 h9, __m512i u[2]) {
+HT_VBMI_AI void code_words(const int n, const grid_codes *c, const uint8_t *ix, const __mmask64 *h, __m512i u[2]) {
     const __m512i I = _mm512_loadu_si512(ix);
-    const __m512i lo = code_plane(n, c->lo, I, h8, h9), hi = code_plane(n, c->hi, I, h8, h9);
+    const __m512i lo = code_plane(n, c->lo, I, h), hi = code_plane(n, c->hi, I, h);
     u[0] = _mm512_unpacklo_epi8(lo, hi), u[1] = _mm512_unpackhi_epi8(lo, hi);
 }
 
-/* IQ2_XXS, IQ2_XS, IQ2_S x 16: super-block i of a group (G8_SB(T) bytes at G8_SB(T) i) is the (low) index bytes
- * of 32-block ib as a 64-byte vector at 64 ib (128-bit lane k, byte p: row 2k + p / 4 for p < 8, 8 + 2k +
- * (p - 8) / 4 after, element group 4 ib + p % 4), then IQ2_XS's bit 8 (IQ2_S's bits 8 and 9) of those as u64
- * masks a 32-block, the sign bytes sg[b][r] (b = 4 ib + l for the 8 elements 32 ib + 8 l..; IQ2_XXS and IQ2_XS
- * from ksigns_iq2xs of their 7-bit fields, 512), the scales (IQ2_XXS: the 32-blocks' nibbles sc[ib / 2][r],
- * 64; the others the file's byte sc[ib][r], a nibble per 16, 128), the halves d[r] (32). Missing rows are
- * zeros (d 0). IQ2_XXS's 70 bytes a row are the file's 66 with whole sign bytes, IQ2_XS's 78 its 74, IQ2_S's 82. */
-#define G8_HB(T) ((T) == HT_IQ2_XS ? 1 : (T) == HT_IQ2_S ? 2 : 0)   /* index bits past 8 */
+/* IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M x 16: super-block i of a group (G8_SB(T) bytes at G8_SB(T) i) is the
+ * (low) index bytes of 32-block ib as a 64-byte vector at 64 ib (128-bit lane k, byte p: row 2k + p / 4 for
+ * p < 8, 8 + 2k + (p - 8) / 4 after, element group 4 ib + p % 4), then the index bits past 8 (IQ2_XS 1, IQ2_S
+ * 2, IQ1 3) of those as u64 masks a 32-block, the sign bytes sg[b][r] (b = 4 ib + l for the 8 elements
+ * 32 ib + 8 l..; IQ2_XXS and IQ2_XS from ksigns_iq2xs of their 7-bit fields, 512; IQ1, whose grid is signed,
+ * instead a u16 a group with bit r where row r's shift is -1/8, 64), the scales (IQ2_XXS: the 32-blocks' nibbles
+ * sc[ib / 2][r], 64; the others a byte sc[ib][r], a nibble per 16, 128), the halves d[r] (32). Missing rows
+ * are zeros (d 0). 70 bytes a row for IQ2_XXS (the file's 66), 78 for IQ2_XS (74), 82 for IQ2_S (82), 58 for
+ * IQ1 (50 and 56). */
+HT_AI bool g8_iq1(const uint32_t T) { return T == HT_IQ1_S || T == HT_IQ1_M; }
+#define G8_HB(T) ((T) == HT_IQ2_XS ? 1 : (T) == HT_IQ2_S ? 2 : g8_iq1(T) ? 3 : 0)   /* index bits past 8 */
 #define G8_SG(T) (512 + 64 * G8_HB(T))
-#define G8_SC(T) (G8_SG(T) + 512)
+#define G8_SC(T) (G8_SG(T) + (g8_iq1(T) ? 64 : 512))
 #define G8_D(T) (G8_SC(T) + ((T) == HT_IQ2_XXS ? 64 : 128))
 #define G8_SB(T) (G8_D(T) + 32)
 HT_AI void pack_grid8(const uint32_t T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
@@ -214,7 +221,8 @@ HT_AI void pack_grid8(const uint32_t T, const uint8_t *src, size_t rb, int nr, i
     memset(dst, 0, (size_t)nsb * G8_SB(T));
     for (int64_t i = 0; i < nsb; i++) {
         uint8_t *q = dst + i * G8_SB(T), *sg = q + G8_SG(T), *sc = q + G8_SC(T);
-        uint64_t hb[16] = {0};
+        uint64_t hb[24] = {0};
+        uint16_t dm[32] = {0};
         ht_half *d = (ht_half *)(q + G8_D(T));
         for (int r = 0; r < nr; r++) {
             const uint8_t *blk = src + (size_t)r * rb;
@@ -233,42 +241,68 @@ HT_AI void pack_grid8(const uint32_t T, const uint8_t *src, size_t rb, int nr, i
                         const block_iq2_xs *b = (const block_iq2_xs *)blk + i;
                         idx = b->qs[g] & 511, sign = ht_ksigns_iq2xs[b->qs[g] >> 9];
                         if (l == 0) sc[ib * 16 + r] = b->scales[ib];
-                    } else {
+                    } else if (T == HT_IQ2_S) {
                         const block_iq2_s *b = (const block_iq2_s *)blk + i;
                         idx = b->qs[g] | (b->qh[ib] << (8 - 2 * l) & 0x300), sign = b->qs[QK_K / 8 + g];
                         if (l == 0) sc[ib * 16 + r] = b->scales[ib];
+                    } else if (T == HT_IQ1_S) {
+                        const block_iq1_s *b = (const block_iq1_s *)blk + i;
+                        idx = b->qs[g] | (b->qh[ib] >> 3 * l & 7) << 8, sign = b->qh[ib] >> 15;
+                        if (l == 0) sc[ib * 16 + r] = (uint8_t)((b->qh[ib] >> 12 & 7) * 0x11);
+                    } else {
+                        const block_iq1_m *b = (const block_iq1_m *)blk + i;
+                        const unsigned nib = b->qh[g / 2] >> 4 * (g % 2) & 15;
+                        uint16_t w[4];
+                        memcpy(w, b->scales, sizeof w);
+                        idx = b->qs[g] | (nib & 7) << 8, sign = nib >> 3;
+                        if (l == 0) sc[ib * 16 + r] = (uint8_t)((w[ib / 2] >> 6 * (ib % 2) & 7) | (w[ib / 2] >> (6 * (ib % 2) + 3) & 7) << 4);
                     }
                     q[64 * ib + p0 + l] = (uint8_t)idx;
                     for (int h = 0; h < G8_HB(T); h++) hb[G8_HB(T) * ib + h] |= (uint64_t)(idx >> (8 + h) & 1) << (p0 + l);
-                    sg[g * 16 + r] = (uint8_t)sign;
+                    if (g8_iq1(T)) dm[g] |= (uint16_t)(sign << r);
+                    else sg[g * 16 + r] = (uint8_t)sign;
                 }
             d[r] = T == HT_IQ2_XXS ? ((const block_iq2_xxs *)blk + i)->d
-                   : T == HT_IQ2_XS ? ((const block_iq2_xs *)blk + i)->d : ((const block_iq2_s *)blk + i)->d;
+                   : T == HT_IQ2_XS ? ((const block_iq2_xs *)blk + i)->d
+                   : T == HT_IQ2_S ? ((const block_iq2_s *)blk + i)->d
+                   : T == HT_IQ1_S ? ((const block_iq1_s *)blk + i)->d : ht_iq1_m_d((const block_iq1_m *)blk + i);
         }
         if (G8_HB(T)) memcpy(q + 512, hb, (size_t)64 * G8_HB(T));
+        if (g8_iq1(T)) memcpy(sg, dm, sizeof dm);
     }
 }
 
-/* The unsigned grid values of 32-block ib of 16 rows: w[l][h] = element group 4 ib + l, rows 8h..8h + 7, a
- * qword per row. */
+/* The grid values of 32-block ib of 16 rows: w[l][h] = element group 4 ib + l, rows 8h..8h + 7, a qword per
+ * row (unsigned; IQ1's 8 g + 1 signed, minus 2 where the row's shift is -1/8). */
 HT_VBMI_AI void grid8_values(const uint32_t T, const uint8_t *q, int ib, __m512i w[4][2]) {
-    const grid_codes *c = T == HT_IQ2_XXS ? &gc_iq2xxs : T == HT_IQ2_XS ? &gc_iq2xs : &gc_iq2s;
-    const __mmask64 h8 = G8_HB(T) ? _cvtu64_mask64(ld64(q + 512 + 8 * G8_HB(T) * ib)) : 0;
-    const __mmask64 h9 = G8_HB(T) > 1 ? _cvtu64_mask64(ld64(q + 520 + 16 * ib)) : 0;
+    const grid_codes *c = T == HT_IQ2_XXS ? &gc_iq2xxs : T == HT_IQ2_XS ? &gc_iq2xs : T == HT_IQ2_S ? &gc_iq2s : &gc_iq1s;
+    __mmask64 h[3];
+    for (int k = 0; k < G8_HB(T); k++) h[k] = _cvtu64_mask64(ld64(q + 512 + 8 * (G8_HB(T) * ib + k)));
     __m512i u[2];
-    code_words(256 << G8_HB(T), c, q + 64 * ib, h8, h9, u);
+    code_words(256 << G8_HB(T), c, q + 64 * ib, h, u);
     const __m512i val = _mm512_load_si512(c->val);
     HT_UNROLL
     for (int l = 0; l < 4; l++) {
         const __m512i ctl = _mm512_set1_epi64((long long)(0x0e0c0a0806040200ull + 0x1010101010101010ull * (unsigned)l));
         HT_UNROLL
-        for (int h = 0; h < 2; h++) w[l][h] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(ctl, u[h]), val);
+        for (int h = 0; h < 2; h++) {
+            w[l][h] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(ctl, u[h]), val);
+            if (g8_iq1(T)) {   /* the shift's sign bits of 8 rows -> their bytes */
+                const uint16_t dm = (uint16_t)(q[G8_SG(T) + 2 * (4 * ib + l)] | q[G8_SG(T) + 2 * (4 * ib + l) + 1] << 8);
+                const __mmask64 neg = _mm512_movepi8_mask(_mm512_movm_epi64((__mmask8)(dm >> 8 * h)));
+                w[l][h] = _mm512_mask_sub_epi8(w[l][h], neg, w[l][h], _mm512_set1_epi8(2));
+            }
+        }
     }
+}
+/* Row r's signs of element group b, rows 8h..: a byte a row (IQ1: none, its values carry them). */
+HT_AI __mmask64 grid8_signs(const uint32_t T, const uint8_t *q, int b, int h) {
+    return g8_iq1(T) ? 0 : _cvtu64_mask64(ld64(q + G8_SG(T) + 16 * b + 8 * h));
 }
 
 /* The scales of 32-block ib's two 16-element halves, a lane per row (IQ2_XXS: one scale for both). */
 HT_AI void grid8_scales(const uint32_t T, const uint8_t *q, int ib, __m512i *s0, __m512i *s1) {
-    if (T == HT_IQ2_XXS) {
+    if (T == HT_IQ2_XXS) {   /* IQ1_S: the byte holds its 32-block scale twice */
         *s0 = *s1 = nib_scales(q + G8_SC(T) + ib / 2 * 16, ib);
         return;
     }
@@ -281,7 +315,7 @@ HT_AI void grid8_scales(const uint32_t T, const uint8_t *q, int ib, __m512i *s0,
  * into one lane per row (two permutes) at the end of each 16-element half (IQ2_XXS: of each 32-block). */
 #define PK_GRID_NC 4
 HT_VBMI_AI void grid8x16_tile(const uint32_t T, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    const int nsb = n / 256, halves = T == HT_IQ2_XXS ? 1 : 2;
+    const int nsb = n / 256, halves = T == HT_IQ2_XXS || T == HT_IQ1_S ? 1 : 2;
     const __m512i pe = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i po = _mm512_add_epi32(pe, _mm512_set1_epi32(1));
     __m512 acc[PK_GRID_NC];
@@ -300,7 +334,7 @@ HT_VBMI_AI void grid8x16_tile(const uint32_t T, const int NC, int n, const uint8
             HT_UNROLL
             for (int l = 0; l < 4; l++) {
                 const int b = 4 * ib + l, k = halves == 2 && l >= 2, first = halves == 2 ? l % 2 == 0 : l == 0;
-                const __mmask64 sl = _cvtu64_mask64(ld64(q + G8_SG(T) + 16 * b)), sh = _cvtu64_mask64(ld64(q + G8_SG(T) + 8 + 16 * b));
+                const __mmask64 sl = grid8_signs(T, q, b, 0), sh = grid8_signs(T, q, b, 1);
                 HT_UNROLL
                 for (int c = 0; c < NC; c++) {
                     const __m512i x = _mm512_set1_epi64((long long)ld64(a + (size_t)c * as + (size_t)i * 256 + 8 * b));
@@ -349,8 +383,8 @@ HT_VBMI_AI void dec_grid8(const uint32_t T, const uint8_t *g, size_t i, iqp_pane
         HT_UNROLL
         for (int l = 0; l < 4; l++) {   /* elements 8b.. of the 16 rows: dwords 2b, 2b + 1 of the panel */
             const int b = 4 * ib + l;
-            const __m512i gl = iqp_signed64(w[l][0], _cvtu64_mask64(ld64(q + G8_SG(T) + 16 * b)));
-            const __m512i gh = iqp_signed64(w[l][1], _cvtu64_mask64(ld64(q + G8_SG(T) + 8 + 16 * b)));
+            const __m512i gl = iqp_signed64(w[l][0], grid8_signs(T, q, b, 0));
+            const __m512i gh = iqp_signed64(w[l][1], grid8_signs(T, q, b, 1));
             _mm512_store_si512(p->q[s][2 * b], _mm512_permutex2var_epi32(gl, pe, gh));
             _mm512_store_si512(p->q[s][2 * b + 1], _mm512_permutex2var_epi32(gl, po, gh));
         }
@@ -382,6 +416,8 @@ HT_VBMI_AI void dec_grid8(const uint32_t T, const uint8_t *g, size_t i, iqp_pane
 GRID_PACK(iq2_xxs, HT_IQ2_XXS, "IQ2_XXSx16", grid8, G8_SB(HT_IQ2_XXS))
 GRID_PACK(iq2_xs, HT_IQ2_XS, "IQ2_XSx16", grid8, G8_SB(HT_IQ2_XS))
 GRID_PACK(iq2_s, HT_IQ2_S, "IQ2_Sx16", grid8, G8_SB(HT_IQ2_S))
+GRID_PACK(iq1_s, HT_IQ1_S, "IQ1_Sx16", grid8, G8_SB(HT_IQ1_S))
+GRID_PACK(iq1_m, HT_IQ1_M, "IQ1_Mx16", grid8, G8_SB(HT_IQ1_M))
 
 /* IQ3_S and IQ3_XXS x 16, the 4-byte grids, without gathers as IQ2_XXS: an entry's 4 bytes take 8 values (IQ3_S
  * 1, 3 .. 15; IQ3_XXS 4, 12 .. 62), so it is four 3-bit codes, 12 bits, kept as two byte planes of 256 (IQ3_XXS)
@@ -438,7 +474,8 @@ HT_VBMI_AI void grid4_values(const uint32_t T, const uint8_t *q, int ib, int v, 
     const grid_codes *c = T == HT_IQ3_S ? &gc_iq3s : &gc_iq3xxs;
     const __m512i val = _mm512_load_si512(c->val);
     __m512i u[2];
-    code_words(T == HT_IQ3_S ? 512 : 256, c, q + 64 * (2 * ib + v), T == HT_IQ3_S ? _cvtu64_mask64(ld64(q + 1024 + 8 * (2 * ib + v))) : 0, 0, u);
+    const __mmask64 h8 = T == HT_IQ3_S ? _cvtu64_mask64(ld64(q + 1024 + 8 * (2 * ib + v))) : 0;
+    code_words(T == HT_IQ3_S ? 512 : 256, c, q + 64 * (2 * ib + v), &h8, u);
     HT_UNROLL
     for (int k = 0; k < 4; k++) {   /* row 2j: word k % 2 of qword j; row 2j + 1: word 2 + k % 2 */
         const unsigned e = 16u * (unsigned)(k % 2);

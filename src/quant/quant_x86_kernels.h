@@ -1915,6 +1915,8 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
         t[HT_IQ2_XXS].pack = &pk_iq2_xxs_x16;
         t[HT_IQ2_XS].pack = &pk_iq2_xs_x16;
         t[HT_IQ2_S].pack = &pk_iq2_s_x16;
+        t[HT_IQ1_S].pack = &pk_iq1_s_x16;
+        t[HT_IQ1_M].pack = &pk_iq1_m_x16;
         t[HT_IQ3_S].pack = &pk_iq3_s_x16;
         t[HT_IQ3_XXS].pack = &pk_iq3_xxs_x16;
     }
