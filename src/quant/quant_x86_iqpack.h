@@ -135,13 +135,13 @@ HT_AI __m512i nib_scales(const uint8_t *sc, int ib) {
 }
 
 /* ---- The grid types x 16 without gathers (AVX-512 VNNI + VBMI, tested at install) ----
- * A grid's bytes take a few values (the 8-byte grids of IQ2_XXS, IQ2_XS, IQ2_S three: 8, 25, 43; the 4-byte
- * ones of IQ3_S and IQ3_XXS eight), so an entry is a row of 2- or 3-bit codes, 16 or 12 bits, kept as two byte
- * planes (grid_codes). A vector of 64 index bytes (16 rows' indices, stored by the pack in VPUNPCK's order)
- * looks both planes up with VPERMI2B, 128 entries each, one level of blends per index bit above 7 (bit 7 from
- * the index byte, the higher ones from the pack's masks); VPUNPCK[LH]BW interleaves the planes into code words,
- * VPMULTISHIFTQB gives each row's qword (dword) its codes and VPERMB maps code -> value. The gathers this
- * replaced (one VPGATHERDQ a row octet's 8 weights) held decode at ~11 GB/s. */
+ * A grid's bytes take a few values (the 8-byte grids of IQ2_XXS, IQ2_XS, IQ2_S three: 8, 25, 43; IQ1's -1, 0,
+ * 1; the 4-byte ones of IQ3_S and IQ3_XXS eight), so an entry is a row of 2- or 3-bit codes, 16 or 12 bits,
+ * kept as two byte planes (grid_codes). A vector of 64 index bytes (16 rows' indices, stored by the pack in
+ * VPUNPCK's order) looks both planes up with VPERMI2B, 128 entries each, one level of blends per index bit
+ * above 7 (bit 7 from the index byte, the higher ones from the pack's masks); VPUNPCK[LH]BW interleaves the
+ * planes into code words, VPMULTISHIFTQB gives each row's qword (dword) its codes and VPERMB maps code ->
+ * value. The gathers this replaced (one VPGATHERDQ a row octet's 8 weights) held decode at ~11 GB/s. */
 #define HT_VBMI __attribute__((target("avx512vbmi")))
 #define HT_VBMI_AI static inline __attribute__((always_inline, target("avx512vbmi")))
 typedef struct {
@@ -152,20 +152,17 @@ static grid_codes gc_iq2xxs, gc_iq2xs, gc_iq2s, gc_iq3s, gc_iq3xxs, gc_iq1s;
 /* The codes of a grid of n entries of w bytes: each byte's rank among the grid's distinct values (IQ1's
  * grid, iq1: its values -1, 0, 1 as 8 g + 1, the shift's minus applied later). */
 static void grid_codes_init(grid_codes *c, const void *grid, int n, int w, bool iq1) {
-    uint8_t lv[8];
+    const uint8_t *g = grid;
+    uint8_t lv[8], rank[256];
+    bool seen[256] = {false};
     int nl = 0;
+    for (int e = 0; e < n * w; e++) seen[g[e]] = true;
     for (int v = 0; v < 256; v++)
-        for (int e = 0; e < n * w; e++)
-            if (((const uint8_t *)grid)[e] == v) {
-                lv[nl++] = (uint8_t)v;
-                break;
-            }
+        if (seen[v] && nl < 8) rank[v] = (uint8_t)nl, lv[nl++] = (uint8_t)v;
     const int bits = nl <= 4 ? 2 : 3;
     for (int e = 0; e < n; e++) {
         unsigned code = 0;
-        for (int j = 0; j < w; j++)
-            for (int k = 0; k < nl; k++)
-                if (((const uint8_t *)grid)[e * w + j] == lv[k]) code |= (unsigned)k << bits * j;   /* little-endian grid */
+        for (int j = 0; j < w; j++) code |= (unsigned)rank[g[e * w + j]] << bits * j;   /* byte j: element j */
         c->lo[e] = (uint8_t)code, c->hi[e] = (uint8_t)(code >> 8);
     }
     for (int i = 0; i < 64; i++) c->val[i] = iq1 ? (uint8_t)(8 * (int8_t)lv[i % 4 % nl] + 1) : lv[i % (1 << bits) % nl];
