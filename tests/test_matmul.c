@@ -97,9 +97,12 @@ static int check_tile_shapes(const ht_pack *pk, const uint8_t *g, const float *x
     return bad;
 }
 
-/* The i-quants' packs (IQ4_XS's, IQ2_XXS's, IQ3_S's, IQ3_XXS's) add the same integer sums and float terms in the same order as the scalar
- * reference vec_dot (quant_ref.c): their outputs must be its own, bit for bit. */
-static bool exact_pack(uint32_t type) { return type == HT_IQ4_XS || type == HT_IQ2_XXS || type == HT_IQ3_S || type == HT_IQ3_XXS; }
+/* The super-block i-quants' packs (IQ4_XS's and the grid types') add the same integer sums and float terms in the
+ * same order as the scalar reference vec_dot (quant_ref.c): their outputs must be its own, bit for bit. */
+static bool exact_pack(uint32_t type) {
+    return type == HT_IQ4_XS || type == HT_IQ2_XXS || type == HT_IQ2_XS || type == HT_IQ2_S || type == HT_IQ3_S ||
+           type == HT_IQ3_XXS || type == HT_IQ1_S || type == HT_IQ1_M;
+}
 
 /* Outputs of the packed matrix that differ from the reference vec_dot's on the same activations. */
 static int off_ref(const ht_tensor *W, const float *x, const float *y) {

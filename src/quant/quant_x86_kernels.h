@@ -1905,6 +1905,7 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
 #if HT_X86_VNNI
     t[HT_Q4_0].pack = &pk_q4_0_x16;
     t[HT_Q5_0].pack = &pk_q5_0_x16;
+    t[HT_IQ4_NL].pack = &pk_iq4_nl_x16;
     t[HT_MXFP4].pack = &pk_mxfp4_x16;
     t[HT_Q8_0].pack = &pk_q8_0_x16;
     t[HT_Q4_K].pack = &pk_q4_K_x16;

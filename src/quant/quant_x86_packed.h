@@ -974,11 +974,13 @@ static size_t pk_q4_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 18 * 16; 
 static void pk_q4_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_q4_0(16, src, rb, nr, n, dst); }
 
 
-/* Q4_0 and Q5_0 (Q5: the fifth bits of pack_q5_0 ORed in at bit 4; weights 0..31, offset 16). */
-HT_AI void q4q5_0x16_tile(const bool Q5, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as,
-                          float *y, size_t ys) {
+/* Q4_0, Q5_0 and IQ4_NL (Q5: the fifth bits of pack_q5_0 ORed in at bit 4, weights 0..31, offset 16; NL: IQ4_NL,
+ * whose blocks are Q4_0's layout, the nibbles looked up in its table + 128 by PSHUFB, offset 128). */
+HT_AI void q4q5_0x16_tile(const bool Q5, const bool NL, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a,
+                          size_t as, float *y, size_t ys) {
     const int nb = n / 32, B = Q5 ? 352 : 288;
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(ld128(ht_kvalues_iq4nl), _mm_set1_epi8((char)0x80)));
     __m512 acc[PK16_NC];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
@@ -992,6 +994,7 @@ HT_AI void q4q5_0x16_tile(const bool Q5, const int NC, int n, const uint8_t *g, 
             const __m512i v = _mm512_loadu_si512(q + 64 * j);
             w[j] = _mm512_and_si512(v, m4);
             w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            if (NL) w[j] = _mm512_shuffle_epi8(tab, w[j]), w[4 + j] = _mm512_shuffle_epi8(tab, w[4 + j]);
             if (Q5) {   /* a | (b & c) */
                 w[j] = _mm512_ternarylogic_epi32(w[j], _mm512_slli_epi32(hv, 4 - j), b4, 0xf8);
                 w[4 + j] = _mm512_ternarylogic_epi32(w[4 + j], _mm512_srli_epi32(hv, j), b4, 0xf8);
@@ -1003,7 +1006,7 @@ HT_AI void q4q5_0x16_tile(const bool Q5, const int NC, int n, const uint8_t *g, 
             const uint8_t *ac = a + (size_t)c * as;
             const uint8_t *aq = ac + (size_t)b * 32;
             const int32_t sa = ((const int32_t *)(ac + n + (size_t)nb * 4))[b];
-            __m512i lo = _mm512_set1_epi32((Q5 ? -16 : -8) * sa), hi = _mm512_setzero_si512();
+            __m512i lo = _mm512_set1_epi32((NL ? -128 : Q5 ? -16 : -8) * sa), hi = _mm512_setzero_si512();
             HT_UNROLL
             for (int j = 0; j < 4; j++) {
                 lo = _mm512_dpbusd_epi32(lo, w[j], _mm512_set1_epi32(ld32(aq + 4 * j)));
@@ -1017,16 +1020,24 @@ HT_AI void q4q5_0x16_tile(const bool Q5, const int NC, int n, const uint8_t *g, 
     for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys, nr, acc[c]);
 }
 HT_AI void q4_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    q4q5_0x16_tile(false, NC, n, g, nr, a, as, y, ys);
+    q4q5_0x16_tile(false, false, NC, n, g, nr, a, as, y, ys);
 }
 HT_AI void q5_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
-    q4q5_0x16_tile(true, NC, n, g, nr, a, as, y, ys);
+    q4q5_0x16_tile(true, false, NC, n, g, nr, a, as, y, ys);
+}
+HT_AI void iq4_nlx16_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    q4q5_0x16_tile(false, true, NC, n, g, nr, a, as, y, ys);
 }
 
 PK_TILE_EVERY8(pk_q4_0_x16_tile, q4_0x16_tile)
 
 static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
                                     pk_act_signed, pk_q4_0_x16_tile, 0, NULL, NULL, NULL, NULL};
+
+/* IQ4_NL x 16: Q4_0's pack (the same block layout), its nibbles through the IQ4_NL table in the tile. */
+PK_TILE(pk_iq4_nl_x16_tile, iq4_nlx16_tile, 8)
+static const ht_pack pk_iq4_nl_x16 = {"IQ4_NLx16", 16, PK16_NC, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
+                                      pk_act_signed, pk_iq4_nl_x16_tile, 0, NULL, NULL, NULL, NULL};
 
 /* ---- Q5_0 x 16, 512-bit VNNI (layout at pack_q5_0) ---- */
 static size_t pk_q5_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 22 * 16; }
