@@ -1924,6 +1924,7 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
 #else
     t[HT_Q4_0].pack = &pk_q4_0_x8;
     t[HT_Q5_0].pack = &pk_q5_0_x8;
+    t[HT_IQ4_NL].pack = &pk_iq4_nl_x8;
     t[HT_MXFP4].pack = &pk_mxfp4_x8;
     t[HT_Q8_0].pack = &pk_q8_0_x8;
     t[HT_Q4_K].pack = &pk_q4_K_x8;

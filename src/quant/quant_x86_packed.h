@@ -173,6 +173,49 @@ PK_TILE(pk_q4_0_x8_tile, q4_0x8_tile, 4)
 static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
                                    pk_q4_0_x8_tile, 0, NULL, NULL, NULL, NULL};
 
+/* IQ4_NL x 8: Q4_0's pack, the nibbles through the IQ4_NL table (signed, -127..113) by PSHUFB; PMADDUBSW
+ * takes the activations' magnitudes and the weights with the activations' signs (PSIGNB; a weight is never
+ * -128), a pair at most 2 * 127 * 127, widened to int32 after each product (PMADDWD by ones). */
+HT_AI void iq4_nlx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    const int nb = n / 32, B = 144;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ht_kvalues_iq4nl));
+    __m256 acc[PK8_NC];
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * B;
+        ht_prefetch_l2(q, (size_t)B);
+        __m256i w[8];
+        HT_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m256i v = ld256(q + 32 * j);
+            w[j] = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
+            w[4 + j] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        }
+        const __m256 dw = _mm256_cvtph_ps(ld128(q + B - 16));
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ac = a + (size_t)c * as, *aq = ac + (size_t)b * 32;
+            __m256i s = _mm256_setzero_si256();
+            HT_UNROLL
+            for (int j = 0; j < 8; j++) {
+                const __m256i x = _mm256_set1_epi32(ld32(aq + 4 * (j % 4) + 16 * (j / 4)));
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(w[j], x)), ones));
+            }
+            const float da = ((const float *)(ac + n))[b];
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc[c]);
+        }
+    }
+    HT_UNROLL
+    for (int c = 0; c < NC; c++) store8(y + (size_t)c * ys, nr, acc[c]);
+}
+
+PK_TILE(pk_iq4_nl_x8_tile, iq4_nlx8_tile, 4)
+
+static const ht_pack pk_iq4_nl_x8 = {"IQ4_NLx8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
+                                     pk_iq4_nl_x8_tile, 0, NULL, NULL, NULL, NULL};
+
 /* ---- MXFP4 x 8, 256-bit ----
  * Block b (17 R = 136 bytes at 136 b): quants[j][r] as Q4_0's, then the 8 rows' E8M0 bytes (made floats in
  * the kernel). The nibbles become the E2M1 values + 12 (0..24, PSHUFB) for PMADDUBSW; 8 products of a lane add
