@@ -1,7 +1,7 @@
 /* quant_x86_iqpack.h — row-interleaved packs of the i-quants for decode (ht_pack in quant.h): IQ4_XS x 16
- * (AVX-512 VNNI) and x 8 (AVX2, and AVX-512 without VNNI), IQ2_XXS, IQ3_S and IQ3_XXS x 16 (AVX-512 VNNI). Included by
- * quant_x86_kernels.h after quant_x86_packed.h (the activations are its Q4_K pack's: Q8_K values, d, sub-block
- * sums).
+ * (AVX-512 VNNI) and x 8 (AVX2, and AVX-512 without VNNI), the grid types IQ1_S .. IQ3_S x 16 (AVX-512 VNNI with
+ * VBMI). Included by quant_x86_kernels.h after quant_x86_packed.h (the activations are its Q4_K pack's: Q8_K
+ * values, d, sub-block sums).
  *
  * Why: the row-by-row IQ4_XS kernel (ka_iq4_xs) spends per super-block and row a scale unpack, two lane
  * permutes per 64 weights, PMADDUBSW + PMADDWD per 32, and a share of a horizontal reduction: about 110 vector

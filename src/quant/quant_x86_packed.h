@@ -1,5 +1,5 @@
-/* quant_x86_packed.h — row-interleaved ("packed") kernels for x86 (ht_pack in quant.h): Q4_0, Q5_0, Q8_0,
- * MXFP4, Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256 (F32: 32 in 256). Included by
+/* quant_x86_packed.h — row-interleaved ("packed") kernels for x86 (ht_pack in quant.h): Q4_0, Q5_0, IQ4_NL,
+ * Q8_0, MXFP4, Q4_K, Q6_K, F16 and BF16, 16 rows a group in 512 bits, 8 in 256 (F32: 32 in 256). Included by
  * quant_x86_kernels.h after its helpers.
  *
  * Why: the row-by-row kernels spend most of their time per 32-element block (unpacking, converting each
