@@ -173,13 +173,24 @@ PK_TILE(pk_q4_0_x8_tile, q4_0x8_tile, 4)
 static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
                                    pk_q4_0_x8_tile, 0, NULL, NULL, NULL, NULL};
 
+/* A block of an x 8 nibble pack (quants[j][r] as Q4_0's) through a 16-entry table: w[j] the low nibbles of
+ * dword j, w[4 + j] the high ones (PSHUFB). */
+HT_AI void nibbles_x8(const uint8_t *q, __m256i tab, __m256i w[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    HT_UNROLL
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = ld256(q + 32 * j);
+        w[j] = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
+        w[4 + j] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+    }
+}
+
 /* IQ4_NL x 8: Q4_0's pack, the nibbles through the IQ4_NL table (signed, -127..113) by PSHUFB; PMADDUBSW
  * takes the activations' magnitudes and the weights with the activations' signs (PSIGNB; a weight is never
  * -128), a pair at most 2 * 127 * 127, widened to int32 after each product (PMADDWD by ones). */
 HT_AI void iq4_nlx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     const int nb = n / 32, B = 144;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ht_kvalues_iq4nl));
+    const __m256i ones = _mm256_set1_epi16(1), tab = iq4nl_table();
     __m256 acc[PK8_NC];
     HT_UNROLL
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
@@ -187,12 +198,7 @@ HT_AI void iq4_nlx8_tile(const int NC, int n, const uint8_t *g, int nr, const ui
         const uint8_t *q = g + (size_t)b * B;
         ht_prefetch_l2(q, (size_t)B);
         __m256i w[8];
-        HT_UNROLL
-        for (int j = 0; j < 4; j++) {
-            const __m256i v = ld256(q + 32 * j);
-            w[j] = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
-            w[4 + j] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-        }
+        nibbles_x8(q, tab, w);
         const __m256 dw = _mm256_cvtph_ps(ld128(q + B - 16));
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
@@ -246,7 +252,7 @@ static void pk_mxfp4_x8_pack(const uint8_t *src, size_t rb, int nr, int64_t n, u
 
 HT_AI void mxfp4x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     const int nb = n / 32, B = 17 * 8;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1);
     const __m256i tab = _mm256_broadcastsi128_si256(_mm_add_epi8(ld128(ht_kvalues_mxfp4), _mm_set1_epi8(12)));
     __m256 acc[PK8_NC];
     HT_UNROLL
@@ -255,12 +261,7 @@ HT_AI void mxfp4x8_tile(const int NC, int n, const uint8_t *g, int nr, const uin
         const uint8_t *q = g + (size_t)b * B;
         ht_prefetch_l2(q, (size_t)B);
         __m256i w[8];
-        HT_UNROLL
-        for (int j = 0; j < 4; j++) {
-            const __m256i v = ld256(q + 32 * j);
-            w[j] = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
-            w[4 + j] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-        }
+        nibbles_x8(q, tab, w);
         const __m256 dw = e8m0x8(q + 128);
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
