@@ -299,10 +299,11 @@ HT_AI __mmask64 grid8_signs(const uint32_t T, const uint8_t *q, int b, int h) {
 
 /* The scales of 32-block ib's two 16-element halves, a lane per row (IQ2_XXS: one scale for both). */
 HT_AI void grid8_scales(const uint32_t T, const uint8_t *q, int ib, __m512i *s0, __m512i *s1) {
-    if (T == HT_IQ2_XXS) {   /* IQ1_S: the byte holds its 32-block scale twice */
+    if (T == HT_IQ2_XXS) {
         *s0 = *s1 = nib_scales(q + G8_SC(T) + ib / 2 * 16, ib);
         return;
     }
+    /* a byte per row, a nibble per half (IQ1_S's byte holds its 32-block scale twice) */
     const __m512i v = _mm512_cvtepu8_epi32(ld128(q + G8_SC(T) + 16 * ib)), m = _mm512_set1_epi32(15), one = _mm512_set1_epi32(1);
     *s0 = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(v, m), 1), one);
     *s1 = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(v, 4), 1), one);
