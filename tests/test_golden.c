@@ -6,7 +6,8 @@
  * pass. Encoders (BERT: kinds 1 and 2, hidden states and pooled embeddings) see whole sequences only.
  * Runs with the default context settings (F16 KV cache) and with the F32 cache the reference used.
  * Qwen3-Next is checked on a model `hearth synth --shape tiny-qwen3next` makes here (seed 0, the file the
- * reference's golden was dumped from: V heads grouped, 2 k-heads : 4 v-heads, experts and shared expert). */
+ * reference's golden was dumped from: V heads grouped, 2 k-heads : 4 v-heads, experts and shared expert), and
+ * Gemma 3n likewise on `tiny-gemma3n` (25 layers: AltUp, LAuReL, sparse FFNs, per-layer embeddings, KV sharing). */
 #include <string.h>
 #include <unistd.h>
 
@@ -46,8 +47,10 @@ static const fixture FIXTURES[] = {
 
 /* The max rel diff allowed with the F16 cache. Storing K and V in F16 costs some models more than others: on gpt-oss
  * the F32 cache fed K and V rounded to F16 gives the F16 cache's figure (7.3e-3) to the digit, so that is the
- * storage's rounding, not the engine's arithmetic (the F32 cache, as the reference ran, meets the F32 rule). */
-static double f16_bar(const fixture *f) { return !strcmp(f->model, "gpt-oss") ? 1e-2 : 5e-3; }
+ * storage's rounding, not the engine's arithmetic (the F32 cache, as the reference ran, meets the F32 rule). On
+ * tiny-gemma3n (25 layers) the reference itself moves by 7.3e-3 from its F32 cache to its F16 cache; ours by 4.8e-3,
+ * where its F32 cache meets the reference's to 9e-6. */
+static double f16_bar(const fixture *f) { return !strcmp(f->golden, "gpt-oss") || !strcmp(f->golden, "gemma3n") ? 1e-2 : 5e-3; }
 
 /* The max rel diff allowed with the F32 cache. gemma4 (dense): the reference's GELU rounds its input and output to
  * F16 (ggml's table), and this model amplifies that: each layer's per-layer embedding is a 16-wide GELU product
@@ -140,5 +143,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++)
         if (argc < 2 || !strcmp(argv[1], FIXTURES[i].model)) check_fixture(&FIXTURES[i]);
     if (argc < 2 || !strcmp(argv[1], "qwen3next")) check_synth("tiny-qwen3next", "qwen3next");
+    if (argc < 2 || !strcmp(argv[1], "gemma3n")) check_synth("tiny-gemma3n", "gemma3n");
     TEST_DONE();
 }

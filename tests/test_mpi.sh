@@ -102,6 +102,10 @@ err=$("$HEARTH" run -m "$f" -p hi -n 2 --split 3,4 2>&1 >/dev/null)
 check "--split without mpirun: refused [$err]" '[[ $err == "error: --split: start hearth with mpirun -np N"* ]]'
 err=$(mpi 3 run -m data/models/llama.gguf -p hi -n 2 -t 1 2>&1 >/dev/null)
 check "more ranks than layers: refused [$err]" '[[ $err == *"error: 3 ranks for a model of 2 layers: each rank needs at least one layer"* ]]'
+# Gemma 3n's four residual streams a token do not pass between pipeline ranks: refused in one line, not run wrong
+"$HEARTH" synth --shape tiny-gemma3n --type Q8_0 -o "$tmp/g3n.gguf" 2>/dev/null
+err=$(mpi 2 run -m "$tmp/g3n.gguf" -p hi -n 2 -t 1 2>&1 >/dev/null)
+check "gemma3n over 2 pipeline ranks: refused [$err]" '[[ $err == *"error: 2 pipeline stages: gemma3n'"'"'s 4 residual streams a token do not pass between ranks yet"* ]]'
 
 # The server under MPI (layers split, then every layer split): 4 clients at once get the single process's
 # greedy replies.

@@ -9,12 +9,13 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # shape, type, a tensor type `info` must list (Q4_0: llama-quantize's default keeps the tied embedding in Q6_K;
 # gemma3's 384-wide rows take Q4_K's fallback, Q5_0)
 # (tiny-qwen3moe: expert stacks, an F32 router, an untied output in Q6_K; tiny-qwen35*: the hybrid layer pattern;
-# tiny-gemma4*: the sliding / global pattern and per-layer geometry; tiny-gpt-oss: experts in MXFP4 whatever the type)
+# tiny-gemma4*: the sliding / global pattern and per-layer geometry; tiny-gpt-oss: experts in MXFP4 whatever the type;
+# tiny-gemma3n: AltUp, LAuReL and the sparse layers as the reference assumes them)
 for spec in "tiny-llama Q4_K_M Q6_K" "tiny-qwen3 Q8_0 Q8_0" "tiny-gemma3 Q4_K_M Q5_0" "tiny-gpt2 F16 F16" "tiny-llama Q4_0 Q6_K" \
             "tiny-qwen3moe Q4_0 experts      8, 2 used per token" "tiny-qwen35 Q4_K_M 3 of 4 layers Gated DeltaNet" \
             "tiny-qwen35moe Q4_0 v-heads of 32); a shared expert" \
             "tiny-gemma4 Q4_K_M layers SSGSSG; sliding: kv 1, head dim 64" "tiny-gemma4moe Q4_0 experts      8, 2 used" \
-            "tiny-gpt-oss Q4_0 Q6_K×1 MXFP4×6"; do
+            "tiny-gpt-oss Q4_0 Q6_K×1 MXFP4×6" "tiny-gemma3n Q4_0 altup        4 residual streams (layers compute on stream 0), LAuReL rank 64, sparse FFN gate in 10 layers"; do
     read -r shape type want <<<"$spec"
     want=${spec#"$shape $type "}
     f="$tmp/$shape-$type.gguf"

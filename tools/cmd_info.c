@@ -70,6 +70,12 @@ int cmd_info(int argc, char **argv) {
         printf("\n");
         if (n_shared) printf("kv sharing   the last %d layers read earlier layers' caches\n", n_shared);
         if (hp->n_embd_per_layer) printf("per-layer    embeddings of %d per layer\n", hp->n_embd_per_layer);
+        if (hp->n_altup) {   /* Gemma 3n */
+            int n_sparse = 0;
+            for (int il = 0; il < hp->n_layer; il++) n_sparse += m->layers[il].ffn_sparse;
+            printf("altup        %d residual streams (layers compute on stream %d), LAuReL rank %lld, sparse FFN gate in %d "
+                   "layers\n", hp->n_altup, hp->altup_act, (long long)m->layers[0].laurel_l.ne[1], n_sparse);
+        }
     } else if (hp->sliding_window)
         printf("sliding win  %d (every %d-th layer global, local base %g)\n", hp->sliding_window, hp->swa_period, hp->rope_base_swa);
     int count[HT_NTYPES] = { 0 };

@@ -55,11 +55,7 @@ static int gemma4_hparams(hearth_model *m, hearth_err *err) {
 static int gemma4_layout(hearth_model *m, int *n_ff, hearth_err *err) {
     ht_hparams *hp = &m->hp;
     const int NL = hp->n_layer;
-    char key[256];
-    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch->name);
-    const gguf_kv *kv = gguf_find(m->gguf, key);
-    if (!kv || kv->type != GGUF_ARR || kv->arr_n != (uint64_t)NL)
-        return herr(err, "metadata %s: an array of %d flags expected", key, NL);
+    if (model_swa_pattern(m, 0, err)) return -1;
     int hd, hd_swa, rot_swa, n_shared, max;
     int *nkv = malloc((size_t)NL * sizeof *nkv);
     if (!nkv) return herr(err, "out of memory");
@@ -73,28 +69,14 @@ static int gemma4_layout(hearth_model *m, int *n_ff, hearth_err *err) {
     if (!rc) rc = model_meta_int(m, "rope.dimension_count", 0, hd, hd, &rot, err);
     for (int il = 0; !rc && il < NL; il++) {
         ht_layer *L = &m->layers[il];
-        int64_t f;
-        if (!gguf_arr_int(kv, (uint64_t)il, 0, 1, &f)) { rc = herr(err, "metadata %s[%d]: not a flag", key, il); break; }
-        L->swa = f != 0;
         L->head_dim = L->head_dim_v = L->swa ? hd_swa : hd;
         L->n_rot = L->swa ? rot_swa : rot;
         L->n_head_kv = nkv[il];
         if (hp->n_head % L->n_head_kv)
             rc = herr(err, "layer %d: head_count_kv %d does not divide head_count %d", il, L->n_head_kv, hp->n_head);
-        if (il >= NL - n_shared) {   /* as the reference: the cache of layer n_kv - 2 (sliding) or n_kv - 1 (global) */
-            const int src = NL - n_shared - (L->swa ? 2 : 1);
-            L->kv_shared = true;
-            L->kv_src = src;
-            if (src < 0 || m->layers[src].swa != L->swa)
-                rc = herr(err, "layer %d shares the KV cache of layer %d, which is not a %s layer", il, src,
-                          L->swa ? "sliding" : "global");
-            else if (L->n_head_kv != m->layers[L->kv_src].n_head_kv)
-                rc = herr(err, "layer %d: %d kv heads, but the cache it shares (layer %d) has %d", il, L->n_head_kv,
-                          L->kv_src, m->layers[L->kv_src].n_head_kv);
-        }
     }
     free(nkv);
-    return rc;
+    return rc ? rc : model_share_kv(m, n_shared, err);
 }
 
 /* gate and up of a fused [gate | up] expert stack as two stacks of views (their slabs: each expert's half). */
@@ -244,7 +226,10 @@ static void gemma4_layer(hearth_ctx *c, const ht_ubatch *ub, int il) {
     }
     layer_norm_rows(c, ub, c->xb2, c->xb2, &L->ffn_post_norm, NULL, E, eps, NORM_RMS);
     layer_residual(c, ub, c->x, c->xb2, E);
-    if (hp->n_embd_per_layer) layer_ple_apply(c, ub, il, c->x);
+    if (hp->n_embd_per_layer) {
+        layer_ple_out(c, ub, il, c->x, c->hb2);
+        layer_residual(c, ub, c->x, c->hb2, E);
+    }
     if (L->out_scale.data) layer_scale_rows(c, ub, c->x, ((const float *)L->out_scale.data)[0], E);
 }
 

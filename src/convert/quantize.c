@@ -83,6 +83,9 @@ uint32_t quant_tensor_type(const char *name, int n_dims, int64_t ne0, uint32_t b
         strstr(name, "token_types") || strstr(name, "rope_freqs") || strstr(name, "ffn_gate_inp") ||
         strstr(name, "ssm_conv1d"))
         return HT_F32;
+    /* kept as converted (llama-quantize: AltUp's and LAuReL's small matrices, Gemma 3n's per-layer projection) */
+    if (strstr(name, "altup") || strstr(name, "laurel") || strstr(name, "per_layer_model_proj"))
+        return ht_get_traits(base)->is_quant ? HT_F16 : fit_row(base, ne0);
     uint32_t t = base;
     bool head = !strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"));
     if (mix == QMIX_DEFAULT && head && base != HT_Q8_0 && ht_get_traits(base)->is_quant) t = HT_Q6_K;

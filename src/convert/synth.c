@@ -60,6 +60,15 @@ static const synth_shape SHAPES[] = {
       .n_text = 262144, .n_ctx = 262144, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f,
       .sliding_window = 1024, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 704, .head_dim_swa = 256,
       .n_head_kv_swa = 8, .swa_period = 6, .k_eq_v = true },
+    /* Gemma 3n E2B and E4B, from their config.json (text_config; 262144 embedding rows: the text vocabulary) */
+    { .name = "gemma-3n-e2b", .label = "Gemma 3n E2B", .size_label = "E2B", .family = SYN_GEMMA3N, .n_embd = 2048,
+      .n_layer = 30, .n_head = 8, .n_head_kv = 2, .head_dim = 256, .n_ff = 8192, .n_vocab = 262144, .n_text = 262144,
+      .n_ctx = 32768, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f, .sliding_window = 512,
+      .swa_period = 5, .n_kv_shared = 10, .n_embd_per_layer = 256 },
+    { .name = "gemma-3n-e4b", .label = "Gemma 3n E4B", .size_label = "E4B", .family = SYN_GEMMA3N, .n_embd = 2048,
+      .n_layer = 35, .n_head = 8, .n_head_kv = 2, .head_dim = 256, .n_ff = 16384, .n_vocab = 262144, .n_text = 262144,
+      .n_ctx = 32768, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f, .sliding_window = 512,
+      .swa_period = 5, .n_kv_shared = 15, .n_embd_per_layer = 256 },
     /* gpt-oss-20b, from its config.json: sliding window 128 on every other layer (the first included), sinks,
      * biases, YaRN x32 over 4096 positions; experts in MXFP4 */
     { .name = "gpt-oss-20b", .label = "Gpt Oss 20b", .size_label = "20B", .family = SYN_GPTOSS, .n_embd = 2880,
@@ -90,6 +99,12 @@ static const synth_shape SHAPES[] = {
       .n_ctx = 4096, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f, .sliding_window = 16,
       .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 96, .head_dim_swa = 64, .n_head_kv_swa = 2, .swa_period = 4,
       .k_eq_v = true },
+    /* 25 layers: llama.cpp takes the first 20 as the ones with a cache (and 10 sparse, LAuReL rank 64, per-layer
+     * width 256), whatever the file says */
+    { .name = "tiny-gemma3n", .label = "Tiny Gemma 3n", .size_label = "9M", .family = SYN_GEMMA3N, .n_embd = 128,
+      .n_layer = 25, .n_head = 2, .n_head_kv = 1, .head_dim = 64, .n_ff = 256, .n_vocab = 1024, .n_text = 1024,
+      .n_ctx = 2048, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = 1e-6f, .sliding_window = 16,
+      .swa_period = 5, .n_kv_shared = 5, .n_embd_per_layer = 256 },
     { .name = "tiny-gpt-oss", .label = "Tiny Gpt Oss", .size_label = "8x1M", .family = SYN_GPTOSS, .n_embd = 256,
       .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 64, .n_ff = 128, .n_vocab = 2048, .n_text = 1792,
       .n_ctx = 4096, .rope_base = 150000.0f, .norm_eps = 1e-5f, .sliding_window = 16, .n_expert = 8,
@@ -119,7 +134,7 @@ int synth_parse_ftype(const char *s, bool pure, synth_ftype *out, hearth_err *er
 
 /* ---- tensor plan ---- */
 
-enum { INIT_WEIGHT, INIT_NORM, INIT_BIAS, INIT_ROPE_LLAMA3, INIT_DECAY, INIT_ROPE_PROP };
+enum { INIT_WEIGHT, INIT_NORM, INIT_BIAS, INIT_ROPE_LLAMA3, INIT_DECAY, INIT_ROPE_PROP, INIT_QK_GAIN };
 
 typedef struct {
     char name[64];
@@ -329,6 +344,47 @@ static void plan_gemma4(syn_plan *p) {
     add_vec(p, INIT_NORM, E, "output_norm.weight", 0);
 }
 
+#define G3N_ALTUP 4
+#define G3N_LAUREL 64
+#define G3N_SPARSE 10
+
+/* Gemma 3n as its converter writes it: the per-layer embedding tables, AltUp's projection stacks (3-D), and per
+ * layer Gemma 3's attention and FFN (K / V in the sharing layers too: the reference requires them), the per-layer
+ * embedding's gate, projection and norm, AltUp's router and coefficients, LAuReL's two matrices and norm. */
+static void plan_gemma3n(syn_plan *p) {
+    const synth_shape *s = p->s;
+    const int64_t E = s->n_embd, NL = s->n_layer, P = s->n_embd_per_layer, N = G3N_ALTUP;
+    add_mat(p, E, s->n_vocab, "token_embd.weight", 0);
+    add_mat(p, NL * P, s->n_vocab, "per_layer_token_embd.weight", 0);
+    add_mat(p, E, NL * P, "per_layer_model_proj.weight", 0);
+    add_vec(p, INIT_NORM, P, "per_layer_proj_norm.weight", 0);
+    for (int k = 0; k < 2; k++) {
+        add_mat(p, E, E, k ? "altup_unembd_proj.weight" : "altup_proj.weight", 0);
+        if (p->oom) return;
+        p->t[p->n - 1].n_dims = 3;
+        p->t[p->n - 1].ne[2] = N - 1;
+    }
+    for (int il = 0; il < NL; il++) {
+        plan_attention(p, il, true);
+        for (int k = 1; k <= 2; k++) p->t[p->n - 1 - k].init = INIT_QK_GAIN;
+        add_vec(p, INIT_NORM, E, "blk.%d.post_attention_norm.weight", il);
+        plan_gated_ffn(p, il);
+        add_vec(p, INIT_NORM, E, "blk.%d.post_ffw_norm.weight", il);
+        add_mat(p, E, P, "blk.%d.inp_gate.weight", il);
+        add_mat(p, P, E, "blk.%d.proj.weight", il);
+        add_vec(p, INIT_NORM, E, "blk.%d.post_norm.weight", il);
+        add_mat(p, N, N, "blk.%d.altup_correct_coef.weight", il);
+        add_vec(p, INIT_NORM, E, "blk.%d.altup_correct_scale.weight", il);
+        add_mat(p, N, N * N, "blk.%d.altup_predict_coef.weight", il);
+        add_mat(p, E, N, "blk.%d.altup_router.weight", il);
+        add_vec(p, INIT_NORM, E, "blk.%d.altup_router_norm.weight", il);
+        add_mat(p, E, G3N_LAUREL, "blk.%d.laurel_l.weight", il);
+        add_mat(p, G3N_LAUREL, E, "blk.%d.laurel_r.weight", il);
+        add_vec(p, INIT_NORM, E, "blk.%d.laurel_post_norm.weight", il);
+    }
+    add_vec(p, INIT_NORM, E, "output_norm.weight", 0);
+}
+
 /* A bias of one row per expert (gpt-oss's expert biases: F32 matrices). */
 static void add_bias_rows(syn_plan *p, int64_t n, const char *fmt, int il) {
     add_vec(p, INIT_BIAS, n, fmt, il);
@@ -401,6 +457,7 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
     else if (s->family == SYN_QWEN35 || s->family == SYN_QWEN3NEXT) plan_qwen35(p);
     else if (s->family == SYN_GEMMA4) plan_gemma4(p);
     else if (s->family == SYN_GPTOSS) plan_gptoss(p);
+    else if (s->family == SYN_GEMMA3N) plan_gemma3n(p);
     else plan_llama_like(p);
     if (p->oom) return herr(err, "out of memory");
     for (int i = 0; i < p->n; i++)
@@ -412,7 +469,7 @@ static int plan_build(syn_plan *p, const synth_shape *s, const synth_ftype *ft, 
 
 static const char *arch_name(const synth_shape *s) {
     static const char *const names[] = { "llama", "qwen3", "gemma3", "gpt2", "qwen3moe", "qwen35", "qwen3next", "gemma4",
-                                          "gpt-oss" };
+                                          "gpt-oss", "gemma3n" };
     return s->family == SYN_QWEN35 && s->n_expert ? "qwen35moe" : names[s->family];
 }
 
@@ -456,6 +513,29 @@ static void write_gemma4_hparams(gguf_writer *w, const synth_shape *s) {
     kv_u32(w, s, "embedding_length_per_layer_input", (uint32_t)s->n_embd_per_layer);
     kv_f32(w, s, "final_logit_softcapping", 30.0f);
     free(kv); free(ff); free(pat);
+}
+
+/* Gemma 3n's own keys, as its converter writes them: the sparsity's std multiplier per layer (the normal quantile
+ * of 0.95 on the first layers, of 0 (-inf) on the rest), the sliding flags. */
+static void write_gemma3n_hparams(gguf_writer *w, const synth_shape *s) {
+    char key[128];
+    float *sp = malloc((size_t)s->n_layer * sizeof *sp);
+    uint8_t *pat = malloc((size_t)s->n_layer);
+    if (!sp || !pat) { free(sp); free(pat); return; }   /* the file then fails to load: no key */
+    for (int il = 0; il < s->n_layer; il++) {
+        sp[il] = il < G3N_SPARSE ? 1.6448533535003662f : -INFINITY;
+        pat[il] = g4_swa(s, il);
+    }
+    snprintf(key, sizeof key, "%s.activation_sparsity_scale", arch_name(s));
+    gguf_w_arr_f32(w, key, sp, (uint64_t)s->n_layer);
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", arch_name(s));
+    gguf_w_arr(w, key, GGUF_BOOL, pat, (uint64_t)s->n_layer);
+    kv_u32(w, s, "altup.active_idx", 0);
+    kv_u32(w, s, "altup.num_inputs", G3N_ALTUP);
+    kv_u32(w, s, "embedding_length_per_layer_input", (uint32_t)s->n_embd_per_layer);
+    kv_u32(w, s, "attention.shared_kv_layers", (uint32_t)s->n_kv_shared);
+    kv_f32(w, s, "final_logit_softcapping", 30.0f);
+    free(sp); free(pat);
 }
 
 /* The hyperparameters as convert_hf_to_gguf.py writes them for the family. */
@@ -505,6 +585,7 @@ static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftyp
         if (s->n_ff_shexp) kv_u32(w, s, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp);
     }
     if (s->family == SYN_GEMMA4) write_gemma4_hparams(w, s);
+    if (s->family == SYN_GEMMA3N) write_gemma3n_hparams(w, s);
     if (s->rope_yarn_factor > 0) {   /* config.json's rope_scaling (yarn, beta_fast 32, beta_slow 1) */
         char key[128];
         snprintf(key, sizeof key, "%s.rope.scaling.type", arch_name(s));
@@ -519,8 +600,9 @@ static void write_hparams(gguf_writer *w, const synth_shape *s, const synth_ftyp
 }
 
 static void write_tokenizer(gguf_writer *w, const synth_shape *s, const synth_vocab *v) {
-    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2", "qwen2", "qwen2", "default", "gpt-4o" };
-    const bool spm = s->family == SYN_GEMMA3 || s->family == SYN_GEMMA4;
+    static const char *const pre[] = { "llama-bpe", "qwen2", "default", "gpt-2", "qwen2", "qwen2", "qwen2", "default", "gpt-4o",
+                                       "default" };
+    const bool spm = s->family == SYN_GEMMA3 || s->family == SYN_GEMMA4 || s->family == SYN_GEMMA3N;
     gguf_w_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
     gguf_w_str(w, "tokenizer.ggml.pre", pre[s->family]);
     gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, (uint64_t)v->n);
@@ -544,7 +626,7 @@ static int build_vocab(const synth_shape *s, synth_vocab *v, hearth_err *err) {
     /* Gemma 4 takes Gemma 3's synthetic SentencePiece vocabulary (of the same 262144 tokens): its own BPE merges are
      * not synthesized */
     static const synth_vocab_kind kinds[] = { SV_BPE_LLAMA3, SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_GPT2, SV_BPE_QWEN, SV_BPE_QWEN,
-                                              SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_HARMONY };
+                                              SV_BPE_QWEN, SV_SPM_GEMMA, SV_BPE_HARMONY, SV_SPM_GEMMA };
     synth_vocab_layout l = { kinds[s->family], s->n_vocab, s->n_text };
     return synth_vocab_build(&l, v, err);
 }
@@ -816,6 +898,7 @@ static void fill_row(const syn_tensor *t, const synth_shape *s, uint64_t seed, f
     else if (t->init == INIT_DECAY)   /* ssm_a = -exp(A_log), A_log spread over log 1 .. log 16 as initialized */
         for (int64_t i = 0; i < t->ne[0]; i++) x[i] = -expf(logf(16.0f) * (float)i / (float)HT_MAX(t->ne[0] - 1, 1));
     else if (t->init == INIT_NORM) fill_noise(x, t->ne[0], st, 1.0f, WEIGHT_STD);
+    else if (t->init == INIT_QK_GAIN) fill_noise(x, t->ne[0], st, 0.25f, WEIGHT_STD);
     else if (t->init == INIT_WEIGHT && layer_scale != 1 && is_layer_output(t->name))
         fill_noise(x, t->ne[0], st, 0.0f, WEIGHT_STD * layer_scale);
     else fill_noise(x, t->ne[0], st, 0.0f, WEIGHT_STD);

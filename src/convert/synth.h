@@ -8,7 +8,7 @@
 #include "common.h"
 
 typedef enum { SYN_LLAMA, SYN_QWEN3, SYN_GEMMA3, SYN_GPT2, SYN_QWEN3MOE, SYN_QWEN35, SYN_QWEN3NEXT, SYN_GEMMA4,
-               SYN_GPTOSS } synth_family;
+               SYN_GPTOSS, SYN_GEMMA3N } synth_family;
 
 typedef struct {
     const char *name;          /* "llama-3.2-1b", or a tiny test shape "tiny-llama" */
@@ -29,7 +29,9 @@ typedef struct {
     int n_rot, ssm_k_heads, ssm_v_heads, ssm_state, n_ff_shexp;
     /* gemma4: head_dim / n_head_kv are the global layers'; every swa_period-th layer is global; the last
      * n_kv_shared layers read earlier caches (their FFN twice as wide with wide_shared); per-layer embeddings of
-     * n_embd_per_layer; k_eq_v: global layers have no attn_v; with experts, a dense MLP of n_ff beside them */
+     * n_embd_per_layer; k_eq_v: global layers have no attn_v; with experts, a dense MLP of n_ff beside them.
+     * gemma3n: swa_period, n_kv_shared and n_embd_per_layer likewise (one head size), 4 AltUp streams, LAuReL of
+     * rank 64, activation sparsity on the first 10 layers (the values llama.cpp assumes) */
     int head_dim_swa, n_head_kv_swa, swa_period, n_kv_shared, n_embd_per_layer;
     bool wide_shared, k_eq_v;
     /* gpt-oss: YaRN rope (factor over yarn_orig_ctx positions); experts always MXFP4, as every published file */

@@ -436,6 +436,9 @@ int dist_plan(hearth_model *m, hearth_err *err) {
         if (D.ctxs[i] && D.ctxs[i]->m != m)
             return herr(err, "under MPI the contexts open at once must share one model");
     int n_layer = m->hp.n_layer;
+    if (m->hp.n_altup && D.stages > 1)
+        return herr(err, "%d pipeline stages: %s's %d residual streams a token do not pass between ranks yet (run it in one "
+                    "process, or as --dp replicas)", D.stages, m->arch->name, m->hp.n_altup);
     if (n_layer < D.stages)
         return herr(err, "%d %s for a model of %d layers: each %s needs at least one layer", D.stages,
                     D.tp > 1 ? "pipeline stages" : "ranks", n_layer, D.tp > 1 ? "stage" : "rank");

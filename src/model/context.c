@@ -139,7 +139,8 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
     c->k = ctx_buf_calloc(B * KD, sizeof(float), &fail);
     c->v = ctx_buf_calloc(B * KVD, sizeof(float), &fail);
     c->att = ctx_buf_calloc(B * VD, sizeof(float), &fail);
-    c->hb = ctx_buf_calloc(B * HT_MAX(HT_MAX((size_t)hp->n_ff, QD + 2 * KD), E), sizeof(float), &fail);
+    c->hb = ctx_buf_calloc(B * HT_MAX(HT_MAX((size_t)hp->n_ff, QD + 2 * KD), HT_MAX(E, (size_t)hp->n_embd_per_layer)),
+                           sizeof(float), &fail);
     c->hb2 = ctx_buf_calloc(B * HT_MAX((size_t)hp->n_ff, E), sizeof(float), &fail);   /* E: per-layer embeddings */
     c->qact_row_cap = matmul_act_row_bytes((int64_t)wide);
     c->qact = ctx_buf_calloc(B, c->qact_row_cap, &fail);
@@ -154,6 +155,7 @@ int hearth_ctx_new(hearth_model *m, const hearth_ctx_params *pp, hearth_ctx **ou
         c->ple = ctx_buf_calloc(B * P, sizeof(float), &fail);
         c->ple_row = ctx_buf_calloc(P, sizeof(float), &fail);
     }
+    if (hp->n_altup) c->altup = ctx_buf_calloc((size_t)(hp->n_altup + 1) * B * E, sizeof(float), &fail);
     if (hp->n_expert) {
         size_t S = B * (size_t)hp->n_expert_used, NE = (size_t)hp->n_expert, F = (size_t)hp->n_ff_exp, W = HT_MAX(E, F);
         c->moe_logits = ctx_buf_calloc(B * NE, sizeof(float), &fail);
@@ -228,7 +230,7 @@ void hearth_ctx_free(hearth_ctx *c) {
     lora_ctx_free(c);
     void *bufs[] = { c->x, c->xb, c->xb2, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->qact, c->att_scores,
                      c->rope_cos, c->rope_sin, c->rope_pos, c->head_seq, c->row_out, c->seq_len, c->b_pos, c->b_seq, c->b_want,
-                     c->seq_next, c->ple, c->ple_row, c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt,
+                     c->seq_next, c->ple, c->ple_row, c->altup, c->moe_logits, c->moe_sel, c->moe_w, c->moe_row, c->moe_src, c->moe_cnt,
                      c->moe_first, c->moe_active, c->moe_g, c->moe_u, c->moe_y, c->moe_qact, c->tp_in, c->tp_out, c->tp_gather };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ctx_buf_free(bufs[i]);
     free(c->out_logits);   /* grown by realloc (ensure_outputs) */

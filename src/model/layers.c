@@ -184,16 +184,35 @@ void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const h
     activate_par(c, out, NULL, (size_t)ub->n * (size_t)W->ne[1], act);
 }
 
+/* Gaussian top-k (Gemma 3n's activation sparsity), row by row: g = max(g - (mean + k std), 0), std over the row
+ * with n - 1; then the activation times u. */
+typedef struct { float *g; const float *u; int ff, act; float k; } sparse_job;
+
+static void sparse_rows(const void *arg, int r0, int r1) {
+    const sparse_job *j = arg;
+    for (int r = r0; r < r1; r++) {
+        float *g = j->g + (size_t)r * j->ff;
+        double sum = 0, sq = 0;
+        for (int i = 0; i < j->ff; i++) sum += g[i];
+        const double mean = sum / j->ff;
+        for (int i = 0; i < j->ff; i++) sq += (g[i] - mean) * (g[i] - mean);
+        const float cut = (float)(mean + j->k * sqrt(sq / (j->ff > 1 ? j->ff - 1 : 1)));
+        for (int i = 0; i < j->ff; i++) g[i] = g[i] > cut ? g[i] - cut : 0.0f;
+        act_range(&(act_job){ .x = g, .u = j->u + (size_t)r * j->ff, .act = j->act }, 0, j->ff);
+    }
+}
+
 void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act) {
     int ff = (int)L->ffn_up.ne[1];
     /* one job (and one activation prep) for both; the activation in it, chunk by chunk, when it has a gated form */
     void (*glu)(float *, const float *, int) = act == ACT_SILU ? op_silu_mul : act == ACT_GELU_TANH ? op_gelu_tanh_mul
                                                : act == ACT_SWIGLU_OAI ? op_swiglu_oai : NULL;
-    if (!glu || !matmul_glu(c, &L->ffn_gate, &L->ffn_up, in, ub->n, c->hb, c->hb2, glu)) {
+    if (L->ffn_sparse || !glu || !matmul_glu(c, &L->ffn_gate, &L->ffn_up, in, ub->n, c->hb, c->hb2, glu)) {
         const ht_tensor *W[2] = { &L->ffn_gate, &L->ffn_up };
         float *Y[2] = { c->hb, c->hb2 };
         matmul_multi(c, W, Y, 2, in, ub->n);
-        activate_par(c, c->hb, c->hb2, (size_t)ub->n * (size_t)ff, act);
+        if (L->ffn_sparse) pool_share(c->pool, ub->n, sparse_rows, &(sparse_job){ c->hb, c->hb2, ff, act, L->ffn_sparse_std });
+        else activate_par(c, c->hb, c->hb2, (size_t)ub->n * (size_t)ff, act);
     }
     if (c->m->tp_size > 1) tp_project(c, ub, &L->ffn_down, &L->ffn_down_b, c->hb, (int)L->ffn_down.ne[0], 0, out);
     else matmul(c, &L->ffn_down, c->hb, ub->n, out);
@@ -382,16 +401,15 @@ static void ple_mul_rows(const void *arg, int r0, int r1) {
     }
 }
 
-void layer_ple_apply(hearth_ctx *c, const ht_ubatch *ub, int il, float *x) {
+void layer_ple_out(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in, float *out) {
     const ht_hparams *hp = &c->m->hp;
     const ht_layer *L = &c->m->layers[il];
     const int E = hp->n_embd, P = hp->n_embd_per_layer;
-    matmul(c, &L->ple_gate, x, ub->n, c->hb);
+    matmul(c, &L->ple_gate, in, ub->n, c->hb);
     ple_mul_job j = { c->hb, c->ple + (size_t)il * P, P, hp->n_layer * P };
     pool_share(c->pool, ub->n, ple_mul_rows, &j);
-    matmul(c, &L->ple_proj, c->hb, ub->n, c->hb2);
-    layer_norm_rows(c, ub, c->hb2, c->hb2, &L->ple_norm, NULL, E, hp->norm_eps, NORM_RMS);
-    layer_residual(c, ub, x, c->hb2, E);
+    matmul(c, &L->ple_proj, c->hb, ub->n, out);
+    layer_norm_rows(c, ub, out, out, &L->ple_norm, NULL, E, hp->norm_eps, NORM_RMS);
 }
 
 typedef struct { float *x; float s; int width; } scale_job;

@@ -20,7 +20,7 @@ void layer_norm_rows(hearth_ctx *c, const ht_ubatch *ub, float *out, const float
  * pass hp.sliding_window exactly when ctx_layer_is_swa). Attention is causal or not per hp.causal. */
 void layer_attention(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in, float *out, float rope_base,
                      int window);
-/* Gated FFN: out = down(act(gate(in)) * up(in)). */
+/* Gated FFN: out = down(act(gate(in)) * up(in)); with L->ffn_sparse, Gaussian top-k on gate(in) first. */
 void layer_ffn_gated(hearth_ctx *c, const ht_ubatch *ub, const ht_layer *L, const float *in, float *out, int act);
 /* Mixture of experts (Mixtral, Qwen3-MoE, DeepSeek, gpt-oss): the router ffn_gate_inp (+ its bias when bound)
  * picks n_expert_used experts per token (softmax or sigmoid scores, exp_probs_b and expert groups for the choice
@@ -41,8 +41,9 @@ void layer_dense(hearth_ctx *c, const ht_ubatch *ub, const ht_tensor *W, const h
  * + ple_tok_embd[token i]_l * sqrt(P)) / sqrt(2) for every layer l, x0 the scaled token embeddings; made once per
  * micro-batch, before the first layer. */
 void layer_ple_inputs(hearth_ctx *c, const ht_ubatch *ub, const float *x0);
-/* x += RMSNorm_{ple_norm}(ple_proj(GELU(ple_gate . x) * c->ple[.][il])): layer il's per-layer embedding. */
-void layer_ple_apply(hearth_ctx *c, const ht_ubatch *ub, int il, float *x);
+/* out = RMSNorm_{ple_norm}(ple_proj(GELU(ple_gate . in) * c->ple[.][il])): layer il's per-layer embedding (Gemma 4
+ * adds it to the residual; Gemma 3n to its AltUp streams). out is not c->hb. */
+void layer_ple_out(hearth_ctx *c, const ht_ubatch *ub, int il, const float *in, float *out);
 /* x *= s over n rows of width. */
 void layer_scale_rows(hearth_ctx *c, const ht_ubatch *ub, float *x, float s, int width);
 /* x += y over n rows of width (rows split over the pool). */

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 static const ht_arch *const ARCHS[] = { &ht_arch_llama, &ht_arch_mistral3, &ht_arch_qwen2, &ht_arch_qwen3, &ht_arch_qwen3moe, &ht_arch_qwen35,
-                                         &ht_arch_qwen35moe, &ht_arch_qwen3next, &ht_arch_gemma3, &ht_arch_gemma4, &ht_arch_gpt2, &ht_arch_bert,
+                                         &ht_arch_qwen35moe, &ht_arch_qwen3next, &ht_arch_gemma3, &ht_arch_gemma3n, &ht_arch_gemma4, &ht_arch_gpt2, &ht_arch_bert,
                                          &ht_arch_smollm3, &ht_arch_phi3, &ht_arch_deepseek2, &ht_arch_gptoss };
 
 const ht_arch *ht_find_arch(const char *name) {
@@ -186,6 +186,43 @@ void model_layer_defaults(hearth_model *m) {
         if (!L->n_rot) L->n_rot = hp->n_rot;
         if (!L->kv_shared) L->kv_src = il;
     }
+}
+
+int model_swa_pattern(hearth_model *m, int def_period, hearth_err *err) {
+    const int NL = m->hp.n_layer;
+    char key[256];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch->name);
+    const gguf_kv *kv = gguf_find(m->gguf, key);
+    int period = def_period;
+    if (kv && kv->type != GGUF_ARR && model_meta_int(m, "attention.sliding_window_pattern", 1, NL, def_period, &period, err))
+        return -1;
+    if (kv && kv->type == GGUF_ARR && kv->arr_n != (uint64_t)NL)
+        return herr(err, "metadata %s: %llu flags for %d layers", key, (unsigned long long)kv->arr_n, NL);
+    if (!kv && !def_period) return herr(err, "metadata %s: an array of %d flags expected", key, NL);
+    for (int il = 0; il < NL; il++) {
+        int64_t f = (il + 1) % (period ? period : 1) != 0;
+        if (kv && kv->type == GGUF_ARR && !gguf_arr_int(kv, (uint64_t)il, 0, 1, &f))
+            return herr(err, "metadata %s[%d]: not a flag", key, il);
+        m->layers[il].swa = f != 0;
+    }
+    return 0;
+}
+
+int model_share_kv(hearth_model *m, int n_shared, hearth_err *err) {
+    const int NL = m->hp.n_layer;
+    for (int il = NL - n_shared; il < NL; il++) {
+        ht_layer *L = &m->layers[il];
+        const int src = NL - n_shared - (L->swa ? 2 : 1);
+        if (src < 0 || m->layers[src].swa != L->swa)
+            return herr(err, "layer %d shares the KV cache of layer %d, which is not a %s layer", il, src,
+                        L->swa ? "sliding" : "global");
+        if (L->n_head_kv != m->layers[src].n_head_kv)
+            return herr(err, "layer %d: %d kv heads, but the cache it shares (layer %d) has %d", il, L->n_head_kv, src,
+                        m->layers[src].n_head_kv);
+        L->kv_shared = true;
+        L->kv_src = src;
+    }
+    return 0;
 }
 
 int model_common_hparams(hearth_model *m, hearth_err *err) {

@@ -84,6 +84,9 @@ typedef struct {
     float logit_softcap;      /* logits = cap * tanh(logits / cap) when > 0 (Gemma 4) */
     bool v_norm;              /* V rows RMS-normed per head without a weight (Gemma 4) */
     int n_embd_per_layer;     /* per-layer embeddings (Gemma 4 E2B / E4B): each layer's input width, 0 = none */
+    /* AltUp (Gemma 3n): n_altup residual streams a token (0: the one usual stream); each layer computes on a
+     * prediction of stream altup_act and corrects all of them (arch/gemma3n.c) */
+    int n_altup, altup_act;
     bool causal;
     bool logits;              /* produces logits: decoders, and encoders with a language-model head */
     int pooling;
@@ -131,6 +134,12 @@ typedef struct {
     ht_tensor out_scale;                          /* [1]: multiplies the layer's output (Gemma 4) */
     ht_tensor ple_gate, ple_proj, ple_norm;       /* per-layer embeddings: inp_gate, proj, post_norm (Gemma 4) */
     ht_tensor attn_sinks;                         /* [n_head] a logit per head in the softmax's denominator (gpt-oss) */
+    /* Gemma 3n: AltUp's router and its norm, prediction [n_altup -> n_altup^2] and correction [n_altup -> n_altup]
+     * coefficients, corrected output scale; LAuReL's low-rank residual (laurel_l, laurel_r) and its norm */
+    ht_tensor altup_router, altup_router_norm, altup_predict_coef, altup_correct_coef, altup_correct_scale;
+    ht_tensor laurel_l, laurel_r, laurel_post_norm;
+    bool ffn_sparse;                              /* Gaussian top-k on the FFN gate: values below mean + */
+    float ffn_sparse_std;                         /* ffn_sparse_std x std (over the row) zeroed (Gemma 3n) */
     ht_tensor attn_post_norm, attn_post_norm_b;   /* gemma3 post-attention norm; bert attention-output LayerNorm */
     ht_tensor ffn_norm, ffn_norm_b;
     ht_tensor ffn_gate, ffn_up, ffn_down;
@@ -171,6 +180,7 @@ struct hearth_model {
     ht_tensor tok_embd, pos_embd, type_embd, tok_embd_norm, tok_embd_norm_b, output_norm, output_norm_b, output,
               output_b, rope_freqs, rope_freqs_long;
     ht_tensor ple_tok_embd, ple_model_proj, ple_proj_norm;   /* per-layer embeddings' tables (Gemma 4) */
+    ht_tensor altup_proj, altup_unembd;           /* AltUp (Gemma 3n): stacks of n_altup - 1 [n_embd, n_embd] */
     ht_layer *layers;
     void **owned;             /* buffers the model owns (converted tensors, HF metadata image, ...) */
     int n_owned;
@@ -220,7 +230,7 @@ struct ht_arch {
 
 /* Registered architectures (one file each under src/arch). */
 extern const ht_arch ht_arch_llama, ht_arch_mistral3, ht_arch_qwen2, ht_arch_qwen3, ht_arch_qwen3moe, ht_arch_qwen35, ht_arch_qwen35moe,
-    ht_arch_qwen3next, ht_arch_gemma3, ht_arch_gemma4, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3, ht_arch_deepseek2,
+    ht_arch_qwen3next, ht_arch_gemma3, ht_arch_gemma3n, ht_arch_gemma4, ht_arch_gpt2, ht_arch_bert, ht_arch_smollm3, ht_arch_phi3, ht_arch_deepseek2,
     ht_arch_gptoss;
 /* The Llama pieces other decoders reuse (arch/llama.c): weight binding of the Llama shape (optional output
  * -> tied) and the pre-norm SwiGLU forward pass. */
@@ -258,6 +268,13 @@ int model_meta_layer_ints(const hearth_model *m, const char *suffix, int lo, int
 /* After binding: every layer's attention geometry not set by the architecture is the model's, and its KV cache
  * its own. */
 void model_layer_defaults(hearth_model *m);
+/* Each layer's swa flag from <arch>.attention.sliding_window_pattern: an array of n_layer flags, or a period (a
+ * global layer every period layers, the rest sliding), def_period when absent (0: the array is required). */
+int model_swa_pattern(hearth_model *m, int def_period, hearth_err *err);
+/* The last n_shared layers attend the cache of layer n_kv - 2 (sliding) or n_kv - 1 (global), n_kv = the layers
+ * that keep one, and compute no K / V (Gemma 3n / 4; llama.cpp's rule); their swa flags (and per-layer kv heads,
+ * if any) set first. -1 with err set when that layer is not of the same kind. */
+int model_share_kv(hearth_model *m, int n_shared, hearth_err *err);
 /* Reads the hyperparameters common to decoder families (n_embd, n_layer, heads, ff, context, eps, rope). */
 int model_common_hparams(hearth_model *m, hearth_err *err);
 /* 0 when the model has a tokenizer; otherwise -1 with a message naming the model and what it lacks. */
@@ -330,6 +347,7 @@ struct hearth_ctx {
     const float *rope_key_ff; /* and frequency divisors */
     float *ple;               /* per-layer embeddings: [n_batch][n_layer][n_embd_per_layer], made by the first layer */
     float *ple_row;           /* [n_layer * n_embd_per_layer]: a token's row of the table, dequantized */
+    float *altup;             /* AltUp: [n_altup + 1][n_batch][n_embd], the streams and LAuReL's output (Gemma 3n) */
     /* mixture of experts (n_expert > 0): a micro-batch's n_batch × n_expert_used choices ("slots") */
     float *moe_logits;        /* [n_batch][n_expert] router outputs */
     int *moe_sel;             /* [slot] the chosen expert, best first per token */
