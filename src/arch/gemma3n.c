@@ -76,10 +76,12 @@ static int gemma3n_bind(hearth_model *m, hearth_err *err) {
         rc = model_bind(m, &m->output, false, err, E, hp->n_vocab, "output.weight") ||
              model_bind_stack(m, &m->altup_proj, err, E, E, N - 1, "altup_proj.weight", 0) ||
              model_bind_stack(m, &m->altup_unembd, err, E, E, N - 1, "altup_unembd_proj.weight", 0) ||
-             model_bind(m, &m->ple_tok_embd, true, err, (int64_t)NL * P, hp->n_vocab, "per_layer_token_embd.weight") ||
+             model_bind(m, &m->ple_tok_embd, true, err, (int64_t)NL * P, -1, "per_layer_token_embd.weight") ||
              model_bind(m, &m->ple_model_proj, true, err, E, (int64_t)NL * P, "per_layer_model_proj.weight") ||
              model_bind(m, &m->ple_proj_norm, true, err, P, 1, "per_layer_proj_norm.weight") ? -1 : 0;
     }
+    if (!rc && m->ple_tok_embd.ne[1] > hp->n_vocab)   /* (fewer: HF's text rows; the rest, vision / audio ids, get 0) */
+        rc = herr(err, "per_layer_token_embd has %lld rows for %d tokens", (long long)m->ple_tok_embd.ne[1], hp->n_vocab);
     for (int il = 0; !rc && il < NL; il++) {
         ht_layer *L = &m->layers[il];
         const int hd = hp->head_dim, QD = hp->n_head * hd, KD = hp->n_head_kv * hd;

@@ -214,6 +214,20 @@ static const name_map GEMMA4_GLOBAL[] = {
     { "per_layer_projection_norm.weight", "per_layer_proj_norm.weight", 0 },
     { "lm_head.weight", "output.weight", 0 }, { NULL, NULL, 0 } };
 
+/* Gemma 3n's text tower: Gemma 4's names (norms as stored) and AltUp's and LAuReL's; altup_projections.K and
+ * altup_unembed_projections.K are stacked into GGUF's 3-D altup_proj / altup_unembd_proj (GLOBAL_STACKS) */
+static const name_map GEMMA3N_LAYER[] = {
+    { "altup.correct_output_scale", "altup_correct_scale.weight", T_F32 },
+    { "altup.correction_coefs.weight", "altup_correct_coef.weight", 0 },
+    { "altup.prediction_coefs.weight", "altup_predict_coef.weight", 0 },
+    { "altup.modality_router.weight", "altup_router.weight", 0 }, { "altup.router_norm.weight", "altup_router_norm.weight", 0 },
+    { "laurel.linear_left.weight", "laurel_l.weight", 0 }, { "laurel.linear_right.weight", "laurel_r.weight", 0 },
+    { "laurel.post_laurel_norm.weight", "laurel_post_norm.weight", 0 }, { NULL, NULL, 0 } };
+/* Global matrices stored one per index ("<hf prefix><k>.weight"), stacked like experts into one 3-D tensor. */
+static const name_map GLOBAL_STACKS[] = {
+    { "altup_projections.", "altup_proj.weight", 0 }, { "altup_unembed_projections.", "altup_unembd_proj.weight", 0 },
+    { NULL, NULL, 0 } };
+
 typedef struct {
     const char *hf_arch;       /* config.json architectures[0] */
     const char *arch;          /* hearth / GGUF architecture */
@@ -248,6 +262,10 @@ static const family FAMILIES[] = {
     { "Ministral3ForCausalLM", "mistral3", MISTRAL3_LAYERS, MISTRAL3_PREFIXES, LLAMA_LAYER, MISTRAL3_GLOBAL, true, NULL },
     { "Gemma4ForConditionalGeneration", "gemma4", QWEN35_LAYERS, "model.language_model.|model.|", GEMMA4_LAYER, GEMMA4_GLOBAL, false, NULL },
     { "Gemma4ForCausalLM", "gemma4", QWEN35_LAYERS, "model.language_model.|model.|", GEMMA4_LAYER, GEMMA4_GLOBAL, false, NULL },
+    { "Gemma3nForConditionalGeneration", "gemma3n", QWEN35_LAYERS, "model.language_model.|model.|", GEMMA4_LAYER, GEMMA4_GLOBAL, false,
+      GEMMA3N_LAYER },
+    { "Gemma3nForCausalLM", "gemma3n", QWEN35_LAYERS, "model.language_model.|model.|", GEMMA4_LAYER, GEMMA4_GLOBAL, false,
+      GEMMA3N_LAYER },
     { "GPT2LMHeadModel", "gpt2", "transformer.h.%d.|h.%d.", "transformer.|", GPT2_LAYER, GPT2_GLOBAL, false, NULL },
     { "BertModel", "bert", "bert.encoder.layer.%d.|encoder.layer.%d.", "bert.|", BERT_LAYER, BERT_GLOBAL, false, NULL },
     { "DistilBertForMaskedLM", "bert", "distilbert.transformer.layer.%d.|transformer.layer.%d.", "distilbert.|",
@@ -578,6 +596,114 @@ static int put_gemma4(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
     return 0;
 }
 
+/* The standard normal's quantile (Acklam's rational approximation, one Halley step on erfc: double precision). */
+static double normal_quantile(double p) {
+    static const double a[] = { -3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+                                -3.066479806614716e+01, 2.506628277459239e+00 };
+    static const double b[] = { -5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+                                -1.328068155288572e+01 };
+    static const double c[] = { -7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
+                                4.374664141464968e+00, 2.938163982698783e+00 };
+    static const double d[] = { 7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00 };
+    if (p <= 0) return -INFINITY;
+    if (p >= 1) return INFINITY;
+    double x;
+    if (p < 0.02425 || p > 1 - 0.02425) {
+        const double q = sqrt(-2 * log(p < 0.5 ? p : 1 - p));
+        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+        if (p > 0.5) x = -x;
+    } else {
+        const double q = p - 0.5, r = q * q;
+        x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+    }
+    const double e = 0.5 * erfc(-x / sqrt(2)) - p, u = e * sqrt(2 * M_PI) * exp(x * x / 2);
+    return x - u / (1 + x * u / 2);
+}
+
+/* A config number, or a list of n of them (one per layer): "<arch>.<suffix>" as a u32 or an array. */
+static int put_u32_or_list(gguf_writer *w, const cJSON *cfg, const char *arch, const char *suffix, const char *name, int n,
+                           hearth_err *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, name);
+    if (!cJSON_IsArray(v)) return put_u32(w, cfg, arch, suffix, true, err, name);
+    if (cJSON_GetArraySize(v) != n) return herr(err, "config.json: %s has %d values for %d layers", name, cJSON_GetArraySize(v), n);
+    uint32_t *arr = malloc((size_t)n * sizeof *arr);
+    if (!arr) return herr(err, "out of memory");
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(e) || !(e->valuedouble >= 1 && e->valuedouble <= (1 << 24))) {
+            free(arr);
+            return herr(err, "config.json: %s[%d] is not a valid size", name, i);
+        }
+        arr[i] = (uint32_t)e->valuedouble;
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    gguf_w_arr(w, key, GGUF_U32, arr, (uint64_t)n);
+    free(arr);
+    return 0;
+}
+
+/* Gemma 3n as its converter writes it: Gemma 3's keys with one head size, layer_types as flags, intermediate_size
+ * a number or a per-layer list, AltUp's and the per-layer embeddings' sizes, KV sharing, and each layer's target
+ * activation sparsity as the std multiplier the converter stores (its normal quantile: -inf for none). */
+static int put_gemma3n(gguf_writer *w, const cJSON *cfg, hearth_err *err) {
+    const char *a = "gemma3n";
+    double L, x;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (!cfg_num(cfg, "num_hidden_layers", &L) || !(L >= 1 && L <= 65536) || !cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != (int)L)
+        return herr(err, "config.json: num_hidden_layers and a layer_types list of that length are needed");
+    const int n = (int)L;
+    if (put_u32(w, cfg, a, "embedding_length", true, err, "hidden_size") ||
+        put_u32(w, cfg, a, "block_count", true, err, "num_hidden_layers") ||
+        put_u32(w, cfg, a, "attention.head_count", true, err, "num_attention_heads") ||
+        put_u32(w, cfg, a, "attention.head_count_kv", true, err, "num_key_value_heads") ||
+        put_u32(w, cfg, a, "context_length", false, err, "max_position_embeddings") ||
+        put_u32(w, cfg, a, "attention.key_length", true, err, "head_dim") ||
+        put_u32(w, cfg, a, "attention.value_length", true, err, "head_dim") ||
+        put_u32(w, cfg, a, "attention.sliding_window", true, err, "sliding_window") ||
+        put_u32(w, cfg, a, "attention.shared_kv_layers", false, err, "num_kv_shared_layers") ||
+        put_u32(w, cfg, a, "altup.num_inputs", false, err, "altup_num_inputs") ||
+        put_u32(w, cfg, a, "altup.active_idx", false, err, "altup_active_idx") ||
+        put_u32(w, cfg, a, "embedding_length_per_layer_input", true, err, "hidden_size_per_layer_input") ||
+        put_u32_or_list(w, cfg, a, "feed_forward_length", "intermediate_size", n, err))
+        return -1;
+    uint8_t *swa = malloc((size_t)n);
+    float *sp = malloc((size_t)n * sizeof *sp);
+    if (!swa || !sp) { free(swa); free(sp); return herr(err, "out of memory"); }
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(lt, i);
+        swa[i] = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+    }
+    gguf_w_arr(w, "gemma3n.attention.sliding_window_pattern", GGUF_BOOL, swa, (uint64_t)n);
+    free(swa);
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(cfg, "activation_sparsity_pattern");
+    if (cJSON_IsArray(pat)) {
+        if (cJSON_GetArraySize(pat) != n) { free(sp); return herr(err, "config.json: activation_sparsity_pattern has %d values for %d layers", cJSON_GetArraySize(pat), n); }
+        for (int i = 0; i < n; i++) {
+            const cJSON *e = cJSON_GetArrayItem(pat, i);
+            if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble < 1)) {
+                free(sp);
+                return herr(err, "config.json: activation_sparsity_pattern[%d] is not in [0, 1)", i);
+            }
+            sp[i] = (float)normal_quantile(e->valuedouble);
+        }
+        gguf_w_arr_f32(w, "gemma3n.activation_sparsity_scale", sp, (uint64_t)n);
+    }
+    free(sp);
+    double base = 1000000.0, base_swa = 10000.0;
+    const cJSON *full = rope_sub(cfg, "full_attention"), *slide = rope_sub(cfg, "sliding_attention");
+    if (full) cfg_num(full, "rope_theta", &base);
+    else cfg_num(cfg, "rope_theta", &base);
+    if (slide) cfg_num(slide, "rope_theta", &base_swa);
+    else cfg_num(cfg, "rope_local_base_freq", &base_swa);
+    gguf_w_f32(w, "gemma3n.rope.freq_base", (float)base);
+    gguf_w_f32(w, "gemma3n.rope.freq_base_swa", (float)base_swa);
+    put_f32(w, cfg, a, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1e-6);
+    if (cfg_num(cfg, "final_logit_softcapping", &x) && x > 0) gguf_w_f32(w, "gemma3n.final_logit_softcapping", (float)x);
+    return 0;
+}
+
 /* Gemma 4's global layers rope only partial_rotary_factor of their dims ("proportional"): the converter's
  * rope_freqs, 1 for the rotated pairs and 1e30 (no rotation) for the rest. */
 static int add_gemma4_rope_freqs(hearth_model *m, const cJSON *cfg, hearth_err *err) {
@@ -621,6 +747,7 @@ static int build_metadata(gguf_writer *w, const family *fam, const cJSON *cfg, h
     }
     if (!strcmp(a, "deepseek2")) return put_deepseek2(w, cfg, err);
     if (!strcmp(a, "gemma4")) return put_gemma4(w, cfg, err);
+    if (!strcmp(a, "gemma3n")) return put_gemma3n(w, cfg, err);
     if (!strcmp(fam->hf_arch, "DistilBertForMaskedLM")) {
         if (put_u32(w, cfg, a, "embedding_length", true, err, "dim") ||
             put_u32(w, cfg, a, "block_count", true, err, "n_layers") ||
@@ -756,6 +883,18 @@ static bool map_name(const family *fam, const char *name, char *out, size_t cap,
         if (!strncmp(name, p, n) && (e = lookup(fam->global, name + n))) {
             snprintf(out, cap, "%s", e->gguf);
             *transform = e->transform;
+            return true;
+        }
+        for (const name_map *g = GLOBAL_STACKS; !strncmp(name, p, n) && g->hf; g++) {
+            const char *r = name + n;
+            const size_t k = strlen(g->hf);
+            char *end;
+            if (strncmp(r, g->hf, k) || r[k] < '0' || r[k] > '9') continue;
+            long i = strtol(r + k, &end, 10);
+            if (strcmp(end, ".weight") || i > HT_MAX_EXPERTS) continue;
+            snprintf(out, cap, "%s", g->gguf);
+            *transform = 0;
+            *expert = (int)i;
             return true;
         }
         if (!bar) return false;

@@ -384,7 +384,8 @@ void layer_ple_inputs(hearth_ctx *c, const ht_ubatch *ub, const float *x0) {
     layer_norm_rows(c, &rows, c->ple, c->ple, &m->ple_proj_norm, NULL, P, hp->norm_eps, NORM_RMS);
     for (int i = 0; i < ub->n; i++) {
         float *e = c->ple + (size_t)i * W;
-        tr->to_float(ht_row(T, ub->tokens[i]), c->ple_row, W);
+        if (ub->tokens[i] < T->ne[1]) tr->to_float(ht_row(T, ub->tokens[i]), c->ple_row, W);
+        else memset(c->ple_row, 0, (size_t)W * sizeof(float));   /* (Gemma 3n from HF: ids past its text rows) */
         for (int k = 0; k < W; k++) e[k] = (e[k] + c->ple_row[k] * ts) * is2;
     }
 }
