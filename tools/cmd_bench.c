@@ -335,6 +335,7 @@ static uint64_t bytes_per_token(const hearth_model *m, const hearth_model_info *
     uint64_t b = in->active_bytes;   /* a mixture of experts reads only the chosen experts' slabs */
     if (m->output.data && m->tok_embd.data) b -= m->tok_embd.nbytes - m->tok_embd.row_bytes;
     if (m->pos_embd.data) b -= m->pos_embd.nbytes - m->pos_embd.row_bytes;
+    if (m->ple_tok_embd.data) b -= m->ple_tok_embd.nbytes - m->ple_tok_embd.row_bytes;   /* Gemma 3n / 4: a row a token */
     return b;
 }
 
