@@ -30,6 +30,8 @@ static int gemma3n_hparams(hearth_model *m, hearth_err *err) {
         model_meta_int(m, "altup.active_idx", 0, hp->n_altup - 1, 0, &hp->altup_act, err) ||
         model_meta_int(m, "embedding_length_per_layer_input", 1, 1 << 16, 256, &hp->n_embd_per_layer, err))
         return -1;
+    if (hp->n_embd < hp->n_altup)   /* (the router's outputs share a row of the FFN scratch) */
+        return herr(err, "gemma3n: %d AltUp streams for a model %d wide", hp->n_altup, hp->n_embd);
     if ((int64_t)hp->n_layer * hp->n_embd_per_layer > (1 << 24))
         return herr(err, "gemma3n: %d layers of %d per-layer inputs is implausible", hp->n_layer, hp->n_embd_per_layer);
     if (!hp->sliding_window) return herr(err, "metadata gemma3n.attention.sliding_window missing");
