@@ -5,7 +5,8 @@
  * projections one tensor per stream, correct_output_scale without ".weight", and an audio tower left unread. The
  * directory gives its GGUF twin's logits (to 1e-5: the sparsity's std multiplier is computed here in double, the
  * converter's in float32), meets the golden, and writes back to an F32 GGUF whose tensors (the 3-D AltUp stacks
- * included) are the twin's byte for byte; an activation_sparsity_pattern of the wrong length is refused in one line. */
+ * included) are the twin's byte for byte; an activation_sparsity_pattern of the wrong length is refused in one line;
+ * a per-layer embedding table of the text rows only (as published) loads and is written back padded with zero rows. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ static void put(st_out *o, const gguf_tensor *t, const char *name, int k) {
     st_add_shape(o, name, nd, shape, (const float *)t->data + (k < 0 ? 0 : (size_t)k * t->ne[0] * t->ne[1]));
 }
 
-static void write_hf(const char *gguf_path, const char *dir, int short_pattern) {
+static void write_hf(const char *gguf_path, const char *dir, int short_pattern, int drop_ple_rows) {
     hearth_err err;
     gguf_file *g;
     REQUIRE(!gguf_open(gguf_path, &g, &err), "%s", err.msg);
@@ -97,8 +98,12 @@ static void write_hf(const char *gguf_path, const char *dir, int short_pattern) 
     const int64_t jshape[1] = { 3 };
     st_add_shape(&o, "model.audio_tower.conformer.0.norm.weight", 1, jshape, junk);   /* left unread */
     for (size_t i = 0; i < sizeof GLOBALS / sizeof GLOBALS[0]; i++) {
+        const gguf_tensor *t = gguf_find_tensor(g, GLOBALS[i].gguf);
         snprintf(name, sizeof name, "model.language_model.%s", GLOBALS[i].hf);
-        put(&o, gguf_find_tensor(g, GLOBALS[i].gguf), name, -1);
+        if (!strcmp(GLOBALS[i].gguf, "per_layer_token_embd.weight") && drop_ple_rows) {   /* HF's text rows only */
+            const int64_t shape[2] = { (int64_t)t->ne[1] - drop_ple_rows, (int64_t)t->ne[0] };
+            st_add_shape(&o, name, 2, shape, t->data);
+        } else put(&o, t, name, -1);
     }
     for (int s = 0; s < 2; s++) {   /* one tensor per stream */
         const gguf_tensor *t = gguf_find_tensor(g, s ? "altup_unembd_proj.weight" : "altup_proj.weight");
@@ -131,15 +136,37 @@ int main(void) {
             "synth: %s", err.msg);
     snprintf(dir, sizeof dir, "%s/hf", tmp);
     REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
-    write_hf(gguf, dir, 0);
+    write_hf(gguf, dir, 0, 0);
     hearth_model *hf = hf_check_logits(dir, gguf, "data/golden/gemma3n.golden", "gemma3n", 1e-5, 5e-3);
     hf_check_to_gguf(hf, gguf, tmp, "gemma3n");
     snprintf(dir, sizeof dir, "%s/bad", tmp);
     REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
-    write_hf(gguf, dir, 1);
+    write_hf(gguf, dir, 1, 0);
     REQUIRE(hearth_model_load(dir, &m, &err), "%s loaded with a short activation_sparsity_pattern", dir);
     printf("short activation_sparsity_pattern: %s\n", err.msg);
     CHECK(strstr(err.msg, "activation_sparsity_pattern") && !strchr(err.msg, '\n'), "short pattern: '%s'", err.msg);
+    /* per-layer embeddings for the text rows only (the published checkpoint: 262144 of 262400): the ids past them get
+     * zeros, and the GGUF written back pads the table to the vocabulary with zero rows, as the converter does */
+    snprintf(dir, sizeof dir, "%s/short-ple", tmp);
+    REQUIRE(!mkdir(dir, 0755), "mkdir %s", dir);
+    write_hf(gguf, dir, 0, 24);
+    REQUIRE(!hearth_model_load(dir, &m, &err), "%s: %s", dir, err.msg);
+    char out[400];
+    snprintf(out, sizeof out, "%s/short-ple.gguf", tmp);
+    REQUIRE(!model_quantize(m, out, "F32", true, 2, NULL, NULL, &err), "%s", err.msg);
+    hearth_model_free(m);
+    gguf_file *x, *y;
+    REQUIRE(!gguf_open(out, &x, &err) && !gguf_open(gguf, &y, &err), "%s", err.msg);
+    const gguf_tensor *a = gguf_find_tensor(x, "per_layer_token_embd.weight"), *b = gguf_find_tensor(y, "per_layer_token_embd.weight");
+    REQUIRE(a && b, "per_layer_token_embd");
+    const size_t keep = (size_t)(b->ne[1] - 24) * b->ne[0] * sizeof(float);
+    bool zeros = true;
+    for (size_t i = keep; i < a->nbytes && zeros; i++) zeros = ((const uint8_t *)a->data)[i] == 0;
+    CHECK(a->ne[1] == b->ne[1] && a->nbytes == b->nbytes && !memcmp(a->data, b->data, keep) && zeros,
+          "text-rows-only per_layer_token_embd: %lld rows written back (want %lld: the rows, then 24 zero rows)",
+          (long long)a->ne[1], (long long)b->ne[1]);
+    gguf_close(x);
+    gguf_close(y);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     CHECK(system(cmd) == 0, "%s", cmd);
     TEST_DONE();

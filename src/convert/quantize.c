@@ -105,6 +105,7 @@ typedef struct {
     const ht_tensor *src;
     uint32_t dst_type;
     int64_t rows;
+    int64_t src_rows;        /* rows the source has: the rest are written as zeros (a table padded to the vocabulary) */
     size_t dst_row;
     uint8_t *buf;
     int n_threads;
@@ -144,14 +145,18 @@ static void *quantize_rows(void *arg_) {
     float *f = malloc((size_t)n * sizeof(float)), *g = malloc((size_t)n * sizeof(float));
     if (!f || !g) { free(f); free(g); j->failed = true; return NULL; }
     for (int64_t r = ith; r < j->rows; r += j->n_threads) {
-        const uint8_t *s = ht_row(j->src, source_row(j, r));
         uint8_t *d = j->buf + (size_t)r * j->dst_row;
-        if (j->src->type == j->dst_type && !j->col_blk) { memcpy(d, s, j->dst_row); continue; }
-        st->to_float(s, f, n);
+        const bool pad = r >= j->src_rows;
+        if (pad) memset(f, 0, (size_t)n * sizeof(float));
+        else {
+            const uint8_t *s = ht_row(j->src, source_row(j, r));
+            if (j->src->type == j->dst_type && !j->col_blk) { memcpy(d, s, j->dst_row); continue; }
+            st->to_float(s, f, n);
+        }
         if (j->col_blk)
             for (int64_t t = 0; t < n / j->col_blk; t++)
                 memcpy(g + t * j->col_blk, f + grouped_block(j, t) * j->col_blk, (size_t)j->col_blk * sizeof(float));
-        if (j->qw) j->wq(j->col_blk ? g : f, d, n, j->qw + r / j->src->ne[1] * n);
+        if (j->qw) j->wq(j->col_blk ? g : f, d, n, j->qw + (pad ? 0 : r / j->src->ne[1]) * n);
         else dt->from_float(j->col_blk ? g : f, d, n);
     }
     free(f);
@@ -286,8 +291,11 @@ int model_quantize_imatrix(const hearth_model *m, const char *out, const char *t
         qjob *j = &jobs[nj++];
         j->src = t;
         j->dst_type = quant_tensor_type(t->name, t->n_dims, t->ne[0], base, mix, m->hp.n_layer, has_output);
-        j->rows = t->ne[1] * t->ne[2] * t->ne[3];
+        j->rows = j->src_rows = t->ne[1] * t->ne[2] * t->ne[3];
         j->dst_row = ht_row_size(j->dst_type, t->ne[0]);
+        int64_t ne[4] = { t->ne[0], t->ne[1], t->ne[2], t->ne[3] };
+        if (!strcmp(t->name, "per_layer_token_embd.weight") && t->n_dims == 2 && ne[1] < m->hp.n_vocab)
+            j->rows = ne[1] = m->hp.n_vocab;   /* Gemma 3n from HF: its text rows, zero-padded as the converter pads them */
         if (pick_weights(im, t, j->dst_type, j, &uniform[strcmp(t->name, "output.weight") == 0], err)) {
             gguf_writer_free(w);
             free(jobs);
@@ -302,7 +310,7 @@ int model_quantize_imatrix(const hearth_model *m, const char *out, const char *t
         if (m->qk_rotate_half && ends_with(t->name, "attn_k.weight")) j->permute_heads = m->hp.n_head_kv;
         /* Qwen3.5 from HF: GGUF's qwen35 wants V heads tiled (Qwen3-Next keeps HF's grouped order) */
         if (m->hp.ssm_v_grouped && m->hp.ssm_v_heads > m->hp.ssm_k_heads && strcmp(m->arch->name, "qwen3next")) retile_v_heads(m, j);
-        gguf_w_tensor_fill(w, t->name, j->dst_type, t->n_dims, t->ne, (uint64_t)j->rows * j->dst_row, fill_tensor, j);
+        gguf_w_tensor_fill(w, t->name, j->dst_type, t->n_dims, ne, (uint64_t)j->rows * j->dst_row, fill_tensor, j);
     }
     for (int i = 0; i < nj; i++) jobs[i].total = nj;
     int rc = gguf_writer_write(w, out, err);
