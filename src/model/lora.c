@@ -576,20 +576,17 @@ int lora_merge(hearth_model *m, hearth_lora *const *a, const float *scales, int 
         if (!isfinite(scales[i])) return herr(err, "adapter %d: scale %g", i, scales[i]);
     }
     int n_slots = MODEL_MATRICES(m);
-    ht_tensor **slots = malloc((size_t)(n_slots + 3 * m->hp.n_layer + 1) * sizeof *slots);
+    ht_tensor **slots = malloc((size_t)(n_slots + m->hp.n_layer + 1) * sizeof *slots);
     int *job_of = malloc((size_t)m->n_tensors * sizeof *job_of);
     merge_job *jobs = calloc((size_t)m->n_tensors + 1, sizeof *jobs);
     float **owned = calloc((size_t)n * (size_t)m->n_tensors + 1, sizeof *owned);
     merge_all all = { jobs, 0, 1, false };
     int n_owned = 0, rc = 0;
     if (!slots || !job_of || !jobs || !owned) { rc = herr(err, "out of memory"); goto out; }
-    /* every view of a matrix the forward pass may multiply: the packed ones, the routers and Gemma 4's PLE */
+    /* every view of a matrix the forward pass may multiply: the packed ones (Gemma 3n / 4's per-layer embedding
+     * matrices among them), the routers */
     n_slots = model_matrices(m, slots);
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        slots[n_slots++] = &m->layers[il].ffn_gate_inp;
-        slots[n_slots++] = &m->layers[il].ple_gate;
-        slots[n_slots++] = &m->layers[il].ple_proj;
-    }
+    for (int il = 0; il < m->hp.n_layer; il++) slots[n_slots++] = &m->layers[il].ffn_gate_inp;
     slots[n_slots++] = &m->ple_model_proj;
     for (int i = 0; i < m->n_tensors; i++) job_of[i] = -1;
     for (int k = 0; k < n; k++) {

@@ -70,7 +70,8 @@ int model_matrices(hearth_model *m, ht_tensor **out) {
                                          &L->ffn_gate_exps, &L->ffn_up_exps, &L->ffn_down_exps,
                                          &L->ffn_gate_shexp, &L->ffn_up_shexp, &L->ffn_down_shexp,
                                          &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out, &L->ssm_in, &L->ssm_ba,
-                                         &L->ffn_gate_inp_shexp, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wk_b, &L->wv_b};
+                                         &L->ffn_gate_inp_shexp, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wk_b, &L->wv_b,
+                                         &L->ple_gate, &L->ple_proj, &L->laurel_l, &L->laurel_r};
         for (int i = 0; i < LAYER_MATRICES; i++) out[n++] = ts[i];
     }
     ht_tensor *head = m->output.data ? &m->output : m->hp.logits ? &m->tok_embd : NULL;

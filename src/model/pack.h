@@ -9,7 +9,7 @@
 int model_pack_weights(hearth_model *m, ht_pool *pool, hearth_err *err);
 /* The matrices the forward pass of this process's layers multiplies through matmul() and packs (at most
  * MODEL_MATRICES(m) slots; absent ones have data NULL), the output head last: out[] gets their views. */
-#define LAYER_MATRICES 27
+#define LAYER_MATRICES 31
 #define MODEL_MATRICES(m) (LAYER_MATRICES * (m)->hp.n_layer + 1)
 int model_matrices(hearth_model *m, ht_tensor **out);
 
