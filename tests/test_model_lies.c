@@ -14,11 +14,14 @@
  *    expert groups that do not divide the experts, a gating function hearth does not know;
  *  - Gemma 4 (gemma4.gguf) whose per-layer metadata disagrees: pattern or kv-head arrays of the wrong length, kv
  *    heads that do not divide the heads, KV-sharing layers whose source is of the other kind, rope divisors of
- *    another size. */
+ *    another size;
+ *  - Gemma 3n (a tiny-gemma3n synthesized here) whose AltUp stream count, active stream, sparsity array or per-layer
+ *    width disagree with its tensors or bounds. */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "convert/synth.h"
 #include "model/model.h"
 #include "testutil.h"
 
@@ -218,6 +221,27 @@ int main(void) {
                    "g4-shared-2", "not a");
     expect_refused(&(lie){.t_name = "rope_freqs.weight", .t_type = HT_F32, .t_dims = 1, .t_ne = {16, 1, 1, 1}, .t_data = freqs},
                    "g4-freqs-16", "rope_freqs");
+
+    /* Gemma 3n (a tiny-gemma3n made here): AltUp stream counts out of range or disagreeing with the stacks, an
+     * active stream past them, a sparsity array of the wrong length, a per-layer width the tables do not have */
+    char g3n[96];
+    snprintf(g3n, sizeof g3n, "%s/g3n-src.gguf", g_dir);
+    synth_ftype ft;
+    synth_opts so = { .seed = 0 };
+    hearth_err serr;
+    REQUIRE(!synth_parse_ftype("Q8_0", false, &ft, &serr) && !synth_write(synth_find_shape("tiny-gemma3n"), &ft, g3n, &so, &serr),
+            "synth: %s", serr.msg);
+    SRC = g3n;
+    const uint32_t alt9 = 9, alt3 = 3, act4 = 4, ple128 = 128;
+    static const float sp5[5] = { 1.6f, 1.6f, 1.6f, 1.6f, 1.6f };
+    expect_refused(&(lie){.kv_key = "gemma3n.altup.num_inputs", .kv_type = GGUF_U32, .kv_val = &alt9}, "g3n-alt-9", "altup.num_inputs");
+    expect_refused(&(lie){.kv_key = "gemma3n.altup.num_inputs", .kv_type = GGUF_U32, .kv_val = &alt3}, "g3n-alt-3", "altup_proj");
+    expect_refused(&(lie){.kv_key = "gemma3n.altup.active_idx", .kv_type = GGUF_U32, .kv_val = &act4}, "g3n-act-4", "active_idx");
+    expect_refused(&(lie){.kv_key = "gemma3n.activation_sparsity_scale", .kv_type = GGUF_F32, .kv_val = sp5, .kv_n = 5},
+                   "g3n-sparse-5", "activation_sparsity_scale");
+    expect_refused(&(lie){.kv_key = "gemma3n.embedding_length_per_layer_input", .kv_type = GGUF_U32, .kv_val = &ple128},
+                   "g3n-ple-128", "per_layer");
+    unlink(g3n);
 
     free(nn); free(tt); free(h); free(junk); free(want); free(got);
     hearth_model_free(ref);
