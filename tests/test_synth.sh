@@ -39,6 +39,14 @@ for type in $("$HEARTH" synth --help 2>&1 | sed -n 's/^types: *//p'); do
     check "tiny-llama --pure $type: synth, then run [${out##*$'\n'}]" '[[ $out == *"decode 2 tok"* ]]'
 done
 
+# Gemma 3n to an i-quant that needs an importance matrix: its per-layer embedding table is a token embedding to
+# llama-quantize (with a tied output, the output's type: Q6_K here), so it needs none
+"$HEARTH" synth --shape tiny-gemma3n --type F32 -o "$tmp/g3n.gguf" 2>/dev/null
+"$HEARTH" imatrix -m "$tmp/g3n.gguf" -f data/text/stories-sampled.txt -o "$tmp/g3n-imat.gguf" -c 64 --chunks 2 >/dev/null 2>&1
+out=$("$HEARTH" quantize "$tmp/g3n.gguf" "$tmp/g3n-iq2.gguf" IQ2_XXS --imatrix "$tmp/g3n-imat.gguf" 2>&1 >/dev/null &&
+      "$HEARTH" info -m "$tmp/g3n-iq2.gguf" 2>&1 && "$HEARTH" run -m "$tmp/g3n-iq2.gguf" -p "hello world" -n 2 2>&1 >/dev/null)
+check "tiny-gemma3n: imatrix, quantize IQ2_XXS, run [${out##*$'\n'}]" '[[ $out == *"Q6_K×1 IQ2_XXS×"* && $out == *"decode 2 tok"* ]]'
+
 "$HEARTH" synth --shape tiny-llama --type Q4_0 --pure -o "$tmp/pure.gguf" 2>/dev/null
 info=$("$HEARTH" info -m "$tmp/pure.gguf" 2>&1)
 check "--pure: every matrix Q4_0 [$info]" '[[ $info == *"Q4_0×15"* && $info != *Q6_K* ]]'

@@ -87,7 +87,10 @@ uint32_t quant_tensor_type(const char *name, int n_dims, int64_t ne0, uint32_t b
     if (strstr(name, "altup") || strstr(name, "laurel") || strstr(name, "per_layer_model_proj"))
         return ht_get_traits(base)->is_quant ? HT_F16 : fit_row(base, ne0);
     uint32_t t = base;
-    bool head = !strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"));
+    /* llama-quantize's token-embedding category holds Gemma 3n / 4's per-layer table too: with a tied output both
+     * take the output's type */
+    bool head = !strcmp(name, "output.weight") ||
+                (!has_output && (!strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight")));
     if (mix == QMIX_DEFAULT && head && base != HT_Q8_0 && ht_get_traits(base)->is_quant) t = HT_Q6_K;
     if (mix == QMIX_K_M) {
         int il = -1;
