@@ -5,7 +5,7 @@
  * table keeps the fast pairs' angles and interpolates the slow ones'. The KV cache's row kernels: Q8_0, Q4_0 and
  * BF16 rows to float give the scalar reference to_float's bits, and softmax·V's accumulation gives the same bits
  * in every vector width and however its rows are grouped into calls, within 1e-6 of the sum in double. LoRA's
- * op_axpy_m gives the bits of op_axpy term after term; op_matvec2_t (the Gated DeltaNet state's read) those of
+ * op_axpy_m gives the bits of op_axpy term after term; Gemma's logit softcap is within 4 ulp of cap tanh(x / cap); op_matvec2_t (the Gated DeltaNet state's read) those of
  * its rows' products summed one row after another. */
 #include <math.h>
 #include <stdlib.h>
@@ -205,12 +205,12 @@ static void isa_default(void) {
 
 /* Each vector width the CPU runs (ops_set_isa: what `--cpu` picks) gives the same bits for every op. */
 static void check_widths(void) {
-    static float x[N], u[N], ref[8][N], got[N];
+    static float x[N], u[N], ref[9][N], got[N];
     int n_run = 0;
     for (int k = 0; k < 3; k++) {
         if (!isa_runs(k)) continue;
         ops_set_isa(ISA[k]);
-        for (int op = 0; op < 8; op++) {
+        for (int op = 0; op < 9; op++) {
             inputs(x, u);
             memcpy(got, x, sizeof got);
             switch (op) {
@@ -221,6 +221,7 @@ static void check_widths(void) {
             case 4: op_softmax(got, N, 0.125f); break;
             case 6: op_swiglu_oai(got, u, N); break;
             case 7: op_softmax_sink(got, N, 0.125f, 1.5f); break;
+            case 8: op_softcap(got, N, 30.0f); break;
             default: op_rmsnorm(got, u, x, N, 1e-6f); break;
             }
             if (!n_run) memcpy(ref[op], got, sizeof got);
@@ -229,7 +230,7 @@ static void check_widths(void) {
         n_run++;
     }
     isa_default();
-    printf("%-14s the same bits in each of %d vector widths (silu, gelu_tanh, gated forms, swiglu_oai, softmax ± sink, rmsnorm)\n",
+    printf("%-14s the same bits in each of %d vector widths (silu, gelu_tanh, gated forms, swiglu_oai, softmax ± sink, rmsnorm, softcap)\n",
            "widths", n_run);
 }
 
@@ -344,7 +345,35 @@ static void check_matvec2_t(void) {
     isa_default();
 }
 
+/* Gemma's logit softcap cap tanh(x / cap) against double: within 3 ulp of the value (4 near 0.625 cap, where the
+ * polynomial hands over), the vector loop giving the scalar tail's bits, odd, and NaN kept. */
+static void check_softcap(void) {
+    static float x[N], u[N], y[N], one[N];
+    const float cap = 30.0f;
+    inputs(x, u);
+    for (int i = 10; i < 200; i++) x[i] = (float)(i - 105) * 0.37f;   /* around the hand-over at |x| 18.75 */
+    memcpy(y, x, sizeof y);
+    op_softcap(y, N, cap);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        one[i] = x[i];
+        op_softcap(one + i, 1, cap);
+        CHECK(!memcmp(&one[i], &y[i], sizeof(float)), "softcap(%g): %.9g in the vector loop, %.9g alone", x[i], y[i], one[i]);
+        const double r = cap * tanh((double)x[i] / cap), err = fabs(y[i] - r) / fmax(fabs(r), 1e-30);
+        if (fabs(r) > 1e-30 && err > worst) worst = err;
+        CHECK(fabs(y[i] - r) <= 4 * 1.2e-7 * fabs(r) + 1e-36, "softcap(%g) = %.9g, want %.9g", x[i], y[i], r);
+        float m = -x[i];
+        op_softcap(&m, 1, cap);
+        CHECK(m == -y[i], "softcap(-%g) = %.9g, not -%.9g", x[i], m, y[i]);
+    }
+    float nan_in[3] = {NAN, 1.0f, NAN};
+    op_softcap(nan_in, 3, cap);
+    CHECK(isnan(nan_in[0]) && isnan(nan_in[2]) && !isnan(nan_in[1]), "softcap: NaN not propagated");
+    printf("%-14s %d values: vector loop == scalar tail, odd; worst relative error %.2e\n", "softcap", N, worst);
+}
+
 int main(void) {
+    check_softcap();
     check_axpy_m();
     check_matvec2_t();
     check_widths();

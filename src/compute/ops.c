@@ -172,6 +172,23 @@ OPS_SIMD(op_silu, (float *x, int n), (x, n))
 OPS_SIMD(op_silu_mul, (float *g, const float *u, int n), (g, u, n))
 OPS_SIMD(op_gelu_tanh_mul, (float *g, const float *u, int n), (g, u, n))
 OPS_SIMD(op_gelu_tanh, (float *x, int n), (x, n))
+/* cap tanh(x / cap) (Gemma's final logit softcap): Cephes' tanhf (an odd polynomial below |y| 0.625, 1 - 2 / (1 +
+ * e^2|y|) above, about 2 ulp) on exp_act, so the loop vectorizes; both sides are computed and one kept. */
+OPS_INLINE float softcap1(float x, float cap, float inv) {
+    const float y = x * inv, a = fabsf(y), z = y * y;
+    float p = -5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    const float small = y + y * z * p, big = 1.0f - 2.0f / (1.0f + exp_act(2.0f * a));
+    return cap * (a < 0.625f ? small : y < 0 ? -big : big);
+}
+OPS_INLINE void op_softcap_body(float *x, int n, float cap) {
+    const float inv = 1.0f / cap;
+    for (int i = 0; i < n; i++) x[i] = softcap1(x[i], cap, inv);
+}
+OPS_SIMD(op_softcap, (float *x, int n, float cap), (x, n, cap))
 /* gpt-oss's experts (the reference's swiglu_oai, whose constants are fixed there too): the gate clamped from
  * above, up clamped both ways, g sigmoid(1.702 g) (u + 1). */
 #define SWIGLU_OAI_ALPHA 1.702f

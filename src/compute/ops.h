@@ -32,6 +32,7 @@ void op_gelu_tanh_mul(float *gate, const float *up, int n);   /* gate = gelu_tan
 /* gpt-oss's clamped SwiGLU: g = min(gate, 7), u = clamp(up, -7, 7), gate = g sigmoid(1.702 g) (u + 1). */
 void op_swiglu_oai(float *gate, const float *up, int n);
 void op_gelu_tanh(float *x, int n);
+void op_softcap(float *x, int n, float cap);                   /* x = cap tanh(x / cap) */
 void op_gelu_erf(float *x, int n);
 void op_add(float *y, const float *x, int n);                 /* y += x */
 void op_scale(float *y, float s, int n);

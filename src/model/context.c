@@ -827,6 +827,15 @@ static int gather_wanted(const ht_ubatch *ub, const float *src, float *dst, int 
     return n;
 }
 
+#define SOFTCAP_PIECE 16384
+typedef struct { float *x; size_t n; float cap; } softcap_job;
+
+static void softcap_pieces(const void *arg, int p0, int p1) {
+    const softcap_job *j = arg;
+    const size_t a = (size_t)p0 * SOFTCAP_PIECE, b = HT_MIN((size_t)p1 * SOFTCAP_PIECE, j->n);
+    op_softcap(j->x + a, (int)(b - a), j->cap);
+}
+
 void ctx_output_head(hearth_ctx *c, const ht_ubatch *ub, const float *hidden, const float *head) {
     hearth_model *m = c->m;
     int E = m->hp.n_embd, first = -1;
@@ -844,9 +853,9 @@ void ctx_output_head(hearth_ctx *c, const ht_ubatch *ub, const float *hidden, co
     if (m->tp_size > 1 && c->dist_id >= 0) dist_tp_head(c, W, &m->output_b, c->xb2, n, lg);
     else matmul_bias(c, W, &m->output_b, c->xb2, n, lg);
     c->row_seq = ub->seq;
-    if (m->hp.logit_softcap > 0) {
-        const float cap = m->hp.logit_softcap;
-        for (size_t i = 0; i < (size_t)n * m->hp.n_vocab; i++) lg[i] = cap * tanhf(lg[i] / cap);
+    if (m->hp.logit_softcap > 0) {   /* a vocabulary of 262144 a row: in pieces over the pool */
+        softcap_job j = { lg, (size_t)n * m->hp.n_vocab, m->hp.logit_softcap };
+        pool_share(c->pool, (int)((j.n + SOFTCAP_PIECE - 1) / SOFTCAP_PIECE), softcap_pieces, &j);
     }
 }
 
