@@ -36,14 +36,7 @@ static int gemma3n_hparams(hearth_model *m, hearth_err *err) {
         return herr(err, "gemma3n: %d layers of %d per-layer inputs is implausible", hp->n_layer, hp->n_embd_per_layer);
     if (!hp->sliding_window) return herr(err, "metadata gemma3n.attention.sliding_window missing");
     if (!model_meta_f32(m, "rope.freq_base_swa", &hp->rope_base_swa)) hp->rope_base_swa = 10000.0f;
-    hp->rope_type = ROPE_NEOX;
-    hp->swa_per_layer = true;
-    hp->rope_scale_swa = 1.0f;
-    hp->attn_scale = 1.0f;
-    hp->embd_scale = sqrtf((float)hp->n_embd);
-    hp->v_norm = true;
-    float cap;
-    if (model_meta_f32(m, "final_logit_softcapping", &cap) && cap > 0) hp->logit_softcap = cap;
+    gemma_hparams(m);
     return 0;
 }
 

@@ -21,6 +21,18 @@
 #include "model/layers.h"
 #include "compute/ops.h"
 
+void gemma_hparams(hearth_model *m) {
+    ht_hparams *hp = &m->hp;
+    hp->rope_type = ROPE_NEOX;
+    hp->swa_per_layer = true;
+    hp->rope_scale_swa = 1.0f;
+    hp->attn_scale = 1.0f;
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    hp->v_norm = true;
+    float cap;
+    if (model_meta_f32(m, "final_logit_softcapping", &cap) && cap > 0) hp->logit_softcap = cap;
+}
+
 static int gemma4_hparams(hearth_model *m, hearth_err *err) {
     if (model_common_hparams(m, err)) return -1;
     ht_hparams *hp = &m->hp;
@@ -40,14 +52,7 @@ static int gemma4_hparams(hearth_model *m, hearth_err *err) {
     /* buffers are sized by the widest layer */
     hp->head_dim = hp->head_dim_v = HT_MAX(hp->head_dim, hd_swa);
     hp->n_rot = HT_MAX(hp->n_rot, rot_swa);
-    hp->rope_type = ROPE_NEOX;
-    hp->swa_per_layer = true;
-    hp->rope_scale_swa = 1.0f;
-    hp->attn_scale = 1.0f;
-    hp->embd_scale = sqrtf((float)hp->n_embd);
-    hp->v_norm = true;
-    float cap;
-    if (model_meta_f32(m, "final_logit_softcapping", &cap) && cap > 0) hp->logit_softcap = cap;
+    gemma_hparams(m);
     return 0;
 }
 

@@ -238,6 +238,9 @@ int llama_bind_common(hearth_model *m, hearth_err *err);
 void llama_embed(hearth_ctx *c, const ht_ubatch *ub);
 void llama_layer(hearth_ctx *c, const ht_ubatch *ub, int il);
 void llama_head(hearth_ctx *c, const ht_ubatch *ub);
+/* What Gemma 3n and 4 share (arch/gemma4.c): NEOX rope, per-layer sliding flags with unscaled rope there, scale-1
+ * attention, V RMS-normed, embeddings times sqrt(n_embd), final_logit_softcapping when the file has one. */
+void gemma_hparams(hearth_model *m);
 const ht_arch *ht_find_arch(const char *name);
 
 /* ---- helpers for architecture files ---- */
