@@ -624,6 +624,9 @@ int cmd_bench(int argc, char **argv) {
     INFO("load: %.0f ms (model + context of %d tokens, file in page cache)\n", l.ms, hearth_ctx_n_ctx(l.c));
     INFO("cpu: the tests got %.0f%% of %d threads' wall time (less means other load on the machine)\n",
            100.0 * cpu_share, threads);
+    if (l.c->serial_below > 1)
+        INFO("cpu: passes of fewer than %d tokens ran on one thread (a model this small: waking the others costs more; -t N keeps N)\n",
+             l.c->serial_below);
     print_rss("after bench", &in, l.c, false);
     if (pp_n) {
         const double flop = prefill_flops_per_token(l.m, a.depth, pp_n), gflops = pp.mean * flop / 1e9;

@@ -36,6 +36,7 @@ struct ht_pool {
     atomic_int stop;
     atomic_int sleepers;
     int n;
+    bool serial;                    /* pool_serial: set and read by the caller only */
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -123,8 +124,10 @@ void pool_free(ht_pool *p) {
 
 int pool_size(const ht_pool *p) { return p->n; }
 
+void pool_serial(ht_pool *p, bool on) { p->serial = on; }
+
 void pool_run(ht_pool *p, ht_job_fn fn, void *arg) {
-    if (p->n == 1) { fn(arg, 0, 1); return; }
+    if (p->n == 1 || p->serial) { fn(arg, 0, 1); return; }
     unsigned g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&p->arg, arg, memory_order_relaxed);

@@ -7,6 +7,7 @@
 #define HEARTH_THREADS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
 typedef struct ht_pool ht_pool;
 typedef void (*ht_job_fn)(void *arg, int ith, int nth);
@@ -15,6 +16,9 @@ ht_pool *pool_new(int n_threads);
 void pool_free(ht_pool *p);
 int pool_size(const ht_pool *p);
 void pool_run(ht_pool *p, ht_job_fn fn, void *arg);
+/* While on, jobs run on the caller alone (fn(arg, 0, 1)), the workers left asleep: for passes too small to
+ * pay for waking them. Jobs give the same bits whatever their share count, so this changes only the time. */
+void pool_serial(ht_pool *p, bool on);
 /* fn(arg, i0, i1) over n items, each share a contiguous range: for work where every item is computed alone, so
  * the split does not change a bit. Fewer than 2 items run on the caller. */
 void pool_share(ht_pool *p, int n, void (*fn)(const void *arg, int i0, int i1), const void *arg);

@@ -29,6 +29,7 @@ void ctx_attention(hearth_ctx *c, int il, const ht_ubatch *ub, float *q, float *
 /* Runs this process's layers (all, or an MPI rank's range) over c->x, then counts the micro-batch's rows as
  * cached. */
 void ctx_layers(hearth_ctx *c, const ht_ubatch *ub);
+int ctx_serial_below(const hearth_model *m, int n_threads);
 /* Bytes of KV cache layer il holds (both K and V, all sequences); il < 0: the whole cache. */
 size_t ctx_kv_bytes(const hearth_ctx *c, int il);
 /* For the rows the batch wants: keeps x (the final normed hidden state) and, if the model has logits,

@@ -317,6 +317,7 @@ struct hearth_ctx {
     hearth_model *m;
     ht_pool *pool;
     int n_ctx, n_seq, n_batch, n_threads;
+    int serial_below;         /* with n_threads automatic: passes of fewer tokens run on the caller alone (ctx_serial_below) */
     uint32_t k_type, v_type;  /* KV cache types: HT_F32, HT_F16 (transposed), HT_BF16, HT_Q8_0, HT_Q4_0 (rows) */
     ht_kv_layer *kv;          /* recurrent layers have none (k, v NULL): their state is in rec */
     ht_rec *rec;              /* recurrent layers' per-sequence states; NULL for a model without such layers */
