@@ -101,7 +101,7 @@ typedef struct {
     int n_ctx;          /* tokens of KV cache per sequence; 0 = min(model's n_ctx_train, 4096) */
     int n_seq;          /* independent sequences (server slots); default 1 */
     int n_batch;        /* most tokens per decode call; default 512 */
-    int n_threads;      /* 0 = all cores */
+    int n_threads;      /* 0 = all cores (passes of a model too small to split on one) */
     hearth_cache_type cache_type;   /* K and V cache type: F16 (default), F32, BF16, Q8_0 or Q4_0 */
     hearth_cache_type cache_type_k; /* K alone (llama.cpp's -ctk); HEARTH_CACHE_AS_BOTH (the default) = cache_type */
     hearth_cache_type cache_type_v; /* V alone (-ctv); HEARTH_CACHE_AS_BOTH (the default) = cache_type; both 0 (a

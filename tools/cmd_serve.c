@@ -35,7 +35,7 @@ static void serve_usage(void) {
            "  --draft-max N  --draft-min N  --draft-p-min P   proposals per step (default 8), fewest verified (0),\n"
            "                       the drafter's stopping probability (0)\n"
            "  -c CTX               context tokens per request slot (default: the model's, at most 4096)\n"
-           "  -t THREADS           compute threads (default: all cores)\n"
+           "  -t THREADS           compute threads (default: all cores; one for a model too small to split)\n"
            "  --cache-type T       KV cache type of K and V: f16 (default), bf16, q8_0, q4_0 or f32 (q8_0 and\n"
            "                       q4_0 need head sizes that are multiples of 32)\n"
            "  -ctk, --cache-type-k T   the K cache's type alone; -ctv, --cache-type-v T: the V cache's\n"
