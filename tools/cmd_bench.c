@@ -71,9 +71,10 @@ static void bench_usage(void) {
            "over REPS runs after a warm-up), then load time, resident memory, prefill GFLOP/s against the measured\n"
            "peak of the instruction the kernels multiply with, and decode speed against the limit the measured read\n"
            "bandwidth sets (--no-bw skips it).\n"
-           "Defaults: -t all cores (one for a model too small to split), -p 512, -n 128, -r 3, -c max(2048, p + n). -ctk / --cache-type-k and\n"
-           "-ctv / --cache-type-v: the K and V caches' types, f16 (default), bf16, q8_0, q4_0 or f32 (q8_0 and q4_0\n"
-           "need head sizes that are multiples of 32); --cache-type sets both; the memory lines name them.\n"
+           "Defaults: -t all cores (one for a model too small to split), -p 512, -n 128, -r 3, -c max(2048, p + n).\n"
+           "-ctk / --cache-type-k and -ctv / --cache-type-v: the K and V caches' types, f16 (default), bf16, q8_0,\n"
+           "q4_0 or f32 (q8_0 and q4_0 need head sizes that are multiples of 32); --cache-type sets both; the memory\n"
+           "lines name them.\n"
            "--cpu runs a lower kernel set than the CPU's best (e.g. avx2 on an AVX-512 machine), to measure it.\n");
 }
 
