@@ -1895,8 +1895,8 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_Q8_0].kq = kq_q8_0;
     t[HT_Q8_0].pv = pv_q8_0;
 #if HT_X86_AVX512
-    t[HT_F16].pack = &pk_f16_x16;
-    t[HT_BF16].pack = &pk_bf16_x16;
+    t[HT_F16].pack = &pk_f16_i16x32;
+    t[HT_BF16].pack = &pk_bf16_i16x32;
 #else
     t[HT_F32].pack = &pk_f32_x32a;
     t[HT_F16].pack = &pk_f16_i16;
@@ -1948,15 +1948,22 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
 PEAK_LOOP(peak_fma, __m512, PEAK_F, PEAK_FMA, PEAK_KEEP)
 #if HT_X86_VNNI
 #define PEAK_DPBUSD(v, k) _mm512_dpbusd_epi32(v, k, k)
+#define PEAK_DPWSSD(v, k) _mm512_dpwssd_epi32(v, k, k)
 PEAK_LOOP(peak_int8, __m512i, PEAK_I, PEAK_DPBUSD, PEAK_KEEP)
+PEAK_LOOP(peak_int16, __m512i, PEAK_I, PEAK_DPWSSD, PEAK_KEEP)
 #define PEAK_INT8 "VPDPBUSD zmm"
+#define PEAK_INT16 "VPDPWSSD zmm"
 #else
 PEAK_LOOP(peak_int8, __m512i, PEAK_I, _mm512_maddubs_epi16, PEAK_KEEP)
+PEAK_LOOP(peak_int16, __m512i, PEAK_I, _mm512_madd_epi16, PEAK_KEEP)
 #define PEAK_INT8 "VPMADDUBSW zmm"
+#define PEAK_INT16 "VPMADDWD zmm"
 #endif
 
+/* F16 and BF16 tiles run on 14-bit integers (pk_f16_i16x32) */
 static ht_mac_peak x86_mac_peak(uint32_t type, double seconds) {
-    if (type == HT_F32 || type == HT_F16 || type == HT_BF16) return (ht_mac_peak){ "VFMADD231PS zmm", 16 * peak_fma(seconds) };
+    if (type == HT_F32) return (ht_mac_peak){ "VFMADD231PS zmm", 16 * peak_fma(seconds) };
+    if (type == HT_F16 || type == HT_BF16) return (ht_mac_peak){ PEAK_INT16, 32 * peak_int16(seconds) };
     return (ht_mac_peak){ PEAK_INT8, 64 * peak_int8(seconds) };
 }
 #else
@@ -1968,7 +1975,7 @@ PEAK_LOOP(peak_fma, __m256, PEAK_F, PEAK_FMA, PEAK_KEEP)
 PEAK_LOOP(peak_int8, __m256i, PEAK_I, _mm256_maddubs_epi16, PEAK_KEEP)
 PEAK_LOOP(peak_int16, __m256i, PEAK_I, _mm256_madd_epi16, PEAK_KEEP)
 
-/* F16 and BF16 tiles run on 14-bit integers here (pk_f16_i16): PMADDWD */
+/* F16 and BF16 tiles run on 14-bit integers (pk_f16_i16): PMADDWD */
 static ht_mac_peak x86_mac_peak(uint32_t type, double seconds) {
     if (type == HT_F32) return (ht_mac_peak){ "VFMADD231PS ymm", 8 * peak_fma(seconds) };
     if (type == HT_F16 || type == HT_BF16) return (ht_mac_peak){ "VPMADDWD ymm", 16 * peak_int16(seconds) };

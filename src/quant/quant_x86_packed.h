@@ -15,8 +15,8 @@
  *   Q8_0 x16 (AVX-512 VNNI): 8 x 64 bytes of signed weights + 16 halves + 16 int16 row sums; the
  *     activations go unsigned (a + 128) and -128 * sum(w) comes off.
  *   Q4_K, Q6_K: the same per 32-element sub-block, the integer scales applied per lane (VPMULLD), mins and
- *     offsets from the activations' block sums; F32 (AVX2), F16/BF16 (AVX-512): floats per lane, FMA;
- *     F16/BF16 on AVX2: rounded to 14-bit integers at load, PMADDWD (layouts at each kernel).
+ *     offsets from the activations' block sums; F32 (AVX2): floats per lane, FMA; F16/BF16: rounded to
+ *     14-bit integers at load, PMADDWD (AVX2) or VPDPWSSD (AVX-512) (layouts at each kernel).
  * Each output's block terms are added in block order with the same instructions whatever the number of
  * tokens in the tile: an output does not depend on the tiling, the batch or the thread count.
  *
@@ -692,25 +692,26 @@ PK_TILE(pk_f32_x32a_tile, f32x32a_tile, PK_HALF32A_NC)
 static const ht_pack pk_f32_x32a = {"F32x32", 32, PK_HALF32A_NC, pk_f32_x32_bytes, pk_f32_x32_pack, NULL, NULL,
                                     pk_f32_x32a_tile, 0, NULL, NULL, NULL, NULL};
 
-/* ---- F16 / BF16 as int16 x 8 (AVX2): integer products instead of FMAs ----
+#endif   /* !HT_X86_AVX512 */
+
+/* ---- F16 / BF16 as int16: 8 rows a group in 256 bits (PMADDWD), 16 in 512 (VPDPWSSD) ----
  * Floats per lane are bound by the FMA rate (so is llama.cpp's F16 prefill). PMADDWD does 16 multiply-adds
- * where an FMA does 8: the weights are rounded once at load to 14-bit integers on a grid per row and 256
- * elements (d = max |w| / 8191), the activations to 14-bit integers per 32 (act_prep); a 32-element block's
- * 32 products per lane then add exactly in int32 (32 * 8191^2 < 2^31) and reach the float sum with one
- * conversion and one FMA per token. The grid step (2^-13 of the block's largest value) is 4-8 times finer than
- * an F16 ulp at that value, and llama.cpp rounds F16 activations to F16, more coarsely than this: on the F16
- * golden file the KL divergence stays below the reference's own. A tile of 8 tokens keeps its float sums in
- * memory (8 integer sums, the weights and a broadcast take the registers). Rows of any length: the tail of
- * the last block is zeros on both sides.
- * Group layout (8 rows): per super-block of 8 blocks (fewer at the end), float d[8] (one per row), then for
- * each block 16 pairs of elements, q[kp][r][2] (row r's elements 2kp, 2kp + 1: 32 bytes = one PMADDWD).
+ * where a 256-bit FMA does 8; VPDPWSSD 32 where a 512-bit FMA does 16, at the same rate (Zen 5: 2.0 G of each a
+ * second a core, and of ik_llama.cpp's VDPBF16PS, which needs F16 rounded to BF16's 7-bit mantissas). The
+ * weights are rounded once at load to 14-bit integers on a grid per row and 256 elements (d = max |w| / 8191),
+ * the activations to 14-bit integers per 32 (act_prep); a 32-element block's 32 products per lane then add
+ * exactly in int32 (32 * 8191^2 < 2^31) and reach the float sum with one conversion and one FMA per token. The
+ * grid step (2^-13 of the block's largest value) is 4-8 times finer than an F16 ulp at that value, and llama.cpp
+ * rounds F16 activations to F16, more coarsely than this: on the F16 golden file the KL divergence stays below
+ * the reference's own. Rows of any length: the tail of the last block is zeros on both sides.
+ * Group layout (R = 8 or 16 rows): per super-block of 8 blocks (fewer at the end), float d[R] (one per row), then
+ * for each block 16 pairs of elements, q[kp][r][2] (row r's elements 2kp, 2kp + 1: 4R bytes = one instruction).
  * Activation rows: int16 q[np] (np = n rounded up to 32), then float d[np / 32]. */
 #define I16_QMAX 8191
-#define PK_I16_NC 8
 HT_AI int i16_np(int64_t n) { return (int)((n + 31) / 32 * 32); }
-static size_t pk_i16_x8_bytes(int64_t n) {
+HT_AI size_t i16_bytes(const int R, int64_t n) {
     const size_t nb = (size_t)i16_np(n) / 32;
-    return nb * 512 + (nb + 7) / 8 * 32;
+    return nb * 64 * R + (nb + 7) / 8 * 4 * R;
 }
 
 /* max |v| over 32k floats (k = nv / 8 vectors), and the 14-bit grid of that block: d = max / 8191, 1/d (0 for an
@@ -735,12 +736,12 @@ HT_AI void i16_quant32(const float *v, float id, int16_t *q) {
     _mm256_storeu_si256((__m256i *)(q + 16), _mm256_permute4x64_epi64(_mm256_packs_epi32(i32[2], i32[3]), 0xd8));
 }
 
-HT_AI void pack_i16_x8(const int T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
+HT_AI void pack_i16(const int R, const int T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
     const int nb = i16_np(n) / 32;
-    memset(dst, 0, pk_i16_x8_bytes(n));
+    memset(dst, 0, i16_bytes(R, n));
     for (int b0 = 0; b0 < nb; b0 += 8) {
-        float *d = (float *)(dst + (size_t)b0 * 512 + (size_t)b0 / 8 * 32);
-        uint32_t *q = (uint32_t *)(d + 8);   /* pairs of int16: [block][pair][row] */
+        float *d = (float *)(dst + (size_t)b0 * 64 * R + (size_t)b0 / 8 * 4 * R);
+        uint32_t *q = (uint32_t *)(d + R);   /* pairs of int16: [block][pair][row] */
         const int k0 = b0 * 32, len = (int)HT_MIN(n - k0, 256), nv = (len + 31) / 32 * 32;
         for (int r = 0; r < nr; r++) {
             const uint8_t *w = src + (size_t)r * rb + (size_t)k0 * 2;
@@ -751,12 +752,10 @@ HT_AI void pack_i16_x8(const int T, const uint8_t *src, size_t rb, int nr, int64
             d[r] = i16_grid(v, nv, &id);
             int16_t u[256];
             for (int j = 0; j < nv; j += 32) i16_quant32(v + j, id, u + j);
-            for (int i = 0; i < nv / 2; i++) memcpy(q + (i / 16) * 128 + (i % 16) * 8 + r, u + 2 * i, 4);
+            for (int i = 0; i < nv / 2; i++) memcpy(q + (i / 16) * 16 * R + (i % 16) * R + r, u + 2 * i, 4);
         }
     }
 }
-static void pk_f16_i16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_i16_x8(HT_F16, src, rb, nr, n, dst); }
-static void pk_bf16_i16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_i16_x8(HT_BF16, src, rb, nr, n, dst); }
 
 static size_t pk_i16_act_bytes(int64_t n) { return (size_t)i16_np(n) * 2 + (size_t)i16_np(n) / 32 * 4; }
 
@@ -772,6 +771,15 @@ static void pk_i16_act_prep(const float *x, uint8_t *dst, int64_t n) {
         i16_quant32(v, id, q + b * 32);
     }
 }
+
+
+#if !HT_X86_AVX512
+/* 8 rows (AVX2): a tile of 8 tokens keeps its float sums in memory (8 integer sums, the weights and a broadcast
+ * take the registers). */
+#define PK_I16_NC 8
+static size_t pk_i16_x8_bytes(int64_t n) { return i16_bytes(8, n); }
+static void pk_f16_i16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_i16(8, HT_F16, src, rb, nr, n, dst); }
+static void pk_bf16_i16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_i16(8, HT_BF16, src, rb, nr, n, dst); }
 
 HT_AI void i16x8_tile_pf(const bool PF, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     const int nb = i16_np(n) / 32;
@@ -821,50 +829,13 @@ static const ht_pack pk_bf16_i16 = {"BF16i16x8", 8, PK_I16_NC, pk_i16_x8_bytes, 
 
 #endif   /* !HT_X86_AVX512 */
 
+
 #if HT_X86_AVX512
 HT_AI void store16(float *y, int nr, __m512 v) {
     if (nr == 16) _mm512_storeu_ps(y, v);
     else _mm512_mask_storeu_ps(y, (__mmask16)((1u << nr) - 1), v);
 }
 
-HT_AI __m512 half16(const int T, const uint8_t *p) {
-    const __m256i h = ld256(p);
-    return T == HT_F16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-static size_t pk_half_x16_bytes(int64_t n) { return (size_t)n * 32; }
-static void pk_half_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_rows(16, 2, src, rb, nr, n, dst); }
-
-#define PK_HALF16_NC 8
-/* Prefill on these packs is bound by the FMA rate: ik_llama.cpp -rtr 1 repacks F16 to BF16 and multiplies with
- * VDPBF16PS (two products a lane an instruction), pp512 of the 1B F16 file 1.9x hearth's (Zen 5, 13:47 UTC), but
- * rounds every F16 weight's mantissa from 10 bits to 7; these packs keep the file's values exact (issue #47).
- * With several tokens a group's 64 weight bytes per pair of elements feed 2 x NC FMAs, and the hardware
- * prefetcher alone left the stream waiting on DRAM: 8 tokens read 67 GB/s x tokens from memory against 190 in
- * L2 (one thread, 2048 x 8192, Zen 5); a prefetch HT_PREFETCH_AHEAD ahead per pair read 175. The one-token
- * (decode) instance and the tiles that find the chunk in L2 (tile_cached) go without. */
-HT_AI void halfx16_tile(const int T, const bool PF, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a,
-                        size_t as, float *y, size_t ys) {
-    __m512 acc[PK_HALF16_NC][2];
-    HT_UNROLL
-    for (int c = 0; c < NC; c++) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
-    for (int k = 0; k + 2 <= n; k += 2) {
-        if (PF && NC > 1) ht_prefetch(g + (size_t)k * 32, 64);
-        const __m512 w0 = half16(T, g + (size_t)k * 32), w1 = half16(T, g + (size_t)k * 32 + 32);
-        HT_UNROLL
-        for (int c = 0; c < NC; c++) {
-            const float *x = (const float *)(a + (size_t)c * as);
-            acc[c][0] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[k]), acc[c][0]);
-            acc[c][1] = _mm512_fmadd_ps(w1, _mm512_set1_ps(x[k + 1]), acc[c][1]);
-        }
-    }
-    HT_UNROLL
-    for (int c = 0; c < NC; c++) {
-        __m512 v = _mm512_add_ps(acc[c][0], acc[c][1]);
-        if (n & 1) v = _mm512_fmadd_ps(half16(T, g + (size_t)(n - 1) * 32), _mm512_set1_ps(((const float *)(a + (size_t)c * as))[n - 1]), v);
-        store16(y + (size_t)c * ys, nr, v);
-    }
-}
 /* A tile entry with an instance for every token count up to 8: a verification batch of k = 3, 5, 6 or 7 tokens
  * (a draft of k - 1), or a server's batch of that many decoding slots, is one pass over the weights, not 4 + 2 + 1
  * passes each converting them again (F16: verify k7 cost 1.54-1.92 decode steps where k8 cost 1.02-1.29, hearth
@@ -884,131 +855,118 @@ HT_AI void halfx16_tile(const int T, const bool PF, const int NC, int n, const u
             default: TILE(8, n, g, nr, a, as, y, ys); break;                                                    \
             }                                                                                                   \
     }
-#define HALF16_TILES(name, T)                                                                                      \
-    HT_AI void name##_pf(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) { \
-        halfx16_tile(T, true, NC, n, g, nr, a, as, y, ys);                                                      \
-    }                                                                                                           \
-    HT_AI void name##_nopf(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) { \
-        halfx16_tile(T, false, NC, n, g, nr, a, as, y, ys);                                                     \
-    }                                                                                                           \
-    PK_TILE_EVERY8(pk_##name, name##_pf)                                                                        \
-    PK_TILE_EVERY8(pk_##name##_cached, name##_nopf)
-HALF16_TILES(f16x16_tile, HT_F16)
-HALF16_TILES(bf16x16_tile, HT_BF16)
-
-/* One token over G groups at once (ht_pack.decode): the one-token tile has two chains of FMAs (even and odd
- * elements), and their 4-cycle latency held it to 46 GB/s of weights in L2 (one thread, Zen 5), near what one
- * thread streams from DRAM; G groups put 2 G chains in flight, each output's FMAs the tile's in the tile's order
- * (its two chains, then their sum): bit-identical. */
-#define PK_HALF16_DG 4
-HT_AI void halfx16_decode_g(const int T, const int G, int n, const uint8_t *g, int nr, const float *x, float *y) {
-    const size_t gb = (size_t)n * 32;
-    __m512 acc[PK_HALF16_DG][2];
-    HT_UNROLL
-    for (int j = 0; j < G; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
-    for (int k = 0; k + 2 <= n; k += 2) {
-        const __m512 x0 = _mm512_set1_ps(x[k]), x1 = _mm512_set1_ps(x[k + 1]);
-        HT_UNROLL
-        for (int j = 0; j < G; j++) {
-            const uint8_t *p = g + j * gb + (size_t)k * 32;
-            acc[j][0] = _mm512_fmadd_ps(half16(T, p), x0, acc[j][0]);
-            acc[j][1] = _mm512_fmadd_ps(half16(T, p + 32), x1, acc[j][1]);
-        }
-    }
-    HT_UNROLL
-    for (int j = 0; j < G; j++) {
-        __m512 v = _mm512_add_ps(acc[j][0], acc[j][1]);
-        if (n & 1) v = _mm512_fmadd_ps(half16(T, g + j * gb + (size_t)(n - 1) * 32), _mm512_set1_ps(x[n - 1]), v);
-        store16(y + 16 * j, j == G - 1 ? nr : 16, v);
-    }
+/* 32 rows a group (AVX-512): VPDPWSSD with VNNI, else VPMADDWD + VPADDD. The group is two streams of 16 rows
+ * (a block's halves side by side, 64 bytes each per pair of elements), so each broadcast activation feeds two
+ * products: with one 16-row stream the tile's 8 broadcasts + 1 load per 8 products ran 4.6 G products/s in L1
+ * where two streams run 6.1 (one thread, Zen 5; the model's pp512 1.06x). Six tokens a tile keep the int32 sums
+ * and the float sums of both streams in 29 registers (eight spill: pp512 0.97x). A block's int32 sums are exact
+ * in any order; the float steps (conversion, scale product, one FMA per block, stream and token, in block order)
+ * are the same in the tile, decode and small-batch entries: every output is bit-identical whatever the batch.
+ * NC tokens against G consecutive groups: 2G streams and 2G x NC chains in flight, each broadcast shared. PF:
+ * prefetch the weights ahead (the decode entry 1.035x with it); the tiles that find a chunk's groups in L2
+ * (tile_cached) go without. */
+HT_AI __m512i dpwssd16(__m512i s, __m512i w, __m512i x) {
+#if HT_X86_VNNI
+    return _mm512_dpwssd_epi32(s, w, x);
+#else
+    return _mm512_add_epi32(s, _mm512_madd_epi16(w, x));
+#endif
 }
-HT_AI void halfx16_decode(const int T, int n, const uint8_t *g, int ng, int nr, const uint8_t *a, float *y) {
-    const size_t gb = (size_t)n * 32;
-    const float *x = (const float *)a;
-    int j = 0;
-    for (; j + PK_HALF16_DG <= ng; j += PK_HALF16_DG)
-        halfx16_decode_g(T, PK_HALF16_DG, n, g + j * gb, j + PK_HALF16_DG == ng ? nr : 16, x, y + 16 * j);
-    if (j + 2 <= ng) halfx16_decode_g(T, 2, n, g + j * gb, j + 2 == ng ? nr : 16, x, y + 16 * j), j += 2;
-    if (j < ng) halfx16_decode_g(T, 1, n, g + j * gb, nr, x, y + 16 * j);
-}
-/* A small batch over G groups at once (ht_pack.tiles): with one group a time, a tile of 2-5 tokens streamed its
- * weights well below decode's rate (a verification of 5 tokens cost 1.27 decode steps, its FMAs 0.5); G groups
- * put G streams and G times the chains in flight and share each token's broadcasts. Each output's FMAs are the
- * tile's in the tile's order: bit-identical. */
-#define PK_HALF16_TG 5   /* tokens up to which groups go together (G * NC <= 10 pairs of accumulators) */
-HT_AI void halfx16_tiles_g(const int T, const int G, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a,
-                           size_t as, float *y, size_t ys) {
-    const size_t gb = (size_t)n * 32;
-    __m512 acc[4][PK_HALF16_TG][2];
+#define PK_I16X32_NC 6
+#define PK_I16X32_G 2
+HT_AI void i16x32_tiles_g(const bool PF, const int G, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a,
+                          size_t as, float *y, size_t ys) {
+    const int nb = i16_np(n) / 32, S = 2 * G;
+    const size_t gb = i16_bytes(32, n);
+    __m512 acc[2 * PK_I16X32_G][PK_I16X32_NC], dw[2 * PK_I16X32_G];
     HT_UNROLL
-    for (int j = 0; j < G; j++)
+    for (int t = 0; t < S; t++) {
+        dw[t] = _mm512_setzero_ps();
         HT_UNROLL
-        for (int c = 0; c < NC; c++) acc[j][c][0] = acc[j][c][1] = _mm512_setzero_ps();
-    for (int k = 0; k + 2 <= n; k += 2) {
-        __m512 w[4][2];
-        HT_UNROLL
-        for (int j = 0; j < G; j++) {
-            const uint8_t *p = g + j * gb + (size_t)k * 32;
-            ht_prefetch(p, 64);
-            w[j][0] = half16(T, p);
-            w[j][1] = half16(T, p + 32);
-        }
-        HT_UNROLL
-        for (int c = 0; c < NC; c++) {
-            const float *x = (const float *)(a + (size_t)c * as);
-            const __m512 x0 = _mm512_set1_ps(x[k]), x1 = _mm512_set1_ps(x[k + 1]);
+        for (int c = 0; c < NC; c++) acc[t][c] = _mm512_setzero_ps();
+    }
+    const uint8_t *p = g;   /* the first group's; stream t's at p + (t / 2) * gb + (t % 2) * 64 */
+    for (int b = 0; b < nb; b++) {
+        if (b % 8 == 0) {
             HT_UNROLL
-            for (int j = 0; j < G; j++) {
-                acc[j][c][0] = _mm512_fmadd_ps(w[j][0], x0, acc[j][c][0]);
-                acc[j][c][1] = _mm512_fmadd_ps(w[j][1], x1, acc[j][c][1]);
+            for (int t = 0; t < S; t++) dw[t] = _mm512_loadu_ps((const float *)(p + (t / 2) * gb + (t % 2) * 64));
+            p += 128;
+        }
+        if (PF)
+            HT_UNROLL
+            for (int j = 0; j < G; j++) ht_prefetch(p + j * gb, 2048);
+        __m512i s[2 * PK_I16X32_G][PK_I16X32_NC];
+        HT_UNROLL
+        for (int t = 0; t < S; t++)
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) s[t][c] = _mm512_setzero_si512();
+        HT_UNROLL
+        for (int kp = 0; kp < 16; kp++) {
+            __m512i w[2 * PK_I16X32_G];
+            HT_UNROLL
+            for (int t = 0; t < S; t++) w[t] = _mm512_loadu_si512(p + (t / 2) * gb + 128 * kp + (t % 2) * 64);
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) {
+                const __m512i x = _mm512_set1_epi32(ld32(a + (size_t)c * as + (size_t)b * 64 + 4 * kp));
+                HT_UNROLL
+                for (int t = 0; t < S; t++) s[t][c] = dpwssd16(s[t][c], w[t], x);
             }
         }
-    }
-    HT_UNROLL
-    for (int j = 0; j < G; j++)
+        p += 2048;
         HT_UNROLL
         for (int c = 0; c < NC; c++) {
-            const float *x = (const float *)(a + (size_t)c * as);
-            __m512 v = _mm512_add_ps(acc[j][c][0], acc[j][c][1]);
-            if (n & 1) v = _mm512_fmadd_ps(half16(T, g + j * gb + (size_t)(n - 1) * 32), _mm512_set1_ps(x[n - 1]), v);
-            store16(y + (size_t)c * ys + 16 * j, j == G - 1 ? nr : 16, v);
+            const __m512 da = _mm512_set1_ps(((const float *)(a + (size_t)c * as + (size_t)nb * 64))[b]);
+            HT_UNROLL
+            for (int t = 0; t < S; t++)
+                acc[t][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t][c]), _mm512_mul_ps(dw[t], da), acc[t][c]);
         }
-}
-#define HALF16_TILES_G(G, NC)                                                                                     \
-    for (; j + G <= ng; j += G) halfx16_tiles_g(T, G, NC, n, g + j * gb, j + G == ng ? nr : 16, a, as, y + 16 * j, ys); \
-    for (; j < ng; j++) halfx16_tiles_g(T, 1, NC, n, g + j * gb, j + 1 == ng ? nr : 16, a, as, y + 16 * j, ys);
-HT_AI void halfx16_tiles(const int T, int n, const uint8_t *g, int ng, int nr, const uint8_t *a, size_t as, int nc,
-                         float *y, size_t ys) {
-    const size_t gb = (size_t)n * 32;
-    int j = 0;
-    switch (nc) {
-    case 2: HALF16_TILES_G(4, 2) break;
-    case 3: HALF16_TILES_G(2, 3) break;
-    case 4: HALF16_TILES_G(2, 4) break;
-    case 5: HALF16_TILES_G(2, 5) break;
-    default:
-        for (; j < ng; j++)
-            (T == HT_F16 ? pk_f16x16_tile : pk_bf16x16_tile)(n, g + j * gb, j == ng - 1 ? nr : 16, a, as, nc, y + 16 * j, ys);
+    }
+    HT_UNROLL
+    for (int t = 0; t < S; t++) {
+        const int m = t / 2 < G - 1 ? 16 : HT_MIN(16, nr - 16 * (t % 2));   /* the last group's rows: nr */
+        if (m > 0)
+            HT_UNROLL
+            for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys + 16 * t, m, acc[t][c]);
     }
 }
-static void pk_f16x16_tiles(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
-    halfx16_tiles(HT_F16, n, g, ng, nr, a, as, nc, y, ys);
+HT_AI void i16x32_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    i16x32_tiles_g(true, 1, NC, n, g, nr, a, as, y, ys);
 }
-static void pk_bf16x16_tiles(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
-    halfx16_tiles(HT_BF16, n, g, ng, nr, a, as, nc, y, ys);
+HT_AI void i16x32_tile_cached(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
+    i16x32_tiles_g(false, 1, NC, n, g, nr, a, as, y, ys);
 }
-static void pk_f16x16_decode(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, float *y) {
-    halfx16_decode(HT_F16, n, g, ng, nr, a, y);
+PK_TILE(pk_i16x32_tile, i16x32_tile, PK_I16X32_NC)
+PK_TILE(pk_i16x32_tile_cached, i16x32_tile_cached, PK_I16X32_NC)
+/* ng groups of G at a time, the last one's rows nr. */
+#define I16X32_RUN_G(PF, G, NC)                                                                                  \
+    for (; j + G <= ng; j += G) i16x32_tiles_g(PF, G, NC, n, g + j * gb, j + G == ng ? nr : 32, a, as, y + 32 * j, ys);
+static void pk_i16x32_decode(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, float *y) {
+    const size_t gb = i16_bytes(32, n), as = 0, ys = 0;
+    int j = 0;
+    I16X32_RUN_G(true, 2, 1) I16X32_RUN_G(true, 1, 1)
 }
-static void pk_bf16x16_decode(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, float *y) {
-    halfx16_decode(HT_BF16, n, g, ng, nr, a, y);
+static void pk_i16x32_tiles(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
+    const size_t gb = i16_bytes(32, n);
+    int j = 0;
+    switch (nc) {
+    case 2: I16X32_RUN_G(true, 2, 2) I16X32_RUN_G(true, 1, 2) break;
+    case 3: I16X32_RUN_G(true, 1, 3) break;
+    case 4: I16X32_RUN_G(true, 1, 4) break;
+    case 5: I16X32_RUN_G(true, 1, 5) break;   /* one pass (the tile entry's 5 is 4 + 1) */
+    default:
+        for (; j < ng; j++) pk_i16x32_tile(n, g + j * gb, j == ng - 1 ? nr : 32, a, as, nc, y + 32 * j, ys);
+    }
 }
-static const ht_pack pk_f16_x16 = {"F16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
-                                   pk_f16x16_tile, 0, pk_f16x16_tile_cached, pk_f16x16_decode, NULL,
-                                   pk_f16x16_tiles};
-static const ht_pack pk_bf16_x16 = {"BF16x16", 16, PK_HALF16_NC, pk_half_x16_bytes, pk_half_x16_pack, NULL, NULL,
-                                    pk_bf16x16_tile, 0, pk_bf16x16_tile_cached, pk_bf16x16_decode, NULL,
-                                    pk_bf16x16_tiles};
+static size_t pk_i16_x32_bytes(int64_t n) { return i16_bytes(32, n); }
+static void pk_f16_i16x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_i16(32, HT_F16, src, rb, nr, n, dst); }
+static void pk_bf16_i16x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_i16(32, HT_BF16, src, rb, nr, n, dst); }
+static const ht_pack pk_f16_i16x32 = {"F16i16x32", 32, PK_I16X32_NC, pk_i16_x32_bytes, pk_f16_i16x32_pack, pk_i16_act_bytes,
+                                      pk_i16_act_prep, pk_i16x32_tile, 0.5f / I16_QMAX, pk_i16x32_tile_cached,
+                                      pk_i16x32_decode, NULL, pk_i16x32_tiles};
+static const ht_pack pk_bf16_i16x32 = {"BF16i16x32", 32, PK_I16X32_NC, pk_i16_x32_bytes, pk_bf16_i16x32_pack, pk_i16_act_bytes,
+                                       pk_i16_act_prep, pk_i16x32_tile, 0.5f / I16_QMAX, pk_i16x32_tile_cached,
+                                       pk_i16x32_decode, NULL, pk_i16x32_tiles};
+
 #endif
 
 #if HT_X86_VNNI
