@@ -739,22 +739,24 @@ HT_AI void i16_quant32(const float *v, float id, int16_t *q) {
 HT_AI void pack_i16(const int R, const int T, const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) {
     const int nb = i16_np(n) / 32;
     memset(dst, 0, i16_bytes(R, n));
-    for (int b0 = 0; b0 < nb; b0 += 8) {
-        float *d = (float *)(dst + (size_t)b0 * 64 * R + (size_t)b0 / 8 * 4 * R);
-        uint32_t *q = (uint32_t *)(d + R);   /* pairs of int16: [block][pair][row] */
-        const int k0 = b0 * 32, len = (int)HT_MIN(n - k0, 256), nv = (len + 31) / 32 * 32;
-        for (int r = 0; r < nr; r++) {
+    for (int r = 0; r < nr; r++)   /* each row read front to back (a super-block of every row in turn: 1.4x the time) */
+        for (int b0 = 0; b0 < nb; b0 += 8) {
+            float *d = (float *)(dst + (size_t)b0 * 64 * R + (size_t)b0 / 8 * 4 * R);
+            uint32_t *q = (uint32_t *)(d + R);   /* pairs of int16: [block][pair][row] */
+            const int k0 = b0 * 32, len = (int)HT_MIN(n - k0, 256), nv = (len + 31) / 32 * 32;
             const uint8_t *w = src + (size_t)r * rb + (size_t)k0 * 2;
-            float v[256] = {0}, id;
+            float v[256], id;
             int k = 0;
             for (; k + FV_N <= len; k += FV_N) fv_storeu(v + k, fv_loadw(T, w, k));
             if (k < len) fv_storeu(v + k, fv_loadw_first(T, w, k, len - k));
+            for (k = (len + FV_N - 1) / FV_N * FV_N; k < nv; k++) v[k] = 0;   /* the last block's tail */
             d[r] = i16_grid(v, nv, &id);
             int16_t u[256];
+            uint32_t u2[128];
             for (int j = 0; j < nv; j += 32) i16_quant32(v + j, id, u + j);
-            for (int i = 0; i < nv / 2; i++) memcpy(q + (i / 16) * 16 * R + (i % 16) * R + r, u + 2 * i, 4);
+            memcpy(u2, u, (size_t)nv * 2);
+            for (int i = 0; i < nv / 2; i++) q[i * R + r] = u2[i];   /* pair i: block i / 16, pair i % 16 */
         }
-    }
 }
 
 static size_t pk_i16_act_bytes(int64_t n) { return (size_t)i16_np(n) * 2 + (size_t)i16_np(n) / 32 * 4; }
