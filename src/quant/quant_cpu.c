@@ -10,7 +10,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
-typedef struct { bool avx2, avx512, vnni, vbmi; } x86_features;
+typedef struct { bool avx2, avx512, vnni, vbmi, bf16; } x86_features;
 
 static uint64_t xcr0(void) {
     uint32_t lo, hi;
@@ -19,7 +19,7 @@ static uint64_t xcr0(void) {
 }
 
 static x86_features x86_detect(void) {
-    x86_features f = {false, false, false, false};
+    x86_features f = {false, false, false, false, false};
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     const bool fma = c >> 12 & 1, osxsave = c >> 27 & 1, avx = c >> 28 & 1, f16c = c >> 29 & 1;
@@ -31,6 +31,10 @@ static x86_features x86_detect(void) {
     f.avx512 = f.avx2 && avx512 && (xcr0() & 0xe6) == 0xe6;
     f.vnni = f.avx512 && (c >> 11 & 1);
     f.vbmi = f.avx512 && (c >> 1 & 1);
+    if (f.avx512 && a >= 1) {   /* leaf 7's subleaf count; subleaf 1: EAX bit 5 AVX512_BF16 */
+        __cpuid_count(7, 1, a, b, c, d);
+        f.bf16 = a >> 5 & 1;
+    }
     return f;
 }
 
@@ -38,6 +42,7 @@ bool ht_cpu_x86_avx2(void) { return x86_detect().avx2; }
 bool ht_cpu_x86_avx512(void) { return x86_detect().avx512; }
 bool ht_cpu_x86_avx512vnni(void) { return x86_detect().vnni; }
 bool ht_cpu_x86_avx512vbmi(void) { return x86_detect().vbmi; }
+bool ht_cpu_x86_avx512bf16(void) { return x86_detect().bf16; }
 #endif
 
 #if defined(__aarch64__)

@@ -113,6 +113,7 @@ bool ht_cpu_x86_avx2(void);        /* AVX2 + FMA + F16C, ymm state enabled */
 bool ht_cpu_x86_avx512(void);      /* AVX-512 F/BW/VL/DQ + the above, zmm state enabled */
 bool ht_cpu_x86_avx512vnni(void);  /* the above + AVX512_VNNI */
 bool ht_cpu_x86_avx512vbmi(void);  /* AVX-512 + AVX512_VBMI (byte permutes; tested per kernel at install) */
+bool ht_cpu_x86_avx512bf16(void);  /* AVX-512 + AVX512_BF16 (VDPBF16PS; tested per kernel at install) */
 bool ht_cpu_arm_neon(void);        /* always true on aarch64 */
 bool ht_cpu_arm_dotprod(void);     /* SDOT/UDOT (HWCAP_ASIMDDP) */
 

@@ -1911,6 +1911,7 @@ static void x86_install(ht_traits t[HT_NTYPES]) {
     t[HT_Q4_K].pack = &pk_q4_K_x16;
     t[HT_Q6_K].pack = &pk_q6_K_x16;
     t[HT_IQ4_XS].pack = &pk_iq4_xs_x16;
+    if (ht_cpu_x86_avx512bf16()) t[HT_BF16].pack = &pk_bf16_x32;
     if (ht_cpu_x86_avx512vbmi()) {   /* the grid packs' byte permutes */
         grid_codes_init_all();
         t[HT_IQ2_XXS].pack = &pk_iq2_xxs_x16;
