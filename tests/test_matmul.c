@@ -173,7 +173,7 @@ static int check_tiles(const ht_pack *pk, const uint8_t *buf, int groups, const 
         for (int t = 0; t < NTOK; t++) pk->tile(n_cols, g + i * gb, R, a + t * as, as, 1, want + (size_t)t * DG * R + i * R, 0);
     }
     int bad = 0;
-    for (int nc = 2; nc <= pk->max_nc && nc <= NTOK; nc++)
+    for (int nc = 2; nc <= (pk->tiles_max_nc ? pk->tiles_max_nc : pk->max_nc) && nc <= NTOK; nc++)
         for (int s = 0; s < DG; s++)
             for (int ng = 1; s + ng <= DG; ng++)
                 for (int nr = R; nr >= 5; nr = nr == 5 ? 0 : 5) {

@@ -97,7 +97,7 @@ static void mm_rows(const ht_tensor *W, const ht_traits *tr, bool pk, int r0, in
             if (fuse) fuse->post(fuse->arg, m, r0, r1, 0, 1);
             return;
         }
-        if (n_tok <= P->max_nc && P->tiles) {   /* a small batch: the chunk's groups in one call */
+        if (P->tiles && n_tok <= (P->tiles_max_nc ? P->tiles_max_nc : P->max_nc)) {   /* a small batch: the chunk's groups in one call */
             P->tiles(n, W->packed + (size_t)(r0 / R) * gb, (r1 - r0 + R - 1) / R, r1 - (r1 - r0 - 1) / R * R - r0, a, as,
                      n_tok, y + r0, ys);
             if (fuse) fuse->post(fuse->arg, m, r0, r1, 0, n_tok);

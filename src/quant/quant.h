@@ -138,6 +138,9 @@ typedef struct ht_pack {
      * groups, the last one's rows nr, each output bit-identical to tile's: several groups' streams and chains of
      * adds in flight, as decode's. NULL: tile per group. */
     void (*tiles)(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys);
+    /* The most tokens tiles takes (0: max_nc): a pack whose tile holds fewer tokens than a draft's verification
+     * batch still runs one up to this size in one pass over the weights. */
+    int tiles_max_nc;
 } ht_pack;
 
 /* A whole batch against the file's layout (no repacking), for prefill: the tile of ht_vec_dot_tile_fn with any

@@ -110,7 +110,7 @@ HT_AI void iq4_xsx16_tile(const int NC, int n, const uint8_t *g, int nr, const u
 PK_TILE(pk_iq4_xs_x16_tile, iq4_xsx16_tile, 8)
 
 static const ht_pack pk_iq4_xs_x16 = {"IQ4_XSx16", 16, PK_IQ4XS_NC, pk_iq4_xs_x16_bytes, pk_iq4_xs_x16_pack,
-                                      pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL, NULL, NULL};
+                                      pk_k_act_bytes, pk_k_act_prep, pk_iq4_xs_x16_tile, 0, NULL, NULL, NULL, NULL, 0};
 
 /* ---- The grid types x 16 (AVX-512 VNNI): the grid entries of 16 rows gathered at once (VPGATHERDQ /
  * VPGATHERDD from the file's grid tables, in L1), their signs applied as a 64-bit mask ----
@@ -409,7 +409,7 @@ HT_VBMI_AI void dec_grid8(const uint32_t T, const uint8_t *g, size_t i, iqp_pane
     }                                                                                                            \
     static const ht_pack pk_##name##_x16 = {NAME, 16, PK_GRID_NC, pk_##name##_x16_bytes, pk_##name##_x16_pack,     \
                                            pk_k_act_bytes, pk_k_act_prep, pk_##name##_x16_tile, 0, NULL, NULL,       \
-                                           pk_##name##_x16_gemm, NULL};
+                                           pk_##name##_x16_gemm, NULL, 0};
 
 GRID_PACK(iq2_xxs, HT_IQ2_XXS, "IQ2_XXSx16", grid8, G8_SB(HT_IQ2_XXS))
 GRID_PACK(iq2_xs, HT_IQ2_XS, "IQ2_XSx16", grid8, G8_SB(HT_IQ2_XS))
@@ -609,5 +609,5 @@ HT_AI void iq4_xsx8_tile(const int NC, int n, const uint8_t *g, int nr, const ui
 PK_TILE(pk_iq4_xs_x8_tile, iq4_xsx8_tile, 4)
 
 static const ht_pack pk_iq4_xs_x8 = {"IQ4_XSx8", 8, PK8_NC, pk_iq4_xs_x8_bytes, pk_iq4_xs_x8_pack, pk_k_act_bytes,
-                                     pk_k_act_prep, pk_iq4_xs_x8_tile, 0, NULL, NULL, NULL, NULL};
+                                     pk_k_act_prep, pk_iq4_xs_x8_tile, 0, NULL, NULL, NULL, NULL, 0};
 #endif

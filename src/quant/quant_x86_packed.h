@@ -171,7 +171,7 @@ HT_AI void q4_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q4_0_x8_tile, q4_0x8_tile, 4)
 
 static const ht_pack pk_q4_0_x8 = {"Q4_0x8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
-                                   pk_q4_0_x8_tile, 0, NULL, NULL, NULL, NULL};
+                                   pk_q4_0_x8_tile, 0, NULL, NULL, NULL, NULL, 0};
 
 /* A block of an x 8 nibble pack (quants[j][r] as Q4_0's) through a 16-entry table: w[j] the low nibbles of
  * dword j, w[4 + j] the high ones (PSHUFB). */
@@ -220,7 +220,7 @@ HT_AI void iq4_nlx8_tile(const int NC, int n, const uint8_t *g, int nr, const ui
 PK_TILE(pk_iq4_nl_x8_tile, iq4_nlx8_tile, 4)
 
 static const ht_pack pk_iq4_nl_x8 = {"IQ4_NLx8", 8, PK8_NC, pk_q4_0_x8_bytes, pk_q4_0_x8_pack, pk_act_bytes, pk_act_signed,
-                                     pk_iq4_nl_x8_tile, 0, NULL, NULL, NULL, NULL};
+                                     pk_iq4_nl_x8_tile, 0, NULL, NULL, NULL, NULL, 0};
 
 /* ---- MXFP4 x 8, 256-bit ----
  * Block b (17 R = 136 bytes at 136 b): quants[j][r] as Q4_0's, then the 8 rows' E8M0 bytes (made floats in
@@ -288,7 +288,7 @@ HT_AI void mxfp4x8_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_mxfp4_x8_tile, mxfp4x8_tile, 4)
 
 static const ht_pack pk_mxfp4_x8 = {"MXFP4x8", 8, PK8_NC, pk_mxfp4_x8_bytes, pk_mxfp4_x8_pack, pk_act_bytes, pk_act_signed,
-                                    pk_mxfp4_x8_tile, 0, NULL, NULL, NULL, NULL};
+                                    pk_mxfp4_x8_tile, 0, NULL, NULL, NULL, NULL, 0};
 
 /* Q5_0: as Q4_0's layout, with the fifth bits between the nibbles and the halves: block b of the group
  * (22 R bytes at 22 R b) is quants[j][r] (16 R bytes, as Q4_0), then H[r] (4 bytes per row: bit j of byte t
@@ -324,7 +324,7 @@ HT_AI void q5_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q5_0_x8_tile, q5_0x8_tile, 4)
 
 static const ht_pack pk_q5_0_x8 = {"Q5_0x8", 8, PK8_NC, pk_q5_0_x8_bytes, pk_q5_0_x8_pack, pk_act_bytes, pk_act_signed,
-                                   pk_q5_0_x8_tile, 0, NULL, NULL, NULL, NULL};
+                                   pk_q5_0_x8_tile, 0, NULL, NULL, NULL, NULL, 0};
 
 /* ---- Q8_0 x 8, 256-bit (AVX2, and the AVX-512 set without VNNI) ----
  * Block b (272 bytes at 272 b): quants[j][r] = row r's bytes 4j..4j+3 (j < 8), then halves[r]. Without
@@ -390,7 +390,7 @@ HT_AI void q8_0x8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q8_0_x8_tile, q8_0x8_tile, 4)
 
 static const ht_pack pk_q8_0_x8 = {"Q8_0x8", 8, PK8_NC, pk_q8_0_x8_bytes, pk_q8_0_x8_pack, pk_act_bytes, pk_act_signed,
-                                   pk_q8_0_x8_tile, 0, NULL, NULL, NULL, NULL};
+                                   pk_q8_0_x8_tile, 0, NULL, NULL, NULL, NULL, 0};
 
 /* ---- Q4_K (and Q6_K below) ----
  * Activations: Q8_K's values q[n], then float d[n / 256], then int16 asum[n / 32] (each 32-element
@@ -503,7 +503,7 @@ HT_AI void q4_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q4_K_x8_tile, q4_Kx8_tile, 4)
 
 static const ht_pack pk_q4_K_x8 = {"Q4_Kx8", 8, PK8_NC, pk_q4_K_x8_bytes, pk_q4_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
-                                   pk_q4_K_x8_tile, 0, NULL, NULL, NULL, NULL};
+                                   pk_q4_K_x8_tile, 0, NULL, NULL, NULL, NULL, 0};
 
 /* ---- Q6_K packing (x16 and x8) ----
  * Each row's values u = q + 32 (0..63) re-encoded per 32-element chunk s of a super-block: nibbles[j][r]
@@ -614,7 +614,7 @@ HT_AI void q6_Kx8_tile(const int NC, int n, const uint8_t *g, int nr, const uint
 PK_TILE(pk_q6_K_x8_tile, q6_Kx8_tile, 4)
 
 static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
-                                   pk_q6_K_x8_tile, 0, NULL, NULL, NULL, NULL};
+                                   pk_q6_K_x8_tile, 0, NULL, NULL, NULL, NULL, 0};
 
 /* ---- F32 x 32 in 256 bits, F16 / BF16 x 16 in 512 ----
  * Element k of the group's rows side by side (R elements of E bytes), widened to floats once for every token
@@ -690,7 +690,7 @@ HT_AI void f32x32a_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 }
 PK_TILE(pk_f32_x32a_tile, f32x32a_tile, PK_HALF32A_NC)
 static const ht_pack pk_f32_x32a = {"F32x32", 32, PK_HALF32A_NC, pk_f32_x32_bytes, pk_f32_x32_pack, NULL, NULL,
-                                    pk_f32_x32a_tile, 0, NULL, NULL, NULL, NULL};
+                                    pk_f32_x32a_tile, 0, NULL, NULL, NULL, NULL, 0};
 
 #endif   /* !HT_X86_AVX512 */
 
@@ -825,9 +825,9 @@ HT_AI void i16x8_tile_cached(const int NC, int n, const uint8_t *g, int nr, cons
 PK_TILE(pk_i16_x8_tile, i16x8_tile, PK_I16_NC)
 PK_TILE(pk_i16_x8_tile_cached, i16x8_tile_cached, PK_I16_NC)
 static const ht_pack pk_f16_i16 = {"F16i16x8", 8, PK_I16_NC, pk_i16_x8_bytes, pk_f16_i16_pack, pk_i16_act_bytes,
-                                   pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX, pk_i16_x8_tile_cached, NULL, NULL, NULL};
+                                   pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX, pk_i16_x8_tile_cached, NULL, NULL, NULL, 0};
 static const ht_pack pk_bf16_i16 = {"BF16i16x8", 8, PK_I16_NC, pk_i16_x8_bytes, pk_bf16_i16_pack, pk_i16_act_bytes,
-                                    pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX, pk_i16_x8_tile_cached, NULL, NULL, NULL};
+                                    pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX, pk_i16_x8_tile_cached, NULL, NULL, NULL, 0};
 
 #endif   /* !HT_X86_AVX512 */
 
@@ -875,17 +875,24 @@ HT_AI __m512i dpwssd16(__m512i s, __m512i w, __m512i x) {
 #endif
 }
 #define PK_I16X32_NC 6
+#define PK_I16X32_TNC 8   /* the small-batch entry's most tokens */
 #define PK_I16X32_G 2
 HT_AI void i16x32_tiles_g(const bool PF, const int G, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a,
                           size_t as, float *y, size_t ys) {
     const int nb = i16_np(n) / 32, S = 2 * G;
     const size_t gb = i16_bytes(32, n);
+    /* the float sums in registers up to PK_I16X32_NC tokens, past it in memory (in registers they spilled: verify
+     * k8 1.71 decode steps, in memory 1.37) */
+    const bool MEM = NC > PK_I16X32_NC;
     __m512 acc[2 * PK_I16X32_G][PK_I16X32_NC], dw[2 * PK_I16X32_G];
+    float accm[2 * PK_I16X32_G][PK_I16X32_TNC][16] __attribute__((aligned(64)));
     HT_UNROLL
     for (int t = 0; t < S; t++) {
         dw[t] = _mm512_setzero_ps();
         HT_UNROLL
-        for (int c = 0; c < NC; c++) acc[t][c] = _mm512_setzero_ps();
+        for (int c = 0; c < NC; c++)
+            if (MEM) _mm512_store_ps(accm[t][c], _mm512_setzero_ps());
+            else acc[t][c] = _mm512_setzero_ps();
     }
     const uint8_t *p = g;   /* the first group's; stream t's at p + (t / 2) * gb + (t % 2) * 64 */
     for (int b = 0; b < nb; b++) {
@@ -897,7 +904,7 @@ HT_AI void i16x32_tiles_g(const bool PF, const int G, const int NC, int n, const
         if (PF)
             HT_UNROLL
             for (int j = 0; j < G; j++) ht_prefetch(p + j * gb, 2048);
-        __m512i s[2 * PK_I16X32_G][PK_I16X32_NC];
+        __m512i s[2 * PK_I16X32_G][PK_I16X32_TNC];
         HT_UNROLL
         for (int t = 0; t < S; t++)
             HT_UNROLL
@@ -920,7 +927,8 @@ HT_AI void i16x32_tiles_g(const bool PF, const int G, const int NC, int n, const
             const __m512 da = _mm512_set1_ps(((const float *)(a + (size_t)c * as + (size_t)nb * 64))[b]);
             HT_UNROLL
             for (int t = 0; t < S; t++)
-                acc[t][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t][c]), _mm512_mul_ps(dw[t], da), acc[t][c]);
+                if (MEM) _mm512_store_ps(accm[t][c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t][c]), _mm512_mul_ps(dw[t], da), _mm512_load_ps(accm[t][c])));
+                else acc[t][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t][c]), _mm512_mul_ps(dw[t], da), acc[t][c]);
         }
     }
     HT_UNROLL
@@ -928,7 +936,7 @@ HT_AI void i16x32_tiles_g(const bool PF, const int G, const int NC, int n, const
         const int m = t / 2 < G - 1 ? 16 : HT_MIN(16, nr - 16 * (t % 2));   /* the last group's rows: nr */
         if (m > 0)
             HT_UNROLL
-            for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys + 16 * t, m, acc[t][c]);
+            for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys + 16 * t, m, MEM ? _mm512_load_ps(accm[t][c]) : acc[t][c]);
     }
 }
 HT_AI void i16x32_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
@@ -955,6 +963,8 @@ static void pk_i16x32_tiles(int n, const uint8_t *g, int ng, int nr, const uint8
     case 3: I16X32_RUN_G(true, 1, 3) break;
     case 4: I16X32_RUN_G(true, 1, 4) break;
     case 5: I16X32_RUN_G(true, 1, 5) break;   /* one pass (the tile entry's 5 is 4 + 1) */
+    case 7: I16X32_RUN_G(true, 1, 7) break;   /* one pass, not 6 + 1 (verify k7 1.33 -> 1.20 decode steps) */
+    case 8: I16X32_RUN_G(true, 1, 8) break;   /* (k8 1.62 -> 1.37) */
     default:
         for (; j < ng; j++) pk_i16x32_tile(n, g + j * gb, j == ng - 1 ? nr : 32, a, as, nc, y + 32 * j, ys);
     }
@@ -964,10 +974,10 @@ static void pk_f16_i16x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n,
 static void pk_bf16_i16x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_i16(32, HT_BF16, src, rb, nr, n, dst); }
 static const ht_pack pk_f16_i16x32 = {"F16i16x32", 32, PK_I16X32_NC, pk_i16_x32_bytes, pk_f16_i16x32_pack, pk_i16_act_bytes,
                                       pk_i16_act_prep, pk_i16x32_tile, 0.5f / I16_QMAX, pk_i16x32_tile_cached,
-                                      pk_i16x32_decode, NULL, pk_i16x32_tiles};
+                                      pk_i16x32_decode, NULL, pk_i16x32_tiles, PK_I16X32_TNC};
 static const ht_pack pk_bf16_i16x32 = {"BF16i16x32", 32, PK_I16X32_NC, pk_i16_x32_bytes, pk_bf16_i16x32_pack, pk_i16_act_bytes,
                                        pk_i16_act_prep, pk_i16x32_tile, 0.5f / I16_QMAX, pk_i16x32_tile_cached,
-                                       pk_i16x32_decode, NULL, pk_i16x32_tiles};
+                                       pk_i16x32_decode, NULL, pk_i16x32_tiles, PK_I16X32_TNC};
 
 #if HT_X86_VNNI
 /* ---- BF16 x 32 with VDPBF16PS (AVX512_BF16, checked at install) ----
@@ -1076,7 +1086,7 @@ __attribute__((target("avx512bf16"))) static void pk_bf16x32_tiles(int n, const 
 }
 static const ht_pack pk_bf16_x32 = {"BF16x32", 32, PK_BF16X32_NC, pk_bf16_x32_bytes, pk_bf16_x32_pack, pk_bf16_act_bytes,
                                     pk_bf16_act_prep, pk_bf16x32_tile, 1.0f / 512, pk_bf16x32_tile_cached,
-                                    pk_bf16x32_decode, NULL, pk_bf16x32_tiles};
+                                    pk_bf16x32_decode, NULL, pk_bf16x32_tiles, 0};
 #endif
 
 #endif
@@ -1226,12 +1236,12 @@ PK16_DECODE(pk_q8_0_x16_decode, PK16_Q8_0)
 PK_TILE_EVERY8(pk_q4_0_x16_tile, q4_0x16_tile)
 
 static const ht_pack pk_q4_0_x16 = {"Q4_0x16", 16, PK16_NC, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
-                                    pk_act_signed, pk_q4_0_x16_tile, 0, NULL, pk_q4_0_x16_decode, NULL, NULL};
+                                    pk_act_signed, pk_q4_0_x16_tile, 0, NULL, pk_q4_0_x16_decode, NULL, NULL, 0};
 
 /* IQ4_NL x 16: Q4_0's pack (the same block layout), its nibbles through the IQ4_NL table in the tile. */
 PK_TILE(pk_iq4_nl_x16_tile, iq4_nlx16_tile, 8)
 static const ht_pack pk_iq4_nl_x16 = {"IQ4_NLx16", 16, PK16_NC, pk_q4_0_x16_bytes, pk_q4_0_x16_pack, pk_act_bytes,
-                                      pk_act_signed, pk_iq4_nl_x16_tile, 0, NULL, pk_iq4_nl_x16_decode, NULL, NULL};
+                                      pk_act_signed, pk_iq4_nl_x16_tile, 0, NULL, pk_iq4_nl_x16_decode, NULL, NULL, 0};
 
 /* ---- Q5_0 x 16, 512-bit VNNI (layout at pack_q5_0) ---- */
 static size_t pk_q5_0_x16_bytes(int64_t n) { return (size_t)(n / 32) * 22 * 16; }
@@ -1240,7 +1250,7 @@ static void pk_q5_0_x16_pack(const uint8_t *src, size_t rb, int nr, int64_t n, u
 PK_TILE(pk_q5_0_x16_tile, q5_0x16_tile, 8)
 
 static const ht_pack pk_q5_0_x16 = {"Q5_0x16", 16, PK16_NC, pk_q5_0_x16_bytes, pk_q5_0_x16_pack, pk_act_bytes,
-                                    pk_act_signed, pk_q5_0_x16_tile, 0, NULL, pk_q5_0_x16_decode, NULL, NULL};
+                                    pk_act_signed, pk_q5_0_x16_tile, 0, NULL, pk_q5_0_x16_decode, NULL, NULL, 0};
 
 /* ---- MXFP4 x 16, 512-bit VNNI ----
  * Block b (17 R = 272 bytes at 272 b, the file's size): quants[j][r] as Q4_0's (row r's nibble bytes 4j..4j+3),
@@ -1305,7 +1315,7 @@ HT_AI void mxfp4x16_tile(const int NC, int n, const uint8_t *g, int nr, const ui
 PK_TILE(pk_mxfp4_x16_tile, mxfp4x16_tile, 8)
 
 static const ht_pack pk_mxfp4_x16 = {"MXFP4x16", 16, PK16_NC, pk_mxfp4_x16_bytes, pk_mxfp4_x16_pack, pk_act_bytes,
-                                     pk_act_signed, pk_mxfp4_x16_tile, 0, NULL, pk_mxfp4_x16_decode, NULL, NULL};
+                                     pk_act_signed, pk_mxfp4_x16_tile, 0, NULL, pk_mxfp4_x16_decode, NULL, NULL, 0};
 
 /* ---- Q8_0 x 16, 512-bit VNNI ----
  * Block b (576 bytes at 576 b): quants[j][r] = row r's bytes 4j..4j+3 (j < 8), then halves[r], then int16
@@ -1365,7 +1375,7 @@ HT_AI void q8_0x16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE_EVERY8(pk_q8_0_x16_tile, q8_0x16_tile)
 
 static const ht_pack pk_q8_0_x16 = {"Q8_0x16", 16, PK16_NC, pk_q8_0_x16_bytes, pk_q8_0_x16_pack, pk_act_bytes,
-                                    pk_act_unsigned, pk_q8_0_x16_tile, 0, NULL, pk_q8_0_x16_decode, NULL, NULL};
+                                    pk_act_unsigned, pk_q8_0_x16_tile, 0, NULL, pk_q8_0_x16_decode, NULL, NULL, 0};
 
 /* ---- Q4_K x 16, 512-bit VNNI (layout and formula as Q4_K x 8) ---- */
 static size_t pk_q4_K_x16_bytes(int64_t n) { return (size_t)(n / 256) * 148 * 16; }
@@ -1436,7 +1446,7 @@ HT_AI void q4_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_q4_K_x16_tile, q4_Kx16_tile, 4)
 
 static const ht_pack pk_q4_K_x16 = {"Q4_Kx16", 16, PK_Q4K16_NC, pk_q4_K_x16_bytes, pk_q4_K_x16_pack, pk_k_act_bytes,
-                                    pk_k_act_prep, pk_q4_K_x16_tile, 0, NULL, NULL, NULL, NULL};
+                                    pk_k_act_prep, pk_q4_K_x16_tile, 0, NULL, NULL, NULL, NULL, 0};
 
 /* ---- Q6_K x 16, 512-bit VNNI (layout above; 8 tokens a call: 8 unpacked vectors, 8 integer sums) ---- */
 static size_t pk_q6_K_x16_bytes(int64_t n) { return (size_t)(n / 256) * 3360; }
@@ -1504,5 +1514,5 @@ HT_AI void q6_Kx16_tile(const int NC, int n, const uint8_t *g, int nr, const uin
 PK_TILE(pk_q6_K_x16_tile, q6_Kx16_tile, 8)
 
 static const ht_pack pk_q6_K_x16 = {"Q6_Kx16", 16, PK_Q6_NC, pk_q6_K_x16_bytes, pk_q6_K_x16_pack, pk_k_act_bytes,
-                                    pk_k_act_prep, pk_q6_K_x16_tile, 0, NULL, NULL, NULL, NULL};
+                                    pk_k_act_prep, pk_q6_K_x16_tile, 0, NULL, NULL, NULL, NULL, 0};
 #endif
