@@ -616,7 +616,8 @@ PK_TILE(pk_q6_K_x8_tile, q6_Kx8_tile, 4)
 static const ht_pack pk_q6_K_x8 = {"Q6_Kx8", 8, PK8_NC, pk_q6_K_x8_bytes, pk_q6_K_x8_pack, pk_k_act_bytes, pk_k_act_prep,
                                    pk_q6_K_x8_tile, 0, NULL, NULL, NULL, NULL, 0};
 
-/* ---- F32 x 32 in 256 bits, F16 / BF16 x 16 in 512 ----
+#if !HT_X86_AVX512   /* the AVX2 packs below: the AVX-512 sets install their x16 and x32 packs instead */
+/* ---- F32 x 32 in 256 bits ----
  * Element k of the group's rows side by side (R elements of E bytes), widened to floats once for every token
  * of the tile; the activations are the float rows themselves (no act_prep). Each output is one chain of FMAs
  * in order of k, its lane of a vector: no horizontal sum, which in the row-major F32 tile cost as much as the
@@ -628,7 +629,6 @@ HT_AI void pack_rows(const int R, const size_t E, const uint8_t *src, size_t rb,
         for (int64_t k = 0; k < n; k++) memcpy(dst + (k * R + r) * E, src + (size_t)r * rb + k * E, E);
 }
 
-#if !HT_X86_AVX512   /* the AVX2 packs below: the AVX-512 sets install their x16 packs instead */
 /* ---- F32 x 32 in 256 bits (AVX2): element k of 32 rows side by side (128 bytes). One token runs four
  * chains of FMAs, one per vector of 8 rows (with 16-row groups its two chains were latency-bound: 27.5 GB/s
  * in L2, and 2-thread decode of the 1B F16 file 13.6-14.1 t/s where the 512-bit kernel read 20.1). Several
@@ -774,7 +774,6 @@ static void pk_i16_act_prep(const float *x, uint8_t *dst, int64_t n) {
     }
 }
 
-
 #if !HT_X86_AVX512
 /* 8 rows (AVX2): a tile of 8 tokens keeps its float sums in memory (8 integer sums, the weights and a broadcast
  * take the registers). */
@@ -830,7 +829,6 @@ static const ht_pack pk_bf16_i16 = {"BF16i16x8", 8, PK_I16_NC, pk_i16_x8_bytes, 
                                     pk_i16_act_prep, pk_i16_x8_tile, 0.5f / I16_QMAX, pk_i16_x8_tile_cached, NULL, NULL, NULL, 0};
 
 #endif   /* !HT_X86_AVX512 */
-
 
 #if HT_X86_AVX512
 HT_AI void store16(float *y, int nr, __m512 v) {
