@@ -147,6 +147,8 @@ else {
     const page = await browser.newPage();
     await page.goto(url + '/', { waitUntil: 'load' });
     await page.$eval('#max_tokens', (e) => { e.value = '4'; e.dispatchEvent(new Event('change')); });
+    // greedy: at the page's 0.8 an unseeded draw sometimes ended the reply at once (no token, no "first token")
+    await page.$eval('#temperature', (e) => { e.value = '0'; e.dispatchEvent(new Event('change')); });
     await page.$eval('#prompt', (e, v) => { e.value = v; }, prompt('Eta'));
     await page.evaluate(() => {   // every state of the bar, as the page draws it
       window.seen = [];
