@@ -873,24 +873,18 @@ HT_AI __m512i dpwssd16(__m512i s, __m512i w, __m512i x) {
 #endif
 }
 #define PK_I16X32_NC 6
-#define PK_I16X32_TNC 8   /* the small-batch entry's most tokens */
+#define PK_I16X32_TNC 8   /* the small-batch entry's most tokens (a draft of 7) */
 #define PK_I16X32_G 2
 HT_AI void i16x32_tiles_g(const bool PF, const int G, const int NC, int n, const uint8_t *g, int nr, const uint8_t *a,
                           size_t as, float *y, size_t ys) {
     const int nb = i16_np(n) / 32, S = 2 * G;
     const size_t gb = i16_bytes(32, n);
-    /* the float sums in registers up to PK_I16X32_NC tokens, past it in memory (in registers they spilled: verify
-     * k8 1.71 decode steps, in memory 1.37) */
-    const bool MEM = NC > PK_I16X32_NC;
     __m512 acc[2 * PK_I16X32_G][PK_I16X32_NC], dw[2 * PK_I16X32_G];
-    float accm[2 * PK_I16X32_G][PK_I16X32_TNC][16] __attribute__((aligned(64)));
     HT_UNROLL
     for (int t = 0; t < S; t++) {
         dw[t] = _mm512_setzero_ps();
         HT_UNROLL
-        for (int c = 0; c < NC; c++)
-            if (MEM) _mm512_store_ps(accm[t][c], _mm512_setzero_ps());
-            else acc[t][c] = _mm512_setzero_ps();
+        for (int c = 0; c < NC; c++) acc[t][c] = _mm512_setzero_ps();
     }
     const uint8_t *p = g;   /* the first group's; stream t's at p + (t / 2) * gb + (t % 2) * 64 */
     for (int b = 0; b < nb; b++) {
@@ -902,7 +896,7 @@ HT_AI void i16x32_tiles_g(const bool PF, const int G, const int NC, int n, const
         if (PF)
             HT_UNROLL
             for (int j = 0; j < G; j++) ht_prefetch(p + j * gb, 2048);
-        __m512i s[2 * PK_I16X32_G][PK_I16X32_TNC];
+        __m512i s[2 * PK_I16X32_G][PK_I16X32_NC];
         HT_UNROLL
         for (int t = 0; t < S; t++)
             HT_UNROLL
@@ -925,8 +919,7 @@ HT_AI void i16x32_tiles_g(const bool PF, const int G, const int NC, int n, const
             const __m512 da = _mm512_set1_ps(((const float *)(a + (size_t)c * as + (size_t)nb * 64))[b]);
             HT_UNROLL
             for (int t = 0; t < S; t++)
-                if (MEM) _mm512_store_ps(accm[t][c], _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t][c]), _mm512_mul_ps(dw[t], da), _mm512_load_ps(accm[t][c])));
-                else acc[t][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t][c]), _mm512_mul_ps(dw[t], da), acc[t][c]);
+                acc[t][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t][c]), _mm512_mul_ps(dw[t], da), acc[t][c]);
         }
     }
     HT_UNROLL
@@ -934,7 +927,7 @@ HT_AI void i16x32_tiles_g(const bool PF, const int G, const int NC, int n, const
         const int m = t / 2 < G - 1 ? 16 : HT_MIN(16, nr - 16 * (t % 2));   /* the last group's rows: nr */
         if (m > 0)
             HT_UNROLL
-            for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys + 16 * t, m, MEM ? _mm512_load_ps(accm[t][c]) : acc[t][c]);
+            for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys + 16 * t, m, acc[t][c]);
     }
 }
 HT_AI void i16x32_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
@@ -945,27 +938,26 @@ HT_AI void i16x32_tile_cached(const int NC, int n, const uint8_t *g, int nr, con
 }
 PK_TILE(pk_i16x32_tile, i16x32_tile, PK_I16X32_NC)
 PK_TILE(pk_i16x32_tile_cached, i16x32_tile_cached, PK_I16X32_NC)
-/* ng groups of G at a time, the last one's rows nr. */
-#define I16X32_RUN_G(PF, G, NC)                                                                                  \
-    for (; j + G <= ng; j += G) i16x32_tiles_g(PF, G, NC, n, g + j * gb, j + G == ng ? nr : 32, a, as, y + 32 * j, ys);
+/* Runs of G groups, then the rest one group at a time through the tile entry (its instances: every inlined copy of
+ * the kernel costs compile time, and the sanitized build's compile of quant_avx512vnni.c is the test run's critical
+ * path). A batch of 7 or 8 tokens (a draft's verification) goes group by group, the tile's 6 + 1 or 6 + 2 passes
+ * finding the group in L2: as matmul's token tiles did it, each pass streamed the chunk from memory again (verify
+ * k7 1.33, k8 1.62 decode steps against k6 1.15). */
+#define I16X32_RUN_G(G, NC)                                                                                      \
+    for (; j + G <= ng; j += G) i16x32_tiles_g(true, G, NC, n, g + j * gb, j + G == ng ? nr : 32, a, as, y + 32 * j, ys);
+#define I16X32_RUN_REST(NC)                                                                                      \
+    for (; j < ng; j++) pk_i16x32_tile(n, g + j * gb, j == ng - 1 ? nr : 32, a, as, NC, y + 32 * j, ys);
 static void pk_i16x32_decode(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, float *y) {
     const size_t gb = i16_bytes(32, n), as = 0, ys = 0;
     int j = 0;
-    I16X32_RUN_G(true, 2, 1) I16X32_RUN_G(true, 1, 1)
+    I16X32_RUN_G(2, 1) I16X32_RUN_REST(1)
 }
 static void pk_i16x32_tiles(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, size_t as, int nc, float *y, size_t ys) {
     const size_t gb = i16_bytes(32, n);
     int j = 0;
-    switch (nc) {
-    case 2: I16X32_RUN_G(true, 2, 2) I16X32_RUN_G(true, 1, 2) break;
-    case 3: I16X32_RUN_G(true, 1, 3) break;
-    case 4: I16X32_RUN_G(true, 1, 4) break;
-    case 5: I16X32_RUN_G(true, 1, 5) break;   /* one pass (the tile entry's 5 is 4 + 1) */
-    case 7: I16X32_RUN_G(true, 1, 7) break;   /* one pass, not 6 + 1 (verify k7 1.33 -> 1.20 decode steps) */
-    case 8: I16X32_RUN_G(true, 1, 8) break;   /* (k8 1.62 -> 1.37) */
-    default:
-        for (; j < ng; j++) pk_i16x32_tile(n, g + j * gb, j == ng - 1 ? nr : 32, a, as, nc, y + 32 * j, ys);
-    }
+    if (nc == 2) I16X32_RUN_G(2, 2)
+    if (nc == 5) I16X32_RUN_G(1, 5)   /* one pass: the tile entry's 5 is 4 + 1 (verify k5 1.42 against 1.03-1.10) */
+    I16X32_RUN_REST(nc)
 }
 static size_t pk_i16_x32_bytes(int64_t n) { return i16_bytes(32, n); }
 static void pk_f16_i16x32_pack(const uint8_t *src, size_t rb, int nr, int64_t n, uint8_t *dst) { pack_i16(32, HT_F16, src, rb, nr, n, dst); }
@@ -985,7 +977,7 @@ static const ht_pack pk_bf16_i16x32 = {"BF16i16x32", 32, PK_I16X32_NC, pk_i16_x3
  * pairs, two streams of 16 rows side by side (64 bytes each); an odd n ends with a zero. Activation rows: BF16
  * pairs (n rounded up to even). Each output is one chain of VDPBF16PS in order of kp, the same in the tile, decode
  * and small-batch entries: bit-identical whatever the batch. Eight tokens x two streams take 16 accumulators.
- * Against the 14-bit pack (bench_ab, Zen 5, 1B BF16, both orders): pp512 1.15-1.20x, decode 0.97-0.98x (one group
+ * Against the 14-bit pack (bench_ab, Zen 5, 1B BF16, both orders): pp512 1.15-1.17x, decode 1.01-1.04x (one group
  * a call without prefetch; two groups 0.93x, prefetch 0.91x, into L2 0.85x). The golden's KL goes from 7.7e-6
  * to 1.26e-5, the reference's own 1.25e-5 (it rounds the activations the same way). */
 #define HT_BF16_AI static inline __attribute__((always_inline, target("avx512bf16")))
@@ -1060,27 +1052,20 @@ HT_BF16_AI void bf16x32_tile(const int NC, int n, const uint8_t *g, int nr, cons
 HT_BF16_AI void bf16x32_tile_cached(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     bf16x32_tiles_g(false, 1, NC, n, g, nr, a, as, y, ys);
 }
-#define PK_TILE_EVERY8_BF16(name, TILE) __attribute__((target("avx512bf16"))) PK_TILE_EVERY8(name, TILE)
-PK_TILE_EVERY8_BF16(pk_bf16x32_tile, bf16x32_tile)
-PK_TILE_EVERY8_BF16(pk_bf16x32_tile_cached, bf16x32_tile_cached)
-#define BF16X32_RUN_G(PF, G, NC)                                                                                 \
-    for (; j + G <= ng; j += G) bf16x32_tiles_g(PF, G, NC, n, g + j * gb, j + G == ng ? nr : 32, a, as, y + 32 * j, ys);
+PK_TILE_A(__attribute__((target("avx512bf16"))), pk_bf16x32_tile, bf16x32_tile, PK_BF16X32_NC)
+PK_TILE_A(__attribute__((target("avx512bf16"))), pk_bf16x32_tile_cached, bf16x32_tile_cached, PK_BF16X32_NC)
+/* As the integer pack's: runs of two groups for 2 tokens, the rest group by group through the tile entries. */
 __attribute__((target("avx512bf16"))) static void pk_bf16x32_decode(int n, const uint8_t *g, int ng, int nr, const uint8_t *a, float *y) {
-    const size_t gb = pk_bf16_x32_bytes(n), as = 0, ys = 0;
-    int j = 0;
-    BF16X32_RUN_G(false, 1, 1)
+    const size_t gb = pk_bf16_x32_bytes(n);
+    for (int j = 0; j < ng; j++) pk_bf16x32_tile_cached(n, g + j * gb, j == ng - 1 ? nr : 32, a, 0, 1, y + 32 * j, 0);
 }
 __attribute__((target("avx512bf16"))) static void pk_bf16x32_tiles(int n, const uint8_t *g, int ng, int nr, const uint8_t *a,
                                                                    size_t as, int nc, float *y, size_t ys) {
     const size_t gb = pk_bf16_x32_bytes(n);
     int j = 0;
-    switch (nc) {
-    case 2: BF16X32_RUN_G(true, 2, 2) BF16X32_RUN_G(true, 1, 2) break;
-    case 3: BF16X32_RUN_G(true, 2, 3) BF16X32_RUN_G(true, 1, 3) break;
-    case 4: BF16X32_RUN_G(true, 2, 4) BF16X32_RUN_G(true, 1, 4) break;
-    default:
-        for (; j < ng; j++) pk_bf16x32_tile(n, g + j * gb, j == ng - 1 ? nr : 32, a, as, nc, y + 32 * j, ys);
-    }
+    if (nc == 2)
+        for (; j + 2 <= ng; j += 2) bf16x32_tiles_g(true, 2, 2, n, g + j * gb, j + 2 == ng ? nr : 32, a, as, y + 32 * j, ys);
+    for (; j < ng; j++) pk_bf16x32_tile(n, g + j * gb, j == ng - 1 ? nr : 32, a, as, nc, y + 32 * j, ys);
 }
 static const ht_pack pk_bf16_x32 = {"BF16x32", 32, PK_BF16X32_NC, pk_bf16_x32_bytes, pk_bf16_x32_pack, pk_bf16_act_bytes,
                                     pk_bf16_act_prep, pk_bf16x32_tile, 1.0f / 512, pk_bf16x32_tile_cached,
