@@ -872,6 +872,13 @@ HT_AI __m512i dpwssd16(__m512i s, __m512i w, __m512i x) {
     return _mm512_add_epi32(s, _mm512_madd_epi16(w, x));
 #endif
 }
+/* Stream t's sums (rows 16t.. of G 32-row groups; the last group's rows: nr) for NC tokens. */
+HT_AI void store_stream(const int NC, int t, int G, int nr, const __m512 *acc, float *y, size_t ys) {
+    const int m = t / 2 < G - 1 ? 16 : HT_MIN(16, nr - 16 * (t % 2));
+    if (m > 0)
+        HT_UNROLL
+        for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys + 16 * t, m, acc[c]);
+}
 #define PK_I16X32_NC 6
 #define PK_I16X32_TNC 8   /* the small-batch entry's most tokens (a draft of 7) */
 #define PK_I16X32_G 2
@@ -923,12 +930,7 @@ HT_AI void i16x32_tiles_g(const bool PF, const int G, const int NC, int n, const
         }
     }
     HT_UNROLL
-    for (int t = 0; t < S; t++) {
-        const int m = t / 2 < G - 1 ? 16 : HT_MIN(16, nr - 16 * (t % 2));   /* the last group's rows: nr */
-        if (m > 0)
-            HT_UNROLL
-            for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys + 16 * t, m, acc[t][c]);
-    }
+    for (int t = 0; t < S; t++) store_stream(NC, t, G, nr, acc[t], y, ys);
 }
 HT_AI void i16x32_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     i16x32_tiles_g(true, 1, NC, n, g, nr, a, as, y, ys);
@@ -1039,12 +1041,7 @@ HT_BF16_AI void bf16x32_tiles_g(const bool PF, const int G, const int NC, int n,
         else BF16X32_PAIRS(np - k0)
     }
     HT_UNROLL
-    for (int t = 0; t < S; t++) {
-        const int m = t / 2 < G - 1 ? 16 : HT_MIN(16, nr - 16 * (t % 2));   /* the last group's rows: nr */
-        if (m > 0)
-            HT_UNROLL
-            for (int c = 0; c < NC; c++) store16(y + (size_t)c * ys + 16 * t, m, acc[t][c]);
-    }
+    for (int t = 0; t < S; t++) store_stream(NC, t, G, nr, acc[t], y, ys);
 }
 HT_BF16_AI void bf16x32_tile(const int NC, int n, const uint8_t *g, int nr, const uint8_t *a, size_t as, float *y, size_t ys) {
     bf16x32_tiles_g(true, 1, NC, n, g, nr, a, as, y, ys);
