@@ -31,3 +31,8 @@ set_tests_properties(test_sanitizers test_fuzz PROPERTIES FIXTURES_REQUIRED sani
 set_property(TEST test_sanitizers test_fuzz APPEND PROPERTY ENVIRONMENT "HEARTH_SAN_READY=1")
 # the README runs the suite with -j2: the MPI jobs start up to four ranks (test_dp: two replicas and servers) on their own
 set_tests_properties(test_mpi test_dp PROPERTIES RUN_SERIAL TRUE)
+# Start order where CTest has no timings yet (a fresh clone: CI): it starts sanitized_build first (a fixture
+# setup: the head of the longest chain, the build and then the suite's rerun in it); the longest scripts go next
+# on the other slot, the short tests fill in; the serial MPI jobs wait for an idle moment, the end.
+set_tests_properties(test_neon_qemu PROPERTIES COST 500)
+set_tests_properties(test_server PROPERTIES COST 400)
