@@ -10,7 +10,9 @@
  *   bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-d DEPTH] [-r ROUNDS] [-c SET] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B
  *   e.g. bench_ab -p 512 -n 64 m.gguf /tmp/before/build/libhearth.so build/libhearth.so
  * -p 0 or -n 0 skips that phase. -d fills DEPTH tokens into each side's cache once, before the rounds; every run
- * then starts from them (the cache cut back to DEPTH), as llama-bench -d. -c forces a kernel set on both sides (hearth_set_kernels: "avx2", ...). LIB_A may equal LIB_B (a check of the method: the ratio should come out 1).
+ * then starts from them (the cache cut back to DEPTH), as llama-bench -d. -k sets both sides' K and V cache type
+ * (f16, q8_0, ...). -c forces a kernel set on both sides (hearth_set_kernels: "avx2", ...). LIB_A may equal LIB_B
+ * (a check of the method: the ratio should come out 1).
  * -a / -b apply a LoRA adapter at scale 1 on side A / B (unmerged; with -m B's is merged into its weights), or
  * several together (F1,F2,...): the same library on both sides with -b gives the adapters' overhead. */
 #define _GNU_SOURCE
@@ -53,6 +55,8 @@ static void *sym(void *h, const char *lib, const char *name) {
     }
     return p;
 }
+
+static int kv_type = -2;   /* -k: both sides' K and V cache type (hearth_cache_type); -2: the default */
 
 static void open_side(side *s, const char *model, int threads, int n_ctx, const char *set) {
     void *h = dlmopen(LM_ID_NEWLM, s->lib, RTLD_NOW | RTLD_LOCAL);
@@ -104,6 +108,7 @@ static void open_side(side *s, const char *model, int threads, int n_ctx, const 
     hearth_ctx_params p = s->default_params();
     p.n_ctx = n_ctx;
     p.n_threads = threads;
+    if (kv_type != -2) p.cache_type = (hearth_cache_type)kv_type;
     if (s->ctx_new(m, &p, &s->ctx, &err)) goto fail;
     if (n_lora && !s->merge) {
         int (*set)(hearth_ctx *, hearth_lora *const *, const float *, int, hearth_err *);
@@ -171,7 +176,7 @@ static void report(const char *what, const double *a, const double *b, int round
 int main(int argc, char **argv) {
     int threads = 2, n_pp = 512, n_tg = 64, depth = 0, rounds = 6, opt, merge = 0;
     const char *lora[2] = {NULL, NULL}, *set = NULL;
-    while ((opt = getopt(argc, argv, "t:p:n:d:r:c:a:b:m")) != -1) {
+    while ((opt = getopt(argc, argv, "t:p:n:d:r:c:a:b:mk:")) != -1) {
         switch (opt) {
         case 't': threads = atoi(optarg); break;
         case 'p': n_pp = atoi(optarg); break;
@@ -182,6 +187,15 @@ int main(int argc, char **argv) {
         case 'a': lora[0] = optarg; break;
         case 'b': lora[1] = optarg; break;
         case 'm': merge = 1; break;
+        case 'k': {   /* llama.cpp's cache type names */
+            static const struct { const char *name; int type; } kt[] = {
+                { "f32", HEARTH_CACHE_F32 }, { "f16", HEARTH_CACHE_F16 }, { "bf16", HEARTH_CACHE_BF16 },
+                { "q8_0", HEARTH_CACHE_Q8_0 }, { "q4_0", HEARTH_CACHE_Q4_0 } };
+            for (size_t i = 0; i < sizeof kt / sizeof kt[0]; i++)
+                if (!strcmp(optarg, kt[i].name)) kv_type = kt[i].type;
+            if (kv_type == -2) { fprintf(stderr, "bench_ab: -k takes f32, f16, bf16, q8_0 or q4_0\n"); return 1; }
+            break;
+        }
         default: goto usage;
         }
     }
@@ -219,6 +233,6 @@ int main(int argc, char **argv) {
     free(tok);
     return 0;
 usage:
-    fprintf(stderr, "usage: bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-d DEPTH] [-r ROUNDS] [-c SET] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B\n");
+    fprintf(stderr, "usage: bench_ab [-t THREADS] [-p PROMPT] [-n DECODE] [-d DEPTH] [-r ROUNDS] [-c SET] [-k CACHE_TYPE] [-a LORA[,LORA..]] [-b LORA[,LORA..] [-m]] MODEL LIB_A LIB_B\n");
     return 2;
 }
