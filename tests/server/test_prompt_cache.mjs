@@ -34,6 +34,17 @@ const complete = async (s, prompt, extra = {}) => {
   return r.json();
 };
 
+// until the server has given the busy request a slot (a fixed wait lost the race under the sanitized build: the
+// next request took that slot, with its prefix, first)
+const untilProcessing = async (s) => {
+  for (let i = 0; i < 400; i++) {
+    const m = await (await fetch(s.url + '/metrics')).text();
+    if (Number(m.match(/^hearth_slots_processing (\d+)/m)?.[1]) >= 1) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error('the busy request never took a slot');
+};
+
 const P = Array(40).fill('Once upon a time there was a little dog who liked to play in the park with his friends.').join(' ');
 let s = await start();
 const cold = await complete(s, P + ' Then');
@@ -41,7 +52,7 @@ check('cold: the whole prompt evaluated', cold.timings.cache_n === 0 && cold.tim
 // slot 0 keeps generating; the same prefix on slot 1 comes from the shared cache
 const busy = fetch(s.url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
   body: JSON.stringify({ prompt: P + ' Later', max_tokens: 900, temperature: 0, ignore_eos: true }) }).then((r) => r.json());
-await new Promise((r) => setTimeout(r, 30));
+await untilProcessing(s);
 const other = await complete(s, P + ' Suddenly');
 const ref = await complete(s, P + ' Suddenly', { cache_prompt: false });
 check('a second slot starts from the prefix a busy slot computed', other.timings.cache_n >= 1024, JSON.stringify(other.timings));
@@ -84,7 +95,7 @@ const H = Array(12).fill('Once upon a time there was a little dog who liked to p
 const hcold = await complete(s, H + ' Then');
 const hbusy = fetch(s.url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
   body: JSON.stringify({ prompt: H + ' Then', max_tokens: 600, temperature: 0, ignore_eos: true }) }).then((r) => r.json());
-await new Promise((r) => setTimeout(r, 30));
+await untilProcessing(s);
 const hwarm = await complete(s, H + ' Suddenly');
 const href = await complete(s, H + ' Suddenly', { cache_prompt: false });
 check('hybrid: a prompt of several blocks', hcold.timings.prompt_n >= 192, JSON.stringify(hcold.timings));
