@@ -1518,14 +1518,6 @@ HT_AI void kq_q8_0_cols(const int NC, int n, const uint8_t *w, size_t ws, int nr
     }
 }
 
-/* The rows of a kv head's cache lie one after another (per-head layout): the scores and softmax·V kernels ask for
- * the 16 rows ATT_PF positions ahead while they work on the current 16 (the hardware prefetcher alone left the
- * Q8_0 cache's decode at ~9 GB/s a thread). Prefetches never fault: only the bytes' range is checked. */
-#define ATT_PF 64
-HT_AI void att_prefetch(const uint8_t *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
-}
-
 #if HT_X86_VNNI && HT_X86_AVX512
 /* The VNNI set's scores: 16 positions at a time, their rows' int8 values turned by a 16 x 16 dword transpose into
  * 16 vectors whose lane r holds 4 bytes of position r (one vector per 4 dims of a pair of blocks), made unsigned
@@ -1624,7 +1616,7 @@ static void kqz(int n, const uint8_t *w, size_t ws, int nr, const uint8_t *a, si
             }
         for (int r0 = 0; r0 < nr; r0 += 16) {
             const uint8_t *row[16];
-            if (r0 + ATT_PF + 16 <= nr) att_prefetch(w + (size_t)(r0 + ATT_PF) * ws, 16 * ws);
+            ht_prefetch(w + (size_t)r0 * ws, 16 * ws);   /* a head's rows follow each other: ~60 positions ahead */
             HT_UNROLL
             for (int r = 0; r < 16; r++) row[r] = w + (size_t)HT_MIN(r0 + r, nr - 1) * ws;
             for (int b = 0; b < nb; b += 2) {
@@ -1712,7 +1704,7 @@ HT_AI void pv_q8_0_chunk(const int NC, const int NV, int d0, const uint8_t *v, s
     for (int t0 = 0; t0 < m; t0 += 16) {
         const int mt = HT_MIN(16, m - t0);
         const uint8_t *row[16];
-        if (t0 + ATT_PF + 16 <= m && slot + ATT_PF + 16 <= cap) att_prefetch(v + (size_t)(slot + ATT_PF) * vs, 16 * vs);
+        ht_prefetch(v + (size_t)slot * vs, 16 * vs);   /* as the scores' kernel (kqz) */
         for (int t = 0, sl = slot; t < 16; t++) {
             row[t] = v + (size_t)sl * vs;
             if (t + 1 < mt && ++sl == cap) sl = 0;   /* past m: the last row again (its factors unused) */
